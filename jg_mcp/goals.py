@@ -1,0 +1,250 @@
+"""Goals: the YAML + sibling Python module pair that defines one kernel objective."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from jg_mcp.errors import GoalError
+
+REPO_GOALS = Path(__file__).resolve().parent.parent / "goals"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class Shape(Strict):
+    name: str
+    """A label naming where the shape comes from, e.g. `llama3_8b_prefill_qkv`."""
+    dims: dict[str, int]
+    """Dimension values by name (M, N, K, batch, seq, ...), passed to the input maker."""
+
+    @field_validator("dims")
+    @classmethod
+    def _positive(cls, dims: dict[str, int]) -> dict[str, int]:
+        bad = [k for k, v in dims.items() if v <= 0]
+        if bad:
+            raise ValueError(f"dimensions must be positive: {', '.join(bad)}")
+        return dims
+
+
+class DimRange(Strict):
+    min: int = Field(ge=1)
+    """Smallest value the eval may draw."""
+    max: int = Field(ge=1)
+    """Largest value the eval may draw."""
+    multiple_of: int = Field(default=1, ge=1)
+    """Drawn values are multiples of this (the divisibility a solution may rely on)."""
+
+
+class Tolerance(Strict):
+    atol: float = Field(ge=0)
+    """Absolute tolerance against the float32 reference."""
+    rtol: float = Field(ge=0)
+    """Relative tolerance against the float32 reference: |out - ref| <= atol + rtol * |ref|."""
+
+
+class Output(Strict):
+    name: str
+    """Name of the output, as the objective refers to it."""
+    dtype: Literal["bfloat16", "float16", "float32", "float8_e4m3fn", "int32", "int64"]
+    """The dtype the solution must return for this output."""
+
+
+class Baseline(Strict):
+    function: str
+    """Name of the callable in the goal module; called with the reference's arguments."""
+    devices: list[Literal["cpu", "cuda"]] = ["cuda", "cpu"]
+    """Devices where this baseline runs (some library ops exist only on CUDA)."""
+    description: str = ""
+    """The library code this baseline stands for, e.g. `torch._scaled_mm (cuBLASLt), rowwise scales`."""
+
+
+class Hardware(Strict):
+    name: str
+    """The GPU the goal targets, e.g. `NVIDIA H200 SXM (sm_90)`."""
+    peak_tflops: float = Field(gt=0)
+    """Dense peak of the goal's main datatype, TFLOP/s, used for % of roofline and the physical floor."""
+    peak_bandwidth_tbps: float = Field(gt=0)
+    """HBM bandwidth, TB/s, used for % of roofline and the physical floor."""
+
+
+class SolutionSpec(Strict):
+    file: str = "solution.py"
+    """Workspace-relative file that holds the solution."""
+    function: str = "kernel"
+    """Name of the function in that file; it takes the reference's positional arguments."""
+
+
+class Budget(Strict):
+    wall_clock_minutes: int = Field(gt=0)
+    """Wall-clock time the agent is given for the session."""
+
+
+class Goal(Strict):
+    name: str = Field(pattern=r"^[a-z0-9_]+$")
+    """Identifier, equal to the file stem: `gemm_fp8`."""
+    title: str
+    """One line for humans."""
+    objective: str
+    """One paragraph: what to build and what is minimised."""
+    constraints: list[str]
+    """Rules the solution must respect, stated to the agent."""
+    hardware: Hardware
+    """The target GPU and its peaks."""
+    reference: str
+    """Name of the plain-PyTorch reference callable in the goal module (float32 or higher)."""
+    inputs: str
+    """Name of the input maker in the goal module: (dims: dict, seed: int, device: str) -> tuple of tensors."""
+    outputs: list[Output] = Field(min_length=1)
+    """What the solution returns, in order (one entry: a tensor; several: a tuple)."""
+    shapes: list[Shape] = Field(min_length=1)
+    """The timed shapes, taken from real models."""
+    smoke_shapes: list[Shape] = Field(min_length=1)
+    """Small shapes for CPU and the Triton interpreter."""
+    shape_domain: dict[str, DimRange]
+    """Ranges the eval draws untimed shapes from; a dimension not named here keeps the timed value."""
+    tolerance: Tolerance
+    """Correctness tolerance, justified in a YAML comment."""
+    baselines: dict[str, Baseline] = Field(min_length=1)
+    """The library code to beat, by name."""
+    forbidden: list[str] = []
+    """Dotted names of APIs a solution may not call, e.g. `torch._scaled_mm`."""
+    solution: SolutionSpec = SolutionSpec()
+    """Where the solution lives in the workspace and what it is called."""
+    budget: Budget
+    """Time the agent is given."""
+    flops: str
+    """Name of the callable in the goal module: (dims) -> floating-point operations of one call."""
+    bytes: str
+    """Name of the callable in the goal module: (dims) -> minimum bytes moved by one call."""
+
+    @model_validator(mode="after")
+    def _domain_names_dims(self) -> Goal:
+        dims = set().union(*(s.dims for s in self.shapes))
+        unknown = sorted(set(self.shape_domain) - dims)
+        if unknown:
+            raise ValueError(f"shape_domain names dimensions no shape has: {', '.join(unknown)}")
+        return self
+
+
+class LoadedGoal:
+    """A validated goal with its module imported and its callables resolved."""
+
+    def __init__(self, goal: Goal, yaml_path: Path, module: ModuleType):
+        self.goal = goal
+        self.yaml_path = yaml_path
+        self.module_path = yaml_path.with_suffix(".py")
+        self.module = module
+
+    @property
+    def name(self) -> str:
+        return self.goal.name
+
+    def fn(self, name: str) -> Callable[..., Any]:
+        return getattr(self.module, name)
+
+    @property
+    def reference(self) -> Callable[..., Any]:
+        return self.fn(self.goal.reference)
+
+    @property
+    def make_inputs(self) -> Callable[..., tuple]:
+        return self.fn(self.goal.inputs)
+
+    def baseline(self, name: str) -> Callable[..., Any]:
+        return self.fn(self.goal.baselines[name].function)
+
+    def flops(self, dims: dict[str, int]) -> float:
+        return float(self.fn(self.goal.flops)(dims))
+
+    def bytes(self, dims: dict[str, int]) -> float:
+        return float(self.fn(self.goal.bytes)(dims))
+
+    def sha256(self) -> str:
+        """Hash of the YAML and the module together: what a transcript pins."""
+        h = hashlib.sha256()
+        for p in (self.yaml_path, self.module_path):
+            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+        return h.hexdigest()
+
+
+def _field_of(err: dict) -> str:
+    return ".".join(str(p) for p in err["loc"]) or "(top level)"
+
+
+def _import_module(path: Path, goal_name: str) -> ModuleType:
+    mod_name = f"jg_goal_{goal_name}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise GoalError(path, "", "cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(mod_name, None)
+        raise GoalError(path, "", f"import failed: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def load_goal(path: str | Path) -> LoadedGoal:
+    """Read, validate and import a goal; every problem is one GoalError naming file and field."""
+    yaml_path = Path(path)
+    if yaml_path.suffix not in (".yaml", ".yml"):
+        yaml_path = yaml_path.with_suffix(".yaml")
+    if not yaml_path.is_file():
+        raise GoalError(yaml_path, "", "no such goal file")
+    try:
+        data = yaml.safe_load(yaml_path.read_text())
+    except yaml.YAMLError as exc:
+        raise GoalError(yaml_path, "", f"YAML syntax error: {exc}") from exc
+    if not isinstance(data, dict):
+        raise GoalError(yaml_path, "", "must be a YAML mapping of goal fields")
+    try:
+        goal = Goal.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+        raise GoalError(yaml_path, _field_of(first), f"{first['msg']}{more}") from None
+    if goal.name != yaml_path.stem:
+        raise GoalError(yaml_path, "name", f"'{goal.name}' differs from the file name '{yaml_path.stem}'")
+    module_path = yaml_path.with_suffix(".py")
+    if not module_path.is_file():
+        raise GoalError(yaml_path, "", f"sibling module {module_path.name} is missing")
+    module = _import_module(module_path, goal.name)
+    refs = {"reference": goal.reference, "inputs": goal.inputs, "flops": goal.flops, "bytes": goal.bytes}
+    refs |= {f"baselines.{k}.function": b.function for k, b in goal.baselines.items()}
+    for field, fn_name in refs.items():
+        if not callable(getattr(module, fn_name, None)):
+            raise GoalError(yaml_path, field, f"'{fn_name}' is not a callable in {module_path.name}")
+    return LoadedGoal(goal, yaml_path, module)
+
+
+def goals_dir(explicit: str | Path | None = None) -> Path:
+    """The goals directory: an explicit one, else ./goals, else the repository's."""
+    if explicit:
+        return Path(explicit)
+    here = Path.cwd() / "goals"
+    return here if here.is_dir() else REPO_GOALS
+
+
+def find_goal(name_or_path: str, directory: str | Path | None = None) -> Path:
+    """Accept a goal name (`gemm_fp8`) or a path to its YAML."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    return goals_dir(directory) / f"{name_or_path}.yaml"
+
+
+def list_goal_files(directory: str | Path | None = None) -> list[Path]:
+    return sorted(goals_dir(directory).glob("*.yaml"))

@@ -1,0 +1,175 @@
+"""run_command's engine: a shell in the workspace with a timeout, a killed process group,
+capped output and periodic progress."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+
+import anyio
+from anyio.abc import ByteReceiveStream
+from pydantic import BaseModel
+
+DEFAULT_CAP = 64 * 1024
+DRAIN_AFTER_EXIT_S = 0.5
+ProgressFn = Callable[[float, str], Awaitable[None]]
+
+
+class CommandResult(BaseModel):
+    exit_code: int | None
+    """The shell's exit status; None when it was killed. Negative: killed by that signal."""
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+    """True when the timeout expired and the process group was killed."""
+    stdout_elided_bytes: int = 0
+    """Bytes cut from the middle of stdout (head and tail are kept)."""
+    stderr_elided_bytes: int = 0
+
+
+class CappedBuffer:
+    """Keeps the first and last `cap/2` bytes of a stream and counts what fell between."""
+
+    def __init__(self, cap: int):
+        self.half = cap // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.last_line = ""
+        self.done = False
+        """Set when the stream reached its end."""
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            del self.tail[: max(0, len(self.tail) - self.half)]
+        lines = [ln for ln in (self.head if not self.tail else self.tail).splitlines() if ln.strip()]
+        if lines:
+            self.last_line = lines[-1][-200:].decode(errors="replace")
+
+    @property
+    def elided(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+    def text(self) -> str:
+        head = self.head.decode(errors="replace")
+        if not self.elided:
+            return head + self.tail.decode(errors="replace")
+        return f"{head}\n[... {self.elided} bytes elided ...]\n{self.tail.decode(errors='replace')}"
+
+
+def command_env(extra_path: Sequence[str] = ()) -> dict[str, str]:
+    """The environment a command sees: ours, with this interpreter's bin directory first on PATH."""
+    env = dict(os.environ)
+    path = [str(Path(sys.executable).parent), *extra_path, env.get("PATH", "/usr/bin:/bin")]
+    env["PATH"] = os.pathsep.join(path)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Runner:
+    """Runs shell commands in `cwd`; `wrap` turns the shell argv into a sandboxed one."""
+
+    def __init__(
+        self,
+        cwd: Path,
+        wrap: Callable[[list[str]], list[str]] = lambda argv: argv,
+        env: dict[str, str] | None = None,
+        cap: int = DEFAULT_CAP,
+        progress_every_s: float = 5.0,
+    ):
+        self.cwd = Path(cwd)
+        self.wrap = wrap
+        self.env = env if env is not None else command_env()
+        self.cap = cap
+        self.progress_every_s = progress_every_s
+        self.groups: set[int] = set()
+        """Process groups started by this runner; killed at session end (background jobs)."""
+
+    async def run(self, command: str, timeout_s: float, on_progress: ProgressFn | None = None) -> CommandResult:
+        argv = self.wrap(["/bin/bash", "-c", command])
+        out, err = CappedBuffer(self.cap), CappedBuffer(self.cap)
+        start = time.monotonic()
+        timed_out = False
+        proc = await anyio.open_process(
+            argv,
+            cwd=self.cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.groups.add(proc.pid)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_pump, proc.stdout, out)
+                tg.start_soon(_pump, proc.stderr, err)
+                if on_progress is not None:
+                    tg.start_soon(_ticker, start, self.progress_every_s, out, err, on_progress)
+                with anyio.move_on_after(timeout_s) as scope:
+                    await proc.wait()
+                timed_out = scope.cancelled_caught
+                if timed_out:
+                    kill_group(proc.pid)
+                    await proc.wait()
+                with anyio.move_on_after(DRAIN_AFTER_EXIT_S):
+                    while not (out.done and err.done):
+                        await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()
+        finally:
+            if proc.returncode is None or timed_out:
+                kill_group(proc.pid)
+                with anyio.CancelScope(shield=True):
+                    await proc.wait()
+            await proc.aclose()
+        return CommandResult(
+            exit_code=None if timed_out else proc.returncode,
+            stdout=out.text(),
+            stderr=err.text(),
+            duration_s=round(time.monotonic() - start, 4),
+            timed_out=timed_out,
+            stdout_elided_bytes=out.elided,
+            stderr_elided_bytes=err.elided,
+        )
+
+    def kill_all(self) -> None:
+        """Kill every process group this runner started, background jobs included."""
+        for pgid in self.groups:
+            kill_group(pgid)
+        self.groups.clear()
+
+
+async def _pump(stream: ByteReceiveStream | None, buf: CappedBuffer) -> None:
+    if stream is None:
+        return
+    try:
+        async for chunk in stream:
+            buf.add(chunk)
+    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass
+    finally:
+        buf.done = True
+
+
+async def _ticker(start: float, every: float, out: CappedBuffer, err: CappedBuffer, fn: ProgressFn) -> None:
+    while True:
+        await anyio.sleep(every)
+        elapsed = time.monotonic() - start
+        await fn(elapsed, out.last_line or err.last_line)

@@ -1,0 +1,200 @@
+"""Transcripts: append-only, hash-chained JSONL of everything a session did.
+
+Each line is one event (a tagged union on `event`). Every event carries `seq` (0, 1, 2, ...)
+and `prev`, the sha256 of the previous line's bytes (64 zeros for the header), so an edit,
+deletion, reordering or truncation shows. File contents are stored content-addressed in
+`RUN.blobs/<sha256>` next to `RUN.jsonl`. Each line is flushed as it is written, so a killed
+server leaves a valid prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from jg_mcp.errors import TranscriptError
+
+FORMAT_VERSION = 1
+GENESIS = "0" * 64
+
+
+class EventBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    seq: int = -1
+    """Position in the transcript, from 0."""
+    prev: str = GENESIS
+    """sha256 of the previous line's bytes (without its newline)."""
+    ts: float = 0.0
+    """Unix time the event was written."""
+
+
+class Header(EventBase):
+    event: Literal["header"] = "header"
+    format_version: int = FORMAT_VERSION
+    """Transcript format version; readers accept every version up to theirs."""
+    jg_mcp_version: str
+    run_id: str
+    goal: str
+    """Goal name."""
+    goal_sha256: str
+    """Hash of the goal YAML and module as served."""
+    condition: str
+    """The experimental condition; `goal-only` unless an ablation was named."""
+    sandbox: str
+    """How run_command was isolated: `bwrap` or `none`."""
+    workspace: str
+    host: dict[str, Any]
+    gpu: dict[str, Any]
+    """query_gpu's answer at start."""
+    started_at: str
+    """ISO 8601 UTC."""
+    transport: str = "stdio"
+
+
+class Request(EventBase):
+    event: Literal["request"] = "request"
+    request_id: str | int | None
+    method: str
+    """The JSON-RPC method, e.g. `tools/call`."""
+    params: dict[str, Any] | None = None
+
+
+class Response(EventBase):
+    event: Literal["response"] = "response"
+    request_id: str | int | None
+    method: str
+    duration_ms: float
+    is_error: bool = False
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    """The protocol error's message, when the request failed before any tool ran."""
+
+
+class FileChange(EventBase):
+    event: Literal["file_change"] = "file_change"
+    request_id: str | int | None
+    path: str
+    """Workspace-relative path."""
+    op: Literal["write", "delete"]
+    sha256: str | None = None
+    size: int | None = None
+    stored: bool = True
+    """False when the content exceeded the blob cap and only its hash was kept."""
+    cause: str
+    """The tool that changed it: `write_file` or `run_command`."""
+
+
+class Notice(EventBase):
+    event: Literal["notice"] = "notice"
+    level: Literal["info", "warning", "error"]
+    message: str
+
+
+class Close(EventBase):
+    event: Literal["close"] = "close"
+    reason: str
+    """Why the session ended: `client disconnected`, `SIGTERM`, ..."""
+    ended_at: str
+    manifest: dict[str, dict[str, Any]]
+    """Final workspace: path -> {sha256, size}."""
+
+
+Event = Annotated[Header | Request | Response | FileChange | Notice | Close, Field(discriminator="event")]
+EVENT = TypeAdapter(Event)
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def blobs_dir(path: Path) -> Path:
+    return path.with_suffix(".blobs")
+
+
+class TranscriptWriter:
+    """Appends events, chaining hashes and flushing each line."""
+
+    def __init__(self, path: Path, blob_cap: int = 64 * 1024 * 1024):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.blobs = blobs_dir(self.path)
+        self.blobs.mkdir(exist_ok=True)
+        self.blob_cap = blob_cap
+        self._fh = open(self.path, "xb")
+        self._seq = 0
+        self._prev = GENESIS
+        self.closed = False
+
+    def append(self, event: EventBase) -> EventBase:
+        if self.closed:
+            raise TranscriptError(self.path, self._seq, "append after close")
+        event = event.model_copy(update={"seq": self._seq, "prev": self._prev, "ts": time.time()})
+        line = event.model_dump_json().encode()
+        self._fh.write(line + b"\n")
+        self._fh.flush()
+        self._prev = sha256_bytes(line)
+        self._seq += 1
+        if isinstance(event, Close):
+            self.closed = True
+            self._fh.close()
+        return event
+
+    def store_blob(self, data: bytes) -> tuple[str, bool]:
+        """Store content by hash; returns (sha256, stored). Content over the cap is hashed only."""
+        digest = sha256_bytes(data)
+        if len(data) > self.blob_cap:
+            return digest, False
+        target = self.blobs / digest
+        if not target.exists():
+            tmp = target.with_suffix(".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+        return digest, True
+
+
+class ReadResult(BaseModel):
+    events: list[Any]
+    truncated: bool = False
+    """The last line was cut mid-write (the server was killed)."""
+    closed: bool = False
+
+
+def read_transcript(path: str | Path, verify: bool = True) -> ReadResult:
+    """Parse a transcript; with `verify`, check sequence numbers and the hash chain.
+
+    A final line without a newline is what a killed server leaves: it is reported as
+    `truncated` and ignored. Any other problem raises TranscriptError naming the line.
+    """
+    path = Path(path)
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    truncated = lines[-1] != b""
+    body = lines[:-1]
+    events: list[Any] = []
+    prev = GENESIS
+    for i, line in enumerate(body, start=1):
+        try:
+            event = EVENT.validate_python(json.loads(line))
+        except (json.JSONDecodeError, ValidationError) as exc:
+            raise TranscriptError(path, i, f"not a valid event: {str(exc).splitlines()[0]}") from None
+        if verify:
+            if event.seq != i - 1:
+                raise TranscriptError(path, i, f"sequence number {event.seq}, expected {i - 1}")
+            if event.prev != prev:
+                raise TranscriptError(path, i, "hash chain broken: the previous line was changed or removed")
+            if (i == 1) != isinstance(event, Header):
+                raise TranscriptError(path, i, "the header must be the first line and only the first")
+            if isinstance(event, Header) and event.format_version > FORMAT_VERSION:
+                raise TranscriptError(path, i, f"format version {event.format_version} is newer than {FORMAT_VERSION}")
+        prev = sha256_bytes(line)
+        events.append(event)
+    if not events and verify:
+        raise TranscriptError(path, 1, "empty transcript: no header")
+    closed = bool(events) and isinstance(events[-1], Close)
+    return ReadResult(events=events, truncated=truncated, closed=closed)
