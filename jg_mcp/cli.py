@@ -1,0 +1,50 @@
+"""`jg-mcp`: the command line. Each subcommand lives in its own module with `register(subparsers)`.
+
+Exit codes: 0 ok, 1 failure, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from jg_mcp import __version__, log
+from jg_mcp.errors import JgError
+
+COMMAND_MODULES = [
+    "jg_mcp.commands.serve",
+    "jg_mcp.commands.goals",
+    "jg_mcp.commands.gpu",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jg-mcp",
+        description="Point any MCP-capable agent at a GPU-kernel goal under the goal-only condition, "
+        "re-verify the kernel it leaves, and audit the session.",
+    )
+    parser.add_argument("--version", action="version", version=f"jg-mcp {__version__}")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    log.configure(args.log_level)
+    try:
+        return int(args.func(args) or 0)
+    except JgError as exc:
+        print(f"jg-mcp {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
