@@ -1,0 +1,128 @@
+"""`jg-mcp demo`: a whole recorded session, end to end, with a scripted client and no LLM.
+
+It starts `jg-mcp serve` as a real stdio subprocess on a small embedded goal, reads the goal,
+queries the GPU, writes a Triton solution, runs it through run_command (under the Triton
+interpreter when there is no GPU) and prints what happened and where the transcript is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import anyio
+from mcp import StdioServerParameters
+
+from jg_mcp.gpu import query_gpu
+from jg_mcp.scripted import Step, StepResult, call, run_script
+from jg_mcp.transcript import read_transcript
+
+DEMO_GOAL = Path(__file__).resolve().parent.parent / "demo_goal" / "axpy.yaml"
+
+SOLUTION = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _axpy(x_ptr, y_ptr, alpha_ptr, z_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    alpha = tl.load(alpha_ptr)
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(z_ptr + offs, alpha * x + y, mask=mask)
+
+
+def kernel(x, y, alpha):
+    z = torch.empty_like(x)
+    n = x.numel()
+    _axpy[(triton.cdiv(n, 1024),)](x, y, alpha, z, n, BLOCK=1024)
+    return z
+'''
+
+CHECK = '''import sys
+import torch
+from reference import make_inputs, reference
+from solution import kernel
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+worst = 0.0
+for n in (1000, 4099, 65536):
+    x, y, alpha = make_inputs({"N": n}, seed=n, device=device)
+    err = (kernel(x, y, alpha) - reference(x, y, alpha)).abs().max().item()
+    worst = max(worst, err)
+    print(f"N={n:6d} max abs error {err:.2e}")
+print("OK" if worst < 1e-5 else "FAIL", f"device={device}")
+sys.exit(0 if worst < 1e-5 else 1)
+'''
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="run a recorded end-to-end session with a scripted client",
+        description="Start `jg-mcp serve` over stdio on a small embedded goal and drive a whole session "
+        "with a deterministic scripted client: read the goal, query the GPU, write a Triton kernel, run it.",
+    )
+    p.add_argument("--out", type=Path, help="directory for the workspace and transcript (default: runs/demo-TIME)")
+    p.set_defaults(func=run)
+
+
+def demo_steps(goal_name: str, interpret: bool) -> list[Step]:
+    prefix = "TRITON_INTERPRET=1 " if interpret else ""
+    return [
+        Step(kind="list_tools", note="the tools the agent gets"),
+        Step(kind="read_resource", name=f"goal://{goal_name}", note="read the goal"),
+        call("query_gpu", note="look at the hardware"),
+        call("read_file", path="reference.py", limit=20, note="read the reference"),
+        call("write_file", path="solution.py", content=SOLUTION, note="write a Triton kernel"),
+        call("write_file", path="check.py", content=CHECK, note="write a correctness check"),
+        call("run_command", command=f"{prefix}python check.py", timeout_s=300, note="run the check"),
+        call("run_command", command="ls -la > listing.txt && wc -l listing.txt", note="a command that writes a file"),
+        call("read_file", path="/etc/passwd", note="try to leave the workspace (refused)"),
+    ]
+
+
+def summary(r: StepResult) -> str:
+    s = r.structured or {}
+    if "exit_code" in s:
+        return f"exit {s['exit_code']}, {s['duration_s']:.2f}s"
+    if "sha256" in s:
+        return f"{s['size']} bytes, sha256 {s['sha256'][:12]}"
+    if "available" in s:
+        return "GPU available" if s["available"] else f"no GPU ({s.get('reason', '')})"
+    if "total_lines" in s:
+        return f"lines {s['start_line']}-{s['end_line']} of {s['total_lines']}"
+    text = r.text.strip()
+    return text.splitlines()[0] if text else ""
+
+
+def run(args: argparse.Namespace) -> int:
+    out = args.out or Path("runs") / f"demo-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
+    workspace, transcripts = out / "workspace", out / "transcripts"
+    gpu = query_gpu()
+    interpret = not gpu.available
+    print(f"GPU: {gpu.devices[0].name if gpu.available else 'none'}"
+          + (" -> kernels run in the Triton interpreter (TRITON_INTERPRET=1) on the CPU" if interpret else ""))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "jg_mcp.cli", "--log-level", "WARNING", "serve", "--goal", str(DEMO_GOAL),
+              "--workspace", str(workspace), "--transcripts", str(transcripts)],
+    )
+    results = anyio.run(run_script, params, demo_steps("axpy", interpret))
+    for i, r in enumerate(results, 1):
+        status = "ok " if r.ok else "ERR"
+        print(f"{i:2d}. [{status}] {r.step.name or r.step.kind:16s} {r.step.note:38s} {r.duration_s:6.2f}s  {summary(r)[:80]}")
+    check = results[6].structured or {}
+    print("\ncheck output:\n" + (check.get("stdout") or "").rstrip())
+    transcript = next(transcripts.glob("*.jsonl"))
+    read = read_transcript(transcript)
+    kinds = [e.event for e in read.events]
+    print(f"\ntranscript: {transcript} ({len(kinds)} events, hash chain verified, closed={read.closed})")
+    print(f"workspace:  {workspace}")
+    ok = check.get("exit_code") == 0 and not results[-1].ok and read.closed
+    print("demo", "succeeded" if ok else "FAILED")
+    return 0 if ok else 1
