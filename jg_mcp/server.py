@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Annotated, Any, Protocol
 
@@ -141,6 +142,16 @@ def _read_text(session: Session, path: str, offset: int, limit: int) -> FileText
     )
 
 
+def _tool(server: MCPServer, annotations: ToolAnnotations):
+    """Register a tool whose description is its docstring, dedented for the agent that reads it."""
+
+    def decorator(fn):
+        server.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
+        return fn
+
+    return decorator
+
+
 def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False) -> MCPServer:
     goal = loaded.goal
     server = MCPServer(
@@ -151,8 +162,9 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
         middleware=[TranscriptMiddleware(pool)],
     )
 
-    @server.tool(
-        annotations=ToolAnnotations(
+    @_tool(
+        server,
+        ToolAnnotations(
             title="Read a workspace file", read_only_hint=True, idempotent_hint=True, open_world_hint=False
         )
     )
@@ -169,8 +181,9 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
         Paths outside the workspace are refused."""
         return _read_text(pool.get(ctx.request_context.session), path, offset, limit)
 
-    @server.tool(
-        annotations=ToolAnnotations(
+    @_tool(
+        server,
+        ToolAnnotations(
             title="Write a workspace file", read_only_hint=False, destructive_hint=True,
             idempotent_hint=True, open_world_hint=False,
         )
@@ -200,8 +213,9 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
         session.record_changes(ctx.request_id, "write_file", blob_cap=MAX_WRITE_BYTES)
         return WriteResult(path=session.workspace.relative(real), size=len(data), sha256=sha256_bytes(data), created=created)
 
-    @server.tool(
-        annotations=ToolAnnotations(
+    @_tool(
+        server,
+        ToolAnnotations(
             title="Run a shell command in the workspace", read_only_hint=False, destructive_hint=True,
             idempotent_hint=False, open_world_hint=not sandboxed,
         )
@@ -231,8 +245,9 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
             session.record_changes(ctx.request_id, "run_command")
         return result
 
-    @server.tool(
-        annotations=ToolAnnotations(
+    @_tool(
+        server,
+        ToolAnnotations(
             title="Query the GPUs", read_only_hint=True, idempotent_hint=False, open_world_hint=False
         )
     )

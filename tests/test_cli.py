@@ -1,0 +1,53 @@
+"""The command line: useful --help everywhere, exit codes 0 / 1 / 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from jg_mcp.cli import build_parser
+
+
+def jg(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jg_mcp", *args], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+
+
+def subcommands() -> list[str]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if a.dest == "command")
+    return sorted(action.choices)
+
+
+@pytest.mark.parametrize("command", subcommands())
+def test_every_subcommand_has_help(command):
+    proc = jg(command, "--help")
+    assert proc.returncode == 0 and "usage: jg-mcp " + command in proc.stdout
+    assert len(proc.stdout.splitlines()) > 3
+
+
+def test_the_core_commands_exist():
+    assert {"serve", "goals", "gpu", "demo"} <= set(subcommands())
+
+
+def test_usage_errors_exit_2():
+    assert jg().returncode == 2
+    assert jg("serve").returncode == 2
+    assert jg("no-such-command").returncode == 2
+
+
+def test_goals_show_prints_the_goal():
+    proc = jg("goals", "show", "gemm_fp8")
+    assert proc.returncode == 0 and proc.stdout.startswith("# Goal: FP8")
+
+
+def test_goals_show_unknown_goal_fails_with_message():
+    proc = jg("goals", "show", "no_such_goal")
+    assert proc.returncode == 1 and "no such goal file" in proc.stderr
+
+
+def test_gpu_reports_without_crashing():
+    proc = jg("gpu", "--json")
+    assert proc.returncode == 0 and '"available"' in proc.stdout

@@ -1,0 +1,93 @@
+"""A malformed goal fails with one clear message naming the file and the field."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from jg_mcp.errors import GoalError
+from jg_mcp.goals import load_goal
+from tests.conftest import copy_goal
+
+
+def _edit(path, fn):
+    data = yaml.safe_load(path.read_text())
+    fn(data)
+    path.write_text(yaml.safe_dump(data))
+
+
+CASES = {
+    "missing field": (lambda d: d.pop("objective"), "objective", "Field required"),
+    "unknown key": (lambda d: d.update(objectiv="typo"), "objectiv", "Extra inputs are not permitted"),
+    "wrong type": (lambda d: d["tolerance"].update(atol="tight"), "tolerance.atol", "valid number"),
+    "missing callable": (lambda d: d.update(reference="no_such_fn"), "reference", "'no_such_fn' is not a callable"),
+    "missing baseline callable": (
+        lambda d: d["baselines"]["cublaslt_rowwise"].update(function="nope"),
+        "baselines.cublaslt_rowwise.function",
+        "'nope' is not a callable",
+    ),
+    "negative dimension": (lambda d: d["shapes"][0]["dims"].update(M=-1), "shapes.0.dims", "positive"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_malformed_goal_names_file_and_field(tmp_path, case):
+    edit, field, text = CASES[case]
+    path = copy_goal(tmp_path)
+    _edit(path, edit)
+    with pytest.raises(GoalError) as info:
+        load_goal(path)
+    assert info.value.field == field
+    assert str(path) in str(info.value)
+    assert text in str(info.value)
+
+
+def test_yaml_syntax_error_is_reported_with_file(tmp_path):
+    path = copy_goal(tmp_path)
+    path.write_text(path.read_text() + "\nshapes: [unclosed\n")
+    with pytest.raises(GoalError, match="YAML syntax error") as info:
+        load_goal(path)
+    assert str(path) in str(info.value)
+
+
+def test_goal_module_import_error_is_reported(tmp_path):
+    path = copy_goal(tmp_path)
+    path.with_suffix(".py").write_text("raise RuntimeError('boom')\n")
+    with pytest.raises(GoalError, match="import failed: RuntimeError: boom"):
+        load_goal(path)
+
+
+def test_name_must_match_file(tmp_path):
+    path = copy_goal(tmp_path)
+    path.rename(tmp_path / "other.yaml")
+    (tmp_path / "gemm_fp8.py").rename(tmp_path / "other.py")
+    with pytest.raises(GoalError, match="differs from the file name") as info:
+        load_goal(tmp_path / "other.yaml")
+    assert info.value.field == "name"
+
+
+@pytest.mark.parametrize("case", ["unknown key", "missing callable"])
+def test_cli_prints_one_line_and_exits_1(tmp_path, case):
+    edit, field, _ = CASES[case]
+    path = copy_goal(tmp_path)
+    _edit(path, edit)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jg_mcp", "goals", "validate", str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 1
+    lines = [ln for ln in proc.stderr.splitlines() if "FAILED" in ln]
+    assert len(lines) == 1 and field in lines[0] and str(path) in lines[0]
+
+
+def test_serve_with_bad_goal_exits_1_with_message(tmp_path):
+    path = copy_goal(tmp_path)
+    _edit(path, lambda d: d.pop("shapes"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "jg_mcp", "serve", "--goal", str(path), "--transcripts", str(tmp_path / "t")],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 1
+    assert "field 'shapes'" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,96 @@
+"""run_command's engine: timeouts kill the whole group, output is capped, progress is sent."""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+import pytest
+
+from jg_mcp.runner import Runner
+
+
+def run(runner, command, timeout_s=30.0, on_progress=None):
+    async def go():
+        with anyio.fail_after(timeout_s + 30):
+            return await runner.run(command, timeout_s, on_progress)
+
+    return anyio.run(go)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().split()[2] != "Z"
+
+
+def test_exit_code_and_streams(tmp_path):
+    r = run(Runner(tmp_path), "echo out; echo err >&2; exit 7")
+    assert (r.exit_code, r.stdout, r.stderr, r.timed_out) == (7, "out\n", "err\n", False)
+
+
+def test_runs_in_the_workspace(tmp_path):
+    assert run(Runner(tmp_path), "pwd").stdout.strip() == str(tmp_path)
+
+
+def test_timeout_kills_the_process_group(tmp_path):
+    r = run(Runner(tmp_path), "sleep 300 & echo $! > child.pid; sleep 300", timeout_s=1)
+    assert r.timed_out and r.exit_code is None
+    assert 1 <= r.duration_s < 10
+    assert not alive(int((tmp_path / "child.pid").read_text()))
+
+
+def test_output_is_capped_keeping_head_and_tail(tmp_path):
+    r = run(Runner(tmp_path, cap=1000), "echo FIRST; head -c 100000 /dev/zero | tr '\\0' x; echo; echo LAST")
+    assert r.stdout.startswith("FIRST")
+    assert r.stdout.rstrip().endswith("LAST")
+    assert r.stdout_elided_bytes > 98000
+    assert f"[... {r.stdout_elided_bytes} bytes elided ...]" in r.stdout
+    assert len(r.stdout) < 1200
+
+
+def test_invalid_utf8_output_is_replaced_not_fatal(tmp_path):
+    r = run(Runner(tmp_path), "printf '\\xff\\xfeok'")
+    assert r.exit_code == 0 and r.stdout.endswith("ok")
+
+
+def test_background_job_holding_stdout_does_not_hang_the_call(tmp_path):
+    runner = Runner(tmp_path)
+    r = run(runner, "sleep 60 & echo started", timeout_s=30)
+    assert r.exit_code == 0 and r.duration_s < 5 and "started" in r.stdout
+    runner.kill_all()
+
+
+def test_kill_all_ends_background_jobs(tmp_path):
+    runner = Runner(tmp_path)
+    run(runner, "sleep 300 > /dev/null 2>&1 & echo $! > bg.pid")
+    pid = int((tmp_path / "bg.pid").read_text())
+    assert alive(pid)
+    runner.kill_all()
+    for _ in range(100):
+        if not alive(pid):
+            break
+        anyio.run(anyio.sleep, 0.05)
+    assert not alive(pid)
+
+
+def test_progress_reports_elapsed_time_and_last_line(tmp_path):
+    seen = []
+
+    async def progress(elapsed, line):
+        seen.append((elapsed, line))
+
+    r = run(Runner(tmp_path, progress_every_s=0.2), "for i in 1 2 3 4 5; do echo step$i; sleep 0.2; done", on_progress=progress)
+    assert r.exit_code == 0
+    assert len(seen) >= 2
+    assert seen[-1][0] > seen[0][0] > 0
+    assert any(line.startswith("step") for _, line in seen)
+
+
+@pytest.mark.parametrize("command", ["exec 1>&-; sleep 0.2; echo done >&2", "kill -9 $$"])
+def test_odd_commands_finish(tmp_path, command):
+    r = run(Runner(tmp_path), command, timeout_s=20)
+    assert not r.timed_out
