@@ -1,0 +1,70 @@
+"""Rotary position embedding (NeoX layout, rotating the whole head) applied to q and k, bf16.
+
+q (T, HQ, D), k (T, HKV, D); positions (T,) int64; cos_sin_cache (P, D) float32 whose row p is
+[cos(p * f_0..f_{D/2-1}) | sin(p * f_0..f_{D/2-1})]. With x = [x1 | x2] split at D/2:
+out = [x1 * cos - x2 * sin | x2 * cos + x1 * sin]. Returns new tensors (q_out, k_out).
+"""
+
+import functools
+
+import torch
+
+THETA = 500000.0
+
+
+def make_inputs(dims: dict, seed: int, device: str):
+    """T tokens from SEQS packed sequences, each at a random offset in the context; Llama-3's theta."""
+    t, seqs, hq, hkv, d, p = dims["T"], min(dims["SEQS"], dims["T"]), dims["HQ"], dims["HKV"], dims["D"], dims["P"]
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    q = torch.randn(t, hq, d, generator=g) * 2.0
+    k = torch.randn(t, hkv, d, generator=g) * 2.0
+    lengths = [t // seqs + (1 if i < t % seqs else 0) for i in range(seqs)]
+    starts = torch.randint(0, p - max(lengths) + 1, (seqs,), generator=g)
+    positions = torch.cat([s + torch.arange(n) for s, n in zip(starts.tolist(), lengths)])
+    inv_freq = THETA ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = torch.arange(p, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    cos_sin = torch.cat((angles.cos(), angles.sin()), dim=-1).float()
+    return q.to(device, torch.bfloat16), k.to(device, torch.bfloat16), positions.to(device), cos_sin.to(device)
+
+
+def reference(q, k, positions, cos_sin_cache):
+    """float64 arithmetic on the float32 table entries."""
+    cos, sin = cos_sin_cache[positions].double()[:, None, :].chunk(2, dim=-1)
+
+    def rotate(x):
+        x1, x2 = x.double().chunk(2, dim=-1)
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).float()
+
+    return rotate(q), rotate(k)
+
+
+def rope_fp32(q, k, positions, cos_sin_cache):
+    """The module code (vLLM's native path): gather, rotate in float32, round once."""
+    cos, sin = cos_sin_cache[positions][:, None, :].chunk(2, dim=-1)
+
+    def rotate(x):
+        x1, x2 = x.float().chunk(2, dim=-1)
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
+
+    return rotate(q), rotate(k)
+
+
+@functools.cache
+def _compiled():
+    return torch.compile(rope_fp32, dynamic=False)
+
+
+def baseline_compiled(q, k, positions, cos_sin_cache):
+    """torch.compile (Inductor) of the float32 module code."""
+    return _compiled()(q, k, positions, cos_sin_cache)
+
+
+def flops(dims: dict) -> float:
+    """Two multiplies and an add per output element."""
+    return 3.0 * dims["T"] * (dims["HQ"] + dims["HKV"]) * dims["D"]
+
+
+def bytes_moved(dims: dict) -> float:
+    """q and k read and written, the positions, and one float32 table row per token."""
+    t, hq, hkv, d = dims["T"], dims["HQ"], dims["HKV"], dims["D"]
+    return 2.0 * 2 * t * (hq + hkv) * d + 8 * t + 4 * t * d

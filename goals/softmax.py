@@ -1,0 +1,51 @@
+"""Row softmax over the last dimension, bf16 in and out, long rows (vocabulary sampling, attention scores)."""
+
+import functools
+
+import torch
+
+
+def make_inputs(dims: dict, seed: int, device: str):
+    """Logit-like rows: Gaussian with standard deviation 3 plus a few strongly preferred entries."""
+    r, n = dims["R"], dims["N"]
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    x = torch.randn(r, n, generator=g) * 3.0
+    hot = torch.randint(0, n, (r, 4), generator=g)
+    x.scatter_add_(1, hot, torch.rand(r, 4, generator=g) * 12.0)
+    return (x.to(device, torch.bfloat16),)
+
+
+def reference(x):
+    """float64: exp(x - max) / sum, written out."""
+    xd = x.double()
+    e = torch.exp(xd - xd.amax(dim=-1, keepdim=True))
+    return (e / e.sum(dim=-1, keepdim=True)).float()
+
+
+def baseline_torch(x):
+    """torch.softmax on bf16 (float32 internally, one CUDA kernel)."""
+    return torch.softmax(x, dim=-1)
+
+
+def softmax_fp32(x):
+    """The module code Inductor is given: upcast, softmax, round."""
+    return torch.softmax(x.float(), dim=-1).to(torch.bfloat16)
+
+
+@functools.cache
+def _compiled():
+    return torch.compile(softmax_fp32, dynamic=False)
+
+
+def baseline_compiled(x):
+    """torch.compile (Inductor) of the float32 softmax, bf16 out."""
+    return _compiled()(x)
+
+
+def flops(dims: dict) -> float:
+    """Max, subtract, exp, sum, divide: about 5 per element."""
+    return 5.0 * dims["R"] * dims["N"]
+
+
+def bytes_moved(dims: dict) -> float:
+    return 2.0 * 2 * dims["R"] * dims["N"]
