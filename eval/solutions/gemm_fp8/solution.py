@@ -1,0 +1,32 @@
+"""FP8 GEMM with row/column scales: a plain tiled Triton kernel, float32 accumulation, bf16 out."""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gemm_fp8(a, b, scale_a, scale_b, c, M, N, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        kk = k0 + rk
+        x = tl.load(a + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        y = tl.load(b + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
+        acc = tl.dot(x, tl.trans(y), acc)
+    sa = tl.load(scale_a + rm, mask=rm < M, other=0.0)
+    sb = tl.load(scale_b + rn, mask=rn < N, other=0.0)
+    out = acc * sa[:, None] * sb[None, :]
+    tl.store(c + rm[:, None] * N + rn[None, :], out.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def kernel(a, b, scale_a, scale_b):
+    a, b = a.contiguous(), b.contiguous()
+    m, k = a.shape
+    n = b.shape[0]
+    c = torch.empty(m, n, dtype=torch.bfloat16, device=a.device)
+    grid = (triton.cdiv(m, 128), triton.cdiv(n, 128))
+    _gemm_fp8[grid](a, b, scale_a.contiguous(), scale_b.contiguous(), c, m, n, k, BM=128, BN=128, BK=128, num_warps=8, num_stages=3)
+    return c
