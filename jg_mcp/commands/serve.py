@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 
+import jg_mcp
 from jg_mcp import log
-from jg_mcp.goals import find_goal, load_goal
+from jg_mcp.goals import LoadedGoal, find_goal, load_goal
+from jg_mcp.http import ConnectionPool, read_token, serve_http
+from jg_mcp.sandbox import MODES, Bwrap, SandboxLimits, choose
 from jg_mcp.server import SingleSession, build_server
-from jg_mcp.session import Session
+from jg_mcp.session import Session, new_run_id
 
 logger = log.get("jg_mcp.serve")
 
@@ -22,43 +27,92 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="serve a goal to an MCP client (stdio or HTTP)",
         description="Serve one goal under the goal-only condition: four tools (read_file, write_file, "
         "run_command, query_gpu), the goal as a resource and a prompt. Every request is recorded in a "
-        "hash-chained transcript. In stdio mode stdout is the MCP stream; logs go to stderr.",
+        "hash-chained transcript. In stdio mode stdout is the MCP stream; logs go to stderr. Over HTTP "
+        "every client connection gets its own workspace and transcript.",
     )
     p.add_argument("--goal", required=True, help="goal name (gemm_fp8) or path to its YAML")
-    p.add_argument("--workspace", type=Path, help="workspace directory (default: runs/RUN_ID/workspace)")
+    p.add_argument("--workspace", type=Path, help="workspace directory (default: runs/RUN_ID/workspace; "
+                   "stdio only)")
     p.add_argument("--transcripts", type=Path, default=Path("transcripts"), help="where RUN.jsonl goes")
     p.add_argument("--runs", type=Path, default=Path("runs"), help="parent of per-run workspaces")
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    p.add_argument("--host", default="127.0.0.1", help="HTTP bind address")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP bind address (non-loopback needs --token-file)")
     p.add_argument("--port", type=int, default=8765, help="HTTP port")
+    p.add_argument("--token-file", type=Path, help="file holding the HTTP bearer token (default: a fresh "
+                   "token, printed to stderr)")
+    p.add_argument("--sandbox", choices=MODES, default="auto", help="isolate run_command with bubblewrap: "
+                   "auto (bwrap when it works, else none with a loud warning), bwrap (refuse to start "
+                   "without it), none")
+    p.add_argument("--hide", type=Path, action="append", default=[], help="another directory the sandbox "
+                   "hides from commands (repeatable)")
+    p.add_argument("--max-processes", type=int, default=SandboxLimits().max_processes,
+                   help="process/thread cap inside the sandbox")
+    p.add_argument("--max-file-bytes", type=int, default=SandboxLimits().max_file_bytes,
+                   help="largest file a command may write inside the sandbox")
     p.set_defaults(func=run)
+
+
+def hidden_dirs(loaded: LoadedGoal, args: argparse.Namespace) -> list[Path]:
+    """What commands must not see: goal files, transcripts, other runs, the package and the eval data."""
+    package = Path(jg_mcp.__file__).resolve().parent
+    dirs = [loaded.yaml_path.resolve().parent, Path(args.transcripts).resolve(), Path(args.runs).resolve(),
+            package, *[Path(h).resolve() for h in args.hide]]
+    repo_eval = package.parent / "eval"
+    if (package.parent / "pyproject.toml").exists() and repo_eval.is_dir():
+        dirs.append(repo_eval)
+    return list(dict.fromkeys(dirs))
 
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_goal(find_goal(args.goal))
-    session = Session(
-        loaded,
-        workspace_dir=args.workspace,
-        transcripts_dir=args.transcripts,
-        runs_dir=args.runs,
-        transport=args.transport,
-    )
-    logger.info("session started", run_id=session.run_id, workspace=str(session.workspace.root),
-                transcript=str(session.transcript_path))
-    server = build_server(loaded, SingleSession(session))
-    reason = "client disconnected"
+    limits = SandboxLimits(max_processes=args.max_processes, max_file_bytes=args.max_file_bytes)
+    template = Bwrap(Path(args.runs), hidden_dirs(loaded, args), limits)
+    probe_dir = args.workspace.parent if args.workspace and args.transport == "stdio" else args.runs
+    mode, warning = choose(args.sandbox, template, Path(probe_dir))
+    token = None
+    if args.transport == "http":
+        token, generated = read_token(args.token_file, args.host)
+        if generated:
+            logger.warning("HTTP bearer token (send as 'Authorization: Bearer TOKEN')", token=token)
+
+    def make_session(workspace: Path | None = None) -> Session:
+        run_id = new_run_id(loaded.name)
+        ws = workspace or Path(args.runs) / run_id / "workspace"
+        sandbox = template.for_workspace(ws)
+        session = Session(
+            loaded, workspace_dir=ws, transcripts_dir=args.transcripts, runs_dir=args.runs,
+            transport=args.transport, run_id=run_id, sandbox=mode,
+            wrap=sandbox.wrap if mode == "bwrap" else None,
+        )
+        if warning:
+            session.notice("warning", warning)
+        return session
+
+    if args.transport == "stdio":
+        session = make_session(args.workspace)
+        logger.info("session started", run_id=session.run_id, workspace=str(session.workspace.root),
+                    transcript=str(session.transcript_path), sandbox=mode)
+        pool = SingleSession(session)
+        close_all = session.close
+    else:
+        pool = ConnectionPool(make_session)
+        close_all = pool.close_all
+        logger.info("serving over HTTP", url=f"http://{args.host}:{args.port}/mcp", sandbox=mode)
+    server = build_server(loaded, pool, sandboxed=mode == "bwrap")
+    reason = "client disconnected" if args.transport == "stdio" else "server stopped"
     try:
-        reason = anyio.run(_serve, server, args) or reason
+        reason = anyio.run(_serve, server, args, token, close_all) or reason
     except KeyboardInterrupt:
         reason = "SIGINT"
     finally:
-        session.close(reason)
-        logger.info("session closed", reason=reason, transcript=str(session.transcript_path))
+        close_all(reason)
+        logger.info("server stopped", reason=reason)
     return 0
 
 
-async def _serve(server, args) -> str | None:
-    """Serve until the client goes away or a signal arrives; returns the end reason."""
+async def _serve(server, args, token: str | None, close_all: Callable[[str], None]) -> str | None:
+    """Serve until the client goes away or a signal arrives; returns the end reason. On a signal the
+    sessions are closed (commands killed, close events written) before anything is cancelled."""
     reason: str | None = None
     async with anyio.create_task_group() as tg:
 
@@ -67,6 +121,11 @@ async def _serve(server, args) -> str | None:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
                 async for signum in signals:
                     reason = signal.Signals(signum).name
+                    close_all(reason)
+                    if args.transport == "stdio":
+                        # The SDK reads stdin in a thread that no cancellation can interrupt.
+                        logger.info("server stopped", reason=reason)
+                        os._exit(0)
                     tg.cancel_scope.cancel()
                     return
 
@@ -74,7 +133,7 @@ async def _serve(server, args) -> str | None:
             if args.transport == "stdio":
                 await server.run_stdio_async()
             else:
-                await server.run_streamable_http_async(host=args.host, port=args.port)
+                await serve_http(server, args.host, args.port, token)
             tg.cancel_scope.cancel()
 
         tg.start_soon(watch_signals)

@@ -1,0 +1,229 @@
+"""The OS sandbox around run_command: bubblewrap, resource limits and a scrubbed environment.
+
+Each command runs in fresh namespaces (user, pid, net, ipc, uts): the system is mounted
+read-only, the workspace read-write, /tmp is private, there is no network, and the
+goal files, the transcripts, other sessions' workspaces and the jg_mcp package are
+hidden behind empty read-only tmpfs mounts. GPU device nodes are passed through.
+
+Limits: RLIMIT_FSIZE caps every file a command writes. RLIMIT_NPROC caps its processes,
+but the kernel never applies it to root, so a server running as root starts the
+sandbox as an unprivileged uid (`setpriv`), which needs unprivileged user namespaces.
+The sandbox's pid 1 dies with the server (`--die-with-parent`); when it dies the kernel
+kills every process in the namespace, so nothing a command starts, daemons included,
+outlives its command.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from jg_mcp import log
+from jg_mcp.errors import JgError
+
+logger = log.get("jg_mcp.sandbox")
+
+MODES = ("auto", "bwrap", "none")
+SANDBOX_HOME = "/tmp/home"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+KEPT_NAMES = {"LANG", "LANGUAGE", "TERM", "TZ", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "OMP_NUM_THREADS"}
+KEPT_PREFIXES = ("LC_", "CUDA_", "TRITON_", "NVIDIA_", "TORCH_", "NCCL_", "PYTORCH_")
+SECRET = re.compile(
+    r"TOKEN|KEY|SECRET|PASS|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT|SIGN"
+    r"|^(AWS|GCP|GCLOUD|GOOGLE|AZURE|GH|GITHUB|GITLAB|HF|HUGGING|OPENAI|ANTHROPIC|SSH|NPM|PYPI|DOCKER)_",
+    re.IGNORECASE,
+)
+
+
+class SandboxError(JgError):
+    """bubblewrap was required but cannot run here."""
+
+
+class SandboxLimits(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    max_processes: int = 1024
+    """RLIMIT_NPROC: processes and threads of the sandbox uid; stops fork bombs."""
+    max_file_bytes: int = 8 * 1024**3
+    """RLIMIT_FSIZE: the largest file a command may write; a larger write gets SIGXFSZ/EFBIG."""
+    uid: int = 61000
+    """The unprivileged uid (and gid) commands run as when the server runs as root."""
+
+
+def is_secret(name: str) -> bool:
+    return bool(SECRET.search(name))
+
+
+def sandbox_env(environ: Mapping[str, str], extra_path: Iterable[str] = ()) -> dict[str, str]:
+    """The environment inside the sandbox: an allow-list of harmless variables, never a secret."""
+    env = {
+        k: v
+        for k, v in environ.items()
+        if (k in KEPT_NAMES or k.startswith(KEPT_PREFIXES)) and not is_secret(k)
+    }
+    env.update(
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), *extra_path, SYSTEM_PATH]),
+        HOME=SANDBOX_HOME,
+        TMPDIR="/tmp",
+        USER="agent",
+        LOGNAME="agent",
+        PYTHONUNBUFFERED="1",
+        LANG=environ.get("LANG", "C.UTF-8"),
+    )
+    return env
+
+
+def gpu_devices() -> list[str]:
+    return sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/dri"))
+
+
+def _inside(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def python_dirs() -> list[Path]:
+    """Where this interpreter and its environment live (the agent runs the same Python)."""
+    dirs = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
+    return sorted(dirs)
+
+
+def closed_ancestors(paths: Iterable[Path], uid: int) -> list[Path]:
+    """The outermost directory above each path that `uid` may not search (e.g. /root, mode 700).
+    The sandbox replaces each with an empty tmpfs and binds back only the paths it needs."""
+    closed: list[Path] = []
+    for path in paths:
+        for parent in reversed(path.parents):
+            st = parent.stat()
+            if not (st.st_mode & 0o001 or (st.st_uid == uid and st.st_mode & 0o100)):
+                if parent not in closed:
+                    closed.append(parent)
+                break
+    return closed
+
+
+class Bwrap:
+    """Wraps a command's argv in bubblewrap for one workspace; see the module docstring."""
+
+    def __init__(
+        self,
+        workspace: Path,
+        hidden: Iterable[Path] = (),
+        limits: SandboxLimits | None = None,
+        keep_root_owned: Iterable[str] = ("reference.py",),
+        bwrap: str | None = None,
+    ):
+        self.workspace = Path(workspace)
+        self.hidden = [Path(p).resolve() for p in hidden]
+        self.limits = limits or SandboxLimits()
+        self.keep_root_owned = set(keep_root_owned)
+        self.bwrap = bwrap or shutil.which("bwrap") or "bwrap"
+        self.as_root = os.geteuid() == 0
+        self.env = sandbox_env(os.environ)
+        """The environment inside; bwrap clears the rest."""
+
+    def for_workspace(self, workspace: Path) -> Bwrap:
+        """The same sandbox around another workspace (one per session)."""
+        return Bwrap(workspace, self.hidden, self.limits, self.keep_root_owned, self.bwrap)
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """The sandboxed argv for `argv`; as root, first hands the workspace to the sandbox uid."""
+        ws = self.workspace.resolve()
+        lim = self.limits
+        args = [
+            "prlimit", f"--nproc={lim.max_processes}", f"--fsize={lim.max_file_bytes}", self.bwrap,
+            "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session", "--hostname", "sandbox",
+            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/dev/shm",
+            "--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--dir", SANDBOX_HOME,
+        ]
+        for dev in gpu_devices():
+            args += ["--dev-bind-try", dev, dev]
+        masked = [h for h in self.hidden if not _inside(h, ws)]
+        reach = [ws]
+        if self.as_root:
+            self._hand_over(ws)
+            reach = [ws, *python_dirs()]
+            masked += [d for d in closed_ancestors(reach, lim.uid) if d not in masked]
+        for path in masked:
+            args += ["--tmpfs", str(path)]
+        for path in reach:
+            mask = next((m for m in masked if _inside(path, m) and m != path), None)
+            if mask is not None:
+                for parent in [p for p in reversed(path.parents) if mask in p.parents]:
+                    args += ["--perms", "0755", "--dir", str(parent)]
+            if path == ws:
+                args += ["--bind", str(ws), str(ws)]
+            elif mask is not None:
+                args += ["--ro-bind", str(path), str(path)]
+        for path in masked:
+            args += ["--remount-ro", str(path)]
+        args += ["--chdir", str(ws), "--clearenv"]
+        for key, value in self.env.items():
+            args += ["--setenv", key, value]
+        if self.as_root:
+            args += ["--", "setpriv", f"--reuid={lim.uid}", f"--regid={lim.uid}", "--clear-groups", "--no-new-privs"]
+        return [*args, "--", *argv]
+
+    def _hand_over(self, ws: Path) -> None:
+        """chown the workspace tree to the sandbox uid (without following links); the root stays
+        root-owned with the sticky bit, so root-owned goal copies cannot be deleted or replaced."""
+        uid = self.limits.uid
+        os.chmod(ws, 0o1777)
+        for root, dirs, files, dfd in os.fwalk(ws, follow_symlinks=False):
+            for name in dirs + files:
+                if root == str(ws) and name in self.keep_root_owned:
+                    continue
+                try:
+                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                    if st.st_uid != uid:
+                        os.chown(name, uid, uid, dir_fd=dfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    pass
+
+
+def probe(sandbox: Bwrap, where: Path) -> str | None:
+    """None when `sandbox` can run a command in a new directory under `where`, else why not."""
+    if not shutil.which(sandbox.bwrap):
+        return f"bubblewrap not found ({sandbox.bwrap}); install the `bubblewrap` package"
+    missing = [tool for tool in ("prlimit", "setpriv") if not shutil.which(tool)]
+    if missing:
+        return f"{', '.join(missing)} not found (util-linux)"
+    Path(where).mkdir(parents=True, exist_ok=True)
+    trial_dir = Path(tempfile.mkdtemp(prefix=".sandbox-probe-", dir=where))
+    try:
+        argv = sandbox.for_workspace(trial_dir).wrap(["/bin/sh", "-c", "echo ok > probe && cat probe"])
+        done = subprocess.run(argv, cwd=trial_dir, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap failed to start: {exc}"
+    finally:
+        shutil.rmtree(trial_dir, ignore_errors=True)
+    if done.returncode != 0 or done.stdout.strip() != "ok":
+        hint = ""
+        if sandbox.as_root:
+            hint = (f" (commands run as uid {sandbox.limits.uid}: the workspace's parent directories and the "
+                    "Python environment must be searchable by it, and unprivileged user namespaces enabled)")
+        return f"bubblewrap cannot sandbox here (exit {done.returncode}): {done.stderr.strip()[:500]}{hint}"
+    return None
+
+
+def choose(mode: str, sandbox: Bwrap, where: Path) -> tuple[str, str | None]:
+    """Resolve `--sandbox` by probing under `where`: returns (mode that runs, warning or None).
+    Raises SandboxError when `bwrap` was demanded and cannot run."""
+    if mode == "none":
+        return "none", None
+    reason = probe(sandbox, where)
+    if reason is None:
+        return "bwrap", None
+    if mode == "bwrap":
+        raise SandboxError(f"--sandbox bwrap: {reason}")
+    warning = f"SANDBOX OFF: {reason}; run_command runs unsandboxed with this server's privileges"
+    logger.warning(warning)
+    return "none", warning
