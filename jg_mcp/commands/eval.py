@@ -1,0 +1,91 @@
+"""`jg-mcp eval`: re-verify the solution an agent left in its workspace."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from jg_mcp.errors import JgError
+from jg_mcp.goals import find_goal
+
+
+class Bar:
+    """A one-line progress bar on stderr: step count, elapsed time, current step."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.start = time.monotonic()
+
+    def __call__(self, label: str) -> None:
+        self.n += 1
+        spin = "#" * (self.n % 20) + "." * (20 - self.n % 20)
+        line = f"\r[{spin}] step {self.n} {time.monotonic() - self.start:6.1f}s {label[:60]:60s}"
+        sys.stderr.write(line)
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        sys.stderr.write("\n")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "eval",
+        help="re-verify a workspace's solution: correctness on secret inputs, anti-cheat, timing vs baselines",
+        description="Evaluate the solution in a workspace against its goal. Exit 0 accepted, 1 rejected.",
+    )
+    p.add_argument("--goal", required=True, help="goal name or YAML path")
+    p.add_argument("--workspace", required=True, type=Path, help="the agent's workspace directory")
+    p.add_argument("--solution", help="workspace-relative solution file (default: the goal's)")
+    p.add_argument("--shapes", choices=["timed", "smoke", "all"], default="all", help="which goal shapes (default all)")
+    p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available")
+    p.add_argument("--trials", type=int, default=3, help="correctness trials per shape, at least 3 (default 3)")
+    p.add_argument("--domain-shapes", type=int, default=2, help="untimed shapes drawn from the domain (default 2)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each answer (default 300)")
+    p.add_argument("--timing-budget", type=float, help="seconds of timing per shape (default 3)")
+    p.add_argument("--do-bench", action="store_true", help="cross-check baselines with triton.testing.do_bench")
+    p.add_argument("--json", type=Path, help="write the JSON report here")
+    p.add_argument("--markdown", type=Path, help="write the Markdown report here")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from jg_mcp.eval.harness import EvalOptions, evaluate
+    from jg_mcp.eval.report import markdown, table
+
+    if args.trials < 3:
+        print("jg-mcp eval: --trials must be at least 3", file=sys.stderr)
+        return 2
+    if not args.workspace.is_dir():
+        raise JgError(f"workspace {args.workspace} is not a directory")
+    options = EvalOptions(
+        goal=find_goal(args.goal),
+        workspace=args.workspace,
+        solution=args.solution,
+        shapes=args.shapes,
+        device=args.device,
+        trials=args.trials,
+        domain_shapes=args.domain_shapes,
+        timeout_s=args.timeout,
+        timing={"budget_s": args.timing_budget} if args.timing_budget else {},
+        do_bench=args.do_bench,
+    )
+    solution = options.workspace / (options.solution or "solution.py")
+    if options.solution and not solution.is_file():
+        raise JgError(f"no solution file {solution}")
+    bar = Bar()
+    try:
+        report = evaluate(options, bar)
+    finally:
+        bar.done()
+    if args.json:
+        args.json.write_text(report.model_dump_json(indent=2))
+    if args.markdown:
+        args.markdown.write_text(markdown(report))
+    print(table(report))
+    verdict = "ACCEPTED" if report.accepted else "REJECTED: " + ", ".join(report.reasons)
+    print(f"\n{report.goal}: {verdict}; geomean speedup {report.geomean_speedup}")
+    for f in report.findings:
+        print(f"  {f.reason}{' at ' + f.shape if f.shape else ''}: {f.detail.splitlines()[-1] if f.detail else ''}")
+    return 0 if report.accepted else 1

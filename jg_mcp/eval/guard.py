@@ -1,0 +1,92 @@
+"""Guard: what the candidate process must leave as it found it, captured before the candidate is imported.
+
+The harness keeps its own references to the timer and the torch functions it uses, so patching them
+cannot change a measurement; the guard also reports the patching, since only a cheat does it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from jg_mcp.eval.report import Finding, Reason
+
+_TORCH_FUNCTIONS = [
+    "empty", "empty_like", "zeros", "equal", "isfinite", "randn", "rand", "manual_seed", "from_numpy", "frombuffer",
+]
+_TENSOR_METHODS = [
+    "copy_", "clone", "cpu", "to", "contiguous", "zero_", "fill_", "view", "numpy", "data_ptr",
+    "untyped_storage", "is_contiguous", "float", "double", "abs", "__eq__", "element_size", "numel",
+]
+_CUDA_FUNCTIONS = ["synchronize", "current_stream", "default_stream", "set_stream", "Event", "Stream"]
+_EVENT_METHODS = ["record", "elapsed_time", "synchronize", "query", "wait"]
+
+
+def _lookup(root: Any, dotted: str) -> Any:
+    obj = root
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+@dataclass
+class Guard:
+    """Identities of everything the measurement and the checks rely on, and the threads alive before."""
+
+    torch: ModuleType
+    watched: dict[str, Any] = field(default_factory=dict)
+    roots: dict[str, Any] = field(default_factory=dict)
+    threads: set[int] = field(default_factory=set)
+
+    @classmethod
+    def capture(cls, torch: ModuleType, modules: dict[str, ModuleType]) -> Guard:
+        """Snapshot now; `modules` are harness and goal modules whose functions must stay the same."""
+        g = cls(torch=torch)
+        g.roots = {"torch": torch, "time": time, **modules}
+        names = [f"torch.{n}" for n in _TORCH_FUNCTIONS]
+        names += [f"torch.Tensor.{n}" for n in _TENSOR_METHODS]
+        names += [f"torch.cuda.{n}" for n in _CUDA_FUNCTIONS]
+        names += [f"torch.cuda.Event.{n}" for n in _EVENT_METHODS]
+        names += ["time.perf_counter", "time.perf_counter_ns", "time.monotonic", "time.time"]
+        for mod_name, mod in modules.items():
+            names += [f"{mod_name}.{k}" for k, v in vars(mod).items() if callable(v) and not k.startswith("__")]
+        for name in names:
+            root, rest = name.split(".", 1)
+            g.watched[name] = _lookup(g.roots[root], rest)
+        g.threads = {t.ident for t in threading.enumerate() if t.ident is not None}
+        return g
+
+    def tampering(self) -> list[Finding]:
+        """Everything replaced since the capture, and hooks or torch modes that intercept calls."""
+        found = []
+        for name, obj in self.watched.items():
+            root, rest = name.split(".", 1)
+            if _lookup(self.roots[root], rest) is not obj:
+                found.append(Finding(reason=Reason.TAMPERED, detail=f"`{name}` was replaced"))
+        if sys.gettrace() is not None or sys.getprofile() is not None:
+            found.append(Finding(reason=Reason.TAMPERED, detail="a trace or profile hook is installed"))
+        c = self.torch._C
+        if c._len_torch_function_stack() or c._len_torch_dispatch_stack():
+            found.append(Finding(reason=Reason.TAMPERED, detail="a torch function or dispatch mode is active"))
+        return found
+
+    def new_threads(self) -> list[Finding]:
+        """Python threads alive now that were not alive at the capture."""
+        alive = [t for t in threading.enumerate() if t.ident not in self.threads and t.is_alive()]
+        if not alive:
+            return []
+        names = ", ".join(t.name for t in alive)
+        return [Finding(reason=Reason.THREADS_LEFT, detail=f"{len(alive)} thread(s) still running after the call: {names}")]
+
+    def stream_left(self) -> list[Finding]:
+        """On CUDA, the current stream must be the default stream again after the call."""
+        cuda = self.torch.cuda
+        if not cuda.is_available() or not cuda.is_initialized():
+            return []
+        if self.watched["torch.cuda.current_stream"]() != self.watched["torch.cuda.default_stream"]():
+            return [Finding(reason=Reason.STREAM_LEFT, detail="the current CUDA stream is not the default stream")]
+        return []

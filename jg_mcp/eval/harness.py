@@ -1,0 +1,334 @@
+"""The harness: copy the solution out, check it statically, run it in fresh processes, and judge what comes back.
+
+The harness process never imports the candidate. It draws the secret seed, makes its own inputs and its own
+reference from it, and compares them with the output bytes the candidate process sends. Correctness runs
+in one candidate process and timing in another, so state built during one phase cannot shape the other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import random
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict
+
+import jg_mcp
+from jg_mcp import log
+from jg_mcp.eval.checks import compare, decode, metadata_findings
+from jg_mcp.eval.policy import static_check
+from jg_mcp.eval.process import CandidateGone, CandidateProcess
+from jg_mcp.eval.report import (
+    Environment, ErrorStats, EvalReport, Finding, Reason, ShapeResult, Timing, TimingMethod,
+)
+from jg_mcp.eval.scoring import score
+from jg_mcp.eval.shapes import Case, select_cases
+from jg_mcp.eval.timing import DEFAULTS, L2_FLUSH_BYTES
+from jg_mcp.errors import JgError
+from jg_mcp.goals import LoadedGoal, load_goal
+
+_log = log.get("jg_mcp.eval")
+Progress = Callable[[str], None]
+
+
+class EvalOptions(BaseModel):
+    """What to evaluate and how."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    goal: Path
+    """The goal's YAML file."""
+    workspace: Path
+    """The agent's workspace."""
+    solution: str | None = None
+    """Workspace-relative solution file (default: the goal's)."""
+    shapes: Literal["timed", "smoke", "all"] = "all"
+    """Which goal shapes to check; shapes drawn from the shape domain are always added."""
+    device: Literal["cuda", "cpu"] | None = None
+    """Where to run; default cuda when available."""
+    trials: int = 3
+    """Correctness trials per shape, each with fresh inputs."""
+    domain_shapes: int = 2
+    """Untimed shapes drawn from the goal's shape domain."""
+    timeout_s: float = 300.0
+    """Wall-clock limit for each answer from a candidate process."""
+    timing: dict[str, Any] = {}
+    """Overrides of the timing parameters (warmup, min_reps, max_reps, target_rel_se, budget_s, input_sets)."""
+    do_bench: bool = False
+    """Also time each baseline with triton.testing.do_bench, as an independent cross-check."""
+
+
+def _sha256_tensors(inputs: tuple) -> list[str | None]:
+    return [
+        hashlib.sha256(t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy()).hexdigest()
+        if isinstance(t, torch.Tensor)
+        else None
+        for t in inputs
+    ]
+
+
+def _files(roots: list[Path]) -> dict[str, tuple[int, int]]:
+    seen = {}
+    for root in roots:
+        if not root.is_dir():
+            continue
+        for dirpath, _, names in os.walk(root):
+            for n in names:
+                p = os.path.join(dirpath, n)
+                try:
+                    st = os.stat(p, follow_symlinks=False)
+                except OSError:
+                    continue
+                seen[p] = (st.st_size, st.st_mtime_ns)
+    return seen
+
+
+class Evaluation:
+    """One run of the harness over one solution."""
+
+    def __init__(self, options: EvalOptions, progress: Progress | None = None):
+        self.o = options
+        self.progress = progress or (lambda _label: None)
+        self.goal: LoadedGoal = load_goal(options.goal)
+        self.device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.seed = secrets.randbits(62)
+        self.rng = random.Random(self.seed)
+        self.outputs = self.goal.goal.outputs
+        self.tol = self.goal.goal.tolerance
+        self.tails: list[str] = []
+
+    def run(self) -> EvalReport:
+        start = time.monotonic()
+        g = self.goal.goal
+        source = self.o.workspace / (self.o.solution or g.solution.file)
+        work = Path(tempfile.mkdtemp(prefix="jg-eval-"))
+        try:
+            copied = work / "solution" / "solution.py"
+            copied.parent.mkdir()
+            shutil.copyfile(source, copied)
+            data = copied.read_bytes()
+            report = EvalReport(
+                goal=g.name,
+                goal_sha256=self.goal.sha256(),
+                solution_sha256=hashlib.sha256(data).hexdigest(),
+                solution_file=str(source),
+                accepted=False,
+                seed=self.seed,
+                environment=self.environment(),
+            )
+            for f in static_check(data.decode(errors="replace"), g.forbidden):
+                report.add(f)
+            cases = select_cases(self.goal, self.o.shapes, self.device, self.o.domain_shapes, self.rng)
+            watched = [self.o.workspace.resolve(), Path("/dev/shm"), work / "cwd"]
+            before = _files(watched)
+            setup = {"goal": str(self.goal.yaml_path.resolve()), "solution": str(copied), "function": g.solution.function}
+            setup["device"] = self.device
+            self.correctness(report, cases, setup, work)
+            timed = [c for c in cases if c.kind == "timed"]
+            if self.device != "cuda":
+                report.timing = TimingMethod(skipped="no CUDA device: correctness only, Triton kernels in the interpreter")
+            elif not timed:
+                report.timing = TimingMethod(skipped="no timed shapes selected")
+            else:
+                self.timing(report, timed, setup, work)
+            changed = sorted(p for p, st in _files(watched).items() if before.get(p) != st)
+            if changed:
+                report.add(Finding(reason=Reason.FILES_WRITTEN, detail="created or changed: " + ", ".join(changed[:10])))
+            report.candidate_output_tail = "\n".join(t for t in self.tails if t)[-4000:]
+            score(self.goal, report)
+            report.accepted = not report.findings and all(s.correct for s in report.shapes) and bool(report.shapes)
+            report.wall_s = time.monotonic() - start
+            return report
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def environment(self) -> Environment:
+        import triton
+
+        from jg_mcp.gpu import query_gpu
+
+        gpu = query_gpu() if self.device == "cuda" else None
+        return Environment(
+            device=self.device,
+            gpu=torch.cuda.get_device_name() if self.device == "cuda" else None,
+            driver=gpu.driver_version if gpu else None,
+            torch=torch.__version__,
+            triton=triton.__version__,
+            python=platform.python_version(),
+            jg_mcp=jg_mcp.__version__,
+            host=platform.node(),
+            interpreter=self.device != "cuda",
+        )
+
+    def start(self, setup: dict[str, Any], work: Path, report: EvalReport) -> CandidateProcess | None:
+        proc = CandidateProcess(setup, work, self.device != "cuda", self.o.timeout_s)
+        try:
+            header, _ = proc.recv()
+        except CandidateGone as gone:
+            report.add(gone.finding)
+            self.tails.append(proc.close())
+            return None
+        if header["event"] == "harness_error":
+            self.tails.append(proc.close())
+            raise JgError(f"the candidate process could not be set up: {header['error']}")
+        if header["event"] == "import_error":
+            report.add(Finding(reason=Reason(header["reason"]), detail=header["error"][-2000:]))
+            self.tails.append(proc.close())
+            return None
+        for f in header.get("findings", []):
+            report.add(Finding.model_validate(f | {"detail": f["detail"] + " (at import)"}))
+        return proc
+
+    def reference(self, dims: dict[str, int], seed: int) -> tuple[tuple, list[torch.Tensor]]:
+        inputs = self.goal.make_inputs(dims, seed, self.device)
+        ref = self.goal.reference(*inputs)
+        refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
+        return inputs, refs
+
+    def correctness(self, report: EvalReport, cases: list[Case], setup: dict[str, Any], work: Path) -> None:
+        proc = self.start(setup, work, report)
+        results = [ShapeResult(name=c.name, kind=c.kind, dims=c.dims, trials=0, correct=False) for c in cases]
+        report.shapes = results
+        if proc is None:
+            return
+        try:
+            for case, result in zip(cases, results):
+                worst: list[ErrorStats | None] = [None] * len(self.outputs)
+                ok = True
+                for trial in range(self.o.trials):
+                    self.progress(f"check {case.name} trial {trial + 1}/{self.o.trials}")
+                    good = self.trial(proc, report, case, trial, worst)
+                    result.trials = trial + 1
+                    ok &= good
+                    if not good:
+                        break
+                result.errors = [w for w in worst if w is not None]
+                result.correct = ok
+        except CandidateGone as gone:
+            report.add(gone.finding)
+        self.tails.append(proc.close())
+
+    def trial(self, proc: CandidateProcess, report: EvalReport, case: Case, trial: int, worst: list) -> bool:
+        seed = self.rng.randrange(2**62)
+        refill = self.rng.randrange(2**62) if trial == 0 else None
+        inputs, refs = self.reference(case.dims, seed)
+        expected = {"c1": (inputs, refs), "c2": (inputs, refs)}
+        if refill is not None:
+            expected["c3"] = self.reference(case.dims, refill)
+        proc.send({"op": "check", "dims": case.dims, "seed": seed, "refill_seed": refill, "numel": [r.numel() for r in refs]})
+        ok, got = True, {}
+        while True:
+            header, blobs = proc.recv()
+            if header["event"] == "end":
+                break
+            label = header["label"]
+            ok &= self.judge_call(report, case, trial, header, blobs, *expected[label], worst, got, label)
+        c1, c3 = got.get("c1"), got.get("c3")
+        if c1 is not None and c3 is not None and refill is not None:
+            same = all(torch.equal(a, b) for a, b in zip(c1, c3))
+            if same and not all(torch.equal(a, b) for a, b in zip(refs, expected["c3"][1])):
+                ok = False
+                report.add(
+                    Finding(
+                        reason=Reason.CACHED_OUTPUT,
+                        detail="new contents in the same input buffers gave the earlier output: cached by address",
+                        shape=case.name,
+                        trial=trial,
+                    )
+                )
+        return ok
+
+    def judge_call(
+        self, report: EvalReport, case: Case, trial: int, header: dict, blobs: list[bytes],
+        inputs: tuple, refs: list[torch.Tensor], worst: list, got: dict, label: str,
+    ) -> bool:
+        """Turn one call's facts into findings; True when this call is correct and clean."""
+        found = [Finding.model_validate(f) for f in header.get("findings", [])]
+        if header.get("error") and header["error"] != "SystemExit":
+            found.append(Finding(reason=Reason.EXCEPTION, detail=header["error"][-1500:]))
+        outs = header.get("outputs")
+        if outs is not None:
+            if len(outs) != len(refs):
+                found.append(Finding(reason=Reason.WRONG_SHAPE, detail=f"returned {len(outs)} outputs, expected {len(refs)}"))
+            if header.get("input_sha") != _sha256_tensors(inputs):
+                found.append(Finding(reason=Reason.INPUT_MODIFIED, detail="an input differs after the call"))
+            if label != "c1" and header.get("launches") == 0 and got.get("c1_launches", 0) > 0:
+                found.append(Finding(reason=Reason.CACHED_OUTPUT, detail="no kernel launched on a repeat call: output cached"))
+            if label == "c1":
+                got["c1_launches"] = header.get("launches", 0)
+            decoded = []
+            for i, (desc, ref, spec) in enumerate(zip(outs, refs, self.outputs)):
+                if desc.get("shares_earlier"):
+                    found.append(Finding(reason=Reason.CACHED_OUTPUT, detail="returned storage it had returned before"))
+                meta = metadata_findings(desc, spec.dtype, list(ref.shape), self.device)
+                found += meta
+                if meta or "blob" not in desc:
+                    continue
+                out = decode(desc, blobs[desc["blob"]])
+                decoded.append(out)
+                stats, value_found = compare(out, ref, self.tol.atol, self.tol.rtol)
+                if value_found:
+                    stats.failing_trial = trial
+                found += value_found
+                if worst[i] is None or (worst[i].failing_trial is None and (value_found or stats.max_abs > worst[i].max_abs)):
+                    worst[i] = stats
+            got[label] = decoded
+        for f in found:
+            report.add(f.model_copy(update={"shape": case.name, "trial": trial}))
+        return not found
+
+    def timing(self, report: EvalReport, cases: list[Case], setup: dict[str, Any], work: Path) -> None:
+        params = DEFAULTS | self.o.timing | {"do_bench": self.o.do_bench}
+        report.timing = TimingMethod(
+            input_sets=params["input_sets"], warmup_calls=params["warmup"], min_reps=params["min_reps"],
+            max_reps=params["max_reps"], target_rel_se=params["target_rel_se"], budget_s=params["budget_s"],
+            l2_flush_bytes=L2_FLUSH_BYTES,
+        )
+        proc = self.start(setup, work, report)
+        if proc is None:
+            return
+        baselines = [n for n, b in self.goal.goal.baselines.items() if "cuda" in b.devices]
+        by_name = {s.name: s for s in report.shapes}
+        try:
+            for case in cases:
+                self.progress(f"time {case.name}")
+                seeds = [self.rng.randrange(2**62) for _ in range(params["input_sets"])]
+                inputs, refs = self.reference(case.dims, seeds[0])
+                proc.send({"op": "time", "dims": case.dims, "seeds": seeds, "baselines": baselines, "params": params,
+                           "numel": [r.numel() for r in refs]})
+                shape = by_name[case.name]
+                while True:
+                    header, blobs = proc.recv()
+                    if header["event"] == "end":
+                        break
+                    if header["event"] == "timing":
+                        shape.candidate, shape.baselines = _timings(header["results"])
+                        for f in header["findings"]:
+                            report.add(Finding.model_validate(f | {"shape": case.name}))
+                    else:
+                        shape.correct &= self.judge_call(report, case, -1, header, blobs, inputs, refs,
+                                                         [None] * len(refs), {}, "verify")
+        except CandidateGone as gone:
+            report.add(gone.finding)
+        self.tails.append(proc.close())
+
+
+def _timings(results: dict[str, Any]) -> tuple[Timing, dict[str, Timing]]:
+    cand = Timing.model_validate(results.pop("candidate"))
+    return cand, {k: Timing.model_validate(v) for k, v in results.items()}
+
+
+def evaluate(options: EvalOptions, progress: Progress | None = None) -> EvalReport:
+    """Evaluate one solution; every problem with the candidate is a finding, never an exception."""
+    report = Evaluation(options, progress).run()
+    _log.info("eval done", goal=report.goal, accepted=report.accepted, reasons=[str(r) for r in report.reasons])
+    return report

@@ -1,0 +1,308 @@
+"""The eval report: a versioned pydantic schema, the reason codes a verdict can carry, and its Markdown form."""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+REPORT_VERSION = 1
+
+
+class Reason(StrEnum):
+    """Why a candidate is rejected; every finding carries exactly one."""
+
+    STATIC_FORBIDDEN = "static_forbidden"
+    """The source names a forbidden API (directly, through an alias, a string or getattr with a constant)."""
+    STATIC_DYNAMIC = "static_dynamic"
+    """The source reaches attributes or modules by computed names (getattr, importlib, __import__, eval, torch.ops)."""
+    STATIC_INTROSPECTION = "static_introspection"
+    """The source inspects the interpreter (gc, inspect, frames, ctypes, globals of other code)."""
+    STATIC_CONCURRENCY = "static_concurrency"
+    """The source starts threads, processes or CUDA streams."""
+    STATIC_IO = "static_io"
+    """The source reads the environment or files, or writes files (output caches, seed files)."""
+    STATIC_MONKEYPATCH = "static_monkeypatch"
+    """The source assigns attributes of imported modules or classes (timer or torch patching)."""
+    STATIC_PROCESS = "static_process"
+    """The source ends or signals the process (sys.exit, os._exit, os.kill)."""
+    STATIC_SUBCLASS = "static_subclass"
+    """The source defines a torch.Tensor subclass or a torch function/dispatch mode."""
+    SYNTAX = "syntax_error"
+    """The solution file does not parse."""
+    IMPORT_ERROR = "import_error"
+    """Importing the solution raised, or the function is missing."""
+    EXCEPTION = "exception"
+    """The kernel raised a Python exception."""
+    CRASHED = "crashed"
+    """The candidate process died from a signal (segfault, abort, illegal memory access)."""
+    EARLY_EXIT = "early_exit"
+    """The candidate process exited (sys.exit, os._exit) before the harness was done."""
+    TIMEOUT = "timeout"
+    """The candidate process did not answer within the wall-clock limit and was killed."""
+    FORBIDDEN_CALL = "forbidden_call"
+    """A forbidden callable was called at run time (recorded by the harness's wrapper)."""
+    TAMPERED = "tampered"
+    """A timer or torch function the harness relies on was replaced, or a trace hook or torch mode installed."""
+    THREADS_LEFT = "threads_left"
+    """Threads started by the candidate were still running after the call returned."""
+    STREAM_LEFT = "stream_left"
+    """The current CUDA stream was not the default stream after the call."""
+    FILES_WRITTEN = "files_written"
+    """The candidate created or changed files in the workspace, /dev/shm or its working directory."""
+    NOT_PLAIN_TENSOR = "not_plain_tensor"
+    """An output is not a plain dense torch.Tensor (a subclass, a lazy or sparse or meta tensor, or not a tensor)."""
+    WRONG_SHAPE = "wrong_shape"
+    """An output has the wrong shape."""
+    WRONG_DTYPE = "wrong_dtype"
+    """An output has the wrong dtype."""
+    WRONG_DEVICE = "wrong_device"
+    """An output lives on the wrong device."""
+    ALIASES_INPUT = "aliases_input"
+    """An output is an input, a view of one, or shares storage with one."""
+    INPUT_MODIFIED = "input_modified"
+    """An input differed after the call from what the harness made."""
+    CACHED_OUTPUT = "cached_output"
+    """An output was reused across calls: stale for new contents in the same buffers, the same storage twice, or no work done on a repeat."""
+    UNWRITTEN = "unwritten"
+    """Output elements still hold the harness's poison pattern: memory the kernel never wrote (stale or uninitialised)."""
+    NONFINITE = "nonfinite"
+    """NaN or inf where the reference is finite."""
+    INCORRECT = "incorrect"
+    """Elements outside the goal's tolerance against the float32+ reference."""
+    TIMING_ESCAPE = "timing_escape"
+    """Device events saw far less time than the host waited for the call: work escaped the timed stream."""
+    BELOW_FLOOR = "below_floor"
+    """The median time is below the physical floor for the shape (bytes over bandwidth, flops over peak)."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class Finding(Strict):
+    """One piece of evidence against the candidate."""
+
+    reason: Reason
+    """The reason code."""
+    detail: str
+    """What was seen, for a reviewer."""
+    shape: str | None = None
+    """The shape it was seen at, if any."""
+    trial: int | None = None
+    """The trial it was seen in, if any."""
+
+
+class ErrorStats(Strict):
+    """Error of one output against the reference at one shape (worst over trials)."""
+
+    max_abs: float
+    """Largest |out - ref|."""
+    max_rel: float
+    """Largest |out - ref| / |ref| over elements with |ref| > atol."""
+    worst_index: list[int]
+    """Index of the element furthest outside the tolerance (or of the largest error)."""
+    worst_value: float
+    """The candidate's value there."""
+    worst_reference: float
+    """The reference's value there."""
+    bad_elements: int
+    """Elements outside the tolerance, in the failing trial (0 when correct)."""
+    failing_trial: int | None = None
+    """The first trial that failed, if any."""
+
+
+class Timing(Strict):
+    """Device time of one callable at one shape."""
+
+    median_ms: float
+    """Median of the per-call times."""
+    iqr_ms: float
+    """Interquartile range of the per-call times."""
+    q10_ms: float
+    """10th percentile."""
+    q90_ms: float
+    """90th percentile."""
+    reps: int
+    """Timed calls."""
+    rel_se_median: float
+    """Relative standard error of the median (the stopping rule's statistic)."""
+    host_median_ms: float
+    """Median host wall time of call + full device synchronize (the escape check)."""
+    do_bench_ms: float | None = None
+    """triton.testing.do_bench median of the same call on one input set, when cross-checked."""
+
+
+class ShapeResult(Strict):
+    """Everything measured at one shape."""
+
+    name: str
+    """Shape label (from the goal, or `domain_N` for a drawn one)."""
+    kind: Literal["timed", "smoke", "domain"]
+    """Where the shape comes from."""
+    dims: dict[str, int]
+    """Dimension values."""
+    trials: int
+    """Correctness trials run (each with fresh secret-seeded inputs)."""
+    correct: bool
+    """Every trial within tolerance with no output or input finding."""
+    errors: list[ErrorStats] = []
+    """Per output, the worst error over trials."""
+    candidate: Timing | None = None
+    """The candidate's timing (GPU only)."""
+    baselines: dict[str, Timing] = {}
+    """Each baseline's timing, interleaved with the candidate's."""
+    speedup: dict[str, float] = {}
+    """Baseline median / candidate median, per baseline."""
+    floor_ms: float | None = None
+    """Physical floor: max(flops / peak, bytes / bandwidth)."""
+    tflops: float | None = None
+    """Achieved TFLOP/s."""
+    tbps: float | None = None
+    """Achieved TB/s over the goal's minimum bytes."""
+    roofline_pct: float | None = None
+    """Candidate floor / candidate median, in percent."""
+
+
+class Environment(Strict):
+    """Where the eval ran."""
+
+    device: str
+    """`cuda` or `cpu`."""
+    gpu: str | None
+    """GPU name, if any."""
+    driver: str | None
+    """NVIDIA driver version, if any."""
+    torch: str
+    """torch version."""
+    triton: str
+    """triton version."""
+    python: str
+    """Python version."""
+    jg_mcp: str
+    """jg-mcp version."""
+    host: str
+    """Host name."""
+    interpreter: bool
+    """True when Triton kernels ran in the Triton interpreter (no GPU)."""
+
+
+class TimingMethod(Strict):
+    """How times were taken, stored with the result."""
+
+    skipped: str | None = None
+    """Why timing was skipped, if it was."""
+    description: str = (
+        "CUDA events around each call on the current stream, full device synchronize before reading them, "
+        "L2 flushed before every call, candidate and baselines interleaved per round, input sets rotated"
+    )
+    """The method in words."""
+    input_sets: int = 0
+    """Distinct input sets rotated."""
+    warmup_calls: int = 0
+    """Untimed calls per callable before timing."""
+    min_reps: int = 0
+    """Fewest timed calls per callable."""
+    max_reps: int = 0
+    """Most timed calls per callable."""
+    target_rel_se: float = 0.0
+    """Stop when every callable's relative SE of the median is under this."""
+    budget_s: float = 0.0
+    """Or when this much wall time per shape is spent."""
+    l2_flush_bytes: int = 0
+    """Size of the buffer zeroed before each call."""
+
+
+class EvalReport(Strict):
+    """The verdict on one solution for one goal."""
+
+    version: int = REPORT_VERSION
+    """Report schema version."""
+    goal: str
+    """Goal name."""
+    goal_sha256: str
+    """Hash of the goal's YAML and module."""
+    solution_sha256: str
+    """Hash of the solution file as copied out of the workspace."""
+    solution_file: str
+    """Where it was copied from."""
+    accepted: bool
+    """Correct at every shape and no finding."""
+    reasons: list[Reason] = []
+    """Distinct reason codes of the findings, in order of first appearance."""
+    findings: list[Finding] = []
+    """All evidence against the candidate."""
+    shapes: list[ShapeResult] = []
+    """Per-shape results."""
+    geomean_speedup: float | None = None
+    """Geometric mean over timed shapes of the speedup against the strongest baseline there."""
+    strongest_baseline: dict[str, str] = {}
+    """Per timed shape, the baseline with the lowest median."""
+    seed: int
+    """The secret seed drawn at eval time, published after the candidate ran."""
+    timing: TimingMethod = Field(default_factory=TimingMethod)
+    """How timing was done, or why it was skipped."""
+    environment: Environment
+    """Where it ran."""
+    candidate_output_tail: str = ""
+    """Last lines the candidate process printed (stdout and stderr)."""
+    wall_s: float = 0.0
+    """Wall time of the whole eval."""
+
+    def add(self, finding: Finding) -> None:
+        self.findings.append(finding)
+        if finding.reason not in self.reasons:
+            self.reasons.append(finding.reason)
+
+
+def geomean(values: list[float]) -> float | None:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _fmt(x: float | None, spec: str = ".3f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def table(report: EvalReport) -> str:
+    """The per-shape table printed on stdout and embedded in the Markdown."""
+    head = "| shape | kind | dims | correct | max abs | max rel | candidate ms | baselines ms | speedup | % roofline |"
+    lines = [head, "|" + " --- |" * 10]
+    for s in report.shapes:
+        err = s.errors[0] if s.errors else None
+        dims = "x".join(f"{k}{v}" for k, v in s.dims.items())
+        base = ", ".join(f"{k} {t.median_ms:.4f}" for k, t in s.baselines.items()) or "-"
+        speed = ", ".join(f"{v:.2f}x" for v in s.speedup.values()) or "-"
+        lines.append(
+            f"| {s.name} | {s.kind} | {dims} | {'yes' if s.correct else 'NO'} | {_fmt(err and err.max_abs, '.3g')} "
+            f"| {_fmt(err and err.max_rel, '.3g')} | {_fmt(s.candidate and s.candidate.median_ms, '.4f')} | {base} "
+            f"| {speed} | {_fmt(s.roofline_pct, '.1f')} |"
+        )
+    return "\n".join(lines)
+
+
+def markdown(report: EvalReport) -> str:
+    """A human-readable report."""
+    env = report.environment
+    verdict = "ACCEPTED" if report.accepted else "REJECTED: " + ", ".join(report.reasons)
+    out = [
+        f"# eval: {report.goal}: {verdict}",
+        "",
+        f"- solution `{report.solution_file}` sha256 `{report.solution_sha256}`",
+        f"- goal sha256 `{report.goal_sha256}`, seed `{report.seed}`",
+        f"- {env.gpu or 'no GPU'} (driver {env.driver}), torch {env.torch}, triton {env.triton}, "
+        f"jg-mcp {env.jg_mcp}, interpreter {env.interpreter}",
+        f"- geometric-mean speedup vs strongest baseline: {_fmt(report.geomean_speedup, '.3f')}",
+        f"- timing: {report.timing.skipped or report.timing.description}",
+        f"- wall time {report.wall_s:.1f} s",
+        "",
+        table(report),
+    ]
+    if report.findings:
+        out += ["", "## Findings", ""]
+        for f in report.findings:
+            where = f" at {f.shape}" if f.shape else ""
+            trial = f" trial {f.trial}" if f.trial is not None else ""
+            out.append(f"- `{f.reason}`{where}{trial}: {f.detail}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,54 @@
+"""Which shapes an eval checks: the goal's timed and smoke shapes, plus untimed shapes drawn from its domain."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Literal
+
+from jg_mcp.goals import LoadedGoal
+
+CPU_GROWTH = 2
+"""On the CPU (Triton interpreter) a drawn dimension is at most this times the largest smoke value."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One shape to check."""
+
+    name: str
+    kind: Literal["timed", "smoke", "domain"]
+    dims: dict[str, int]
+
+
+def draw(goal: LoadedGoal, device: str, rng: random.Random, index: int) -> Case:
+    """A shape from the domain: on the GPU no more work than the largest timed shape, on the CPU interpreter-sized."""
+    g = goal.goal
+    base = dict((g.smoke_shapes if device == "cpu" else g.shapes)[0].dims)
+    limit = max(goal.flops(s.dims) for s in (g.smoke_shapes if device == "cpu" else g.shapes))
+    for _ in range(100):
+        dims = dict(base)
+        for name, r in g.shape_domain.items():
+            hi = r.max
+            if device == "cpu":
+                hi = min(hi, max(r.min, CPU_GROWTH * max(s.dims.get(name, 0) for s in g.smoke_shapes)))
+            lo_k, hi_k = -(-r.min // r.multiple_of), max(hi // r.multiple_of, -(-r.min // r.multiple_of))
+            dims[name] = r.multiple_of * rng.randint(lo_k, hi_k)
+        if goal.flops(dims) <= (CPU_GROWTH**3 * limit if device == "cpu" else limit):
+            return Case(name=f"domain_{index}", kind="domain", dims=dims)
+    smallest = {n: r.multiple_of * -(-r.min // r.multiple_of) for n, r in g.shape_domain.items()}
+    return Case(name=f"domain_{index}", kind="domain", dims=base | smallest)
+
+
+def select_cases(
+    goal: LoadedGoal, which: str, device: str, domain_count: int, rng: random.Random
+) -> list[Case]:
+    """Timed shapes (skipped on the CPU unless asked for alone), smoke shapes, then drawn domain shapes."""
+    g = goal.goal
+    cases = []
+    if which == "timed" or (which == "all" and device == "cuda"):
+        cases += [Case(s.name, "timed", dict(s.dims)) for s in g.shapes]
+    if which in ("smoke", "all"):
+        cases += [Case(s.name, "smoke", dict(s.dims)) for s in g.smoke_shapes]
+    cases += [draw(goal, device, rng, i) for i in range(domain_count)]
+    return cases
