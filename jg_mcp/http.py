@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import uvicorn
 from mcp.server import MCPServer
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
@@ -33,6 +34,7 @@ from jg_mcp.session import Session
 logger = log.get("jg_mcp.http")
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+SHUTDOWN_GRACE_S = 3
 
 
 class HttpRefused(JgError):
@@ -137,12 +139,25 @@ class ConnectionPool:
             self.release(session, reason)
 
 
-async def serve_http(server: MCPServer, host: str, port: int, token: str) -> None:
-    """Serve `server` over streamable HTTP at http://host:port/mcp until cancelled."""
+async def serve_http(server: MCPServer, host: str, port: int, token: str, stop: anyio.Event) -> None:
+    """Serve `server` over streamable HTTP at http://host:port/mcp until `stop` is set, then shut
+    down within a few seconds (open streams are cut after SHUTDOWN_GRACE_S)."""
     settings = security_settings(host)
     app = Gate(server.streamable_http_app(transport_security=settings, host=host), token, settings)
-    config = uvicorn.Config(app, host=host.strip("[]"), port=port, log_level="warning", lifespan="on")
-    await _Uvicorn(config).serve()
+    config = uvicorn.Config(
+        app, host=host.strip("[]"), port=port, log_level="warning", lifespan="on",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )
+    http = _Uvicorn(config)
+    async with anyio.create_task_group() as tg:
+
+        async def stop_on_request() -> None:
+            await stop.wait()
+            http.should_exit = True
+
+        tg.start_soon(stop_on_request)
+        await http.serve()
+        tg.cancel_scope.cancel()
 
 
 class _Uvicorn(uvicorn.Server):

@@ -114,6 +114,7 @@ async def _serve(server, args, token: str | None, close_all: Callable[[str], Non
     """Serve until the client goes away or a signal arrives; returns the end reason. On a signal the
     sessions are closed (commands killed, close events written) before anything is cancelled."""
     reason: str | None = None
+    stop = anyio.Event()
     async with anyio.create_task_group() as tg:
 
         async def watch_signals() -> None:
@@ -126,14 +127,14 @@ async def _serve(server, args, token: str | None, close_all: Callable[[str], Non
                         # The SDK reads stdin in a thread that no cancellation can interrupt.
                         logger.info("server stopped", reason=reason)
                         os._exit(0)
-                    tg.cancel_scope.cancel()
+                    stop.set()
                     return
 
         async def serve() -> None:
             if args.transport == "stdio":
                 await server.run_stdio_async()
             else:
-                await serve_http(server, args.host, args.port, token)
+                await serve_http(server, args.host, args.port, token, stop)
             tg.cancel_scope.cancel()
 
         tg.start_soon(watch_signals)
