@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
-from jg_mcp.errors import GoalError
+import torch
+
+from jg_mcp import validate
+from jg_mcp.errors import GoalError, JgError
 from jg_mcp.goal_text import render_markdown
 from jg_mcp.goals import find_goal, list_goal_files, load_goal
+from jg_mcp.validate import SOLUTIONS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,8 +25,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     show = gsub.add_parser("show", help="print exactly what the agent is given for a goal")
     show.add_argument("name", help="goal name or YAML path")
     show.set_defaults(func=cmd_show)
-    val = gsub.add_parser("validate", help="check goal files: schema, callables, reference vs baselines")
-    val.add_argument("paths", nargs="*", help="goal YAML files (default: every goal)")
+    val = gsub.add_parser(
+        "validate",
+        help="check goals: schema, reference vs baselines, the shipped solution; time baselines on a GPU",
+        description="Check every goal (or the named ones): schema and callables; the reference against every "
+        "baseline that runs on the device; the shipped eval/solutions/NAME/solution.py (under the Triton "
+        "interpreter on the CPU). Smoke shapes by default; --full uses the timed shapes and, on cuda, times "
+        "each baseline with triton.testing.do_bench. Exit 1 if anything fails.",
+    )
+    val.add_argument("paths", nargs="*", help="goal YAML files or names (default: every goal)")
+    val.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where inputs live and code runs")
+    val.add_argument("--full", action="store_true", help="every timed shape instead of the smoke shapes")
+    val.add_argument("--solutions", type=Path, default=SOLUTIONS, help="folder of NAME/solution.py (default: eval/solutions)")
+    val.add_argument("--json", type=Path, help="write the full report (checks, timings, versions) here")
+    val.add_argument("--markdown", type=Path, help="write the timing table here")
     val.set_defaults(func=cmd_validate)
 
 
@@ -43,14 +60,29 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _save(args: argparse.Namespace, report: validate.Report) -> None:
+    if args.json:
+        args.json.write_text(report.model_dump_json(indent=2) + "\n")
+    if args.markdown:
+        args.markdown.write_text(validate.markdown(report))
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
-    paths = [Path(p) for p in args.paths] or list_goal_files(args.dir)
+    paths = [find_goal(p, args.dir) for p in args.paths] or list_goal_files(args.dir)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise JgError("--device cuda: torch sees no CUDA device")
+    valid = []
     failed = 0
     for path in paths:
         try:
             load_goal(path)
-            print(f"ok      {path}")
+            valid.append(path)
         except GoalError as exc:
             print(f"FAILED  {exc}", file=sys.stderr)
             failed += 1
+    report = validate.run(valid, args.device, args.full, args.solutions, emit=partial(print, flush=True), save=partial(_save, args))
+    for c in report.failures:
+        print(f"FAILED  {c.goal} at shape {c.shape}, {c.check}: {c.error}", file=sys.stderr)
+    failed += len(report.failures)
+    print(f"{len(valid)} goals, {len(report.checks)} checks, {failed} failed, {report.wall_seconds:.0f} s")
     return 1 if failed else 0
