@@ -15,7 +15,10 @@ def _gemm_fp8(a, b, scale_a, scale_b, c, M, N, K: tl.constexpr, BM: tl.constexpr
         kk = k0 + rk
         x = tl.load(a + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
         y = tl.load(b + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
-        acc = tl.dot(x, tl.trans(y), acc)
+        # Hopper's fp8 tensor cores accumulate in less than float32; max_num_imprecise_acc=32 makes
+        # Triton add each 32-deep partial product into the float32 accumulator (Triton's sm_90 default
+        # never does, which misses the tolerance at K >= 8192).
+        acc = tl.dot(x, tl.trans(y), acc, max_num_imprecise_acc=32)
     sa = tl.load(scale_a + rm, mask=rm < M, other=0.0)
     sb = tl.load(scale_b + rn, mask=rn < N, other=0.0)
     out = acc * sa[:, None] * sb[None, :]
