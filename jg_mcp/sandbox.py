@@ -152,6 +152,7 @@ class Bwrap:
             self._hand_over(ws)
             reach = [ws, *python_dirs()]
             masked += [d for d in closed_ancestors(reach, lim.uid) if d not in masked]
+        masked.sort(key=lambda p: len(p.parts))
         for path in masked:
             args += ["--tmpfs", str(path)]
         for path in reach:

@@ -64,16 +64,14 @@ def hidden_dirs(loaded: LoadedGoal, args: argparse.Namespace) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    token, generated = read_token(args.token_file, args.host) if args.transport == "http" else (None, False)
     loaded = load_goal(find_goal(args.goal))
     limits = SandboxLimits(max_processes=args.max_processes, max_file_bytes=args.max_file_bytes)
     template = Bwrap(Path(args.runs), hidden_dirs(loaded, args), limits)
     probe_dir = args.workspace.parent if args.workspace and args.transport == "stdio" else args.runs
     mode, warning = choose(args.sandbox, template, Path(probe_dir))
-    token = None
-    if args.transport == "http":
-        token, generated = read_token(args.token_file, args.host)
-        if generated:
-            logger.warning("HTTP bearer token (send as 'Authorization: Bearer TOKEN')", token=token)
+    if generated:
+        logger.warning("HTTP bearer token (send as 'Authorization: Bearer TOKEN')", token=token)
 
     def make_session(workspace: Path | None = None) -> Session:
         run_id = new_run_id(loaded.name)

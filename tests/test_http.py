@@ -1,0 +1,193 @@
+"""`jg-mcp serve --transport http` as a real subprocess: token, Host/Origin, sessions per client."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from jg_mcp.transcript import read_transcript
+from tests.conftest import GEMM_FP8
+
+pytestmark = pytest.mark.slow
+TOKEN = "test-token-" + "x" * 32
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HttpServer:
+    """A `jg-mcp serve --transport http` subprocess on a free loopback port."""
+
+    def __init__(self, root: Path, *extra: str, token: str | None = TOKEN):
+        self.root, self.port = root, free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.transcripts = root / "tr"
+        args = [sys.executable, "-m", "jg_mcp", "serve", "--goal", str(GEMM_FP8), "--transport", "http",
+                "--port", str(self.port), "--runs", str(root / "runs"), "--transcripts", str(self.transcripts),
+                *extra]
+        if token is not None:
+            (root / "token").write_text(token + "\n")
+            args += ["--token-file", str(root / "token")]
+        self.stderr = open(root / "stderr.txt", "w+")
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.stderr)
+
+    def wait_ready(self, timeout_s: float = 60) -> HttpServer:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log()
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                time.sleep(0.1)
+        raise TimeoutError(f"server not ready after {timeout_s}s: {self.log()}")
+
+    def log(self) -> str:
+        self.stderr.flush()
+        return (self.root / "stderr.txt").read_text()
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=30)
+
+    def transcripts_by_run(self) -> dict:
+        return {p.stem: read_transcript(p) for p in self.transcripts.glob("*.jsonl")}
+
+    def __enter__(self) -> HttpServer:
+        return self.wait_ready()
+
+    def __exit__(self, *exc) -> None:
+        self.stop(signal.SIGKILL if exc[0] else signal.SIGTERM)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with HttpServer(tmp_path_factory.mktemp("http")) as running:
+        yield running
+
+
+def client(server: HttpServer, token: str = TOKEN) -> Client:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    return Client(streamable_http_client(server.url, http_client=http))
+
+
+def post(server: HttpServer, headers: dict[str, str]) -> httpx.Response:
+    return httpx.post(server.url, json=INIT, headers={**MCP_HEADERS, **headers}, timeout=10)
+
+
+def test_requests_without_the_right_token_get_401(server):
+    assert post(server, {}).status_code == 401
+    assert post(server, {"Authorization": "Bearer wrong"}).status_code == 401
+    assert post(server, {"Authorization": TOKEN}).status_code == 401
+    ok = post(server, {"Authorization": f"Bearer {TOKEN}"})
+    assert ok.status_code == 200 and "mcp-session-id" in ok.headers
+
+
+def test_a_foreign_origin_gets_403_and_a_foreign_host_421_even_with_the_token(server):
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert post(server, {**auth, "Origin": "http://evil.example.com"}).status_code == 403
+    assert post(server, {**auth, "Host": "evil.example.com"}).status_code == 421
+    assert post(server, {"Origin": "http://evil.example.com"}).status_code == 403
+    assert post(server, {**auth, "Origin": f"http://localhost:{server.port}"}).status_code == 200
+
+
+def test_binding_a_non_loopback_address_without_a_token_is_refused(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "jg_mcp", "serve", "--goal", str(GEMM_FP8), "--transport", "http", "--host",
+         "0.0.0.0", "--port", str(free_port()), "--runs", str(tmp_path / "runs"), "--transcripts",
+         str(tmp_path / "tr"), "--sandbox", "none"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 1 and "needs an explicit token" in done.stderr
+    assert not list((tmp_path).glob("tr/*.jsonl"))
+
+
+def test_two_clients_get_separate_sessions_and_cannot_see_each_other(server):
+    async def both(server: HttpServer):
+        with anyio.fail_after(90):
+            async with client(server) as a, client(server) as b:
+                await b.call_tool("write_file", {"path": "secret.txt", "content": "b's secret"})
+                where_b = (await b.call_tool("run_command", {"command": "pwd"})).structured_content["stdout"]
+                where_a = (await a.call_tool("run_command", {"command": "pwd"})).structured_content["stdout"]
+                peek = await a.call_tool("run_command", {"command": f"cat {where_b.strip()}/secret.txt"})
+                read = await a.call_tool("read_file", {"path": f"{where_b.strip()}/secret.txt"})
+                return where_a.strip(), where_b.strip(), peek.structured_content, read
+
+    where_a, where_b, peek, read = anyio.run(both, server)
+    assert where_a != where_b
+    assert "b's secret" not in peek["stdout"] and "No such file" in peek["stderr"]
+    assert read.is_error and "outside the workspace" in read.content[0].text
+    transcripts = {t.events[0].workspace: t for t in server.transcripts_by_run().values()}
+    assert all(transcripts[w].closed and transcripts[w].events[0].transport == "http" for w in (where_a, where_b))
+
+
+def test_a_client_that_goes_away_mid_call_has_its_command_killed_and_recorded(server):
+    marker = f"jg-midcall-{time.monotonic_ns()}"
+
+    async def leave_mid_call(server: HttpServer) -> str:
+        with anyio.fail_after(60):
+            async with client(server) as c:
+                where = (await c.call_tool("run_command", {"command": "pwd"})).structured_content["stdout"]
+                with anyio.move_on_after(3):
+                    await c.call_tool("run_command", {"command": f"exec -a {marker} sleep 600"})
+                assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
+        return where.strip()
+
+    where = anyio.run(leave_mid_call, server)
+    wait_until(lambda: subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 1, 20)
+    [transcript] = [t for t in server.transcripts_by_run().values() if t.events[0].workspace == where]
+    assert transcript.closed and transcript.events[-1].reason == "client disconnected"
+    calls = [e for e in transcript.events if e.event == "response" and e.method == "tools/call"]
+    assert calls and calls[-1].is_error
+
+
+def wait_until(predicate, seconds: float) -> None:
+    """Poll `predicate` (a process ending has no event to wait on) until true, or fail the test."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"not true after {seconds}s"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_generated_token_works_and_signals_close_every_session(tmp_path, sig):
+    async def open_two(server: HttpServer, token: str) -> int | None:
+        code = None
+        with anyio.fail_after(60):
+            try:
+                async with client(server, token) as a, client(server, token) as b:
+                    await a.call_tool("write_file", {"path": "a.py", "content": "a = 1\n"})
+                    await b.call_tool("run_command", {"command": "echo b > b.txt"})
+                    code = await anyio.to_thread.run_sync(server.stop, sig)
+            except Exception:
+                pass  # the clients' goodbye finds the server gone
+        return code
+
+    server = HttpServer(tmp_path, token=None).wait_ready()
+    line = next(ln for ln in server.log().splitlines() if "bearer token" in ln)
+    token = line.split("token=")[-1].strip()
+    assert len(token) >= 32
+    assert post(server, {}).status_code == 401
+    assert anyio.run(open_two, server, token) == 0
+    transcripts = list(server.transcripts_by_run().values())
+    assert len(transcripts) == 2
+    assert all(t.closed and t.events[-1].reason == sig.name for t in transcripts)
+    assert {"a.py", "b.txt"} <= {p for t in transcripts for p in t.events[-1].manifest}

@@ -1,0 +1,183 @@
+"""Escape attempts through run_command: each fails under bwrap and, where that means anything,
+succeeds with the sandbox off, which proves the attempt is real."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+
+import jg_mcp
+from jg_mcp.goals import load_goal
+from jg_mcp.sandbox import Bwrap, SandboxLimits
+from jg_mcp.server import SingleSession, build_server
+from jg_mcp.session import Session
+from tests.conftest import copy_goal
+
+
+
+def bwrap_unavailable() -> str | None:
+    """Why bubblewrap cannot run at all here (not installed, or namespaces forbidden), else None."""
+    if not shutil.which("bwrap"):
+        return "bwrap is not installed (Debian package `bubblewrap`)"
+    done = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"],
+                          capture_output=True, text=True)
+    return f"bwrap cannot create namespaces here: {done.stderr.strip()}" if done.returncode else None
+
+
+BWRAP_MISSING = bwrap_unavailable()
+SECRET_VAR = "JG_TEST_API_TOKEN"
+
+
+class Env:
+    """Two sessions under one runs dir, a goal copy, an outside dir; `mode` is bwrap or none."""
+
+    def __init__(self, root: Path, mode: str, limits: SandboxLimits | None = None):
+        self.root, self.mode = root, mode
+        (root / "goals").mkdir(parents=True)
+        self.goal_path = copy_goal(root / "goals")
+        self.goal = load_goal(self.goal_path)
+        self.outside = root / "outside"
+        self.outside.mkdir()
+        self.runs, self.transcripts = root / "runs", root / "transcripts"
+        hidden = [self.goal_path.parent, self.runs, self.transcripts, Path(jg_mcp.__file__).parent]
+        self.template = Bwrap(self.runs, hidden, limits or SandboxLimits())
+        self.sessions = [self.new_session(), self.new_session()]
+
+    def new_session(self) -> Session:
+        run_id = f"run-{uuid.uuid4().hex[:8]}"
+        ws = self.runs / run_id / "workspace"
+        wrap = self.template.for_workspace(ws).wrap if self.mode == "bwrap" else None
+        return Session(self.goal, workspace_dir=ws, transcripts_dir=self.transcripts, runs_dir=self.runs,
+                       run_id=run_id, sandbox=self.mode, wrap=wrap)
+
+    def run(self, command: str, which: int = 0, timeout_s: float = 30) -> dict:
+        server = build_server(self.goal, SingleSession(self.sessions[which]), sandboxed=self.mode == "bwrap")
+
+        async def go():
+            with anyio.fail_after(timeout_s + 30):
+                async with Client(server) as client:
+                    result = await client.call_tool("run_command", {"command": command, "timeout_s": timeout_s})
+                    return result.structured_content
+
+        return anyio.run(go)
+
+    def close(self) -> None:
+        for s in self.sessions:
+            s.close("test finished")
+
+
+@pytest.fixture(params=["bwrap", "none"])
+def env(request, tmp_path, monkeypatch):
+    if request.param == "bwrap" and BWRAP_MISSING:
+        pytest.skip(BWRAP_MISSING)
+    monkeypatch.setenv(SECRET_VAR, "s3cret-value")
+    e = Env(tmp_path, request.param)
+    yield e
+    e.close()
+
+
+def sandboxed(env: Env) -> bool:
+    return env.mode == "bwrap"
+
+
+def test_a_command_cannot_write_outside_the_workspace(env):
+    target = env.outside / "pwned"
+    out = env.run(f"echo owned > {target}; echo owned > /usr/pwned-{uuid.uuid4().hex}")
+    assert target.exists() is not sandboxed(env)
+    if sandboxed(env):
+        assert "Read-only file system" in out["stderr"]
+
+
+def test_a_session_cannot_read_another_sessions_workspace(env):
+    other = env.sessions[1].workspace.root
+    (other / "secret.txt").write_text("other session's secret\n")
+    out = env.run(f"cat {other}/secret.txt; ls {env.runs}")
+    assert ("other session's secret" in out["stdout"]) is not sandboxed(env)
+    assert (env.sessions[1].run_id in out["stdout"]) is not sandboxed(env)
+
+
+def test_goal_files_and_transcripts_cannot_be_read_or_modified(env):
+    transcript = env.sessions[0].transcript_path
+    out = env.run(f"cat {env.goal_path} && echo '# tampered' >> {env.goal_path}; cat {transcript}")
+    tampered = "# tampered" in env.goal_path.read_text()
+    assert tampered is not sandboxed(env)
+    assert ("objective" in out["stdout"]) is not sandboxed(env)
+    assert ('"event":"header"' in out["stdout"]) is not sandboxed(env)
+
+
+def test_the_installed_package_is_invisible_and_read_only_in_the_sandbox(env):
+    if not sandboxed(env):
+        pytest.skip("without a sandbox the package is writable by design; not modified here")
+    package = Path(jg_mcp.__file__).parent
+    out = env.run(f"ls -A {package}; touch {package}/pwned; python -c 'import jg_mcp'")
+    assert "server.py" not in out["stdout"]
+    assert "Read-only file system" in out["stderr"] and "No module named 'jg_mcp'" in out["stderr"]
+    assert not (package / "pwned").exists()
+
+
+def test_the_network_is_unreachable_even_on_loopback(env):
+    async def attempt():
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        async with listener:
+            code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('connected')"
+            return await anyio.to_thread.run_sync(env.run, f"python -c \"{code}\"")
+
+    out = anyio.run(attempt)
+    assert ("connected" in out["stdout"]) is not sandboxed(env)
+
+
+def test_secrets_in_the_environment_do_not_reach_commands(env):
+    out = env.run("env")
+    assert ("s3cret-value" in out["stdout"]) is not sandboxed(env)
+    if sandboxed(env):
+        assert "HOME=/tmp/home" in out["stdout"] and "PATH=" in out["stdout"]
+
+
+def _pids_named(marker: str) -> list[int]:
+    done = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    return [int(p) for p in done.stdout.split()]
+
+
+def test_no_background_process_outlives_the_session(env):
+    plain, daemon = f"jgplain-{uuid.uuid4().hex}", f"jgdaemon-{uuid.uuid4().hex}"
+    env.run(f"(exec -a {plain} sleep 300) > /dev/null 2>&1 & setsid bash -c 'exec -a {daemon} sleep 300' "
+            "> /dev/null 2>&1 < /dev/null & echo started")
+    env.close()
+    survivors = _pids_named(daemon)
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert _pids_named(plain) == []
+    assert bool(survivors) is not sandboxed(env), "setsid escapes the process group, not the pid namespace"
+
+
+def test_process_and_file_size_caps_hold(env, tmp_path):
+    limited = Env(tmp_path / "limited", env.mode, SandboxLimits(max_processes=64, max_file_bytes=1 << 20))
+    try:
+        out = limited.run("for i in $(seq 100); do sleep 1 & done; wait; head -c 2000000 /dev/zero > big; "
+                          "stat -c %s big")
+    finally:
+        limited.close()
+    assert ("Resource temporarily unavailable" in out["stderr"]) is sandboxed(env)
+    assert out["stdout"].split()[-1] == ("1048576" if sandboxed(env) else "2000000")
+
+
+@pytest.mark.skipif(BWRAP_MISSING is not None, reason=BWRAP_MISSING or "")
+def test_a_fork_bomb_is_contained_and_the_server_keeps_serving(tmp_path):
+    bomb = Env(tmp_path, "bwrap", SandboxLimits(max_processes=128))
+    try:
+        out = bomb.run("bomb() { bomb | bomb & }; bomb; sleep 60", timeout_s=5)
+        after = bomb.run("echo alive; ps -e --no-headers | wc -l")
+    finally:
+        bomb.close()
+    assert out["timed_out"] and "Resource temporarily unavailable" in out["stderr"]
+    alive, processes = after["stdout"].split()
+    assert alive == "alive" and int(processes) < 10
