@@ -1,0 +1,79 @@
+"""`jg-mcp audit`: check a transcript's integrity, summarise the session, check its policy and the eval's hash."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from jg_mcp import audit, log
+from jg_mcp.errors import TranscriptError
+
+logger = log.get("jg_mcp.audit")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "audit",
+        help="check a transcript's integrity and policy; match it against an eval report",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Audit a recorded session.\n\n"
+        "integrity: sequence numbers, hash chain, header, close event (else 'cut short'); every edited, "
+        "deleted, reordered, duplicated or truncated line is named; every stored blob is checked against "
+        "its hash; the close manifest against the file changes.\n"
+        "summary:   goal, condition, wall time, time in commands, calls per tool, GPU queries, commands with "
+        "exit codes and durations, files written, the final solution's sha256.\n"
+        "policy:    refused tool calls (warnings), commands that look like network use or name paths outside "
+        "the workspace (by their text), changes to the protected reference.py, budget overrun, the goal's "
+        "forbidden APIs in the final solution (AST scan), the goal's hash against the one served.\n"
+        "eval:      with --eval-report, the solution_sha256 the eval judged must be the transcript's final one.\n\n"
+        "Exit status: 0 when clean (warnings allowed), 1 on any integrity, policy or eval error.",
+    )
+    p.add_argument("transcript", type=Path, metavar="TRANSCRIPT", help="the RUN.jsonl file")
+    p.add_argument("--eval-report", type=Path, metavar="R", help="a `jg-mcp eval` report JSON")
+    p.add_argument("--goal", type=Path, help="the goal YAML, when its name is not found in ./goals")
+    p.add_argument("--json", type=Path, metavar="PATH", help="write the audit report as JSON")
+    p.add_argument("--html", type=Path, metavar="PATH", help="write a self-contained HTML page of the session")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.transcript.is_file():
+        raise TranscriptError(args.transcript, 0, "no such file")
+    report = audit.audit(args.transcript, args.eval_report, args.goal)
+    print(render_text(report))
+    if args.json:
+        args.json.write_text(report.model_dump_json(indent=2) + "\n")
+        logger.info("wrote audit JSON", path=str(args.json))
+    if args.html:
+        from jg_mcp.report_html import write_html
+
+        readable = args.eval_report and report.eval_solution_sha256
+        eval_data = json.loads(args.eval_report.read_text()) if readable else None
+        write_html(args.html, args.transcript, report, eval_data)
+        logger.info("wrote HTML report", path=str(args.html))
+    return 0 if report.ok else 1
+
+
+def render_text(report: audit.AuditReport) -> str:
+    out = [f"transcript {report.transcript}: {report.lines} lines, head sha256 {report.head_sha256}"]
+    s = report.summary
+    if s is not None:
+        tools = ", ".join(f"{k} {v}" for k, v in sorted(s.calls_per_tool.items())) or "none"
+        out += [
+            f"goal {s.goal} (sha256 {s.goal_sha256[:16]}), condition {s.condition}, sandbox {s.sandbox}",
+            f"wall time {s.wall_time_s:.1f}s, inside commands {s.command_time_s:.1f}s, ended: {s.end_reason}",
+            f"calls: {tools}; GPU queries {s.gpu_queries}",
+        ]
+        out += [f"  step {c.step:3d} exit {c.exit_code} {c.duration_s or 0:.2f}s{' TIMED OUT' if c.timed_out else ''}"
+                f"  $ {c.command[:100]}" for c in s.commands]
+        written = sorted({w.path for w in s.files_written if w.step != 0})
+        out.append(f"files written: {', '.join(written) or 'none'}")
+        out.append(f"final {s.solution_file}: sha256 {s.solution_sha256} (from the {s.solution_source})")
+    if report.eval_solution_sha256:
+        out.append(f"eval report {report.eval_report}: judged sha256 {report.eval_solution_sha256}")
+    for f in report.findings:
+        where = f"line {f.line}: " if f.line else ""
+        out.append(f"{f.severity.upper():7s} {f.area}/{f.kind}: {where}{f.message}")
+    out.append("audit " + ("clean" if report.ok else "FAILED"))
+    return "\n".join(out)

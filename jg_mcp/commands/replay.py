@@ -1,0 +1,77 @@
+"""`jg-mcp replay`: rebuild a recorded session's workspace at a step, and optionally re-run its commands."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from jg_mcp import replay
+from jg_mcp.errors import TranscriptError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "replay",
+        help="rebuild a session's workspace at any step from its transcript",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Rebuild the workspace of a recorded session from the file changes in TRANSCRIPT and "
+        "the content-addressed blobs in RUN.blobs/ next to it.\n\n"
+        "A STEP is one tools/call request, counted from 1 in transcript order, whatever the tool "
+        "(read_file, write_file, run_command, query_gpu; refused calls count too). --step 0 is the "
+        "workspace at session start; --step N is the workspace right after the Nth call returned; "
+        "without --step, the end of the session (changes recorded at close included, checked against "
+        "the close manifest). Files over the blob cap were recorded by hash only and are listed as not "
+        "reconstructible. Files under __pycache__, empty directories and symlinks are not recorded.\n\n"
+        "With --rerun, every recorded run_command up to the step is executed again, in order, in DIR, "
+        "each against the workspace rebuilt to the state just before it (files a previous command left "
+        "in __pycache__ stay). Each is reported as match, output differs (with a diff), exit code "
+        "differs, or skipped. " + replay.TIMING_NOTE + "\n\n"
+        "Exit status: 0 when the rebuild is exact and every re-run exit code matches; 1 otherwise.",
+    )
+    p.add_argument("transcript", type=Path, metavar="TRANSCRIPT", help="the RUN.jsonl file")
+    p.add_argument("--to", type=Path, required=True, metavar="DIR", help="new or empty directory to rebuild into")
+    p.add_argument("--step", type=int, metavar="N", help="rebuild after the Nth tools/call (0: session start)")
+    p.add_argument("--rerun", action="store_true", help="re-execute the recorded commands and compare outputs")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.transcript.is_file():
+        raise TranscriptError(args.transcript, 0, "no such file")
+    record = replay.load_record(args.transcript)
+    step = replay.END if args.step is None else args.step
+    if step != replay.END and not 0 <= step <= record.last_step():
+        print(f"jg-mcp replay: --step {step} is out of range: this transcript has steps 0..{record.last_step()}")
+        return 2
+    if record.truncated or record.close is None:
+        print("warning: the session was cut short (no close event); rebuilding from what was recorded")
+    report = replay.rebuild(record, args.to, step)
+    where = "the end" if step == replay.END else f"step {step}"
+    print(f"rebuilt {args.to} at {where}: {len(report.written)} files")
+    for item in report.not_reconstructible:
+        print(f"  not reconstructible (over the blob cap, hash only): {item['path']} "
+              f"sha256 {item['sha256']} {item['size']} bytes")
+    for problem in report.problems:
+        print(f"  problem: {problem}")
+    ok = not report.not_reconstructible and not report.problems
+    if args.rerun:
+        ok = _rerun(record, args.to, step) and ok
+    return 0 if ok else 1
+
+
+def _rerun(record: replay.Record, root: Path, step: int) -> bool:
+    rerun = replay.rerun_commands(record, root, step)
+    results = rerun.results
+    print(f"\nre-ran {len(results)} commands (sandbox {rerun.sandbox}; the recording's: {record.header.sandbox}). "
+          f"{replay.TIMING_NOTE}")
+    if rerun.warning:
+        print(f"warning: {rerun.warning}")
+    for r in results:
+        print(f"  step {r.step:3d}  {r.verdict:17s}  exit {r.recorded_exit} -> {r.rerun_exit}  $ {r.command[:100]}")
+        if r.skipped:
+            print(f"      {r.skipped}")
+        if r.files_differ:
+            print(f"      files that differ from the recording: {', '.join(r.files_differ)}")
+        if r.diff:
+            print("      " + r.diff.rstrip("\n").replace("\n", "\n      "))
+    return all(r.verdict in ("match", "output differs") for r in results)

@@ -1,0 +1,307 @@
+"""Replay: rebuild a session's workspace at any step from its transcript, and re-run its commands.
+
+A *step* is one `tools/call` request, counted from 1 in transcript order (whatever the tool,
+refused calls included). Step 0 is the workspace at session start (the goal's reference copy);
+"the end" also applies the changes recorded when the session closed. A file change belongs to
+the step whose request id it carries; changes with no request id belong to session start (before
+any step) or session end.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic import BaseModel
+
+from jg_mcp import log
+from jg_mcp.runner import CommandResult, Runner
+from jg_mcp.sandbox import Bwrap, choose
+from jg_mcp.session import REFERENCE_FILE
+from jg_mcp.transcript import Close, FileChange, Header, Request, Response, blobs_dir, read_transcript, sha256_bytes
+from jg_mcp.workspace import Workspace
+
+logger = log.get("jg_mcp.replay")
+
+END = -1
+"""Step number meaning "the end of the session", session-end changes included."""
+TIMING_NOTE = (
+    "Timings (GPU kernels, wall clock) and anything that prints dates, process ids or addresses will "
+    "differ on every run: such output differences are reported with a diff, not counted as failures."
+)
+
+
+class ToolCall(BaseModel):
+    step: int
+    """1 for the first tools/call in the transcript, 2 for the next, ..."""
+    line: int
+    """Transcript line of the request."""
+    request_id: str | int | None
+    tool: str
+    arguments: dict[str, Any]
+    duration_ms: float | None = None
+    """None when no response was recorded (the session was cut short)."""
+    is_error: bool = False
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The result's first text content, or the protocol error."""
+        content = (self.result or {}).get("content") or []
+        if content and isinstance(content[0], dict) and "text" in content[0]:
+            return str(content[0]["text"])
+        return self.error or ""
+
+    @property
+    def structured(self) -> dict[str, Any]:
+        return (self.result or {}).get("structuredContent") or {}
+
+
+class Change(BaseModel):
+    step: int
+    """The step that made the change; 0 for session start, END for session end."""
+    line: int
+    event: FileChange
+
+
+class Record(BaseModel):
+    """A transcript read into the tool calls and file changes that replay and audit work on."""
+
+    path: Path
+    header: Header
+    calls: list[ToolCall]
+    changes: list[Change]
+    close: Close | None
+    events: list[Any]
+    truncated: bool
+
+    @property
+    def blobs(self) -> Path:
+        return blobs_dir(self.path)
+
+    def last_step(self) -> int:
+        return len(self.calls)
+
+
+def load_record(path: str | Path) -> Record:
+    """Read and verify a transcript (TranscriptError names the first bad line)."""
+    path = Path(path)
+    read = read_transcript(path, verify=True)
+    calls: list[ToolCall] = []
+    by_id: dict[str, ToolCall] = {}
+    changes: list[Change] = []
+    for event in read.events:
+        line = event.seq + 1
+        if isinstance(event, Request) and event.method == "tools/call":
+            params = event.params or {}
+            call = ToolCall(step=len(calls) + 1, line=line, request_id=event.request_id,
+                            tool=str(params.get("name", "")), arguments=params.get("arguments") or {})
+            calls.append(call)
+            by_id[str(event.request_id)] = call
+        elif isinstance(event, Response) and event.method == "tools/call" and str(event.request_id) in by_id:
+            call = by_id[str(event.request_id)]
+            call.duration_ms, call.is_error = event.duration_ms, event.is_error
+            call.result, call.error = event.result, event.error
+        elif isinstance(event, FileChange):
+            owner = by_id.get(str(event.request_id)) if event.request_id is not None else None
+            step = owner.step if owner else (0 if event.cause == "session start" else END)
+            changes.append(Change(step=step, line=line, event=event))
+    close = read.events[-1] if read.closed else None
+    return Record(path=path, header=read.events[0], calls=calls, changes=changes, close=close,
+                  events=read.events, truncated=read.truncated)
+
+
+def _included(change: Change, step: int) -> bool:
+    return step == END or change.step != END and change.step <= step
+
+
+def state_at(record: Record, step: int) -> dict[str, FileChange]:
+    """The workspace's files after `step` (END: the end): path -> the FileChange that last wrote it."""
+    files: dict[str, FileChange] = {}
+    for change in record.changes:
+        if not _included(change, step):
+            continue
+        if change.event.op == "delete":
+            files.pop(change.event.path, None)
+        else:
+            files[change.event.path] = change.event
+    return files
+
+
+def read_blob(record: Record, change: FileChange) -> bytes | None:
+    """The stored content of a write, checked against its hash; None when it was not stored."""
+    if not change.stored or change.sha256 is None:
+        return None
+    blob = record.blobs / change.sha256
+    if not blob.is_file():
+        raise BlobError(f"blob {change.sha256} for '{change.path}' is missing from {record.blobs}")
+    data = blob.read_bytes()
+    if sha256_bytes(data) != change.sha256:
+        raise BlobError(f"blob {change.sha256} for '{change.path}' does not match its hash: it was changed")
+    return data
+
+
+class BlobError(Exception):
+    """A stored blob is missing or its content does not match the hash it is stored under."""
+
+
+class Rebuild(BaseModel):
+    step: int
+    written: list[str] = []
+    deleted: list[str] = []
+    not_reconstructible: list[dict[str, Any]] = []
+    """Files whose content was over the blob cap: path, sha256, size."""
+    problems: list[str] = []
+    """Missing or altered blobs, and differences from the close manifest."""
+
+
+def sync(record: Record, root: Path, step: int) -> Rebuild:
+    """Make the regular files under `root` (outside __pycache__) exactly the state after `step`."""
+    target = state_at(record, step)
+    report = Rebuild(step=step)
+    present = Workspace(root).scan()
+    for rel in sorted(set(present) - set(target)):
+        (root / rel).unlink()
+        report.deleted.append(rel)
+    for rel, change in sorted(target.items()):
+        if rel in present and present[rel].sha256 == change.sha256:
+            continue
+        try:
+            data = read_blob(record, change)
+        except BlobError as exc:
+            report.problems.append(str(exc))
+            continue
+        if data is None:
+            report.not_reconstructible.append({"path": rel, "sha256": change.sha256, "size": change.size})
+            continue
+        dest = root / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.exists():
+            dest.chmod(0o644)
+        dest.write_bytes(data)
+        report.written.append(rel)
+    reference = root / REFERENCE_FILE
+    if reference.is_file():
+        reference.chmod(0o444)
+    return report
+
+
+def rebuild(record: Record, dest: Path, step: int = END) -> Rebuild:
+    """Rebuild the workspace after `step` into `dest` (a new or empty directory)."""
+    if step != END and not 0 <= step <= record.last_step():
+        raise ValueError(f"step {step} is out of range: the transcript has steps 0..{record.last_step()}")
+    dest.mkdir(parents=True, exist_ok=True)
+    if any(dest.iterdir()):
+        raise FileExistsError(f"{dest} is not empty; replay rebuilds into a new or empty directory")
+    report = sync(record, dest, step)
+    if step == END and record.close is not None:
+        rebuilt = {p: {"sha256": s.sha256, "size": s.size} for p, s in Workspace(dest).scan().items()}
+        missing = {r["path"] for r in report.not_reconstructible}
+        for rel in sorted(set(rebuilt) | set(record.close.manifest)):
+            if rel not in missing and rebuilt.get(rel) != record.close.manifest.get(rel):
+                report.problems.append(f"'{rel}' differs from the close manifest (line {record.close.seq + 1})")
+    logger.info("rebuilt", step=step, files=len(report.written), dest=str(dest))
+    return report
+
+
+class Rerun(BaseModel):
+    step: int
+    command: str
+    recorded_exit: int | None
+    rerun_exit: int | None
+    exit_matches: bool
+    stdout_matches: bool
+    stderr_matches: bool
+    files_differ: list[str]
+    """Paths whose content after the re-run differs from what the command left in the recording."""
+    diff: str
+    """Unified diff of the recorded against the re-run output (and files), empty when identical."""
+    skipped: str = ""
+    """Why the command could not be re-run faithfully (files not reconstructible, no recorded result)."""
+
+    @property
+    def verdict(self) -> str:
+        if self.skipped:
+            return "skipped"
+        if not self.exit_matches:
+            return "exit code differs"
+        return "match" if self.stdout_matches and self.stderr_matches else "output differs"
+
+
+def _diff(label: str, recorded: str, rerun: str) -> str:
+    lines = difflib.unified_diff(recorded.splitlines(keepends=True), rerun.splitlines(keepends=True),
+                                 f"recorded {label}", f"re-run {label}")
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _file_text(root: Path, record: Record, rel: str, recorded: FileChange | None) -> tuple[str, str]:
+    after = root / rel
+    now = after.read_bytes().decode(errors="replace") if after.is_file() else ""
+    data = read_blob(record, recorded) if recorded is not None and recorded.op == "write" else b""
+    return (data or b"").decode(errors="replace"), now
+
+
+def rerun_call(record: Record, root: Path, call: ToolCall, runner: Runner) -> Rerun:
+    before = sync(record, root, call.step - 1)
+    command = str(call.arguments.get("command", ""))
+    recorded = call.structured
+    skipped = ""
+    if before.not_reconstructible or before.problems:
+        skipped = "the workspace before it cannot be rebuilt exactly: " + "; ".join(
+            [r["path"] for r in before.not_reconstructible] + before.problems)
+    elif "exit_code" not in recorded:
+        skipped = "no recorded result to compare with (the call was refused or the session was cut short)"
+    if skipped:
+        return Rerun(step=call.step, command=command, recorded_exit=recorded.get("exit_code"), rerun_exit=None,
+                     exit_matches=False, stdout_matches=False, stderr_matches=False, files_differ=[], diff="",
+                     skipped=skipped)
+    timeout = float(call.arguments.get("timeout_s", 600))
+    result: CommandResult = anyio.run(runner.run, command, timeout)
+    after = state_at(record, call.step)
+    present = Workspace(root).scan()
+    differ = sorted(p for p in set(after) | set(present)
+                    if (after[p].sha256 if p in after else None) != (present[p].sha256 if p in present else None))
+    parts = [_diff("exit code", f"{recorded['exit_code']}\n", f"{result.exit_code}\n"),
+             _diff("stdout", recorded.get("stdout", ""), result.stdout),
+             _diff("stderr", recorded.get("stderr", ""), result.stderr)]
+    for rel in differ:
+        parts.append(_diff(rel, *_file_text(root, record, rel, after.get(rel))) or f"binary or unreadable: {rel}\n")
+    return Rerun(step=call.step, command=command, recorded_exit=recorded["exit_code"], rerun_exit=result.exit_code,
+                 exit_matches=result.exit_code == recorded["exit_code"],
+                 stdout_matches=result.stdout == recorded.get("stdout", ""),
+                 stderr_matches=result.stderr == recorded.get("stderr", ""),
+                 files_differ=differ, diff="".join(parts))
+
+
+class RerunReport(BaseModel):
+    sandbox: str
+    """How the re-run commands were isolated: `bwrap` or `none`."""
+    warning: str | None
+    """Why the sandbox is off, when it is."""
+    results: list[Rerun]
+
+
+def rerun_commands(record: Record, root: Path, step: int = END) -> RerunReport:
+    """Re-run every recorded run_command up to `step` in `root`, each against the state just before it,
+    inside the bubblewrap sandbox when it works here (the recording itself hidden from the commands).
+
+    `root` is left holding the state after `step`, as `rebuild` leaves it."""
+    root = root.resolve()
+    recording = record.path.resolve().parent
+    sandbox = Bwrap(root, hidden=[] if recording in (root, *root.parents) else [recording])
+    mode, warning = choose("auto", sandbox, root)
+    runner = Runner(root, wrap=sandbox.wrap if mode == "bwrap" else (lambda argv: argv))
+    results = []
+    try:
+        for call in record.calls:
+            if call.tool == "run_command" and (step == END or call.step <= step):
+                logger.info("re-running", step=call.step, command=call.arguments.get("command", "")[:120], sandbox=mode)
+                results.append(rerun_call(record, root, call, runner))
+    finally:
+        runner.kill_all()
+        sync(record, root, step)
+    return RerunReport(sandbox=mode, warning=warning, results=results)
+

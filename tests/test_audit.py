@@ -1,0 +1,241 @@
+"""Audit: integrity findings that name the line, the session summary, policy, and the eval's solution hash."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from jg_mcp import audit
+from jg_mcp.commands.audit import render_text
+from jg_mcp.goals import load_goal
+from jg_mcp.scripted import call
+from jg_mcp.transcript import Close, Header, TranscriptWriter, blobs_dir, sha256_bytes
+from tests.test_replay import DEMO_GOAL, copy_transcript, demo_dir, demo_run, jg, scripted_session
+
+SOLUTION_WITH_ADD = '''import torch
+import torch as t
+from torch import add as plus
+
+
+def kernel(x, y, alpha):
+    a = t.add(y, x, alpha=alpha.item())
+    b = plus(y, x)
+    c = getattr(torch, "add")(y, x)
+    return y.add(x * alpha) + a - b - c
+'''
+
+
+def tampered(tmp_path: Path, edit) -> tuple[Path, set[tuple[str, int | None]]]:
+    """A copy of the demo transcript changed by `edit`, and the findings (kind, line) that must name it."""
+    t = copy_transcript(demo_run(), tmp_path / "t")
+    lines = t.read_bytes().split(b"\n")[:-1]
+    content, expected = edit(lines)
+    t.write_bytes(content)
+    return t, expected
+
+
+def response_index(lines: list[bytes]) -> int:
+    """Index of the first tools/call response: an ordinary line in the middle of the transcript."""
+    return next(i for i, line in enumerate(lines) if b'"event":"response"' in line and b"tools/call" in line)
+
+
+def kinds(report: audit.AuditReport) -> set[tuple[str, int | None]]:
+    return {(f.kind, f.line) for f in report.findings if f.severity == "error"}
+
+
+def test_the_demo_session_audits_clean_with_a_full_summary():
+    done = jg("audit", demo_run(), "--json", demo_dir() / "audit.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "audit clean" in done.stdout
+    report = audit.AuditReport.model_validate_json((demo_dir() / "audit.json").read_text())
+    s = report.summary
+    assert report.closed and s.end_reason == "client disconnected"
+    assert s.calls_per_tool == {"query_gpu": 1, "read_file": 2, "write_file": 2, "run_command": 2}
+    assert s.gpu_queries == 1
+    assert [(c.step, c.exit_code) for c in s.commands] == [(5, 0), (6, 0)]
+    assert s.commands[0].duration_s > 0 and 0 < s.command_time_s <= s.wall_time_s
+    assert {w.path for w in s.files_written if w.step > 0} == {"solution.py", "check.py", "listing.txt"}
+    assert s.solution_sha256 == sha256_bytes((demo_dir() / "workspace" / "solution.py").read_bytes())
+    refused = [f for f in report.findings if f.kind == "refused"]
+    assert len(refused) == 1 and "/etc/passwd" in refused[0].message and refused[0].severity == "warning"
+
+
+def _change_a_byte(lines):
+    i = response_index(lines)
+    lines[i] = lines[i].replace(b'"duration_ms":', b'"duration_ms":9', 1)
+    return b"\n".join(lines) + b"\n", {("edited", i + 1)}
+
+
+def _break_json(lines):
+    i = response_index(lines)
+    lines[i] = lines[i][:-1] + b"]"
+    return b"\n".join(lines) + b"\n", {("invalid line", i + 1)}
+
+
+def _delete_line(lines):
+    i = response_index(lines) + 2
+    del lines[i]
+    return b"\n".join(lines) + b"\n", {("deleted", i + 1)}
+
+
+def _swap_lines(lines):
+    i = response_index(lines) + 3
+    lines[i], lines[i + 1] = lines[i + 1], lines[i]
+    return b"\n".join(lines) + b"\n", {("reordered", i + 1), ("reordered", i + 2)}
+
+
+def _truncate_mid_line(lines):
+    return b"\n".join(lines[:20]) + b"\n" + lines[20][:37], {("truncated", 21), ("cut short", 20)}
+
+
+def _drop_the_end(lines):
+    return b"\n".join(lines[:-3]) + b"\n", {("cut short", len(lines) - 3)}
+
+
+def _edit_the_close_manifest(lines):
+    close = json.loads(lines[-1])
+    close["manifest"]["solution.py"]["sha256"] = "0" * 64
+    return b"\n".join([*lines[:-1], json.dumps(close).encode()]) + b"\n", {("manifest", len(lines))}
+
+
+EDITS = {"one byte changed": _change_a_byte, "line made invalid": _break_json, "line deleted": _delete_line,
+         "lines swapped": _swap_lines, "truncated mid-line": _truncate_mid_line, "end removed": _drop_the_end,
+         "close manifest edited": _edit_the_close_manifest}
+
+
+@pytest.mark.parametrize("name", EDITS)
+def test_tampering_with_the_transcript_is_detected_and_named(tmp_path, name):
+    t, expected = tampered(tmp_path, EDITS[name])
+    report = audit.audit(t)
+    assert expected <= kinds(report), report.findings
+    assert not report.ok
+    text = render_text(report)
+    assert "audit FAILED" in text
+    for kind, line in expected:
+        assert f"integrity/{kind}: line {line}:" in text, text
+
+
+def test_the_command_line_names_the_tampered_line_and_exits_1(tmp_path):
+    t, expected = tampered(tmp_path, _delete_line)
+    done = jg("audit", t)
+    assert done.returncode == 1 and "audit FAILED" in done.stdout
+    kind, line = next(iter(expected))
+    assert f"ERROR   integrity/{kind}: line {line}: seq {line - 1} is missing" in done.stdout, done.stdout
+
+
+def test_an_edit_is_blamed_on_the_edited_line_alone(tmp_path):
+    t, expected = tampered(tmp_path, _change_a_byte)
+    report = audit.audit(t)
+    assert kinds(report) == expected
+    assert f"line {next(iter(expected))[1]} was altered" in report.findings[0].message
+
+
+def test_a_changed_stored_blob_is_detected_and_named(tmp_path):
+    t = copy_transcript(demo_run(), tmp_path / "t")
+    record_line = next(i for i, line in enumerate(t.read_text().splitlines(), 1) if '"path":"solution.py"' in line
+                       and '"file_change"' in line)
+    blob = next(p for p in blobs_dir(t).iterdir() if p.read_bytes().startswith(b"import torch\nimport triton"))
+    blob.write_bytes(blob.read_bytes().replace(b"alpha * x + y", b"alpha * x - y"))
+    report = audit.audit(t)
+    blob_findings = [f for f in report.findings if f.kind == "blob"]
+    assert [f.line for f in blob_findings] == [record_line]
+    assert blob.name in blob_findings[0].message and "solution.py" in blob_findings[0].message
+    assert not report.ok
+    blob.unlink()
+    assert any("missing" in f.message for f in audit.audit(t).findings if f.kind == "blob")
+
+
+def eval_report(solution_sha256: str, goal_sha256: str, speedup: float = 1.25) -> dict:
+    """The fields of `jg-mcp eval`'s EvalReport that the audit and the page read."""
+    return {"version": 1, "goal": "axpy", "goal_sha256": goal_sha256, "solution_sha256": solution_sha256,
+            "solution_file": "solution.py", "accepted": True, "reasons": [], "findings": [],
+            "shapes": [{"name": "n16m", "kind": "timed", "dims": {"N": 16777216}, "trials": 3, "correct": True,
+                        "speedup": {"torch_add": speedup}}],
+            "geomean_speedup": speedup}
+
+
+def test_audit_eval_report_accepts_the_same_solution_and_catches_a_swapped_one(tmp_path):
+    final = sha256_bytes((demo_dir() / "workspace" / "solution.py").read_bytes())
+    goal_sha = load_goal(DEMO_GOAL).sha256()
+    same, swapped = tmp_path / "same.json", tmp_path / "swapped.json"
+    same.write_text(json.dumps(eval_report(final, goal_sha)))
+    swapped.write_text(json.dumps(eval_report(sha256_bytes(b"def kernel(x, y, alpha):\n    return x\n"), goal_sha)))
+    assert audit.audit(demo_run(), same).ok
+    done = jg("audit", demo_run(), "--eval-report", swapped)
+    assert done.returncode == 1 and "eval/eval" in done.stdout and final in done.stdout
+    other_goal = tmp_path / "other_goal.json"
+    other_goal.write_text(json.dumps(eval_report(final, "f" * 64)))
+    assert [f.kind for f in audit.audit(demo_run(), other_goal).findings if f.severity == "error"] == ["eval"]
+
+
+def test_policy_flags_network_escapes_protected_writes_and_forbidden_apis(tmp_path):
+    transcript, _ = scripted_session(tmp_path, [
+        call("run_command", command="true || curl -s https://example.invalid/x"),
+        call("run_command", command="cat /etc/hostname > host.txt; cd .. && ls > /dev/null"),
+        call("write_file", path="reference.py", content="# mine now\n"),
+        call("run_command", command="chmod u+w reference.py; echo '# changed' >> reference.py"),
+        call("write_file", path="solution.py", content=SOLUTION_WITH_ADD),
+        call("run_command", command='python -c "print(4 / 2)" 2>/dev/null && sed "s/a/b/" solution.py > /dev/null'),
+    ])
+    report = audit.audit(transcript)
+    errors = [f for f in report.findings if f.severity == "error"]
+    by_kind = {k: [f.message for f in errors if f.kind == k] for k in {f.kind for f in errors}}
+    assert any("curl" in m for m in by_kind["network"]) and any("https://" in m for m in by_kind["network"])
+    assert any("/etc/hostname" in m for m in by_kind["outside workspace"])
+    assert any("'..'" in m for m in by_kind["outside workspace"])
+    assert not [f for f in report.findings if "step 6" in f.message], "a harmless command is not flagged"
+    protected = [f for f in report.findings if f.kind == "protected file"]
+    assert any(f.severity == "warning" and "refused" in f.message for f in protected)
+    assert any(f.severity == "error" and "run_command" in f.message for f in protected)
+    forbidden = by_kind["forbidden api"]
+    assert {m.split("its line ")[1].split(":")[0] for m in forbidden} >= {"3", "7", "8", "9", "10"}
+    assert not report.ok
+
+
+def test_a_session_over_its_budget_and_a_changed_goal_are_policy_errors(tmp_path):
+    loaded = load_goal(DEMO_GOAL)
+    start = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+    path = tmp_path / "t" / "long.jsonl"
+    w = TranscriptWriter(path)
+    w.append(Header(jg_mcp_version="0.1.0", run_id="long", goal="axpy", goal_sha256=loaded.sha256(),
+                    condition="goal-only", sandbox="none", workspace=str(tmp_path / "ws"), host={}, gpu={},
+                    started_at=start.isoformat()))
+    w.append(Close(reason="client disconnected", ended_at=(start + timedelta(minutes=11)).isoformat(), manifest={}))
+    report = audit.audit(path)
+    assert [f.kind for f in report.findings if f.severity == "error"] == ["budget"]
+    assert "660s" in report.findings[-1].message or any("660s" in f.message for f in report.findings)
+    changed = tmp_path / "goal"
+    changed.mkdir()
+    for suffix in (".yaml", ".py"):
+        shutil.copy(DEMO_GOAL.with_suffix(suffix), changed / f"axpy{suffix}")
+    (changed / "axpy.yaml").write_text((changed / "axpy.yaml").read_text() + "# edited\n")
+    report = audit.audit(path, goal_path=changed / "axpy.yaml")
+    assert {f.kind for f in report.findings if f.severity == "error"} == {"budget", "goal"}
+
+
+@pytest.mark.parametrize("command", [
+    "pip install numpy", "python -m pip download x", "wget http://x", "ssh host", "git clone repo",
+    "ls /home", "cat ~/.ssh/id_rsa", "cd .. ", "echo $HOME",
+])
+def test_command_text_patterns_that_leave_the_sandbox_are_recognised(command):
+    assert audit.command_findings(command, "/ws")
+
+
+@pytest.mark.parametrize("command", [
+    "python check.py", "ls -la > listing.txt && wc -l listing.txt", "TRITON_INTERPRET=1 python check.py 2>/dev/null",
+    "cat /ws/solution.py", "nvidia-smi", "python -c 'print(1 / 2)'", "sed 's/a/b/' x.py", "/usr/bin/env python x.py",
+    "cp a.py b.py", "./run.sh",
+])
+def test_ordinary_commands_are_not_flagged(command):
+    assert audit.command_findings(command, "/ws") == []
+
+
+def test_the_forbidden_api_scan_resolves_aliases_and_getattr():
+    uses = audit.forbidden_uses(SOLUTION_WITH_ADD, ["torch.add", "torch.Tensor.add"])
+    assert {line for line, _ in uses} == {3, 7, 8, 9, 10}
+    assert audit.forbidden_uses("import torch\n\ndef kernel(x):\n    return torch.mul(x, 2) + x\n",
+                                ["torch.add", "torch.Tensor.add"]) == []

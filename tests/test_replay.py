@@ -1,0 +1,204 @@
+"""Replay: the demo's workspace rebuilt byte for byte, steps, blob caps, re-runs, format versions."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client.stdio import get_default_environment
+
+from jg_mcp import replay
+from jg_mcp.errors import TranscriptError
+from jg_mcp.goals import load_goal
+from jg_mcp.scripted import Step, call, run_script
+from jg_mcp.server import SingleSession, build_server
+from jg_mcp.session import Session
+from jg_mcp.transcript import FORMAT_VERSION, GENESIS, blobs_dir, read_transcript, sha256_bytes
+from jg_mcp.workspace import Workspace
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO_GOAL = REPO / "jg_mcp" / "demo_goal" / "axpy.yaml"
+EXAMPLE = REPO / "transcripts" / "examples" / "demo-axpy.jsonl"
+
+
+@functools.cache
+def demo_dir() -> Path:
+    """`jg-mcp demo` run once per test process, as a user runs it (a real stdio server subprocess)."""
+    out = Path(tempfile.mkdtemp(prefix="jg-demo-"))
+    atexit.register(shutil.rmtree, out, True)
+    done = subprocess.run([sys.executable, "-m", "jg_mcp", "--log-level", "WARNING", "demo", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+def demo_run() -> Path:
+    return next((demo_dir() / "transcripts").glob("*.jsonl"))
+
+
+def copy_transcript(src: Path, dest_dir: Path) -> Path:
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    dest = dest_dir / src.name
+    shutil.copyfile(src, dest)
+    shutil.copytree(blobs_dir(src), blobs_dir(dest))
+    return dest
+
+
+def scripted_session(tmp_path: Path, steps: list[Step], goal: Path = DEMO_GOAL) -> tuple[Path, Path]:
+    """An in-process session on the demo goal driven by the scripted client; returns (transcript, workspace)."""
+    loaded = load_goal(goal)
+    session = Session(loaded, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "transcripts")
+    try:
+        anyio.run(run_script, build_server(loaded, SingleSession(session)), steps, 120)
+    finally:
+        session.close("test finished")
+    return session.transcript_path, session.workspace.root
+
+
+def jg(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The command line, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "jg_mcp", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, cwd=REPO, env=env, stdin=subprocess.DEVNULL)
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {rel: (root / rel).read_bytes() for rel in Workspace(root).scan()}
+
+
+def rechain(lines: list[bytes]) -> bytes:
+    """Re-link a list of event lines into a valid chain (what a writer of that content would have written)."""
+    out, prev = [], GENESIS
+    for seq, line in enumerate(lines):
+        event = json.loads(line)
+        event["seq"], event["prev"] = seq, prev
+        raw = json.dumps(event).encode()
+        out.append(raw)
+        prev = sha256_bytes(raw)
+    return b"\n".join(out) + b"\n"
+
+
+def test_replay_to_the_end_reproduces_the_demo_workspace_byte_for_byte(tmp_path):
+    done = jg("replay", demo_run(), "--to", tmp_path / "r")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rebuilt, original = files(tmp_path / "r"), files(demo_dir() / "workspace")
+    assert "listing.txt" in rebuilt, "a file written by a command is rebuilt too"
+    assert rebuilt == original
+    assert not os.access(tmp_path / "r" / "reference.py", os.W_OK) or os.geteuid() == 0
+    assert "4 files" in done.stdout
+
+
+def test_rerun_reports_every_demo_command_as_matching(tmp_path):
+    # The demo's server got the MCP stdio client's default environment; the re-run gets the same.
+    env = get_default_environment() | {"PATH": os.environ["PATH"]}
+    done = jg("replay", demo_run(), "--to", tmp_path / "r", "--rerun", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    verdicts = [line.split()[2] for line in done.stdout.splitlines() if line.strip().startswith("step ")]
+    assert verdicts == ["match", "match"], done.stdout
+    assert files(tmp_path / "r") == files(demo_dir() / "workspace")
+
+
+def test_a_step_is_the_nth_tool_call_and_step_zero_is_the_session_start(tmp_path):
+    record = replay.load_record(demo_run())
+    assert [c.tool for c in record.calls] == ["query_gpu", "read_file", "write_file", "write_file", "run_command",
+                                              "run_command", "read_file"]
+    for step, expected in [(0, {"reference.py"}), (3, {"reference.py", "solution.py"}),
+                           (5, {"reference.py", "solution.py", "check.py"}),
+                           (6, {"reference.py", "solution.py", "check.py", "listing.txt"})]:
+        report = replay.rebuild(record, tmp_path / str(step), step)
+        assert set(files(tmp_path / str(step))) == expected, step
+        assert not report.problems
+    assert jg("replay", demo_run(), "--to", tmp_path / "x", "--step", "8").returncode == 2
+
+
+def test_replay_refuses_a_directory_that_is_not_empty(tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError):
+        replay.rebuild(replay.load_record(demo_run()), tmp_path / "r")
+    assert (tmp_path / "r" / "keep.txt").read_text() == "mine"
+
+
+def test_commands_that_delete_and_overwrite_files_are_replayed_at_each_step(tmp_path):
+    transcript, ws = scripted_session(tmp_path, [
+        call("write_file", path="a.txt", content="one\n"),
+        call("run_command", command="echo two > a.txt && mkdir -p d && echo three > d/b.txt"),
+        call("run_command", command="rm a.txt"),
+    ])
+    record = replay.load_record(transcript)
+    replay.rebuild(record, tmp_path / "s2", 2)
+    assert (tmp_path / "s2" / "a.txt").read_text() == "two\n"
+    assert (tmp_path / "s2" / "d" / "b.txt").read_text() == "three\n"
+    replay.rebuild(record, tmp_path / "end")
+    assert files(tmp_path / "end") == files(ws)
+    assert not (tmp_path / "end" / "a.txt").exists()
+
+
+def test_a_file_over_the_blob_cap_is_reported_as_not_reconstructible(tmp_path):
+    transcript, _ = scripted_session(tmp_path, [call("run_command", command="head -c 9000000 /dev/zero > big.bin")])
+    done = jg("replay", transcript, "--to", tmp_path / "r")
+    out = done.stdout
+    assert done.returncode == 1
+    assert "not reconstructible" in out and "big.bin" in out and "9000000 bytes" in out
+    assert not (tmp_path / "r" / "big.bin").exists()
+
+
+def test_rerun_tells_output_that_changes_from_an_exit_code_that_changes(tmp_path):
+    flag = tmp_path / "flag"
+    flag.write_text("present while recording")
+    transcript, _ = scripted_session(tmp_path, [
+        call("run_command", command="date +%s%N"),
+        call("run_command", command=f"test -e {flag}"),
+    ])
+    flag.unlink()
+    results = replay.rerun_commands(replay.load_record(transcript), _rebuilt(transcript, tmp_path / "r")).results
+    assert [r.verdict for r in results] == ["output differs", "exit code differs"]
+    assert "--- recorded stdout" in results[0].diff and results[0].exit_matches
+    assert results[1].recorded_exit == 0 and results[1].rerun_exit == 1
+    done = jg("replay", transcript, "--to", tmp_path / "cli", "--rerun")
+    assert done.returncode == 1 and "Timings" in done.stdout and "exit code differs" in done.stdout
+
+
+def _rebuilt(transcript: Path, dest: Path) -> Path:
+    replay.rebuild(replay.load_record(transcript), dest)
+    return dest
+
+
+def test_replay_refuses_a_tampered_transcript_naming_the_line(tmp_path):
+    t = copy_transcript(demo_run(), tmp_path / "t")
+    lines = t.read_bytes().split(b"\n")
+    del lines[5]
+    t.write_bytes(b"\n".join(lines))
+    with pytest.raises(TranscriptError, match=":6: sequence number 6, expected 5"):
+        replay.load_record(t)
+
+
+def test_a_transcript_declaring_an_older_format_version_reads(tmp_path):
+    t = copy_transcript(demo_run(), tmp_path / "t")
+    lines = t.read_bytes().split(b"\n")[:-1]
+    header = json.loads(lines[0])
+    header["format_version"] = 0
+    t.write_bytes(rechain([json.dumps(header).encode(), *lines[1:]]))
+    assert read_transcript(t).events[0].format_version == 0
+    replay.rebuild(replay.load_record(t), tmp_path / "r")
+    assert files(tmp_path / "r") == files(demo_dir() / "workspace")
+    header["format_version"] = FORMAT_VERSION + 1
+    t.write_bytes(rechain([json.dumps(header).encode(), *lines[1:]]))
+    with pytest.raises(TranscriptError, match="newer"):
+        read_transcript(t)
+
+
+def test_the_committed_example_transcript_stays_readable_and_rebuilds(tmp_path):
+    read = read_transcript(EXAMPLE)
+    assert read.closed and not read.truncated
+    report = replay.rebuild(replay.load_record(EXAMPLE), tmp_path / "r")
+    assert not report.problems and not report.not_reconstructible
+    assert set(files(tmp_path / "r")) == {"reference.py", "solution.py", "check.py", "listing.txt"}
