@@ -17,6 +17,8 @@ COMMAND_MODULES = [
     "jg_mcp.commands.goals",
     "jg_mcp.commands.gpu",
     "jg_mcp.commands.demo",
+    "jg_mcp.commands.replay",
+    "jg_mcp.commands.audit",
 ]
 
 
