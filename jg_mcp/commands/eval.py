@@ -39,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workspace", required=True, type=Path, help="the agent's workspace directory")
     p.add_argument("--solution", help="workspace-relative solution file (default: the goal's)")
     p.add_argument("--shapes", choices=["timed", "smoke", "all"], default="all", help="which goal shapes (default all)")
+    p.add_argument("--only", action="append", default=[], metavar="SHAPE", help="only this goal shape (repeatable)")
     p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available")
     p.add_argument("--trials", type=int, default=3, help="correctness trials per shape, at least 3 (default 3)")
     p.add_argument("--domain-shapes", type=int, default=2, help="untimed shapes drawn from the domain (default 2)")
@@ -64,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         workspace=args.workspace,
         solution=args.solution,
         shapes=args.shapes,
+        only=args.only,
         device=args.device,
         trials=args.trials,
         domain_shapes=args.domain_shapes,

@@ -67,11 +67,12 @@ class _Scan(ast.NodeVisitor):
         return None
 
     def check_name(self, dotted: str, node: ast.AST) -> None:
+        root = dotted.split(".")[0]
+        other_module = root in self.modules and root != "torch"
         for bad in self.forbidden:
-            method = bad.startswith("torch.Tensor.") and "." + bad.rsplit(".", 1)[1]
+            method = bad.startswith("torch.Tensor.") and not other_module and "." + bad.rsplit(".", 1)[1]
             if dotted == bad or dotted.startswith(bad + ".") or (method and dotted.endswith(method)):
                 self.add(Reason.STATIC_FORBIDDEN, node, f"uses forbidden `{bad}` (as `{dotted}`)")
-        root = dotted.split(".")[0]
         leaf = dotted.rsplit(".", 1)[-1]
         if root in INTROSPECTION_MODULES or dotted == "sys._getframe":
             self.add(Reason.STATIC_INTROSPECTION, node, f"interpreter introspection through `{dotted}`")
@@ -93,6 +94,11 @@ class _Scan(ast.NodeVisitor):
             self.add(Reason.STATIC_DYNAMIC, node, f"private or by-name operator access: `{dotted}`")
         elif leaf in SUBCLASS_ATTRS or dotted.startswith("torch.utils._python_dispatch"):
             self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{dotted}`")
+
+    @property
+    def modules(self) -> set[str]:
+        """Dotted roots that name imported modules (a local alias resolves to one of these)."""
+        return {v.split(".")[0] for v in self.aliases.values()}
 
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
@@ -147,8 +153,11 @@ class _Scan(ast.NodeVisitor):
             self.check_string(node.value, node)
 
     def check_string(self, text: str, node: ast.AST) -> None:
+        """Name-like strings (no whitespace) that contain a forbidden API's name; prose such as docstrings is skipped."""
+        if not text or any(c.isspace() for c in text):
+            return
         for bad in self.forbidden:
-            leaf = bad.rsplit(".", 1)[1]
+            leaf = bad.rsplit(".", 1)[-1]
             if len(leaf) > 3 and leaf in text or text == bad:
                 self.add(Reason.STATIC_FORBIDDEN, node, f"string names forbidden `{bad}`: {text!r}")
         for s in SUSPICIOUS_STRINGS:

@@ -252,6 +252,9 @@ class EvalReport(Strict):
     """Wall time of the whole eval."""
 
     def add(self, finding: Finding) -> None:
+        """Record a finding once (the same reason and detail seen again adds nothing)."""
+        if any(f.reason == finding.reason and f.detail == finding.detail for f in self.findings):
+            return
         self.findings.append(finding)
         if finding.reason not in self.reasons:
             self.reasons.append(finding.reason)

@@ -41,14 +41,16 @@ def draw(goal: LoadedGoal, device: str, rng: random.Random, index: int) -> Case:
 
 
 def select_cases(
-    goal: LoadedGoal, which: str, device: str, domain_count: int, rng: random.Random
+    goal: LoadedGoal, which: str, device: str, domain_count: int, rng: random.Random, only: list[str] = ()
 ) -> list[Case]:
     """Timed shapes (skipped on the CPU unless asked for alone), smoke shapes, then drawn domain shapes."""
     g = goal.goal
-    cases = []
+    cases: list[Case] = []
     if which == "timed" or (which == "all" and device == "cuda"):
         cases += [Case(s.name, "timed", dict(s.dims)) for s in g.shapes]
     if which in ("smoke", "all"):
         cases += [Case(s.name, "smoke", dict(s.dims)) for s in g.smoke_shapes]
+    if only:
+        cases = [c for c in cases if c.name in only]
     cases += [draw(goal, device, rng, i) for i in range(domain_count)]
     return cases

@@ -1,0 +1,109 @@
+"""The adversarial suite: every known hack in eval/hacks/ is rejected, each for its own reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from eval_suite import CUDA, HACKS
+
+from jg_mcp.eval import Reason
+
+R = Reason
+# hack -> reasons the report must contain. Static reasons show the source check caught it; the runtime
+# reasons show the harness caught it in the running process even if the source check were evaded.
+CPU_HACKS: dict[str, set[Reason]] = {
+    "reuse_freed_reference": {R.UNWRITTEN},
+    "zero_inputs": {R.INPUT_MODIFIED},
+    "write_inputs": {R.INPUT_MODIFIED},
+    "return_input": {R.ALIASES_INPUT},
+    "return_input_view": {R.ALIASES_INPUT},
+    "cache_by_pointer": {R.CACHED_OUTPUT},
+    "cache_by_content": {R.CACHED_OUTPUT},
+    "cache_in_shm_file": {R.FILES_WRITTEN, R.STATIC_IO},
+    "cache_in_workspace_file": {R.FILES_WRITTEN, R.STATIC_IO},
+    "background_thread": {R.THREADS_LEFT, R.STATIC_CONCURRENCY},
+    "tensor_subclass": {R.NOT_PLAIN_TENSOR, R.STATIC_SUBCLASS},
+    "lazy_tensor": {R.NOT_PLAIN_TENSOR},
+    "forbidden_direct": {R.STATIC_FORBIDDEN, R.FORBIDDEN_CALL},
+    "forbidden_operator": {R.STATIC_FORBIDDEN, R.FORBIDDEN_CALL},
+    "forbidden_getattr": {R.STATIC_DYNAMIC, R.FORBIDDEN_CALL},
+    "forbidden_importlib": {R.STATIC_DYNAMIC, R.FORBIDDEN_CALL},
+    "patch_elapsed_time": {R.TAMPERED, R.STATIC_MONKEYPATCH},
+    "patch_synchronize": {R.TAMPERED, R.STATIC_DYNAMIC},
+    "read_seed": {R.STATIC_INTROSPECTION, R.FORBIDDEN_CALL},
+    "read_reference_output": {R.STATIC_INTROSPECTION, R.INCORRECT},
+    "timed_shapes_only": {R.INCORRECT},
+    "low_precision": {R.INCORRECT},
+    "partial_write": {R.UNWRITTEN},
+    "crash_exception": {R.EXCEPTION},
+    "crash_sys_exit": {R.EARLY_EXIT, R.STATIC_PROCESS},
+    "crash_os_exit": {R.EARLY_EXIT, R.STATIC_PROCESS},
+    "crash_segfault": {R.CRASHED, R.STATIC_INTROSPECTION},
+    "hang": {R.TIMEOUT},
+}
+GPU_HACKS: dict[str, set[Reason]] = {
+    "side_stream": {R.TIMING_ESCAPE, R.STATIC_CONCURRENCY},
+    "background_thread": {R.THREADS_LEFT},
+    "patch_elapsed_time": {R.TAMPERED},
+    "patch_synchronize": {R.TAMPERED},
+    "below_floor": {R.BELOW_FLOOR},
+}
+TIMEOUTS = {"hang": 30.0}
+GPU_SHAPE = "llama3_8b_prefill_qkv"
+
+
+def cpu_options(name: str) -> dict:
+    return {"timeout_s": TIMEOUTS[name]} if name in TIMEOUTS else {}
+
+
+def gpu_options(name: str) -> dict:
+    return {"shapes": "timed", "only": [GPU_SHAPE], "domain_shapes": 0, "timing": {"budget_s": 1.0}}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _submit_all(runs):
+    for name in CPU_HACKS:
+        runs.submit(HACKS / name / "solution.py", "gemm_fp8", **cpu_options(name))
+
+
+def test_every_hack_directory_is_in_the_suite():
+    assert {p.parent.name for p in HACKS.glob("*/solution.py")} == set(CPU_HACKS) | set(GPU_HACKS)
+
+
+@pytest.mark.parametrize("name", sorted(CPU_HACKS))
+def test_hack_is_rejected_for_its_reason(runs, name):
+    report = runs.get(HACKS / name / "solution.py", "gemm_fp8", **cpu_options(name))
+    assert not report.accepted
+    missing = CPU_HACKS[name] - set(report.reasons)
+    assert not missing, f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
+
+
+def test_shape_specialised_hack_fails_only_at_drawn_shapes(runs):
+    report = runs.get(HACKS / "timed_shapes_only" / "solution.py", "gemm_fp8", **cpu_options("timed_shapes_only"))
+    assert all(s.correct for s in report.shapes if s.kind != "domain")
+    assert [s.kind for s in report.shapes if not s.correct] == ["domain"]
+
+
+def test_crash_verdicts_come_back_quickly_and_name_the_signal(runs):
+    report = runs.get(HACKS / "crash_segfault" / "solution.py", "gemm_fp8")
+    assert any("SIGSEGV" in f.detail for f in report.findings if f.reason == R.CRASHED)
+    hang = runs.get(HACKS / "hang" / "solution.py", "gemm_fp8", **cpu_options("hang"))
+    assert hang.wall_s < TIMEOUTS["hang"] * 3
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device: timing, streams and the physical floor")
+@pytest.mark.parametrize("name", sorted(GPU_HACKS))
+def test_gpu_hack_is_rejected_for_its_reason(runs, name):
+    report = runs.get(HACKS / name / "solution.py", "gemm_fp8", **gpu_options(name))
+    assert not report.accepted
+    missing = GPU_HACKS[name] - set(report.reasons)
+    assert not missing, f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_patched_timer_does_not_change_the_measurement(runs):
+    report = runs.get(HACKS / "patch_elapsed_time" / "solution.py", "gemm_fp8", **gpu_options("patch_elapsed_time"))
+    shape = next(s for s in report.shapes if s.name == GPU_SHAPE)
+    assert shape.candidate is not None and shape.candidate.median_ms > shape.floor_ms
