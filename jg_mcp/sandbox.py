@@ -146,7 +146,7 @@ class Bwrap:
         ]
         for dev in gpu_devices():
             args += ["--dev-bind-try", dev, dev]
-        masked = [h for h in self.hidden if not _inside(h, ws)]
+        masked = [h for h in self.hidden if h.is_dir() and not _inside(h, ws)]
         reach = [ws]
         if self.as_root:
             self._hand_over(ws)

@@ -68,6 +68,17 @@ def _dump(result: Any) -> dict[str, Any] | None:
     return dict(result)
 
 
+def _storable(value: Any) -> Any:
+    """`value` with lone surrogates (valid in JSON, not in UTF-8) escaped, so the transcript can hold it."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_storable(v) for v in value]
+    return value
+
+
 class TranscriptMiddleware:
     """Records every inbound request and its response, with timing, in the session's transcript."""
 
@@ -77,7 +88,7 @@ class TranscriptMiddleware:
     async def __call__(self, ctx, call_next):
         session = self.pool.get(ctx.session)
         rid = ctx.request_id
-        params = dict(ctx.params) if ctx.params is not None else None
+        params = _storable(dict(ctx.params)) if ctx.params is not None else None
         if not session.writer.closed:
             session.writer.append(Request(request_id=rid, method=ctx.method, params=params))
         start = time.monotonic()
@@ -88,12 +99,12 @@ class TranscriptMiddleware:
                 session.writer.append(
                     Response(
                         request_id=rid, method=ctx.method, duration_ms=(time.monotonic() - start) * 1000,
-                        is_error=True, error=f"{type(exc).__name__}: {exc}",
+                        is_error=True, error=_storable(f"{type(exc).__name__}: {exc}"),
                     )
                 )
             raise
         if not session.writer.closed:
-            dumped = _dump(result)
+            dumped = _storable(_dump(result))
             session.writer.append(
                 Response(
                     request_id=rid, method=ctx.method, duration_ms=(time.monotonic() - start) * 1000,

@@ -1,0 +1,208 @@
+"""The server answers every call, whatever the arguments and whatever the command does, and keeps serving."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client
+
+from jg_mcp.sandbox import Bwrap
+from jg_mcp.server import SingleSession, build_server
+from jg_mcp.session import Session
+from jg_mcp.transcript import read_transcript
+from tests.conftest import GEMM_FP8
+from tests.test_sandbox_escapes import BWRAP_MISSING
+
+CALL_LIMIT_S = 60
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=50),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=10,
+)
+odd_text = st.one_of(
+    st.text(max_size=300),
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=300),
+    st.just("\0"), st.just("a\0b"), st.just("\udcff\ud800"), st.just("x" * 200_000),
+    st.builds(lambda n: "d/" * n + "f", st.integers(1, 3000)),
+    st.sampled_from(["/", "..", "../../etc/passwd", "/etc/shadow", "~", "reference.py", ".", ""]),
+)
+wrong_or_odd = st.one_of(json_values, odd_text)
+
+
+@pytest.fixture(scope="module")
+def robust(gemm_goal, tmp_path_factory):
+    """A server on a sandboxed session where bwrap works (random commands run there), else unsandboxed."""
+    root = tmp_path_factory.mktemp("robust")
+    ws = root / "ws"
+    mode = "none" if BWRAP_MISSING else "bwrap"
+    wrap = Bwrap(ws, [root / "tr"]).wrap if mode == "bwrap" else None
+    session = Session(gemm_goal, workspace_dir=ws, transcripts_dir=root / "tr", sandbox=mode, wrap=wrap)
+    yield build_server(gemm_goal, SingleSession(session)), session
+    session.close("test finished")
+
+
+def call(server, name: str, arguments: dict, timeout_s: float = CALL_LIMIT_S):
+    async def go():
+        with anyio.fail_after(timeout_s):
+            async with Client(server) as client:
+                result = await client.call_tool(name, arguments)
+                alive = await client.call_tool("run_command", {"command": "echo alive"})
+                assert alive.structured_content["stdout"] == "alive\n"
+                return result
+
+    return anyio.run(go)
+
+
+def answered(result) -> None:
+    """An answer is a result; an error result carries a message for the agent."""
+    if result.is_error:
+        assert result.content and result.content[0].text.strip()
+
+
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@SETTINGS
+@given(path=wrong_or_odd, offset=wrong_or_odd, limit=wrong_or_odd)
+def test_read_file_answers_any_arguments(robust, path, offset, limit):
+    answered(call(robust[0], "read_file", {"path": path, "offset": offset, "limit": limit}))
+
+
+@SETTINGS
+@given(path=wrong_or_odd, content=wrong_or_odd)
+def test_write_file_answers_any_arguments(robust, path, content):
+    answered(call(robust[0], "write_file", {"path": path, "content": content}))
+
+
+@SETTINGS
+@given(command=json_values, timeout_s=wrong_or_odd)
+def test_run_command_answers_arguments_of_any_type(robust, command, timeout_s):
+    answered(call(robust[0], "run_command", {"command": command, "timeout_s": timeout_s}))
+
+
+@pytest.mark.skipif(BWRAP_MISSING is not None, reason=f"random shell text runs only inside bwrap: {BWRAP_MISSING}")
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(command=odd_text)
+def test_run_command_answers_any_shell_text_inside_the_sandbox(robust, command):
+    answered(call(robust[0], "run_command", {"command": command, "timeout_s": 5}))
+
+
+@SETTINGS
+@given(extra=st.dictionaries(st.text(max_size=10), json_values, max_size=3))
+def test_query_gpu_and_unknown_arguments_are_answered(robust, extra):
+    answered(call(robust[0], "query_gpu", extra))
+
+
+def test_a_gigabyte_of_output_is_capped_with_head_and_tail(robust):
+    result = call(robust[0], "run_command", {"command": "head -c 1G /dev/zero | tr '\\0' a; echo END"})
+    out = result.structured_content
+    assert out["exit_code"] == 0 and out["stdout"].endswith("END\n")
+    assert out["stdout_elided_bytes"] > 1_000_000_000 - 100_000
+    assert len(out["stdout"]) < 100_000
+
+
+def test_a_never_ending_command_times_out_and_its_output_is_capped(robust):
+    out = call(robust[0], "run_command", {"command": "yes", "timeout_s": 1}).structured_content
+    assert out["timed_out"] and out["exit_code"] is None and out["stdout_elided_bytes"] > 0
+
+
+def test_a_command_that_closes_stdout_early_is_still_awaited(robust):
+    out = call(robust[0], "run_command", {"command": "exec >&- 2>&-; sleep 1; echo done > closed.txt"})
+    assert out.structured_content["exit_code"] == 0
+    assert (robust[1].workspace.root / "closed.txt").read_text() == "done\n"
+
+
+def test_invalid_utf8_and_nul_bytes_are_refused_with_a_message(robust):
+    call(robust[0], "run_command", {"command": "printf 'ok\\xff\\xfe' > bad.txt; printf 'a\\0b' > nul.txt"})
+    for name in ("bad.txt", "nul.txt"):
+        result = call(robust[0], "read_file", {"path": name})
+        assert result.is_error and "binary" in result.content[0].text
+    assert "NUL" in call(robust[0], "run_command", {"command": "echo \0"}).content[0].text
+
+
+def _stdio_server(tmp_path: Path, sandbox: str) -> subprocess.Popen:
+    args = [sys.executable, "-m", "jg_mcp", "serve", "--goal", str(GEMM_FP8), "--workspace", str(tmp_path / "ws"),
+            "--transcripts", str(tmp_path / "tr"), "--sandbox", sandbox]
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+    for m in messages:
+        proc.stdin.write(json.dumps(m).encode() + b"\n")
+    proc.stdin.flush()
+    assert b'"result"' in proc.stdout.readline()
+    return proc
+
+
+def _start_command(proc: subprocess.Popen, command: str) -> None:
+    call_msg = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "run_command", "arguments": {"command": command}}}
+    proc.stdin.write(json.dumps(call_msg).encode() + b"\n")
+    proc.stdin.flush()
+
+
+def _running(marker: str) -> list[int]:
+    done = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    return [int(p) for p in done.stdout.split()]
+
+
+def _wait_for(predicate, seconds: float) -> None:
+    """Poll (process start and exit have no event to wait on) until true, or fail."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"not true after {seconds}s"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_a_stdio_client_that_disconnects_mid_call_has_its_command_killed_and_recorded(tmp_path):
+    marker = f"jg-disconnect-{uuid.uuid4().hex}"
+    proc = _stdio_server(tmp_path, "auto")
+    _start_command(proc, f"exec -a {marker} sleep 600")
+    _wait_for(lambda: _running(marker), 30)
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+    _wait_for(lambda: not _running(marker), 10)
+    [path] = (tmp_path / "tr").glob("*.jsonl")
+    transcript = read_transcript(path)
+    assert transcript.closed and transcript.events[-1].reason == "client disconnected"
+    assert transcript.events[0].sandbox == ("none" if BWRAP_MISSING else "bwrap")
+    [killed] = [e for e in transcript.events if e.event == "response" and e.method == "tools/call"]
+    assert killed.is_error and "Cancelled" in killed.error
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+def test_sigkill_mid_command_leaves_a_readable_prefix_and_only_bwrap_takes_the_command_down(tmp_path, sandbox):
+    if sandbox == "bwrap" and BWRAP_MISSING:
+        pytest.skip(BWRAP_MISSING)
+    marker = f"jg-sigkill-{uuid.uuid4().hex}"
+    proc = _stdio_server(tmp_path, sandbox)
+    _start_command(proc, f"exec -a {marker} sleep 600")
+    _wait_for(lambda: _running(marker), 30)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    if sandbox == "bwrap":
+        _wait_for(lambda: not _running(marker), 10)
+    else:
+        survivors = _running(marker)
+        for pid in survivors:
+            os.kill(pid, signal.SIGKILL)
+        assert survivors, "unsandboxed, a command outlives a SIGKILLed server: bwrap's --die-with-parent matters"
+    [path] = (tmp_path / "tr").glob("*.jsonl")
+    transcript = read_transcript(path)
+    assert not transcript.closed and transcript.events[0].sandbox == sandbox
+    assert transcript.events[-1].event == "request"
