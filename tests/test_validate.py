@@ -1,0 +1,130 @@
+"""`jg-mcp goals validate` catches a wrong reference, baseline or solution and names goal, shape and error."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from jg_mcp import validate
+from jg_mcp.cli import main
+from jg_mcp.goals import load_goal
+
+from tests.conftest import REPO
+
+
+def goal_copy(tmp_path, name, old="", new=""):
+    """A copy of goals/NAME.{yaml,py} in tmp_path, with `old` replaced by `new` in the module."""
+    for ext in ("yaml", "py"):
+        shutil.copy(REPO / "goals" / f"{name}.{ext}", tmp_path / f"{name}.{ext}")
+    module = tmp_path / f"{name}.py"
+    text = module.read_text()
+    assert old in text
+    module.write_text(text.replace(old, new))
+    return tmp_path / f"{name}.yaml"
+
+
+def validate_cli(capsys, *args):
+    rc = main(["goals", "validate", *map(str, args)])
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def test_a_wrong_baseline_fails_naming_goal_shape_and_error(tmp_path, capsys):
+    path = goal_copy(tmp_path, "softmax", "return torch.softmax(x, dim=-1)", "return torch.softmax(x * 1.05, dim=-1)")
+    rc, out, err = validate_cli(capsys, path, "--solutions", tmp_path / "none")
+    assert rc == 1
+    assert "FAILED  softmax at shape tiny, baseline:torch_softmax: probs:" in err
+    assert "FAILED  softmax at shape ragged_long, baseline:torch_softmax" in err
+    assert "out of tolerance" in err and "1 goals" in out
+
+
+def test_a_wrong_reference_fails_against_baselines_and_solution(tmp_path, capsys):
+    path = goal_copy(tmp_path, "swiglu", "(1.0 + torch.exp(-gd))", "(1.0 + torch.exp(-1.1 * gd))")
+    rc, _, err = validate_cli(capsys, path)
+    assert rc == 1
+    assert "FAILED  swiglu at shape tiny, baseline:eager: out:" in err
+    assert "FAILED  swiglu at shape ragged, solution:interpreted: out:" in err
+
+
+def test_a_reference_that_is_not_float32_is_rejected(tmp_path, capsys):
+    path = goal_copy(tmp_path, "softmax", "return (e / e.sum(dim=-1, keepdim=True)).float()", "return e / e.sum(dim=-1, keepdim=True)")
+    rc, _, err = validate_cli(capsys, path, "--solutions", tmp_path / "none")
+    assert rc == 1 and "softmax at shape tiny, reference: reference output probs is not a float32 tensor" in err
+
+
+def test_a_wrong_solution_fails_with_its_dtype_named(tmp_path, capsys):
+    (tmp_path / "softmax").mkdir()
+    (tmp_path / "softmax" / "solution.py").write_text("def kernel(x):\n    return x.float().exp()\n")
+    rc, _, err = validate_cli(capsys, "softmax", "--solutions", tmp_path)
+    assert rc == 1
+    assert "softmax at shape tiny, solution:interpreted: output probs is torch.float32, expected bfloat16" in err
+
+
+def test_a_crashing_solution_is_a_failure_not_a_crash(tmp_path, capsys):
+    (tmp_path / "swiglu").mkdir()
+    (tmp_path / "swiglu" / "solution.py").write_text("def kernel(gate, up):\n    raise RuntimeError('boom')\n")
+    rc, _, err = validate_cli(capsys, "swiglu", "--solutions", tmp_path)
+    assert rc == 1 and "swiglu at shape tiny, solution:interpreted: RuntimeError: boom" in err
+
+
+def test_json_report_records_checks_and_versions(tmp_path, capsys):
+    rc, out, _ = validate_cli(capsys, "rope", "--json", tmp_path / "r.json", "--markdown", tmp_path / "r.md")
+    assert rc == 0 and "0 failed" in out
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["environment"]["torch"] == torch.__version__ and "triton" in report["environment"]
+    checks = {(c["shape"], c["check"]): c["status"] for c in report["checks"]}
+    assert checks == {
+        (s, c): "ok" for s in ("tiny", "ragged") for c in ("reference", "baseline:eager", "solution:interpreted")
+    }
+    assert "torch " + torch.__version__ in (tmp_path / "r.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "out, problem",
+    [
+        (torch.full((2, 3), float("nan"), dtype=torch.bfloat16), "6 of 6 elements out of tolerance"),
+        (torch.zeros(2, 3), "is torch.float32, expected bfloat16"),
+        (torch.zeros(3, 2, dtype=torch.bfloat16), "is (3, 2) on cpu, expected (2, 3)"),
+        ((torch.zeros(2, 3, dtype=torch.bfloat16),) * 2, "returned 2 outputs, expected 1"),
+        ([[0.0] * 3] * 2, "is a list, not a torch.Tensor"),
+    ],
+)
+def test_compare_rejects_nan_wrong_dtype_shape_and_count(out, problem):
+    goal = load_goal(REPO / "goals" / "swiglu.yaml").goal
+    _, _, found = validate.compare(goal, out if not isinstance(out, list) else (out,), torch.zeros(2, 3))
+    assert problem in found
+
+
+def test_compare_measures_error_against_the_tolerance():
+    goal = load_goal(REPO / "goals" / "swiglu.yaml").goal
+    ref = torch.tensor([1.0, 2.0])
+    max_abs, worst, problem = validate.compare(goal, torch.tensor([1.0, 2.0625], dtype=torch.bfloat16), ref)
+    assert problem.startswith("out: 1 of 2 elements") and max_abs == pytest.approx(0.0625)
+    assert worst == pytest.approx(0.0625 / (0.001 + 0.015 * 2.0))
+
+
+def test_markdown_lists_each_timing():
+    timing = validate.Timing(
+        goal="g", shape="s", baseline="b", median_ms=1.0, p20_ms=0.9, p80_ms=1.1, tflops=2.0, tbps=3.0,
+        pct_peak_flops=4.0, pct_peak_bandwidth=5.0, pct_roofline=6.0,
+    )
+    env = {"torch": "t", "triton": "tr", "cuda_runtime": "c", "python": "p", "jg_mcp": "j", "gpu": "H"}
+    report = validate.Report(device="cuda", full=True, environment=env, method={"timer": "x", "warmup_ms": 1, "rep_ms": 2}, wall_seconds=3, checks=[], timings=[timing])
+    assert "| g | s | b | 1.0000 | 0.9000-1.1000 | 2.0 | 3.00 | 4.0 | 5.0 | 6.0 |" in validate.markdown(report)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_cuda_without_a_gpu_is_an_error(capsys):
+    rc, _, err = validate_cli(capsys, "softmax", "--device", "cuda")
+    assert rc == 1 and "torch sees no CUDA device" in err
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_full_validation_on_a_gpu_times_every_baseline(tmp_path, capsys):
+    rc, _, _ = validate_cli(capsys, "swiglu", "--device", "cuda", "--full", "--json", tmp_path / "r.json")
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert rc == 0 and len(report["timings"]) == 4 * 2 and report["environment"]["driver"]
