@@ -29,6 +29,13 @@ class Bar:
         sys.stderr.write("\n")
 
 
+def _at_least_3(text: str) -> int:
+    value = int(text)
+    if value < 3:
+        raise argparse.ArgumentTypeError("at least 3 trials are needed")
+    return value
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "eval",
@@ -41,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shapes", choices=["timed", "smoke", "all"], default="all", help="which goal shapes (default all)")
     p.add_argument("--only", action="append", default=[], metavar="SHAPE", help="only this goal shape (repeatable)")
     p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available")
-    p.add_argument("--trials", type=int, default=3, help="correctness trials per shape, at least 3 (default 3)")
+    p.add_argument("--trials", type=_at_least_3, default=3, help="correctness trials per shape, at least 3 (default 3)")
     p.add_argument("--domain-shapes", type=int, default=2, help="untimed shapes drawn from the domain (default 2)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each answer (default 300)")
     p.add_argument("--timing-budget", type=float, help="seconds of timing per shape (default 3)")
@@ -55,9 +62,6 @@ def run(args: argparse.Namespace) -> int:
     from jg_mcp.eval.harness import EvalOptions, evaluate
     from jg_mcp.eval.report import markdown, table
 
-    if args.trials < 3:
-        print("jg-mcp eval: --trials must be at least 3", file=sys.stderr)
-        return 2
     if not args.workspace.is_dir():
         raise JgError(f"workspace {args.workspace} is not a directory")
     options = EvalOptions(

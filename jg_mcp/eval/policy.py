@@ -90,7 +90,7 @@ class _Scan(ast.NodeVisitor):
             self.add(Reason.STATIC_IO, node, f"environment or file access: `{dotted}`")
         elif leaf in CONCURRENCY_ATTRS and root in ("torch", "os"):
             self.add(Reason.STATIC_CONCURRENCY, node, f"streams or processes: `{dotted}`")
-        elif root == "torch" and leaf in DYNAMIC_ATTRS:
+        elif root == "torch" and set(dotted.split(".")[1:]) & DYNAMIC_ATTRS:
             self.add(Reason.STATIC_DYNAMIC, node, f"private or by-name operator access: `{dotted}`")
         elif leaf in SUBCLASS_ATTRS or dotted.startswith("torch.utils._python_dispatch"):
             self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{dotted}`")
@@ -234,7 +234,8 @@ class CallRecorder:
 
     calls: list[str] = field(default_factory=list)
     armed: bool = True
-    originals: dict[str, Any] = field(default_factory=dict)
+    replaced: list[tuple[Any, str, Any]] = field(default_factory=list)
+    """(owner, attribute, original) of every wrapper installed."""
 
     def wrap(self, owner: Any, attr: str, label: str) -> None:
         original = getattr(owner, attr, None)
@@ -253,7 +254,13 @@ class CallRecorder:
             setattr(owner, attr, recorded)
         except (AttributeError, TypeError):
             return
-        self.originals[f"{label}@{id(owner)}"] = original
+        self.replaced.append((owner, attr, original))
+
+    def restore(self) -> None:
+        """Put the originals back (the candidate process never does; a test in the harness's process must)."""
+        for owner, attr, original in reversed(self.replaced):
+            setattr(owner, attr, original)
+        self.replaced.clear()
 
 
 def _resolve(dotted: str) -> tuple[Any, str] | None:

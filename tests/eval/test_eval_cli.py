@@ -1,0 +1,51 @@
+"""`jg-mcp eval` from the command line: exit codes, the table on stdout, the JSON and Markdown reports."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from eval_suite import GOALS, HACKS, SOLUTIONS
+
+from jg_mcp.cli import main
+from jg_mcp.eval.report import REPORT_VERSION, EvalReport
+
+
+def _workspace(tmp_path, solution):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    shutil.copyfile(solution, ws / "solution.py")
+    return ws
+
+
+def test_accepted_solution_exits_0_and_writes_both_reports(tmp_path, capsys):
+    ws = _workspace(tmp_path, SOLUTIONS / "gemm_fp8" / "solution.py")
+    out_json, out_md = tmp_path / "r.json", tmp_path / "r.md"
+    argv = ["eval", "--goal", str(GOALS / "gemm_fp8.yaml"), "--workspace", str(ws), "--shapes", "smoke"]
+    argv += ["--domain-shapes", "1", "--device", "cpu", "--json", str(out_json), "--markdown", str(out_md)]
+    assert main(argv) == 0
+    report = EvalReport.model_validate(json.loads(out_json.read_text()))
+    assert report.accepted and report.version == REPORT_VERSION and len(report.solution_sha256) == 64
+    assert report.timing.skipped and "no CUDA" in report.timing.skipped
+    assert "| tiny | smoke |" in capsys.readouterr().out
+    assert "ACCEPTED" in out_md.read_text()
+
+
+def test_rejected_solution_exits_1_and_names_the_reason(tmp_path, capsys):
+    ws = _workspace(tmp_path, HACKS / "forbidden_direct" / "solution.py")
+    argv = ["eval", "--goal", "gemm_fp8", "--workspace", str(ws), "--shapes", "smoke", "--domain-shapes", "0"]
+    assert main(argv + ["--device", "cpu"]) == 1
+    assert "REJECTED: static_forbidden, forbidden_call" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra", [["--trials", "2"], ["--shapes", "some"]])
+def test_usage_errors_exit_2(tmp_path, extra):
+    argv = ["eval", "--goal", "gemm_fp8", "--workspace", str(tmp_path), *extra]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+
+
+def test_missing_workspace_is_a_failure_not_a_crash(tmp_path):
+    assert main(["eval", "--goal", "gemm_fp8", "--workspace", str(tmp_path / "nope")]) == 1
