@@ -105,7 +105,7 @@ def test_query_gpu_and_unknown_arguments_are_answered(robust, extra):
 
 
 def test_a_gigabyte_of_output_is_capped_with_head_and_tail(robust):
-    result = call(robust[0], "run_command", {"command": "head -c 1G /dev/zero | tr '\\0' a; echo END"})
+    result = call(robust[0], "run_command", {"command": "head -c 1G /dev/zero; echo END"})
     out = result.structured_content
     assert out["exit_code"] == 0 and out["stdout"].endswith("END\n")
     assert out["stdout_elided_bytes"] > 1_000_000_000 - 100_000
