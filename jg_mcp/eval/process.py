@@ -37,7 +37,8 @@ class CandidateProcess:
         cmd_r, self.cmd_w = os.pipe()
         self.res_r, res_w = os.pipe()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JG_", "PYTHON"))}
-        env |= {"PYTHONPATH": str(Path(jg_mcp.__file__).resolve().parent.parent), "PYTHONDONTWRITEBYTECODE": "1"}
+        path = [str(Path(jg_mcp.__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]
+        env |= {"PYTHONPATH": os.pathsep.join(p for p in path if p), "PYTHONDONTWRITEBYTECODE": "1"}
         env["TRITON_INTERPRET"] = "1" if interpret else "0"
         self.log_path = workdir / f"candidate-{secrets.token_hex(4)}.log"
         cwd = workdir / "cwd"

@@ -16,7 +16,7 @@ from typing import Any
 from jg_mcp.eval.policy import harness_call
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
-DEFAULTS = {"warmup": 3, "min_reps": 20, "max_reps": 400, "target_rel_se": 0.01, "budget_s": 3.0, "input_sets": 3}
+DEFAULTS = {"warmup": 3, "min_reps": 20, "max_reps": 400, "target_rel_se": 0.01, "budget_s": 1.5, "input_sets": 3}
 
 
 def summarize(times_ms: list[float]) -> dict[str, float]:

@@ -60,10 +60,19 @@ def gpu_options(name: str) -> dict:
     return {"shapes": "timed", "only": [GPU_SHAPE], "domain_shapes": 0, "timing": {"budget_s": 1.0}}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _submit_all(runs):
+@pytest.fixture(scope="module")
+def cpu_suite(runs):
+    """Start every CPU hack's eval at once; each test then waits for its own."""
     for name in CPU_HACKS:
         runs.submit(HACKS / name / "solution.py", "gemm_fp8", **cpu_options(name))
+    return runs
+
+
+@pytest.fixture(scope="module")
+def gpu_suite(runs):
+    for name in GPU_HACKS:
+        runs.submit(HACKS / name / "solution.py", "gemm_fp8", **gpu_options(name))
+    return runs
 
 
 def test_every_hack_directory_is_in_the_suite():
@@ -71,31 +80,31 @@ def test_every_hack_directory_is_in_the_suite():
 
 
 @pytest.mark.parametrize("name", sorted(CPU_HACKS))
-def test_hack_is_rejected_for_its_reason(runs, name):
-    report = runs.get(HACKS / name / "solution.py", "gemm_fp8", **cpu_options(name))
+def test_hack_is_rejected_for_its_reason(cpu_suite, name):
+    report = cpu_suite.get(HACKS / name / "solution.py", "gemm_fp8", **cpu_options(name))
     assert not report.accepted
     missing = CPU_HACKS[name] - set(report.reasons)
     assert not missing, f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
 
 
-def test_shape_specialised_hack_fails_only_at_drawn_shapes(runs):
-    report = runs.get(HACKS / "timed_shapes_only" / "solution.py", "gemm_fp8", **cpu_options("timed_shapes_only"))
+def test_shape_specialised_hack_fails_only_at_drawn_shapes(cpu_suite):
+    report = cpu_suite.get(HACKS / "timed_shapes_only" / "solution.py", "gemm_fp8", **cpu_options("timed_shapes_only"))
     assert all(s.correct for s in report.shapes if s.kind != "domain")
     assert [s.kind for s in report.shapes if not s.correct] == ["domain"]
 
 
-def test_crash_verdicts_come_back_quickly_and_name_the_signal(runs):
-    report = runs.get(HACKS / "crash_segfault" / "solution.py", "gemm_fp8")
+def test_crash_verdicts_come_back_quickly_and_name_the_signal(cpu_suite):
+    report = cpu_suite.get(HACKS / "crash_segfault" / "solution.py", "gemm_fp8")
     assert any("SIGSEGV" in f.detail for f in report.findings if f.reason == R.CRASHED)
-    hang = runs.get(HACKS / "hang" / "solution.py", "gemm_fp8", **cpu_options("hang"))
+    hang = cpu_suite.get(HACKS / "hang" / "solution.py", "gemm_fp8", **cpu_options("hang"))
     assert hang.wall_s < TIMEOUTS["hang"] * 3
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device: timing, streams and the physical floor")
 @pytest.mark.parametrize("name", sorted(GPU_HACKS))
-def test_gpu_hack_is_rejected_for_its_reason(runs, name):
-    report = runs.get(HACKS / name / "solution.py", "gemm_fp8", **gpu_options(name))
+def test_gpu_hack_is_rejected_for_its_reason(gpu_suite, name):
+    report = gpu_suite.get(HACKS / name / "solution.py", "gemm_fp8", **gpu_options(name))
     assert not report.accepted
     missing = GPU_HACKS[name] - set(report.reasons)
     assert not missing, f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
@@ -103,7 +112,7 @@ def test_gpu_hack_is_rejected_for_its_reason(runs, name):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
-def test_patched_timer_does_not_change_the_measurement(runs):
-    report = runs.get(HACKS / "patch_elapsed_time" / "solution.py", "gemm_fp8", **gpu_options("patch_elapsed_time"))
+def test_patched_timer_does_not_change_the_measurement(gpu_suite):
+    report = gpu_suite.get(HACKS / "patch_elapsed_time" / "solution.py", "gemm_fp8", **gpu_options("patch_elapsed_time"))
     shape = next(s for s in report.shapes if s.name == GPU_SHAPE)
     assert shape.candidate is not None and shape.candidate.median_ms > shape.floor_ms
