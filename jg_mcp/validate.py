@@ -88,20 +88,21 @@ def _as_tuple(value: Any) -> tuple:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
-def compare(goal: Goal, out: Any, ref: Any) -> tuple[float, float, str]:
-    """(max abs error, worst error/tolerance ratio, problem or ''): dtype, shape and count checked first."""
+def compare(goal: Goal, out: Any, ref: Any) -> tuple[float | None, float | None, str]:
+    """(max abs error, worst error/tolerance ratio, problem or ''): count, type, dtype, shape and device
+    are checked first, and a mismatch there has no error to measure."""
     outs, refs = _as_tuple(out), _as_tuple(ref)
     if len(outs) != len(goal.outputs):
-        return math.nan, math.nan, f"returned {len(outs)} outputs, expected {len(goal.outputs)}"
+        return None, None, f"returned {len(outs)} outputs, expected {len(goal.outputs)}"
     tol = goal.tolerance
     max_abs = worst = 0.0
     for o, r, spec in zip(outs, refs, goal.outputs):
         if type(o) is not torch.Tensor:
-            return math.nan, math.nan, f"output {spec.name} is a {type(o).__name__}, not a torch.Tensor"
+            return None, None, f"output {spec.name} is a {type(o).__name__}, not a torch.Tensor"
         if o.dtype != getattr(torch, spec.dtype):
-            return math.nan, math.nan, f"output {spec.name} is {o.dtype}, expected {spec.dtype}"
+            return None, None, f"output {spec.name} is {o.dtype}, expected {spec.dtype}"
         if o.shape != r.shape or o.device != r.device:
-            return math.nan, math.nan, f"output {spec.name} is {tuple(o.shape)} on {o.device}, expected {tuple(r.shape)} on {r.device}"
+            return None, None, f"output {spec.name} is {tuple(o.shape)} on {o.device}, expected {tuple(r.shape)} on {r.device}"
         r = r.float()
         err = torch.nan_to_num((o.float() - r).abs(), nan=math.inf)
         ratio = err / (tol.atol + tol.rtol * r.abs())
@@ -296,7 +297,7 @@ def run(
 
 
 def check_line(c: Check) -> str:
-    err = "" if c.max_abs_err is None else f" max_abs_err={c.max_abs_err:.3g} worst/tol={c.worst_ratio:.3g}"
+    err = "" if c.max_abs_err is None or c.worst_ratio is None else f" max_abs_err={c.max_abs_err:.3g} worst/tol={c.worst_ratio:.3g}"
     why = f"  {c.error}" if c.error else ""
     return f"{c.status:8s}{c.goal:20s} {c.shape:44s} {c.check:24s}{err}{why}".rstrip()
 
