@@ -8,6 +8,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 QUERY_CHUNK = 1024
 
@@ -42,8 +43,20 @@ def reference(q, k, v):
 
 
 def baseline_sdpa(q, k, v):
-    """F.scaled_dot_product_attention, causal, native GQA; the dispatcher picks its fastest backend."""
+    """F.scaled_dot_product_attention, causal, native GQA, with the backend the dispatcher picks."""
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
+def baseline_sdpa_flash(q, k, v):
+    """The same call restricted to the FlashAttention-2 backend."""
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
+def baseline_sdpa_cudnn(q, k, v):
+    """The same call restricted to the cuDNN attention backend."""
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 
 
 def flops(dims: dict) -> float:
