@@ -34,6 +34,7 @@ logger = log.get("jg_mcp.sandbox")
 
 MODES = ("auto", "bwrap", "none")
 SANDBOX_HOME = "/tmp/home"
+SANDBOX_CACHE = "/tmp/home/.cache"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 KEPT_NAMES = {"LANG", "LANGUAGE", "TERM", "TZ", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "OMP_NUM_THREADS"}
 KEPT_PREFIXES = ("LC_", "CUDA_", "TRITON_", "NVIDIA_", "TORCH_", "NCCL_", "PYTORCH_")
@@ -72,6 +73,8 @@ def sandbox_env(environ: Mapping[str, str], extra_path: Iterable[str] = ()) -> d
     env.update(
         PATH=os.pathsep.join([str(Path(sys.executable).parent), *extra_path, SYSTEM_PATH]),
         HOME=SANDBOX_HOME,
+        XDG_CACHE_HOME=SANDBOX_CACHE,
+        TRITON_CACHE_DIR=f"{SANDBOX_CACHE}/triton",
         TMPDIR="/tmp",
         USER="agent",
         LOGNAME="agent",
@@ -143,6 +146,7 @@ class Bwrap:
             "--die-with-parent", "--new-session", "--hostname", "sandbox",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/dev/shm",
             "--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--dir", SANDBOX_HOME,
+            "--bind", str(self._cache_dir(ws)), SANDBOX_CACHE,
         ]
         for dev in gpu_devices():
             args += ["--dev-bind-try", dev, dev]
@@ -172,6 +176,15 @@ class Bwrap:
         if self.as_root:
             args += ["--", "setpriv", f"--reuid={lim.uid}", f"--regid={lim.uid}", "--clear-groups", "--no-new-privs"]
         return [*args, "--", *argv]
+
+    def _cache_dir(self, ws: Path) -> Path:
+        """The session's compile caches (Triton, pip, ...), kept across commands beside the workspace
+        and outside it, so cached binaries are neither recorded nor part of the solution."""
+        cache = ws.parent / f".{ws.name}.cache"
+        cache.mkdir(mode=0o700, exist_ok=True)
+        if self.as_root and cache.stat().st_uid != self.limits.uid:
+            os.chown(cache, self.limits.uid, self.limits.uid)
+        return cache
 
     def _hand_over(self, ws: Path) -> None:
         """chown the workspace tree to the sandbox uid (without following links); the root stays

@@ -6,9 +6,11 @@ import os
 import subprocess
 import sys
 
+import anyio
 import pytest
 
-from jg_mcp.sandbox import is_secret, sandbox_env
+from jg_mcp.runner import Runner
+from jg_mcp.sandbox import Bwrap, is_secret, sandbox_env
 from jg_mcp.transcript import read_transcript
 from tests.conftest import GEMM_FP8
 from tests.test_sandbox_escapes import BWRAP_MISSING
@@ -67,3 +69,22 @@ def test_the_header_records_the_mode_that_ran(tmp_path, mode):
     transcript = only_transcript(tmp_path)
     assert transcript.events[0].sandbox == ("none" if mode == "none" else "bwrap")
     assert not [e for e in transcript.events if e.event == "notice"]
+
+
+@pytest.mark.skipif(BWRAP_MISSING is not None, reason=BWRAP_MISSING or "")
+def test_home_and_tmp_are_private_but_the_compile_cache_survives_between_commands(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    runner = Runner(ws, wrap=Bwrap(ws).wrap)
+
+    async def two_commands():
+        with anyio.fail_after(60):
+            first = await runner.run("echo kept > $TRITON_CACHE_DIR.txt; echo gone > /tmp/t; echo gone > ~/h", 30)
+            second = await runner.run("cat $XDG_CACHE_HOME/triton.txt; ls /tmp/t ~/h", 30)
+            return first, second
+
+    first, second = anyio.run(two_commands)
+    assert first.exit_code == 0, first.stderr
+    assert second.stdout == "kept\n"
+    assert "'/tmp/t': No such file" in second.stderr and "'/tmp/home/h': No such file" in second.stderr
+    assert sorted(p.name for p in ws.iterdir()) == []
