@@ -62,9 +62,10 @@ def read_token(token_file: Path | None, host: str) -> tuple[str, bool]:
     return secrets.token_urlsafe(32), True
 
 
-def security_settings(host: str) -> TransportSecuritySettings:
-    """Host and Origin allow-lists: the loopback names, and the bind address when it is not loopback."""
-    names = list(LOOPBACK_NAMES)
+def security_settings(host: str, allowed_hosts: list[str] | None = None) -> TransportSecuritySettings:
+    """Host and Origin allow-lists: the loopback names, the bind address when it is not loopback or a
+    wildcard, and the names clients use to reach a non-loopback bind (`--allow-host`)."""
+    names = list(LOOPBACK_NAMES) + list(allowed_hosts or [])
     if not is_loopback(host) and host not in ("0.0.0.0", "::"):
         names.append(f"[{host}]" if ":" in host else host)
     return TransportSecuritySettings(
@@ -139,10 +140,12 @@ class ConnectionPool:
             self.release(session, reason)
 
 
-async def serve_http(server: MCPServer, host: str, port: int, token: str, stop: anyio.Event) -> None:
+async def serve_http(
+    server: MCPServer, host: str, port: int, token: str, stop: anyio.Event, allowed_hosts: list[str] | None = None
+) -> None:
     """Serve `server` over streamable HTTP at http://host:port/mcp until `stop` is set, then shut
     down within a few seconds (open streams are cut after SHUTDOWN_GRACE_S)."""
-    settings = security_settings(host)
+    settings = security_settings(host, allowed_hosts)
     app = Gate(server.streamable_http_app(transport_security=settings, host=host), token, settings)
     config = uvicorn.Config(
         app, host=host.strip("[]"), port=port, log_level="warning", lifespan="on",

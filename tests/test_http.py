@@ -16,6 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from jg_mcp.http import is_loopback, security_settings
 from jg_mcp.transcript import read_transcript
 from tests.conftest import GEMM_FP8
 
@@ -191,3 +192,11 @@ def test_a_generated_token_works_and_signals_close_every_session(tmp_path, sig):
     assert len(transcripts) == 2
     assert all(t.closed and t.events[-1].reason == sig.name for t in transcripts)
     assert {"a.py", "b.txt"} <= {p for t in transcripts for p in t.events[-1].manifest}
+
+
+def test_a_non_loopback_bind_accepts_only_its_own_and_allowed_host_names():
+    settings = security_settings("10.1.2.3", ["gpu-box.internal"])
+    assert {"10.1.2.3:*", "gpu-box.internal:*", "127.0.0.1:*"} <= set(settings.allowed_hosts)
+    assert "http://gpu-box.internal:*" in settings.allowed_origins
+    assert not any("0.0.0.0" in h for h in security_settings("0.0.0.0").allowed_hosts)
+    assert is_loopback("::1") and is_loopback("localhost") and not is_loopback("10.1.2.3")

@@ -40,6 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8765, help="HTTP port")
     p.add_argument("--token-file", type=Path, help="file holding the HTTP bearer token (default: a fresh "
                    "token, printed to stderr)")
+    p.add_argument("--allow-host", action="append", default=[], help="a host name clients use to reach a "
+                   "non-loopback bind; accepted in Host and Origin (repeatable)")
     p.add_argument("--sandbox", choices=MODES, default="auto", help="isolate run_command with bubblewrap: "
                    "auto (bwrap when it works, else none with a loud warning), bwrap (refuse to start "
                    "without it), none")
@@ -132,7 +134,7 @@ async def _serve(server, args, token: str | None, close_all: Callable[[str], Non
             if args.transport == "stdio":
                 await server.run_stdio_async()
             else:
-                await serve_http(server, args.host, args.port, token, stop)
+                await serve_http(server, args.host, args.port, token, stop, args.allow_host)
             tg.cancel_scope.cancel()
 
         tg.start_soon(watch_signals)
