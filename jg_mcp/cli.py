@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "jg_mcp.commands.serve",
     "jg_mcp.commands.goals",
     "jg_mcp.commands.gpu",
+    "jg_mcp.commands.eval",
     "jg_mcp.commands.demo",
     "jg_mcp.commands.replay",
     "jg_mcp.commands.audit",

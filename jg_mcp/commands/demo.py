@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
           + (" -> kernels run in the Triton interpreter (TRITON_INTERPRET=1) on the CPU" if interpret else ""))
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "jg_mcp.cli", "--log-level", "WARNING", "serve", "--goal", str(DEMO_GOAL),
+        args=["-m", "jg_mcp", "--log-level", "WARNING", "serve", "--goal", str(DEMO_GOAL),
               "--workspace", str(workspace), "--transcripts", str(transcripts)],
     )
     results = anyio.run(run_script, params, demo_steps("axpy", interpret))
