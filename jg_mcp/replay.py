@@ -10,6 +10,7 @@ any step) or session end.
 from __future__ import annotations
 
 import difflib
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -292,7 +293,8 @@ def rerun_commands(record: Record, root: Path, step: int = END) -> RerunReport:
     root = root.resolve()
     recording = record.path.resolve().parent
     sandbox = Bwrap(root, hidden=[] if recording in (root, *root.parents) else [recording])
-    mode, warning = choose("auto", sandbox, root)
+    with tempfile.TemporaryDirectory(prefix=".replay-probe-", dir=root.parent) as where:
+        mode, warning = choose("auto", sandbox, Path(where))
     runner = Runner(root, wrap=sandbox.wrap if mode == "bwrap" else (lambda argv: argv))
     results = []
     try:

@@ -28,12 +28,12 @@ h1{font-size:20px;margin:0 0 8px}h2{font-size:16px;margin:24px 0 8px;border-bott
 table.kv td{padding:2px 12px 2px 0;vertical-align:top}
 ul.findings li{margin:2px 0}
 details.call{border:1px solid #d0d7de;border-radius:6px;margin:4px 0}
-details.call>summary{display:grid;grid-template-columns:3em 5em 9em 1fr 6em 2fr;gap:8px;padding:6px 8px;
+details.call>summary{display:grid;grid-template-columns:3em 5em 9em 1fr 7.5em 2fr;gap:8px;padding:6px 8px;
 cursor:pointer;list-style:none}
 details.call>summary::-webkit-details-marker{display:none}
 details.call[open]>summary{background:#f6f8fa;border-bottom:1px solid #d0d7de}
 details.call.error>summary{background:#fff0f0}
-.body{padding:8px}.head{font-weight:600;display:grid;grid-template-columns:3em 5em 9em 1fr 6em 2fr;gap:8px;
+.body{padding:8px}.head{font-weight:600;display:grid;grid-template-columns:3em 5em 9em 1fr 7.5em 2fr;gap:8px;
 padding:0 9px}
 .cell{overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:480px;white-space:pre-wrap;word-break:break-all}
@@ -191,6 +191,9 @@ def eval_html(data: dict[str, Any]) -> str:
     rows = [f'<p class="{"ok" if accepted else "bad"}">{escape(verdict)}</p>',
             f"<p>solution sha256 {escape(str(data.get('solution_sha256')))}; geometric-mean speedup "
             f"{escape(f'{geo:.3f}x' if isinstance(geo, (int, float)) else 'n/a')}</p>"]
+    skipped = (data.get("timing") or {}).get("skipped") if isinstance(data.get("timing"), dict) else None
+    if skipped:
+        rows.append(f"<p>timing skipped: {escape(str(skipped))}</p>")
     shapes = [s for s in data.get("shapes") or [] if isinstance(s, dict)]
     if shapes:
         rows.append("<table class=\"kv\"><tr><th>shape</th><th>kind</th><th>correct</th><th>speedup</th></tr>")

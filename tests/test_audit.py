@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 from datetime import datetime, timedelta, timezone
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from jg_mcp import audit
+from jg_mcp.commands import audit as audit_cli
 from jg_mcp.commands.audit import render_text
 from jg_mcp.goals import load_goal
 from jg_mcp.scripted import call
@@ -158,15 +160,17 @@ def eval_report(solution_sha256: str, goal_sha256: str, speedup: float = 1.25) -
             "geomean_speedup": speedup}
 
 
-def test_audit_eval_report_accepts_the_same_solution_and_catches_a_swapped_one(tmp_path):
+def test_audit_eval_report_accepts_the_same_solution_and_catches_a_swapped_one(tmp_path, capsys):
     final = sha256_bytes((demo_dir() / "workspace" / "solution.py").read_bytes())
     goal_sha = load_goal(DEMO_GOAL).sha256()
     same, swapped = tmp_path / "same.json", tmp_path / "swapped.json"
     same.write_text(json.dumps(eval_report(final, goal_sha)))
     swapped.write_text(json.dumps(eval_report(sha256_bytes(b"def kernel(x, y, alpha):\n    return x\n"), goal_sha)))
     assert audit.audit(demo_run(), same).ok
-    done = jg("audit", demo_run(), "--eval-report", swapped)
-    assert done.returncode == 1 and "eval/eval" in done.stdout and final in done.stdout
+    args = argparse.Namespace(transcript=demo_run(), eval_report=swapped, goal=None, json=None, html=None)
+    assert audit_cli.run(args) == 1
+    out = capsys.readouterr().out
+    assert "ERROR   eval/eval" in out and final in out
     other_goal = tmp_path / "other_goal.json"
     other_goal.write_text(json.dumps(eval_report(final, "f" * 64)))
     assert [f.kind for f in audit.audit(demo_run(), other_goal).findings if f.severity == "error"] == ["eval"]

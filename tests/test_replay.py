@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import functools
 import json
@@ -17,6 +18,7 @@ import pytest
 from mcp.client.stdio import get_default_environment
 
 from jg_mcp import replay
+from jg_mcp.commands import replay as replay_cli
 from jg_mcp.errors import TranscriptError
 from jg_mcp.goals import load_goal
 from jg_mcp.scripted import Step, call, run_script
@@ -32,12 +34,18 @@ EXAMPLE = REPO / "transcripts" / "examples" / "demo-axpy.jsonl"
 
 @functools.cache
 def demo_dir() -> Path:
-    """`jg-mcp demo` run once per test process, as a user runs it (a real stdio server subprocess)."""
-    out = Path(tempfile.mkdtemp(prefix="jg-demo-"))
-    atexit.register(shutil.rmtree, out, True)
-    done = subprocess.run([sys.executable, "-m", "jg_mcp", "--log-level", "WARNING", "demo", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
-    assert done.returncode == 0, done.stdout + done.stderr
+    """`jg-mcp demo` run once per test process, as a user runs it (a real stdio server subprocess).
+
+    Keyed by process id, so that this module imported under two names (by pytest and by the other
+    test files) still runs it once."""
+    out = Path(tempfile.gettempdir()) / f"jg-mcp-test-demo-{os.getpid()}"
+    if not (out / "done").exists():
+        shutil.rmtree(out, ignore_errors=True)
+        atexit.register(shutil.rmtree, out, True)
+        done = subprocess.run([sys.executable, "-m", "jg_mcp", "--log-level", "WARNING", "demo", "--out", str(out)],
+                              capture_output=True, text=True, timeout=300, cwd=REPO)
+        assert done.returncode == 0, done.stdout + done.stderr
+        (out / "done").touch()
     return out
 
 
@@ -68,6 +76,11 @@ def jg(*args: object, env: dict[str, str] | None = None) -> subprocess.Completed
     """The command line, as a user runs it."""
     return subprocess.run([sys.executable, "-m", "jg_mcp", *map(str, args)], capture_output=True, text=True,
                           timeout=300, cwd=REPO, env=env, stdin=subprocess.DEVNULL)
+
+
+def replay_command(transcript: Path, to: Path, step: int | None = None, rerun: bool = False) -> int:
+    """`jg-mcp replay` in this process (its parsing is covered by the subprocess tests)."""
+    return replay_cli.run(argparse.Namespace(transcript=transcript, to=to, step=step, rerun=rerun))
 
 
 def files(root: Path) -> dict[str, bytes]:
@@ -116,7 +129,9 @@ def test_a_step_is_the_nth_tool_call_and_step_zero_is_the_session_start(tmp_path
         report = replay.rebuild(record, tmp_path / str(step), step)
         assert set(files(tmp_path / str(step))) == expected, step
         assert not report.problems
-    assert jg("replay", demo_run(), "--to", tmp_path / "x", "--step", "8").returncode == 2
+    with pytest.raises(ValueError, match="steps 0..7"):
+        replay.rebuild(record, tmp_path / "x", 8)
+    assert replay_command(demo_run(), tmp_path / "y", step=8) == 2
 
 
 def test_replay_refuses_a_directory_that_is_not_empty(tmp_path):
@@ -142,16 +157,15 @@ def test_commands_that_delete_and_overwrite_files_are_replayed_at_each_step(tmp_
     assert not (tmp_path / "end" / "a.txt").exists()
 
 
-def test_a_file_over_the_blob_cap_is_reported_as_not_reconstructible(tmp_path):
+def test_a_file_over_the_blob_cap_is_reported_as_not_reconstructible(tmp_path, capsys):
     transcript, _ = scripted_session(tmp_path, [call("run_command", command="head -c 9000000 /dev/zero > big.bin")])
-    done = jg("replay", transcript, "--to", tmp_path / "r")
-    out = done.stdout
-    assert done.returncode == 1
+    assert replay_command(transcript, tmp_path / "r") == 1
+    out = capsys.readouterr().out
     assert "not reconstructible" in out and "big.bin" in out and "9000000 bytes" in out
     assert not (tmp_path / "r" / "big.bin").exists()
 
 
-def test_rerun_tells_output_that_changes_from_an_exit_code_that_changes(tmp_path):
+def test_rerun_tells_output_that_changes_from_an_exit_code_that_changes(tmp_path, capsys):
     flag = tmp_path / "flag"
     flag.write_text("present while recording")
     transcript, _ = scripted_session(tmp_path, [
@@ -163,8 +177,9 @@ def test_rerun_tells_output_that_changes_from_an_exit_code_that_changes(tmp_path
     assert [r.verdict for r in results] == ["output differs", "exit code differs"]
     assert "--- recorded stdout" in results[0].diff and results[0].exit_matches
     assert results[1].recorded_exit == 0 and results[1].rerun_exit == 1
-    done = jg("replay", transcript, "--to", tmp_path / "cli", "--rerun")
-    assert done.returncode == 1 and "Timings" in done.stdout and "exit code differs" in done.stdout
+    assert replay_command(transcript, tmp_path / "cli", rerun=True) == 1
+    out = capsys.readouterr().out
+    assert "Timings" in out and "exit code differs" in out and "output differs" in out
 
 
 def _rebuilt(transcript: Path, dest: Path) -> Path:

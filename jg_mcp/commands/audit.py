@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 from pathlib import Path
 
 from jg_mcp import audit, log
@@ -17,17 +18,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "audit",
         help="check a transcript's integrity and policy; match it against an eval report",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Audit a recorded session.\n\n"
-        "integrity: sequence numbers, hash chain, header, close event (else 'cut short'); every edited, "
-        "deleted, reordered, duplicated or truncated line is named; every stored blob is checked against "
-        "its hash; the close manifest against the file changes.\n"
-        "summary:   goal, condition, wall time, time in commands, calls per tool, GPU queries, commands with "
-        "exit codes and durations, files written, the final solution's sha256.\n"
-        "policy:    refused tool calls (warnings), commands that look like network use or name paths outside "
-        "the workspace (by their text), changes to the protected reference.py, budget overrun, the goal's "
-        "forbidden APIs in the final solution (AST scan), the goal's hash against the one served.\n"
-        "eval:      with --eval-report, the solution_sha256 the eval judged must be the transcript's final one.\n\n"
-        "Exit status: 0 when clean (warnings allowed), 1 on any integrity, policy or eval error.",
+        description="Audit a recorded session.\n\n" + "\n".join(textwrap.fill(
+            p, 100, subsequent_indent="           ", break_on_hyphens=False) for p in (
+            "integrity: sequence numbers, hash chain, header, close event (else 'cut short'); every edited, "
+            "deleted, reordered, duplicated or truncated line is named; every stored blob is checked against "
+            "its hash; the close manifest against the file changes.",
+            "summary:   goal, condition, wall time, time in commands, calls per tool, GPU queries, commands "
+            "with exit codes and durations, files written, the final solution's sha256.",
+            "policy:    refused tool calls and server notices (warnings), commands that look like network use "
+            "or name paths outside the workspace (by their text), changes to the protected reference.py, "
+            "budget overrun, the goal's forbidden APIs in the final solution (AST scan), the goal's hash "
+            "against the one served.",
+            "eval:      with --eval-report, the solution_sha256 (and goal_sha256) the eval judged must be the "
+            "transcript's final ones.",
+        )) + "\n\nExit status: 0 when clean (warnings allowed), 1 on any integrity, policy or eval error.",
     )
     p.add_argument("transcript", type=Path, metavar="TRANSCRIPT", help="the RUN.jsonl file")
     p.add_argument("--eval-report", type=Path, metavar="R", help="a `jg-mcp eval` report JSON")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 
 from jg_mcp import replay
@@ -14,25 +15,33 @@ def register(sub: argparse._SubParsersAction) -> None:
         "replay",
         help="rebuild a session's workspace at any step from its transcript",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Rebuild the workspace of a recorded session from the file changes in TRANSCRIPT and "
-        "the content-addressed blobs in RUN.blobs/ next to it.\n\n"
-        "A STEP is one tools/call request, counted from 1 in transcript order, whatever the tool "
-        "(read_file, write_file, run_command, query_gpu; refused calls count too). --step 0 is the "
-        "workspace at session start; --step N is the workspace right after the Nth call returned; "
-        "without --step, the end of the session (changes recorded at close included, checked against "
-        "the close manifest). Files over the blob cap were recorded by hash only and are listed as not "
-        "reconstructible. Files under __pycache__, empty directories and symlinks are not recorded.\n\n"
-        "With --rerun, every recorded run_command up to the step is executed again, in order, in DIR, "
-        "each against the workspace rebuilt to the state just before it (files a previous command left "
-        "in __pycache__ stay). Each is reported as match, output differs (with a diff), exit code "
-        "differs, or skipped. " + replay.TIMING_NOTE + "\n\n"
-        "Exit status: 0 when the rebuild is exact and every re-run exit code matches; 1 otherwise.",
+        description=_wrap(
+            "Rebuild the workspace of a recorded session from the file changes in TRANSCRIPT and the "
+            "content-addressed blobs in RUN.blobs/ next to it.",
+            "A STEP is one tools/call request, counted from 1 in transcript order, whatever the tool "
+            "(read_file, write_file, run_command, query_gpu; refused calls count too). --step 0 is the workspace "
+            "at session start; --step N is the workspace right after the Nth call returned; without --step, the "
+            "end of the session (changes recorded at close included, checked against the close manifest). Files "
+            "over the blob cap were recorded by hash only and are listed as not reconstructible. Files under "
+            "__pycache__, empty directories and symlinks are not recorded.",
+            "With --rerun, every recorded run_command up to the step is executed again, in order, in DIR (inside "
+            "the bubblewrap sandbox when it works here), each against the workspace rebuilt to the state just "
+            "before it (files a previous command left in __pycache__ stay). Each is reported as match (exit "
+            "code, stdout and stderr identical), output differs (with a diff), exit code differs, or skipped; "
+            "files the command left that differ from the recording are listed with a diff. "
+            + replay.TIMING_NOTE,
+            "Exit status: 0 when the rebuild is exact and every re-run exit code matches; 1 otherwise.",
+        ),
     )
     p.add_argument("transcript", type=Path, metavar="TRANSCRIPT", help="the RUN.jsonl file")
     p.add_argument("--to", type=Path, required=True, metavar="DIR", help="new or empty directory to rebuild into")
     p.add_argument("--step", type=int, metavar="N", help="rebuild after the Nth tools/call (0: session start)")
     p.add_argument("--rerun", action="store_true", help="re-execute the recorded commands and compare outputs")
     p.set_defaults(func=run)
+
+
+def _wrap(*paragraphs: str) -> str:
+    return "\n\n".join(textwrap.fill(p, 100, break_on_hyphens=False) for p in paragraphs)
 
 
 def run(args: argparse.Namespace) -> int:
