@@ -136,8 +136,12 @@ def test_two_clients_get_separate_sessions_and_cannot_see_each_other(server):
     assert where_a != where_b
     assert "b's secret" not in peek["stdout"] and "No such file" in peek["stderr"]
     assert read.is_error and "outside the workspace" in read.content[0].text
-    transcripts = {t.events[0].workspace: t for t in server.transcripts_by_run().values()}
-    assert all(transcripts[w].closed and transcripts[w].events[0].transport == "http" for w in (where_a, where_b))
+
+    def closed_sessions() -> dict:
+        return {t.events[0].workspace: t for t in server.transcripts_by_run().values() if t.closed}
+
+    wait_until(lambda: {where_a, where_b} <= closed_sessions().keys(), 20)
+    assert all(closed_sessions()[w].events[0].transport == "http" for w in (where_a, where_b))
 
 
 def test_a_client_that_goes_away_mid_call_has_its_command_killed_and_recorded(server):
@@ -154,8 +158,14 @@ def test_a_client_that_goes_away_mid_call_has_its_command_killed_and_recorded(se
 
     where = anyio.run(leave_mid_call, server)
     wait_until(lambda: subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 1, 20)
-    [transcript] = [t for t in server.transcripts_by_run().values() if t.events[0].workspace == where]
-    assert transcript.closed and transcript.events[-1].reason == "client disconnected"
+
+    def recorded():
+        [found] = [t for t in server.transcripts_by_run().values() if t.events[0].workspace == where]
+        return found
+
+    wait_until(lambda: recorded().closed, 20)
+    transcript = recorded()
+    assert transcript.events[-1].reason == "client disconnected"
     calls = [e for e in transcript.events if e.event == "response" and e.method == "tools/call"]
     assert calls and calls[-1].is_error
 
