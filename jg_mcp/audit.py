@@ -42,8 +42,9 @@ class Finding(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     area: Literal["integrity", "policy", "eval"]
     kind: str
-    """What was found: invalid line, edited, deleted, reordered, duplicated, truncated, cut short, header, blob,
-    manifest; refused, notice, network, outside workspace, protected file, goal, budget, forbidden api; eval."""
+    """What was found. Integrity: invalid line, edited, deleted, reordered, duplicated, truncated, cut short,
+    header, blob, manifest. Policy: refused, no response, notice, network, outside workspace, protected file,
+    goal, budget, forbidden api. Eval: eval."""
     severity: Literal["error", "warning"]
     """Errors make the audit fail (exit 1); warnings are for the reader."""
     line: int | None = None
@@ -275,6 +276,8 @@ def check_policy(record: Record, summary: Summary, goal: LoadedGoal | None) -> l
     for c in record.calls:
         if c.is_error:
             add("refused", "warning", c.line, f"step {c.step}: {c.tool} was refused: {c.text[:300]}")
+        if c.duration_ms is None:
+            add("no response", "warning", c.line, f"step {c.step}: {c.tool} has no recorded response")
         for what in command_findings(str(c.arguments.get("command", "")), workspace) if c.tool == "run_command" else []:
             add("network" if what.startswith("tries") else "outside workspace", "error", c.line,
                 f"step {c.step}: the command {what}")

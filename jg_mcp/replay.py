@@ -241,7 +241,10 @@ def _diff(label: str, recorded: str, rerun: str) -> str:
 def _file_text(root: Path, record: Record, rel: str, recorded: FileChange | None) -> tuple[str, str]:
     after = root / rel
     now = after.read_bytes().decode(errors="replace") if after.is_file() else ""
-    data = read_blob(record, recorded) if recorded is not None and recorded.op == "write" else b""
+    try:
+        data = read_blob(record, recorded) if recorded is not None and recorded.op == "write" else b""
+    except BlobError as exc:
+        return f"({exc})\n", now
     return (data or b"").decode(errors="replace"), now
 
 

@@ -24,7 +24,7 @@ from jg_mcp.goals import load_goal
 from jg_mcp.scripted import call
 from jg_mcp.transcript import sha256_bytes
 from tests.test_audit import eval_report
-from tests.test_replay import DEMO_GOAL, REPO, demo_dir, demo_run, scripted_session
+from tests.test_replay import DEMO_GOAL, REPO, copy_transcript, demo_dir, demo_run, scripted_session
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)")
@@ -223,6 +223,15 @@ def test_the_eval_chart_draws_one_bar_per_shape_and_baseline(tmp_path):
     svg = page[page.index("<svg"):page.index("</svg>")]
     assert svg.count("<rect") == 2 and "1.25x" in svg and "0.80x" in svg and "n1m&lt;i&gt; vs torch_add" in svg
     assert "ACCEPTED" in page
+
+
+def test_a_tampered_transcript_gets_a_page_of_findings_without_a_timeline(tmp_path):
+    t = copy_transcript(demo_run(), tmp_path / "t")
+    lines = t.read_bytes().split(b"\n")
+    lines[4], lines[5] = lines[5], lines[4]
+    t.write_bytes(b"\n".join(lines))
+    page = write_page(tmp_path, t).read_text()
+    assert "FAILED" in page and "integrity/reordered (line 5)" in page and "<details" not in page
 
 
 @needs_chromium
