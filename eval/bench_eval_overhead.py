@@ -23,9 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from jg_mcp import log  # noqa: E402
-from jg_mcp.eval import EvalOptions, EvalReport, evaluate  # noqa: E402
-from jg_mcp.eval.report import markdown  # noqa: E402
+from jg_mcp import log
+from jg_mcp.eval import EvalOptions, EvalReport, evaluate
+from jg_mcp.eval.report import markdown
 
 
 def run_one(goal: str, root: Path, do_bench: bool) -> tuple[EvalReport, float]:

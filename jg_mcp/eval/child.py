@@ -34,7 +34,7 @@ class LaunchCounter:
 
     def install(self) -> None:
         import triton.runtime.interpreter as interp
-        import triton.runtime.jit as jit
+        from triton.runtime import jit
 
         for owner in (jit.JITFunction, interp.InterpretedFunction):
             self._wrap(owner)

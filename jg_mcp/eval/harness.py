@@ -24,16 +24,23 @@ from pydantic import BaseModel, ConfigDict
 
 import jg_mcp
 from jg_mcp import log
+from jg_mcp.errors import JgError
 from jg_mcp.eval.checks import compare, decode, metadata_findings
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.process import CandidateGone, CandidateProcess
 from jg_mcp.eval.report import (
-    Environment, ErrorStats, EvalReport, Finding, Reason, ShapeResult, Timing, TimingMethod,
+    Environment,
+    ErrorStats,
+    EvalReport,
+    Finding,
+    Reason,
+    ShapeResult,
+    Timing,
+    TimingMethod,
 )
 from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import Case, select_cases
 from jg_mcp.eval.timing import DEFAULTS, L2_FLUSH_BYTES
-from jg_mcp.errors import JgError
 from jg_mcp.goals import LoadedGoal, load_goal
 
 _log = log.get("jg_mcp.eval")
@@ -107,6 +114,7 @@ class Evaluation:
         self.outputs = self.goal.goal.outputs
         self.tol = self.goal.goal.tolerance
         self.tails: list[str] = []
+        self.procs: list[CandidateProcess] = []
         self.numel: dict[str, list[int]] = {}
         """Elements of each reference output per shape, for the candidate process's poisoning."""
 
@@ -136,14 +144,16 @@ class Evaluation:
             before = _files(watched)
             setup = {"goal": str(self.goal.yaml_path.resolve()), "solution": str(copied), "function": g.solution.function}
             setup["device"] = self.device
-            self.correctness(report, cases, setup, work)
             timed = [c for c in cases if c.kind == "timed"]
+            # The timing process starts now so its interpreter start-up overlaps the correctness phase.
+            timer = self.spawn(setup, work) if self.device == "cuda" and timed else None
+            self.correctness(report, cases, self.ready(self.spawn(setup, work), report))
             if self.device != "cuda":
                 report.timing = TimingMethod(skipped="no CUDA device: correctness only, Triton kernels in the interpreter")
-            elif not timed:
+            elif timer is None:
                 report.timing = TimingMethod(skipped="no timed shapes selected")
             else:
-                self.timing(report, timed, setup, work)
+                self.timing(report, timed, self.ready(timer, report))
             changed = sorted(p for p, st in _files(watched).items() if before.get(p) != st)
             if changed:
                 report.add(Finding(reason=Reason.FILES_WRITTEN, detail="created or changed: " + ", ".join(changed[:10])))
@@ -153,6 +163,8 @@ class Evaluation:
             report.wall_s = time.monotonic() - start
             return report
         finally:
+            for proc in self.procs:
+                proc.kill()
             shutil.rmtree(work, ignore_errors=True)
 
     def environment(self) -> Environment:
@@ -173,8 +185,13 @@ class Evaluation:
             interpreter=self.device != "cuda",
         )
 
-    def start(self, setup: dict[str, Any], work: Path, report: EvalReport) -> CandidateProcess | None:
+    def spawn(self, setup: dict[str, Any], work: Path) -> CandidateProcess:
         proc = CandidateProcess(setup, work, self.device != "cuda", self.o.timeout_s)
+        self.procs.append(proc)
+        return proc
+
+    def ready(self, proc: CandidateProcess, report: EvalReport) -> CandidateProcess | None:
+        """Wait for the process to import the candidate; None (and a finding) when it could not."""
         try:
             header, _ = proc.recv()
         except CandidateGone as gone:
@@ -198,8 +215,7 @@ class Evaluation:
         refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
         return inputs, refs
 
-    def correctness(self, report: EvalReport, cases: list[Case], setup: dict[str, Any], work: Path) -> None:
-        proc = self.start(setup, work, report)
+    def correctness(self, report: EvalReport, cases: list[Case], proc: CandidateProcess | None) -> None:
         results = [ShapeResult(name=c.name, kind=c.kind, dims=c.dims, trials=0, correct=False) for c in cases]
         report.shapes = results
         if proc is None:
@@ -295,14 +311,13 @@ class Evaluation:
             report.add(f.model_copy(update={"shape": case.name, "trial": trial}))
         return not found
 
-    def timing(self, report: EvalReport, cases: list[Case], setup: dict[str, Any], work: Path) -> None:
+    def timing(self, report: EvalReport, cases: list[Case], proc: CandidateProcess | None) -> None:
         params = DEFAULTS | self.o.timing | {"do_bench": self.o.do_bench}
         report.timing = TimingMethod(
             input_sets=params["input_sets"], warmup_calls=params["warmup"], min_reps=params["min_reps"],
             max_reps=params["max_reps"], target_rel_se=params["target_rel_se"], budget_s=params["budget_s"],
             l2_flush_bytes=L2_FLUSH_BYTES,
         )
-        proc = self.start(setup, work, report)
         if proc is None:
             return
         baselines = [n for n, b in self.goal.goal.baselines.items() if "cuda" in b.devices]

@@ -130,7 +130,7 @@ class Timing(Strict):
     rel_se_median: float
     """Relative standard error of the median (the stopping rule's statistic)."""
     host_median_ms: float
-    """Median host wall time of call + full device synchronize (the escape check)."""
+    """Median host wall time of call + full device synchronize over the probe calls (the escape check)."""
     do_bench_ms: float | None = None
     """triton.testing.do_bench median of the same call on one input set, when cross-checked."""
 
@@ -195,8 +195,9 @@ class TimingMethod(Strict):
     skipped: str | None = None
     """Why timing was skipped, if it was."""
     description: str = (
-        "CUDA events around each call on the current stream, full device synchronize before reading them, "
-        "L2 flushed before every call, candidate and baselines interleaved per round, input sets rotated"
+        "CUDA events around each call on the current stream, L2 flushed before every call, candidate and "
+        "baselines interleaved per round (order alternating), input sets rotated, rounds queued back to back and "
+        "synchronised per batch; a probe times calls with a full device synchronize by the host clock"
     )
     """The method in words."""
     input_sets: int = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Literal
@@ -22,19 +23,24 @@ class Case:
 
 
 def draw(goal: LoadedGoal, device: str, rng: random.Random, index: int) -> Case:
-    """A shape from the domain: on the GPU no more work than the largest timed shape, on the CPU interpreter-sized."""
+    """A shape from the domain, each dimension log-uniform in its range: on the GPU no more data than the smallest
+    timed shape, on the CPU interpreter-sized."""
     g = goal.goal
     base = dict((g.smoke_shapes if device == "cpu" else g.shapes)[0].dims)
-    limit = max(goal.flops(s.dims) for s in (g.smoke_shapes if device == "cpu" else g.shapes))
+    if device == "cpu":
+        size, limit = goal.flops, CPU_GROWTH**3 * max(goal.flops(s.dims) for s in g.smoke_shapes)
+    else:
+        size, limit = goal.bytes, min(goal.bytes(s.dims) for s in g.shapes)
     for _ in range(100):
         dims = dict(base)
         for name, r in g.shape_domain.items():
             hi = r.max
             if device == "cpu":
                 hi = min(hi, max(r.min, CPU_GROWTH * max(s.dims.get(name, 0) for s in g.smoke_shapes)))
-            lo_k, hi_k = -(-r.min // r.multiple_of), max(hi // r.multiple_of, -(-r.min // r.multiple_of))
-            dims[name] = r.multiple_of * rng.randint(lo_k, hi_k)
-        if goal.flops(dims) <= (CPU_GROWTH**3 * limit if device == "cpu" else limit):
+            lo_k = -(-r.min // r.multiple_of)
+            hi_k = max(hi // r.multiple_of, lo_k)
+            dims[name] = r.multiple_of * min(hi_k, round(math.exp(rng.uniform(math.log(lo_k), math.log(hi_k + 1)))))
+        if size(dims) <= limit:
             return Case(name=f"domain_{index}", kind="domain", dims=dims)
     smallest = {n: r.multiple_of * -(-r.min // r.multiple_of) for n, r in g.shape_domain.items()}
     return Case(name=f"domain_{index}", kind="domain", dims=base | smallest)

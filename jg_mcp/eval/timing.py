@@ -1,9 +1,9 @@
 """Timing: CUDA events per call, L2 flushed before each, candidate and baselines interleaved, input sets rotated.
 
 `measure` runs in the candidate process (it must: the kernel runs there) but uses only the timer and torch
-functions the guard captured before the candidate was imported. Each call is timed twice: by device events
-around it on the current stream, and by the host clock from before the L2 flush to after a full device
-synchronize; events that see far less than the host waited mean the work escaped the timed stream.
+functions the guard captured before the candidate was imported. Calls are timed by device events around
+them on the current stream; a probe also times a few calls by the host clock up to a full device
+synchronize, and events that see far less than the host waited mean the work escaped the timed stream.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from typing import Any
 from jg_mcp.eval.policy import harness_call
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
-DEFAULTS = {"warmup": 3, "min_reps": 20, "max_reps": 400, "target_rel_se": 0.01, "budget_s": 1.5, "input_sets": 3}
+DEFAULTS = {
+    "warmup": 3, "min_reps": 20, "max_reps": 400, "batch": 5, "probe": 5,
+    "target_rel_se": 0.01, "budget_s": 1.5, "input_sets": 3,
+}
 
 
 def summarize(times_ms: list[float]) -> dict[str, float]:
@@ -37,56 +40,70 @@ def summarize(times_ms: list[float]) -> dict[str, float]:
 
 
 def measure(child: Any, callables: dict[str, Any], sets: list[tuple], params: dict[str, Any]) -> dict[str, Any]:
-    """Time every callable on the rotated input sets until the stopping rule holds; per callable, the summary."""
+    """Time every callable on the rotated input sets until the stopping rule holds; per callable, the summary.
+
+    The timed rounds are queued back to back without host waits, as do_bench does, and synchronised every
+    `batch` rounds; a separate probe then times a few calls each with a full synchronize and the host clock.
+    """
     p = DEFAULTS | params
     torch = child.torch
     w = child.guard.watched
     sync, event = w["torch.cuda.synchronize"], w["torch.cuda.Event"]
     elapsed, record = w["torch.cuda.Event.elapsed_time"], w["torch.cuda.Event.record"]
     clock = time.perf_counter
-    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=child.device)
     names = list(callables)
 
-    def one(name: str, inputs: tuple) -> tuple[float, float]:
-        fn = callables[name]
-        e0, e1, e2 = event(enable_timing=True), event(enable_timing=True), event(enable_timing=True)
-        h0 = clock()
-        record(e0)
-        flush.zero_()
-        record(e1)
+    def call(name: str, inputs: tuple) -> Any:
         if name == "candidate":
-            out = fn(*inputs)
-        else:
-            out = harness_call(child.recorder, fn, *inputs)
-        record(e2)
+            return callables[name](*inputs)
+        return harness_call(child.recorder, callables[name], *inputs)
+
+    def queue(name: str, inputs: tuple) -> tuple[Any, Any]:
+        flush.zero_()
+        start, end = event(enable_timing=True), event(enable_timing=True)
+        record(start)
+        call(name, inputs)
+        record(end)
+        return start, end
+
+    def probe(name: str, inputs: tuple) -> float:
+        """Host time of flush + call + full synchronize, less the flush's device time."""
+        f0, f1 = event(enable_timing=True), event(enable_timing=True)
         sync()
-        host = (clock() - h0) * 1e3 - elapsed(e0, e1)
-        del out
-        return elapsed(e1, e2), host
+        h0 = clock()
+        record(f0)
+        flush.zero_()
+        record(f1)
+        call(name, inputs)
+        sync()
+        return (clock() - h0) * 1e3 - elapsed(f0, f1)
 
     for name in names:
         for s in sets:
             for _ in range(p["warmup"]):
-                one(name, s)
+                call(name, s)
+    sync()
     times: dict[str, list[float]] = {n: [] for n in names}
-    hosts: dict[str, list[float]] = {n: [] for n in names}
-    start = clock()
+    begin = clock()
     rounds = 0
     while rounds < p["max_reps"]:
-        order = names if rounds % 2 == 0 else names[::-1]
-        inputs = sets[rounds % len(sets)]
-        for name in order:
-            t, h = one(name, inputs)
-            times[name].append(t)
-            hosts[name].append(h)
-        rounds += 1
-        if rounds >= p["min_reps"] and rounds % 5 == 0:
+        pending = []
+        for _ in range(p["batch"]):
+            order = names if rounds % 2 == 0 else names[::-1]
+            pending += [(name, *queue(name, sets[rounds % len(sets)])) for name in order]
+            rounds += 1
+        sync()
+        for name, start, end in pending:
+            times[name].append(elapsed(start, end))
+        if rounds >= p["min_reps"]:
             worst = max(summarize(times[n])["rel_se_median"] for n in names)
-            if worst < p["target_rel_se"] or clock() - start > p["budget_s"]:
+            if worst < p["target_rel_se"] or clock() - begin > p["budget_s"]:
                 break
     results = {}
     for name in names:
-        results[name] = summarize(times[name]) | {"host_median_ms": statistics.median(hosts[name])}
+        host = [probe(name, sets[i % len(sets)]) for i in range(p["probe"])]
+        results[name] = summarize(times[name]) | {"host_median_ms": statistics.median(host)}
     if p.get("do_bench"):
         import triton.testing
 
@@ -95,7 +112,6 @@ def measure(child: Any, callables: dict[str, Any], sets: list[tuple], params: di
             bench = functools.partial(triton.testing.do_bench, lambda fn=fn: fn(*sets[0]), warmup=25, rep=100)
             ms = harness_call(child.recorder, functools.partial(bench, return_mode="median"))
             results[name]["do_bench_ms"] = ms
-    del flush
     return results
 
 

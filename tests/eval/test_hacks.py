@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from eval_suite import CUDA, HACKS
 
 from jg_mcp.eval import Reason
@@ -115,4 +114,5 @@ def test_gpu_hack_is_rejected_for_its_reason(gpu_suite, name):
 def test_patched_timer_does_not_change_the_measurement(gpu_suite):
     report = gpu_suite.get(HACKS / "patch_elapsed_time" / "solution.py", "gemm_fp8", **gpu_options("patch_elapsed_time"))
     shape = next(s for s in report.shapes if s.name == GPU_SHAPE)
-    assert shape.candidate is not None and shape.candidate.median_ms > shape.floor_ms
+    assert shape.candidate is not None, f"no timing: {report.reasons}: {[f.detail[-300:] for f in report.findings]}"
+    assert shape.candidate.median_ms > shape.floor_ms

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import random
+import time
+from types import SimpleNamespace
 
-from jg_mcp.eval.timing import escaped, floor_ms, summarize
+import torch
+
+from jg_mcp.eval.policy import CallRecorder
+from jg_mcp.eval.timing import escaped, floor_ms, measure, summarize
 
 
 def test_summary_reports_median_spread_and_a_shrinking_standard_error():
@@ -27,3 +32,49 @@ def test_escape_needs_most_of_the_host_time_missing_from_the_events():
     assert escaped(0.01, 1.0)
     assert not escaped(1.0, 1.05)
     assert not escaped(0.02, 0.06)
+
+
+class _HostEvent:
+    """A stand-in for torch.cuda.Event on the CPU: records the host clock."""
+
+    def __init__(self, enable_timing: bool = False):
+        self.t = 0.0
+
+    def record(self, stream=None):
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) * 1e3
+
+
+def _child(recorder):
+    watched = {
+        "torch.cuda.synchronize": lambda: None,
+        "torch.cuda.Event": _HostEvent,
+        "torch.cuda.Event.elapsed_time": _HostEvent.elapsed_time,
+        "torch.cuda.Event.record": _HostEvent.record,
+    }
+    return SimpleNamespace(torch=torch, device="cpu", recorder=recorder, guard=SimpleNamespace(watched=watched))
+
+
+def test_measure_interleaves_rotates_sets_and_stops_on_the_standard_error():
+    calls = []
+
+    def fast(x):
+        calls.append(("candidate", x))
+        time.sleep(0.001)
+
+    def slow(x):
+        calls.append(("baseline", x))
+        time.sleep(0.003)
+
+    recorder = CallRecorder()
+    params = {"warmup": 1, "min_reps": 10, "max_reps": 40, "budget_s": 5.0, "target_rel_se": 0.05, "probe": 2}
+    out = measure(_child(recorder), {"candidate": fast, "baseline": slow}, [(1,), (2,)], params)
+    assert 0.9 < out["candidate"]["median_ms"] < out["baseline"]["median_ms"] - 1.0
+    assert out["candidate"]["reps"] == out["baseline"]["reps"] >= 10
+    assert out["candidate"]["host_median_ms"] >= out["candidate"]["median_ms"] * 0.9
+    timed = calls[4:]
+    assert timed[0][0] == "candidate" and timed[2][0] == "baseline" and timed[3][0] == "candidate"
+    assert {x for _, x in timed} == {1, 2}
+    assert recorder.calls == [] and recorder.armed
