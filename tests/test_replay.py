@@ -139,6 +139,7 @@ def test_replay_refuses_a_directory_that_is_not_empty(tmp_path):
     (tmp_path / "r" / "keep.txt").write_text("mine")
     with pytest.raises(FileExistsError):
         replay.rebuild(replay.load_record(demo_run()), tmp_path / "r")
+    assert replay_command(demo_run(), tmp_path / "r") == 2
     assert (tmp_path / "r" / "keep.txt").read_text() == "mine"
 
 

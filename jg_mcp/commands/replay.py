@@ -52,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
     if step != replay.END and not 0 <= step <= record.last_step():
         print(f"jg-mcp replay: --step {step} is out of range: this transcript has steps 0..{record.last_step()}")
         return 2
+    if args.to.exists() and (not args.to.is_dir() or any(args.to.iterdir())):
+        print(f"jg-mcp replay: {args.to} exists and is not an empty directory; replay rebuilds into a new one")
+        return 2
     if record.truncated or record.close is None:
         print("warning: the session was cut short (no close event); rebuilding from what was recorded")
     report = replay.rebuild(record, args.to, step)
