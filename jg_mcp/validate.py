@@ -224,7 +224,10 @@ def validate_goal(loaded: LoadedGoal, device: str, full: bool, solutions: Path =
     if not solution.is_file():
         checks.append(Check(goal=goal.name, shape="*", check="solution", status="skipped", error=f"no {solution}"))
     elif device == "cuda":
-        candidates["solution"] = import_solution(solution, goal.solution.function)
+        try:
+            candidates["solution"] = import_solution(solution, goal.solution.function)
+        except Exception as exc:
+            checks.append(Check(goal=goal.name, shape="*", check="solution", status="failed", error=f"import failed: {type(exc).__name__}: {exc}"))
     timings: list[Timing] = []
     for shape in goal.shapes if full else goal.smoke_shapes:
         logger.info("checking", goal=goal.name, shape=shape.name, device=device, candidates=len(candidates))

@@ -70,6 +70,14 @@ def test_a_crashing_solution_is_a_failure_not_a_crash(tmp_path, capsys):
     assert rc == 1 and "swiglu at shape tiny, solution:interpreted: RuntimeError: boom" in err
 
 
+def test_a_solution_that_does_not_import_is_a_failure_naming_the_error(tmp_path, capsys):
+    (tmp_path / "softmax").mkdir()
+    (tmp_path / "softmax" / "solution.py").write_text("def kernel(x:\n")
+    rc, _, err = validate_cli(capsys, "softmax", "--solutions", tmp_path)
+    assert rc == 1 and "softmax at shape *, solution:interpreted: child exited 1 after 0 of 2 shapes" in err
+    assert "SyntaxError" in err
+
+
 def test_json_report_records_checks_and_versions(tmp_path, capsys):
     rc, out, _ = validate_cli(capsys, "rope", "--json", tmp_path / "r.json", "--markdown", tmp_path / "r.md")
     assert rc == 0 and "0 failed" in out
