@@ -221,7 +221,7 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
             raise ToolError(str(exc)) from None
         except OSError as exc:
             raise ToolError(f"cannot write '{path}': {exc.strerror or exc}") from None
-        session.record_changes(ctx.request_id, "write_file", blob_cap=MAX_WRITE_BYTES)
+        session.record_changes(ctx.request_context.request_id, "write_file", blob_cap=MAX_WRITE_BYTES)
         return WriteResult(path=session.workspace.relative(real), size=len(data), sha256=sha256_bytes(data), created=created)
 
     @_tool(
@@ -253,7 +253,7 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
         try:
             result = await session.runner.run(command, timeout_s, progress)
         finally:
-            session.record_changes(ctx.request_id, "run_command")
+            session.record_changes(ctx.request_context.request_id, "run_command")
         return result
 
     @_tool(

@@ -12,13 +12,14 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from jg_mcp import __version__
+from jg_mcp import __version__, log
 from jg_mcp.goals import LoadedGoal
 from jg_mcp.gpu import query_gpu
 from jg_mcp.runner import Runner
 from jg_mcp.transcript import Close, FileChange, Header, Notice, TranscriptWriter
 from jg_mcp.workspace import Workspace
 
+logger = log.get("jg_mcp.session")
 REFERENCE_FILE = "reference.py"
 COMMAND_BLOB_CAP = 8 * 1024 * 1024
 
@@ -112,3 +113,4 @@ class Session:
         self.runner.kill_all()
         self.record_changes(None, "session end")
         self.writer.append(Close(reason=reason, ended_at=now_iso(), manifest=self.workspace.manifest()))
+        logger.info("transcript closed", transcript=str(self.transcript_path), head_sha256=self.writer.head_sha256)

@@ -145,6 +145,11 @@ class TranscriptWriter:
             self._fh.close()
         return event
 
+    @property
+    def head_sha256(self) -> str:
+        """sha256 of the last line written: no later line vouches for it, so publish it elsewhere."""
+        return self._prev
+
     def store_blob(self, data: bytes) -> tuple[str, bool]:
         """Store content by hash; returns (sha256, stored). Content over the cap is hashed only."""
         digest = sha256_bytes(data)

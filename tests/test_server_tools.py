@@ -188,6 +188,8 @@ def test_every_request_and_file_change_is_recorded(server, session):
     assert [r.is_error for r in responses] == [False, False, True]
     assert all(r.duration_ms >= 0 for r in responses)
     changes = [(e.path, e.op, e.cause) for e in events if e.event == "file_change"]
+    write_id = next(e.request_id for e in events if e.event == "request" and e.params.get("name") == "write_file")
+    assert [e.request_id for e in events if e.event == "file_change" and e.cause == "write_file"] == [write_id]
     assert ("solution.py", "write", "write_file") in changes
     assert ("made.txt", "write", "run_command") in changes
     assert ("solution.py", "delete", "run_command") in changes

@@ -75,3 +75,8 @@ def test_a_transcript_is_never_overwritten(tmp_path):
     write(tmp_path)
     with pytest.raises(FileExistsError):
         TranscriptWriter(tmp_path / "run.jsonl")
+
+
+def test_head_hash_is_the_hash_of_the_last_line(tmp_path):
+    w = write(tmp_path)
+    assert w.head_sha256 == sha256_bytes(w.path.read_bytes().splitlines()[-1])
