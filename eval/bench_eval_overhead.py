@@ -36,6 +36,13 @@ def run_one(goal: str, root: Path, do_bench: bool) -> tuple[EvalReport, float]:
     return report, time.monotonic() - start
 
 
+def verdict(r: EvalReport) -> str:
+    if r.accepted:
+        return "accepted"
+    first = {f.reason: f"{f.shape or ''}: {f.detail.splitlines()[-1][:160] if f.detail else ''}" for f in r.findings}
+    return "REJECTED " + "; ".join(f"{k} ({v})" for k, v in first.items())
+
+
 def do_bench_agreement(reports: list[EvalReport]) -> list[dict]:
     rows = []
     for r in reports:
@@ -89,15 +96,17 @@ def main() -> int:
                    and (REPO / "goals" / f"{d.name}.yaml").is_file())
     root = Path(tempfile.mkdtemp(prefix="jg-bench-"))
     first, one_s = run_one(args.goal, root, args.do_bench)
-    print(f"one goal ({args.goal}): {one_s:.1f} s wall, accepted={first.accepted}", flush=True)
+    print(f"one goal ({args.goal}): {one_s:.1f} s wall, {verdict(first)}", flush=True)
     figures: dict = {"one_goal": args.goal, "one_goal_wall_s": round(one_s, 1)}
+    figures |= {"do_bench_agreement": do_bench_agreement([first]), "repeat_agreement": []}
+    write(args.out, figures, [first])
     reports: list[EvalReport] = []
     if not args.only_one:
         start = time.monotonic()
         for goal in goals:
             report, wall = run_one(goal, root, args.do_bench)
             reports.append(report)
-            print(f"  {goal}: {wall:.1f} s, accepted={report.accepted}, geomean {report.geomean_speedup}", flush=True)
+            print(f"  {goal}: {wall:.1f} s, {verdict(report)}, geomean {report.geomean_speedup}", flush=True)
             figures["all_goals"] = len(reports)
             figures["all_goals_wall_s"] = round(time.monotonic() - start, 1)
             again = next((r for r in reports if r.goal == args.goal), None)
@@ -105,9 +114,6 @@ def main() -> int:
             figures["repeat_agreement"] = repeat_agreement(first, again) if again else []
             write(args.out, figures, reports)
         print(f"all {len(goals)} goals: {figures['all_goals_wall_s']:.1f} s wall")
-    else:
-        figures |= {"do_bench_agreement": do_bench_agreement([first]), "repeat_agreement": []}
-        write(args.out, figures, [first])
     for key in ("do_bench_agreement", "repeat_agreement"):
         worst = max((abs(r["diff_pct"]) for r in figures[key]), default=None)
         print(f"{key}: {len(figures[key])} comparisons, worst {worst if worst is None else round(worst, 2)} %")

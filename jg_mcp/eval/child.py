@@ -176,6 +176,7 @@ class Child:
             ref = harness_call(self.recorder, self.goal.reference, *inputs)
             _scrub(self.torch, ref)
             del ref
+            self.guard.absorb_threads()
             second = self.report_call("c2", inputs, [first], numel)
             if second is not None and cmd.get("refill_seed") is not None:
                 fresh = self.inputs(cmd["dims"], cmd["refill_seed"])

@@ -74,6 +74,11 @@ class Guard:
             found.append(Finding(reason=Reason.TAMPERED, detail="a torch function or dispatch mode is active"))
         return found
 
+    def absorb_threads(self) -> None:
+        """Count threads alive now as the harness's: call right after harness-owned code (a baseline's compiler
+        pools, say) so they are not blamed on the candidate."""
+        self.threads |= {t.ident for t in threading.enumerate() if t.ident is not None}
+
     def new_threads(self) -> list[Finding]:
         """Python threads alive now that were not alive at the capture."""
         alive = [t for t in threading.enumerate() if t.ident not in self.threads and t.is_alive()]

@@ -54,7 +54,8 @@ def _child(recorder):
         "torch.cuda.Event.elapsed_time": _HostEvent.elapsed_time,
         "torch.cuda.Event.record": _HostEvent.record,
     }
-    return SimpleNamespace(torch=torch, device="cpu", recorder=recorder, guard=SimpleNamespace(watched=watched))
+    guard = SimpleNamespace(watched=watched, absorb_threads=lambda: None)
+    return SimpleNamespace(torch=torch, device="cpu", recorder=recorder, guard=guard)
 
 
 def test_measure_interleaves_rotates_sets_and_stops_on_the_standard_error():
