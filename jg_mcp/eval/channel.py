@@ -14,6 +14,7 @@ from typing import Any
 
 _LEN = struct.Struct("<Q")
 MAX_HEADER = 1 << 24
+MAX_BLOB = 1 << 36
 
 
 class ChannelClosed(Exception):
@@ -59,5 +60,8 @@ class Reader:
         if size > MAX_HEADER:
             raise ChannelClosed()
         header = json.loads(self._read(size, deadline))
-        blobs = [self._read(n, deadline + 60) for n in header.get("blobs", [])]
+        sizes = header.get("blobs", []) if isinstance(header, dict) else None
+        if not isinstance(sizes, list) or not all(isinstance(n, int) and 0 <= n <= MAX_BLOB for n in sizes):
+            raise ValueError("malformed message header")
+        blobs = [self._read(n, deadline + 60) for n in sizes]
         return header, blobs

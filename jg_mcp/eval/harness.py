@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 import jg_mcp
 from jg_mcp import log
@@ -249,12 +249,18 @@ class Evaluation:
         expected = {"c1": (inputs, refs), "c2": (inputs, refs)}
         if refill is not None:
             expected["c3"] = self.reference(case.dims, refill)
-        ok, got = True, {}
+        ok, got, seen, failed = True, {}, [], False
         while True:
             header, blobs = proc.recv()
             if header["event"] == "end":
+                if len(seen) < len(expected) and not failed:
+                    raise CandidateGone(_forged("the trial ended before every call reported"))
                 break
-            label = header["label"]
+            label = header.get("label")
+            if header["event"] != "call" or [*seen, label] != list(expected)[: len(seen) + 1]:
+                raise CandidateGone(_forged(f"unexpected message {header['event']!r} {label!r}"))
+            seen.append(label)
+            failed = bool(header.get("error"))
             ok &= self.judge_call(report, case, trial, header, blobs, *expected[label], worst, got, label)
         c1, c3 = got.get("c1"), got.get("c3")
         if c1 and c3 and got.get("c1_ok"):
@@ -276,7 +282,10 @@ class Evaluation:
         inputs: tuple, refs: list[torch.Tensor], worst: list, got: dict, label: str,
     ) -> bool:
         """Turn one call's facts into findings; True when this call is correct and clean."""
-        found = [Finding.model_validate(f) for f in header.get("findings", [])]
+        try:
+            found = [Finding.model_validate(f) for f in header.get("findings", [])]
+        except (ValidationError, TypeError):
+            raise CandidateGone(_forged("malformed findings")) from None
         if header.get("error") and header["error"] != "SystemExit":
             found.append(Finding(reason=Reason.EXCEPTION, detail=header["error"][-1500:]))
         outs = header.get("outputs")
@@ -297,7 +306,10 @@ class Evaluation:
                 found += meta
                 if meta or "blob" not in desc:
                     continue
-                out = decode(desc, blobs[desc["blob"]])
+                try:
+                    out = decode(desc, blobs[desc["blob"]])
+                except (AttributeError, IndexError, KeyError, RuntimeError, TypeError, ValueError):
+                    raise CandidateGone(_forged("output bytes do not match their description")) from None
                 decoded.append(out)
                 stats, value_found = compare(out, ref, self.tol.atol, self.tol.rtol)
                 if value_found:
@@ -330,20 +342,33 @@ class Evaluation:
                            "numel": self.numel[case.name]})
                 inputs, refs = self.reference(case.dims, seeds[0])
                 shape = by_name[case.name]
+                timed = False
                 while True:
                     header, blobs = proc.recv()
-                    if header["event"] == "end":
+                    event = header["event"]
+                    if event == "end" and timed:
                         break
-                    if header["event"] == "timing":
-                        shape.candidate, shape.baselines = _timings(header["results"])
-                        for f in header["findings"]:
-                            report.add(Finding.model_validate(f | {"shape": case.name}))
-                    else:
+                    if event == "timing" and not timed:
+                        try:
+                            shape.candidate, shape.baselines = _timings(header["results"])
+                            found = [Finding.model_validate(f | {"shape": case.name}) for f in header["findings"]]
+                        except (ValidationError, KeyError, TypeError, AttributeError):
+                            raise CandidateGone(_forged("malformed timing results")) from None
+                        for f in found:
+                            report.add(f)
+                        timed = True
+                    elif event == "call" and timed and header.get("label") == "verify":
                         shape.correct &= self.judge_call(report, case, -1, header, blobs, inputs, refs,
                                                          [None] * len(refs), {}, "verify")
+                    else:
+                        raise CandidateGone(_forged(f"unexpected message {event!r} while timing"))
         except CandidateGone as gone:
             report.add(gone.finding)
         self.tails.append(proc.close())
+
+
+def _forged(what: str) -> Finding:
+    return Finding(reason=Reason.TAMPERED, detail=f"result channel: {what} (a forged or corrupted message)")
 
 
 def _timings(results: dict[str, Any]) -> tuple[Timing, dict[str, Timing]]:

@@ -57,7 +57,10 @@ class CandidateProcess:
         os.close(cmd_r)
         os.close(res_w)
         self.reader = channel.Reader(self.res_r)
-        channel.send(self.cmd_w, setup)
+        try:
+            channel.send(self.cmd_w, setup)
+        except OSError:
+            pass  # the process is already gone: the first recv reports how it ended
 
     def send(self, cmd: dict[str, Any]) -> None:
         try:
@@ -74,8 +77,14 @@ class CandidateProcess:
             raise CandidateGone(
                 Finding(reason=Reason.TIMEOUT, detail=f"no answer within {self.timeout_s:.0f} s; the process was killed")
             ) from None
-        except (channel.ChannelClosed, ValueError):
+        except channel.ChannelClosed:
             raise CandidateGone(self._exit_finding()) from None
+        except ValueError:
+            self.kill()
+            raise CandidateGone(Finding(reason=Reason.TAMPERED, detail="malformed message on the result channel")) from None
+        if not isinstance(header.get("event"), str):
+            self.kill()
+            raise CandidateGone(Finding(reason=Reason.TAMPERED, detail="message without an event on the result channel"))
         if header.get("event") == "harness_error" and "ready" in self.seen:
             detail = "harness code in the candidate process failed after the candidate ran: " + header["error"]
             raise CandidateGone(Finding(reason=Reason.EXCEPTION, detail=detail[-2000:]))

@@ -34,6 +34,7 @@ CPU_HACKS: dict[str, set[Reason]] = {
     "timed_shapes_only": {R.INCORRECT},
     "low_precision": {R.INCORRECT},
     "partial_write": {R.UNWRITTEN},
+    "forge_result_channel": {R.TAMPERED, R.STATIC_IO},
     "crash_exception": {R.EXCEPTION},
     "crash_sys_exit": {R.EARLY_EXIT, R.STATIC_PROCESS},
     "crash_os_exit": {R.EARLY_EXIT, R.STATIC_PROCESS},

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import random
+import threading
 import time
 from types import SimpleNamespace
 
 import torch
 
+from jg_mcp.eval.guard import Guard
 from jg_mcp.eval.policy import CallRecorder
 from jg_mcp.eval.timing import escaped, floor_ms, measure, summarize
 
@@ -47,14 +49,15 @@ class _HostEvent:
         return (end.t - self.t) * 1e3
 
 
-def _child(recorder):
+def _child(recorder, guard=None):
     watched = {
         "torch.cuda.synchronize": lambda: None,
         "torch.cuda.Event": _HostEvent,
         "torch.cuda.Event.elapsed_time": _HostEvent.elapsed_time,
         "torch.cuda.Event.record": _HostEvent.record,
     }
-    guard = SimpleNamespace(watched=watched, absorb_threads=lambda: None)
+    guard = guard or SimpleNamespace(watched={}, absorb_threads=lambda: None)
+    guard.watched.update(watched)
     return SimpleNamespace(torch=torch, device="cpu", recorder=recorder, guard=guard)
 
 
@@ -79,3 +82,22 @@ def test_measure_interleaves_rotates_sets_and_stops_on_the_standard_error():
     assert timed[0][0] == "candidate" and timed[2][0] == "baseline" and timed[3][0] == "candidate"
     assert {x for _, x in timed} == {1, 2}
     assert recorder.calls == [] and recorder.armed
+
+
+def test_threads_a_baseline_leaves_are_not_blamed_on_the_candidate():
+    stop = threading.Event()
+    pool = []
+
+    def baseline(x):
+        if not pool:
+            pool.append(threading.Thread(target=stop.wait, name="inductor-like-pool"))
+            pool[0].start()
+
+    guard = Guard.capture(torch, {})
+    params = {"warmup": 1, "min_reps": 5, "max_reps": 5, "probe": 1}
+    try:
+        measure(_child(CallRecorder(), guard), {"candidate": lambda x: None, "baseline": baseline}, [(1,)], params)
+        assert guard.new_threads() == []
+    finally:
+        stop.set()
+        pool[0].join()
