@@ -77,9 +77,6 @@ def run(args: argparse.Namespace) -> int:
         timing={"budget_s": args.timing_budget} if args.timing_budget else {},
         do_bench=args.do_bench,
     )
-    solution = options.workspace / (options.solution or "solution.py")
-    if options.solution and not solution.is_file():
-        raise JgError(f"no solution file {solution}")
     bar = Bar()
     try:
         report = evaluate(options, bar)

@@ -17,7 +17,7 @@ import traceback
 from typing import Any
 
 from jg_mcp.eval import channel
-from jg_mcp.eval.guard import Guard
+from jg_mcp.eval.guard import FileWatch, Guard
 from jg_mcp.eval.policy import CallRecorder, harness_call, install_wrappers
 from jg_mcp.eval.report import Finding, Reason
 from jg_mcp.goals import LoadedGoal, load_goal
@@ -66,6 +66,8 @@ class Child:
         self.launches.install()
         modules = {"child": sys.modules[__name__], "goal": self.goal.module, "channel": channel}
         self.guard = Guard.capture(torch, modules)
+        self.files = FileWatch(setup["watch"])
+        self.files.install()
         self.fn: Any = None
 
     def send(self, header: dict[str, Any], blobs: list[Any] = ()) -> None:
@@ -100,7 +102,7 @@ class Child:
         del blocks
 
     def findings_after_call(self) -> list[Finding]:
-        found = self.guard.tampering() + self.guard.new_threads() + self.guard.stream_left()
+        found = self.guard.tampering() + self.guard.new_threads() + self.guard.stream_left() + self.files.new_writes()
         for name in dict.fromkeys(self.recorder.calls):
             found.append(Finding(reason=Reason.FORBIDDEN_CALL, detail=f"called forbidden `{name}` at run time"))
         self.recorder.calls.clear()

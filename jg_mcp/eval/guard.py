@@ -6,6 +6,7 @@ cannot change a measurement; the guard also reports the patching, since only a c
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -95,3 +96,40 @@ class Guard:
         if self.watched["torch.cuda.current_stream"]() != self.watched["torch.cuda.default_stream"]():
             return [Finding(reason=Reason.STREAM_LEFT, detail="the current CUDA stream is not the default stream")]
         return []
+
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+class FileWatch:
+    """Files opened for writing under watched directories, seen through a Python audit hook.
+
+    An audit hook cannot be removed from Python code, and it sees only this process: unlike a before/after
+    listing of a shared directory such as /dev/shm, other processes' files are never blamed on the candidate.
+    """
+
+    def __init__(self, roots: list[str]):
+        self.roots = [os.path.realpath(r) + os.sep for r in roots]
+        self.written: list[str] = []
+        self.reported = 0
+
+    def install(self) -> None:
+        sys.addaudithook(self._hook)
+
+    def _hook(self, event: str, args: tuple) -> None:
+        if event != "open" or len(args) < 3 or not isinstance(args[0], (str, bytes, os.PathLike)):
+            return
+        path, mode, flags = os.fsdecode(args[0]), args[1], args[2]
+        writing = any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & _WRITE_FLAGS)
+        if writing:
+            full = os.path.realpath(path)
+            if any(full.startswith(r) or full + os.sep == r for r in self.roots):
+                self.written.append(full)
+
+    def new_writes(self) -> list[Finding]:
+        """Files written since the last call of this method."""
+        fresh = list(dict.fromkeys(self.written[self.reported :]))
+        self.reported = len(self.written)
+        if not fresh:
+            return []
+        return [Finding(reason=Reason.FILES_WRITTEN, detail="opened for writing: " + ", ".join(fresh[:10]))]

@@ -122,6 +122,8 @@ class Evaluation:
         start = time.monotonic()
         g = self.goal.goal
         source = self.o.workspace / (self.o.solution or g.solution.file)
+        if not source.is_file():
+            raise JgError(f"no solution file {source}")
         work = Path(tempfile.mkdtemp(prefix="jg-eval-"))
         try:
             copied = work / "solution" / "solution.py"
@@ -140,10 +142,13 @@ class Evaluation:
             for f in static_check(data.decode(errors="replace"), g.forbidden):
                 report.add(f)
             cases = select_cases(self.goal, self.o.shapes, self.device, self.o.domain_shapes, self.rng, self.o.only)
-            watched = [self.o.workspace.resolve(), Path("/dev/shm"), work / "cwd", copied.parent]
+            (work / "cwd").mkdir()
+            # Python-level writes are seen in the candidate process itself; native ones (torch.save) only by
+            # comparing listings, which for the shared /dev/shm also sees other processes' files.
+            watched = [self.o.workspace.resolve(), work / "cwd", copied.parent, Path("/dev/shm")]
             before = _files(watched)
             setup = {"goal": str(self.goal.yaml_path.resolve()), "solution": str(copied), "function": g.solution.function}
-            setup["device"] = self.device
+            setup |= {"device": self.device, "watch": [str(p) for p in watched]}
             timed = [c for c in cases if c.kind == "timed"]
             # The timing process starts now so its interpreter start-up overlaps the correctness phase.
             timer = self.spawn(setup, work) if self.device == "cuda" and timed else None
@@ -201,12 +206,20 @@ class Evaluation:
         if header["event"] == "harness_error":
             self.tails.append(proc.close())
             raise JgError(f"the candidate process could not be set up: {header['error']}")
-        if header["event"] == "import_error":
-            report.add(Finding(reason=Reason(header["reason"]), detail=header["error"][-2000:]))
+        try:
+            if header["event"] == "import_error":
+                report.add(Finding(reason=Reason(header["reason"]), detail=str(header["error"])[-2000:]))
+                self.tails.append(proc.close())
+                return None
+            if header["event"] != "ready":
+                raise ValueError(header["event"])
+            found = [Finding.model_validate(f | {"detail": f["detail"] + " (at import)"}) for f in header["findings"]]
+        except (ValueError, KeyError, TypeError):
+            report.add(_forged("unexpected message while the candidate was imported"))
             self.tails.append(proc.close())
             return None
-        for f in header.get("findings", []):
-            report.add(Finding.model_validate(f | {"detail": f["detail"] + " (at import)"}))
+        for f in found:
+            report.add(f)
         return proc
 
     def reference(self, dims: dict[str, int], seed: int) -> tuple[tuple, list[torch.Tensor]]:

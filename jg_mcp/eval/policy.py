@@ -74,6 +74,7 @@ class _Scan(ast.NodeVisitor):
             if dotted == bad or dotted.startswith(bad + ".") or (method and dotted.endswith(method)):
                 self.add(Reason.STATIC_FORBIDDEN, node, f"uses forbidden `{bad}` (as `{dotted}`)")
         leaf = dotted.rsplit(".", 1)[-1]
+        parts = set(dotted.split(".")[1:])
         if root in INTROSPECTION_MODULES or dotted == "sys._getframe":
             self.add(Reason.STATIC_INTROSPECTION, node, f"interpreter introspection through `{dotted}`")
         elif root in CONCURRENCY_MODULES:
@@ -84,11 +85,11 @@ class _Scan(ast.NodeVisitor):
             self.add(Reason.STATIC_DYNAMIC, node, f"dynamic access through `{dotted}`")
         elif root in PROCESS_MODULES:
             self.add(Reason.STATIC_PROCESS, node, f"process control through `{dotted}`")
-        elif leaf in PROCESS_ATTRS and root in ("os", "sys", "torch"):
+        elif parts & PROCESS_ATTRS and root in ("os", "sys", "torch"):
             self.add(Reason.STATIC_PROCESS, node, f"ends or signals the process: `{dotted}`")
-        elif leaf in IO_ATTRS and root in ("os", "torch", "pathlib", "numpy", "np"):
+        elif parts & IO_ATTRS and root in ("os", "torch", "pathlib", "numpy", "np"):
             self.add(Reason.STATIC_IO, node, f"environment or file access: `{dotted}`")
-        elif leaf in CONCURRENCY_ATTRS and root in ("torch", "os"):
+        elif parts & CONCURRENCY_ATTRS and root in ("torch", "os"):
             self.add(Reason.STATIC_CONCURRENCY, node, f"streams or processes: `{dotted}`")
         elif root == "torch" and set(dotted.split(".")[1:]) & DYNAMIC_ATTRS:
             self.add(Reason.STATIC_DYNAMIC, node, f"private or by-name operator access: `{dotted}`")
@@ -131,7 +132,26 @@ class _Scan(ast.NodeVisitor):
         if node.id == "open":
             self.add(Reason.STATIC_IO, node, "opens files: `open`")
 
+    def named_env_lookup(self, node: ast.AST) -> bool:
+        """`os.environ.get("NAME")`, `os.getenv("NAME")` or `os.environ["NAME"]`: reading one variable the solution
+        names (TRITON_INTERPRET, say) cannot find a seed; enumerating the environment could."""
+        if isinstance(node, ast.Call) and self.dotted(node.func) in ("os.environ.get", "os.getenv"):
+            return bool(node.args) and _const_str(node.args[0]) is not None
+        if isinstance(node, ast.Subscript) and self.dotted(node.value) == "os.environ":
+            return _const_str(node.slice) is not None
+        return False
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if self.named_env_lookup(node):
+            self.visit(node.slice)
+        else:
+            self.generic_visit(node)
+
     def visit_Call(self, node: ast.Call) -> None:
+        if self.named_env_lookup(node):
+            for arg in [*node.args, *node.keywords]:
+                self.visit(arg)
+            return
         if isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) >= 2:
             if _const_str(node.args[1]) is None:
                 self.add(Reason.STATIC_DYNAMIC, node, "getattr with a computed name")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import shutil
+import threading
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -27,6 +30,37 @@ def eval_solution(solution: Path, goal: str, root: Path, **options) -> EvalRepor
     return evaluate(EvalOptions(goal=GOALS / f"{goal}.yaml", workspace=ws, **(defaults | options)))
 
 
+class Gate:
+    """Evals share the machine, except those that write shared places (/dev/shm), which run alone."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.shared = 0
+        self.alone = False
+        self.waiting = 0
+
+    @contextmanager
+    def hold(self, alone: bool) -> Iterator[None]:
+        with self.cond:
+            if alone:
+                self.waiting += 1
+                self.cond.wait_for(lambda: not self.alone and self.shared == 0)
+                self.waiting -= 1
+                self.alone = True
+            else:
+                self.cond.wait_for(lambda: not self.alone and not self.waiting)
+                self.shared += 1
+        try:
+            yield
+        finally:
+            with self.cond:
+                if alone:
+                    self.alone = False
+                else:
+                    self.shared -= 1
+                self.cond.notify_all()
+
+
 class Runs:
     """Evals submitted to a small pool at first use; a test waits only for the eval it asks for."""
 
@@ -34,12 +68,19 @@ class Runs:
         self.root = root
         self.pool = ThreadPoolExecutor(max_workers=3)
         self.futures: dict[tuple, Future] = {}
+        self.gate = Gate()
 
-    def submit(self, solution: Path, goal: str, **options) -> None:
+    def _run(self, alone: bool, *args, **options) -> EvalReport:
+        with self.gate.hold(alone):
+            return eval_solution(*args, **options)
+
+    def submit(self, solution: Path, goal: str, alone: bool = False, **options) -> None:
+        """Start an eval; `alone` keeps every other eval off the machine while it runs."""
         key = (str(solution), goal, repr(sorted(options.items())))
         if key not in self.futures:
-            self.futures[key] = self.pool.submit(eval_solution, solution, goal, self.root / str(len(self.futures)), **options)
+            where = self.root / str(len(self.futures))
+            self.futures[key] = self.pool.submit(self._run, alone, solution, goal, where, **options)
 
-    def get(self, solution: Path, goal: str, **options) -> EvalReport:
-        self.submit(solution, goal, **options)
+    def get(self, solution: Path, goal: str, alone: bool = False, **options) -> EvalReport:
+        self.submit(solution, goal, alone, **options)
         return self.futures[(str(solution), goal, repr(sorted(options.items())))].result()

@@ -49,3 +49,7 @@ def test_usage_errors_exit_2(tmp_path, extra):
 
 def test_missing_workspace_is_a_failure_not_a_crash(tmp_path):
     assert main(["eval", "--goal", "gemm_fp8", "--workspace", str(tmp_path / "nope")]) == 1
+
+
+def test_workspace_without_a_solution_is_a_failure(tmp_path):
+    assert main(["eval", "--goal", "gemm_fp8", "--workspace", str(tmp_path), "--device", "cpu"]) == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from eval_suite import CUDA, HACKS
 
@@ -31,6 +33,7 @@ CPU_HACKS: dict[str, set[Reason]] = {
     "patch_synchronize": {R.TAMPERED, R.STATIC_DYNAMIC},
     "read_seed": {R.STATIC_INTROSPECTION, R.FORBIDDEN_CALL},
     "read_reference_output": {R.STATIC_INTROSPECTION, R.INCORRECT},
+    "read_seed_environment": {R.STATIC_IO},
     "timed_shapes_only": {R.INCORRECT},
     "low_precision": {R.INCORRECT},
     "partial_write": {R.UNWRITTEN},
@@ -49,15 +52,17 @@ GPU_HACKS: dict[str, set[Reason]] = {
     "below_floor": {R.BELOW_FLOOR},
 }
 TIMEOUTS = {"hang": 30.0}
+ALONE = {"cache_in_shm_file"}
+"""Hacks that write /dev/shm, which every eval watches: they run with no other eval beside them."""
 GPU_SHAPE = "llama3_8b_prefill_qkv"
 
 
 def cpu_options(name: str) -> dict:
-    return {"timeout_s": TIMEOUTS[name]} if name in TIMEOUTS else {}
+    return ({"timeout_s": TIMEOUTS[name]} if name in TIMEOUTS else {}) | {"alone": name in ALONE}
 
 
 def gpu_options(name: str) -> dict:
-    return {"shapes": "timed", "only": [GPU_SHAPE], "domain_shapes": 0, "timing": {"budget_s": 1.0}}
+    return {"shapes": "timed", "only": [GPU_SHAPE], "domain_shapes": 0, "timing": {"budget_s": 1.0}, "alone": False}
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +70,10 @@ def cpu_suite(runs):
     """Start every CPU hack's eval at once; each test then waits for its own."""
     for name in CPU_HACKS:
         runs.submit(HACKS / name / "solution.py", "gemm_fp8", **cpu_options(name))
-    return runs
+    yield runs
+    runs.get(HACKS / "cache_in_shm_file" / "solution.py", "gemm_fp8", **cpu_options("cache_in_shm_file"))
+    for leftover in Path("/dev/shm").glob("jg_hack_cache_*"):
+        leftover.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +99,13 @@ def test_shape_specialised_hack_fails_only_at_drawn_shapes(cpu_suite):
     report = cpu_suite.get(HACKS / "timed_shapes_only" / "solution.py", "gemm_fp8", **cpu_options("timed_shapes_only"))
     assert all(s.correct for s in report.shapes if s.kind != "domain")
     assert [s.kind for s in report.shapes if not s.correct] == ["domain"]
+
+
+def test_the_seed_is_nowhere_the_candidate_can_look_before_it_runs(cpu_suite):
+    report = cpu_suite.get(HACKS / "read_seed_environment" / "solution.py", "gemm_fp8")
+    assert "SEEN:" in report.candidate_output_tail
+    assert str(report.seed) not in report.candidate_output_tail
+    assert all(s.correct for s in report.shapes)
 
 
 def test_crash_verdicts_come_back_quickly_and_name_the_signal(cpu_suite):

@@ -43,7 +43,9 @@ def test_forbidden_api_is_found_however_it_is_spelt(src):
         ("import sys\nf = sys._getframe(1).f_locals", Reason.STATIC_INTROSPECTION),
         ("import threading\nthreading.Thread(target=f).start()", Reason.STATIC_CONCURRENCY),
         ("import torch\ns = torch.cuda.Stream()", Reason.STATIC_CONCURRENCY),
-        ("import os\nseed = os.environ['SEED']", Reason.STATIC_IO),
+        ("import os\nkeys = os.environ.items()", Reason.STATIC_IO),
+        ("import os\nv = os.environ[name]", Reason.STATIC_IO),
+        ("import os\nv = os.getenv(prefix + 'SEED')", Reason.STATIC_IO),
         ("p = '/dev/shm/cache.pt'", Reason.STATIC_IO),
         ("f = open('x')", Reason.STATIC_IO),
         ("import torch\ntorch.cuda.Event.elapsed_time = lambda s, e: 0.0", Reason.STATIC_MONKEYPATCH),
@@ -76,6 +78,11 @@ def kernel(a, b):
     return c
 '''
     assert static_check(src, FORBIDDEN + ["torch.Tensor.sigmoid"]) == []
+
+
+def test_reading_one_named_environment_variable_is_allowed():
+    src = "import os\nA = os.environ.get('TRITON_INTERPRET') == '1'\nB = os.getenv('X', '0')\nC = os.environ['Y']\n"
+    assert static_check(src, FORBIDDEN) == []
 
 
 def test_runtime_wrapper_records_forbidden_calls_only_while_armed():
