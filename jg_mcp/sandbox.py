@@ -19,6 +19,7 @@ import glob
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -35,6 +36,7 @@ logger = log.get("jg_mcp.sandbox")
 MODES = ("auto", "bwrap", "none")
 SANDBOX_HOME = "/tmp/home"
 SANDBOX_CACHE = "/tmp/home/.cache"
+MAX_HAND_OVER_DEPTH = 200
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 KEPT_NAMES = {"LANG", "LANGUAGE", "TERM", "TZ", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "OMP_NUM_THREADS"}
 KEPT_PREFIXES = ("LC_", "CUDA_", "TRITON_", "NVIDIA_", "TORCH_", "NCCL_", "PYTORCH_")
@@ -151,23 +153,21 @@ class Bwrap:
         for dev in gpu_devices():
             args += ["--dev-bind-try", dev, dev]
         masked = [h for h in self.hidden if h.is_dir() and not _inside(h, ws)]
-        reach = [ws]
+        reach = [ws, *python_dirs()]
         if self.as_root:
             self._hand_over(ws)
-            reach = [ws, *python_dirs()]
             masked += [d for d in closed_ancestors(reach, lim.uid) if d not in masked]
-        masked.sort(key=lambda p: len(p.parts))
-        for path in masked:
-            args += ["--tmpfs", str(path)]
-        for path in reach:
-            mask = next((m for m in masked if _inside(path, m) and m != path), None)
+        covers = [*masked, Path("/tmp")]
+        binds = [p for p in reach if p == ws or any(_inside(p, m) and m != p for m in covers)]
+        for path in sorted({*masked, *binds}, key=lambda p: (len(p.parts), p != ws)):
+            if path in masked and path not in binds:
+                args += ["--tmpfs", str(path)]
+                continue
+            mask = max((m for m in covers if _inside(path, m) and m != path), key=lambda m: len(m.parts), default=None)
             if mask is not None:
                 for parent in [p for p in reversed(path.parents) if mask in p.parents]:
                     args += ["--perms", "0755", "--dir", str(parent)]
-            if path == ws:
-                args += ["--bind", str(ws), str(ws)]
-            elif mask is not None:
-                args += ["--ro-bind", str(path), str(path)]
+            args += ["--bind" if path == ws else "--ro-bind", str(path), str(path)]
         for path in masked:
             args += ["--remount-ro", str(path)]
         args += ["--chdir", str(ws), "--clearenv"]
@@ -187,20 +187,38 @@ class Bwrap:
         return cache
 
     def _hand_over(self, ws: Path) -> None:
-        """chown the workspace tree to the sandbox uid (without following links); the root stays
-        root-owned with the sticky bit, so root-owned goal copies cannot be deleted or replaced."""
+        """chown the workspace tree to the sandbox uid, through directory fds without following links
+        (a command running meanwhile cannot redirect it outside). The root stays root-owned with the
+        sticky bit, so root-owned goal copies cannot be deleted or replaced."""
         uid = self.limits.uid
         os.chmod(ws, 0o1777)
-        for root, dirs, files, dfd in os.fwalk(ws, follow_symlinks=False):
-            for name in dirs + files:
-                if root == str(ws) and name in self.keep_root_owned:
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+        root_fd = os.open(ws, flags)
+        stack = [(root_fd, os.scandir(root_fd))]
+        try:
+            while stack:
+                dfd, entries = stack[-1]
+                entry = next(entries, None)
+                if entry is None:
+                    entries.close()
+                    os.close(dfd)
+                    stack.pop()
+                    continue
+                if dfd == root_fd and entry.name in self.keep_root_owned:
                     continue
                 try:
-                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                    st = entry.stat(follow_symlinks=False)
                     if st.st_uid != uid:
-                        os.chown(name, uid, uid, dir_fd=dfd, follow_symlinks=False)
-                except FileNotFoundError:
-                    pass
+                        os.chown(entry.name, uid, uid, dir_fd=dfd, follow_symlinks=False)
+                    if stat.S_ISDIR(st.st_mode) and len(stack) < MAX_HAND_OVER_DEPTH:
+                        child = os.open(entry.name, flags, dir_fd=dfd)
+                        stack.append((child, os.scandir(child)))
+                except OSError:
+                    continue
+        finally:
+            for dfd, entries in stack:
+                entries.close()
+                os.close(dfd)
 
 
 def probe(sandbox: Bwrap, where: Path) -> str | None:
@@ -212,9 +230,12 @@ def probe(sandbox: Bwrap, where: Path) -> str | None:
         return f"{', '.join(missing)} not found (util-linux)"
     Path(where).mkdir(parents=True, exist_ok=True)
     trial_dir = Path(tempfile.mkdtemp(prefix=".sandbox-probe-", dir=where))
+    trial_dir.chmod(0o755)
     try:
-        argv = sandbox.for_workspace(trial_dir).wrap(["/bin/sh", "-c", "echo ok > probe && cat probe"])
-        done = subprocess.run(argv, cwd=trial_dir, capture_output=True, text=True, timeout=30)
+        ws = trial_dir / "workspace"
+        ws.mkdir()
+        argv = sandbox.for_workspace(ws).wrap(["/bin/sh", "-c", "echo ok > probe && cat $PWD/probe"])
+        done = subprocess.run(argv, cwd=ws, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap failed to start: {exc}"
     finally:

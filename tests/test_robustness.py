@@ -34,7 +34,7 @@ odd_text = st.one_of(
     st.text(max_size=300),
     st.text(alphabet=st.characters(codec="utf-8"), max_size=300),
     st.just("\0"), st.just("a\0b"), st.just("\udcff\ud800"), st.just("x" * 200_000),
-    st.builds(lambda n: "d/" * n + "f", st.integers(1, 3000)),
+    st.builds(lambda n: "d/" * n + "f", st.integers(1, 400)), st.just("d/" * 3000 + "f"),
     st.sampled_from(["/", "..", "../../etc/passwd", "/etc/shadow", "~", "reference.py", ".", ""]),
 )
 wrong_or_odd = st.one_of(json_values, odd_text)
@@ -50,6 +50,7 @@ def robust(gemm_goal, tmp_path_factory):
     session = Session(gemm_goal, workspace_dir=ws, transcripts_dir=root / "tr", sandbox=mode, wrap=wrap)
     yield build_server(gemm_goal, SingleSession(session)), session
     session.close("test finished")
+    subprocess.run(["rm", "-rf", str(root)], check=True)  # deep trees from the fuzzing defeat shutil.rmtree
 
 
 def call(server, name: str, arguments: dict, timeout_s: float = CALL_LIMIT_S):

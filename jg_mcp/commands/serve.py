@@ -55,13 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def hidden_dirs(loaded: LoadedGoal, args: argparse.Namespace) -> list[Path]:
-    """What commands must not see: goal files, transcripts, other runs, the package and the eval data."""
+    """What commands must not see: goal files, transcripts, other runs, and jg-mcp itself (its whole
+    source checkout, eval data included, when it runs from one; the environment is bound back)."""
     package = Path(jg_mcp.__file__).resolve().parent
+    source = package.parent if (package.parent / "pyproject.toml").exists() else package
     dirs = [loaded.yaml_path.resolve().parent, Path(args.transcripts).resolve(), Path(args.runs).resolve(),
-            package, *[Path(h).resolve() for h in args.hide]]
-    repo_eval = package.parent / "eval"
-    if (package.parent / "pyproject.toml").exists() and repo_eval.is_dir():
-        dirs.append(repo_eval)
+            source, *[Path(h).resolve() for h in args.hide]]
     return list(dict.fromkeys(dirs))
 
 
