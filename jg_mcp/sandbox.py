@@ -1,16 +1,17 @@
 """The OS sandbox around run_command: bubblewrap, resource limits and a scrubbed environment.
 
-Each command runs in fresh namespaces (user, pid, net, ipc, uts): the system is mounted
-read-only, the workspace read-write, /tmp is private, there is no network, and the
-goal files, the transcripts, other sessions' workspaces and the jg_mcp package are
-hidden behind empty read-only tmpfs mounts. GPU device nodes are passed through.
+Each command runs in fresh pid, net, ipc and uts namespaces (and a user namespace when the
+server is not root): the system is mounted read-only, the workspace read-write, /tmp and
+HOME are private to the command, a per-session cache directory (Triton, pip) persists, there
+is no network, and the goal files, the transcripts, other sessions' workspaces and jg-mcp's
+own source are hidden behind empty read-only tmpfs mounts. GPU device nodes are passed through.
 
-Limits: RLIMIT_FSIZE caps every file a command writes. RLIMIT_NPROC caps its processes,
-but the kernel never applies it to root, so a server running as root starts the
-sandbox as an unprivileged uid (`setpriv`), which needs unprivileged user namespaces.
-The sandbox's pid 1 dies with the server (`--die-with-parent`); when it dies the kernel
-kills every process in the namespace, so nothing a command starts, daemons included,
-outlives its command.
+Limits: RLIMIT_FSIZE caps every file a command writes; RLIMIT_NPROC caps processes and
+threads. The kernel never applies RLIMIT_NPROC to root, so a root server has bwrap drop
+the command to an unprivileged uid (`setpriv`, after the mounts are made); the uid's
+processes are counted across all of this server's sessions. The sandbox's pid 1 dies with
+the server (`--die-with-parent`) and when its command returns; then the kernel kills every
+process in the namespace, so nothing a command starts, daemons included, outlives it.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def is_secret(name: str) -> bool:
     return bool(SECRET.search(name))
 
 
-def sandbox_env(environ: Mapping[str, str], extra_path: Iterable[str] = ()) -> dict[str, str]:
+def sandbox_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The environment inside the sandbox: an allow-list of harmless variables, never a secret."""
     env = {
         k: v
@@ -73,7 +74,7 @@ def sandbox_env(environ: Mapping[str, str], extra_path: Iterable[str] = ()) -> d
         if (k in KEPT_NAMES or k.startswith(KEPT_PREFIXES)) and not is_secret(k)
     }
     env.update(
-        PATH=os.pathsep.join([str(Path(sys.executable).parent), *extra_path, SYSTEM_PATH]),
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), SYSTEM_PATH]),
         HOME=SANDBOX_HOME,
         XDG_CACHE_HOME=SANDBOX_CACHE,
         TRITON_CACHE_DIR=f"{SANDBOX_CACHE}/triton",
@@ -152,13 +153,25 @@ class Bwrap:
         ]
         for dev in gpu_devices():
             args += ["--dev-bind-try", dev, dev]
+        args += self._mounts(ws)
+        args += ["--chdir", str(ws), "--clearenv"]
+        for key, value in self.env.items():
+            args += ["--setenv", key, value]
+        if self.as_root:
+            args += ["--", "setpriv", f"--reuid={lim.uid}", f"--regid={lim.uid}", "--clear-groups", "--no-new-privs"]
+        return [*args, "--", *argv]
+
+    def _mounts(self, ws: Path) -> list[str]:
+        """Hide `hidden` (and, as root, directories the sandbox uid could not search anyway) behind
+        read-only tmpfs mounts, outermost first, then bind back the workspace and this Python."""
         masked = [h for h in self.hidden if h.is_dir() and not _inside(h, ws)]
         reach = [ws, *python_dirs()]
         if self.as_root:
             self._hand_over(ws)
-            masked += [d for d in closed_ancestors(reach, lim.uid) if d not in masked]
+            masked += [d for d in closed_ancestors(reach, self.limits.uid) if d not in masked]
         covers = [*masked, Path("/tmp")]
         binds = [p for p in reach if p == ws or any(_inside(p, m) and m != p for m in covers)]
+        args: list[str] = []
         for path in sorted({*masked, *binds}, key=lambda p: (len(p.parts), p != ws)):
             if path in masked and path not in binds:
                 args += ["--tmpfs", str(path)]
@@ -170,12 +183,7 @@ class Bwrap:
             args += ["--bind" if path == ws else "--ro-bind", str(path), str(path)]
         for path in masked:
             args += ["--remount-ro", str(path)]
-        args += ["--chdir", str(ws), "--clearenv"]
-        for key, value in self.env.items():
-            args += ["--setenv", key, value]
-        if self.as_root:
-            args += ["--", "setpriv", f"--reuid={lim.uid}", f"--regid={lim.uid}", "--clear-groups", "--no-new-privs"]
-        return [*args, "--", *argv]
+        return args
 
     def _cache_dir(self, ws: Path) -> Path:
         """The session's compile caches (Triton, pip, ...), kept across commands beside the workspace
