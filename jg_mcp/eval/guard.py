@@ -42,6 +42,7 @@ class Guard:
     watched: dict[str, Any] = field(default_factory=dict)
     roots: dict[str, Any] = field(default_factory=dict)
     threads: set[int] = field(default_factory=set)
+    children: set[int] = field(default_factory=set)
 
     @classmethod
     def capture(cls, torch: ModuleType, modules: dict[str, ModuleType]) -> Guard:
@@ -58,7 +59,7 @@ class Guard:
         for name in names:
             root, rest = name.split(".", 1)
             g.watched[name] = _lookup(g.roots[root], rest)
-        g.threads = {t.ident for t in threading.enumerate() if t.ident is not None}
+        g.absorb_threads()
         return g
 
     def tampering(self) -> list[Finding]:
@@ -79,14 +80,18 @@ class Guard:
         """Count threads alive now as the harness's: call right after harness-owned code (a baseline's compiler
         pools, say) so they are not blamed on the candidate."""
         self.threads |= {t.ident for t in threading.enumerate() if t.ident is not None}
+        self.children |= _child_processes()
 
     def new_threads(self) -> list[Finding]:
-        """Python threads alive now that were not alive at the capture."""
+        """Python threads and child processes alive now that were not alive at the capture (or absorbed)."""
         alive = [t for t in threading.enumerate() if t.ident not in self.threads and t.is_alive()]
-        if not alive:
-            return []
-        names = ", ".join(t.name for t in alive)
-        return [Finding(reason=Reason.THREADS_LEFT, detail=f"{len(alive)} thread(s) still running after the call: {names}")]
+        found = []
+        if alive:
+            names = ", ".join(t.name for t in alive)
+            found.append(Finding(reason=Reason.THREADS_LEFT, detail=f"{len(alive)} thread(s) still running after the call: {names}"))
+        if procs := sorted(_child_processes() - self.children):
+            found.append(Finding(reason=Reason.THREADS_LEFT, detail=f"child process(es) still running after the call: {procs}"))
+        return found
 
     def stream_left(self) -> list[Finding]:
         """On CUDA, the current stream must be the default stream again after the call."""
@@ -96,6 +101,18 @@ class Guard:
         if self.watched["torch.cuda.current_stream"]() != self.watched["torch.cuda.default_stream"]():
             return [Finding(reason=Reason.STREAM_LEFT, detail="the current CUDA stream is not the default stream")]
         return []
+
+
+def _child_processes() -> set[int]:
+    """Live child processes of this process (Linux: /proc/self/task/*/children)."""
+    pids: set[int] = set()
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids |= {int(p) for p in f.read().split()}
+    except OSError:
+        return pids
+    return pids
 
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC

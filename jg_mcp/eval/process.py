@@ -102,11 +102,11 @@ class CandidateProcess:
         return Finding(reason=Reason.EARLY_EXIT, detail=f"the candidate process exited with status {rc} before the harness was done")
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        """Kill the process group: the candidate process and anything it started that is still there."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         self.proc.wait()
 
     def close(self) -> str:

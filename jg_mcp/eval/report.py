@@ -47,7 +47,7 @@ class Reason(StrEnum):
     TAMPERED = "tampered"
     """A timer or torch function the harness relies on was replaced, or a trace hook or torch mode installed."""
     THREADS_LEFT = "threads_left"
-    """Threads started by the candidate were still running after the call returned."""
+    """Threads or child processes started by the candidate were still running after the call returned."""
     STREAM_LEFT = "stream_left"
     """The current CUDA stream was not the default stream after the call."""
     FILES_WRITTEN = "files_written"

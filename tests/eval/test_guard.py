@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 
@@ -66,3 +67,15 @@ def test_file_watch_sees_writes_under_its_roots_only(tmp_path):
     [finding] = files.new_writes()
     assert finding.detail == f"opened for writing: {watched / 'raw.bin'}"
     assert files.new_writes() == []
+
+
+def test_a_child_process_left_running_is_found():
+    guard = Guard.capture(torch, {})
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        [finding] = guard.new_threads()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert finding.reason == Reason.THREADS_LEFT and str(proc.pid) in finding.detail
+    assert guard.new_threads() == []

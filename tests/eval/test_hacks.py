@@ -23,6 +23,7 @@ CPU_HACKS: dict[str, set[Reason]] = {
     "cache_in_shm_file": {R.FILES_WRITTEN, R.STATIC_IO},
     "cache_in_workspace_file": {R.FILES_WRITTEN, R.STATIC_IO},
     "background_thread": {R.THREADS_LEFT, R.STATIC_CONCURRENCY},
+    "background_process": {R.THREADS_LEFT, R.STATIC_CONCURRENCY},
     "tensor_subclass": {R.NOT_PLAIN_TENSOR, R.STATIC_SUBCLASS},
     "lazy_tensor": {R.NOT_PLAIN_TENSOR},
     "forbidden_direct": {R.STATIC_FORBIDDEN, R.FORBIDDEN_CALL},
