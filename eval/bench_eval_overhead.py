@@ -23,9 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from jg_mcp import log
-from jg_mcp.eval import EvalOptions, EvalReport, evaluate
-from jg_mcp.eval.report import markdown
+from jg_mcp import log  # noqa: E402
+from jg_mcp.eval import EvalOptions, EvalReport, evaluate  # noqa: E402
+from jg_mcp.eval.report import markdown  # noqa: E402
 
 
 def run_one(goal: str, root: Path, do_bench: bool) -> tuple[EvalReport, float]:
@@ -49,8 +49,16 @@ def do_bench_agreement(reports: list[EvalReport]) -> list[dict]:
         for s in r.shapes:
             for name, t in s.baselines.items():
                 if t.do_bench_ms:
-                    rows.append({"goal": r.goal, "shape": s.name, "baseline": name, "harness_ms": t.median_ms,
-                                 "do_bench_ms": t.do_bench_ms, "diff_pct": 100 * (t.median_ms / t.do_bench_ms - 1)})
+                    rows.append(
+                        {
+                            "goal": r.goal,
+                            "shape": s.name,
+                            "baseline": name,
+                            "harness_ms": t.median_ms,
+                            "do_bench_ms": t.do_bench_ms,
+                            "diff_pct": 100 * (t.median_ms / t.do_bench_ms - 1),
+                        }
+                    )
     return rows
 
 
@@ -59,8 +67,15 @@ def repeat_agreement(a: EvalReport, b: EvalReport) -> list[dict]:
     for sa, sb in zip(a.shapes, b.shapes):
         if sa.candidate and sb.candidate:
             m1, m2 = sa.candidate.median_ms, sb.candidate.median_ms
-            rows.append({"goal": a.goal, "shape": sa.name, "first_ms": m1, "second_ms": m2,
-                         "diff_pct": 100 * abs(m1 - m2) / min(m1, m2)})
+            rows.append(
+                {
+                    "goal": a.goal,
+                    "shape": sa.name,
+                    "first_ms": m1,
+                    "second_ms": m2,
+                    "diff_pct": 100 * abs(m1 - m2) / min(m1, m2),
+                }
+            )
     return rows
 
 
@@ -78,8 +93,10 @@ def write(out: Path, figures: dict, reports: list[EvalReport]) -> None:
         lines += ["", f"## {key}", "", "| " + " | ".join(figures[key][0]) + " |" if figures[key] else "(none)"]
         if figures[key]:
             lines.append("|" + " --- |" * len(figures[key][0]))
-            lines += ["| " + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in row.values()) + " |"
-                      for row in figures[key]]
+            lines += [
+                "| " + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in row.values()) + " |"
+                for row in figures[key]
+            ]
     lines += ["", *(markdown(r) for r in reports)]
     (out / "eval.md").write_text("\n".join(lines) + "\n")
 
@@ -92,8 +109,11 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=Path("eval-bench-out"), help="where eval.json and eval.md go")
     args = p.parse_args()
     log.configure("WARNING")
-    goals = sorted(d.name for d in (REPO / "eval" / "solutions").iterdir() if (d / "solution.py").is_file()
-                   and (REPO / "goals" / f"{d.name}.yaml").is_file())
+    goals = sorted(
+        d.name
+        for d in (REPO / "eval" / "solutions").iterdir()
+        if (d / "solution.py").is_file() and (REPO / "goals" / f"{d.name}.yaml").is_file()
+    )
     root = Path(tempfile.mkdtemp(prefix="jg-bench-"))
     first, one_s = run_one(args.goal, root, args.do_bench)
     print(f"one goal ({args.goal}): {one_s:.1f} s wall, {verdict(first)}", flush=True)

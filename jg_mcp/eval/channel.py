@@ -32,7 +32,7 @@ def send(fd: int, header: dict[str, Any], blobs: list[bytes] = (), write: Any = 
     for chunk in (_LEN.pack(len(body)), body, *blobs):
         view = memoryview(chunk)
         while view:
-            view = view[write(fd, view):]
+            view = view[write(fd, view) :]
 
 
 class Reader:

@@ -1,4 +1,4 @@
-"""Checks, in the harness process: is each output a plain, fresh, fully written tensor within tolerance of the reference?"""
+"""Checks, in the harness process: is each output a plain, fresh, fully written tensor within the goal's tolerance?"""
 
 from __future__ import annotations
 
@@ -68,11 +68,18 @@ def compare(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> t
     )
     found = []
     n = out.numel()
-    if (p := int(poison.sum())):
-        found.append(Finding(reason=Reason.UNWRITTEN, detail=f"{p} of {n} elements still hold the harness's poison bytes"))
-    if (k := int(nonfinite.sum()) + int(mismatch_special.sum())):
-        found.append(Finding(reason=Reason.NONFINITE, detail=f"{k} of {n} elements NaN/inf where the reference is finite (or vice versa)"))
-    if (m := int(outside.sum())):
+    if p := int(poison.sum()):
+        found.append(
+            Finding(reason=Reason.UNWRITTEN, detail=f"{p} of {n} elements still hold the harness's poison bytes")
+        )
+    if k := int(nonfinite.sum()) + int(mismatch_special.sum()):
+        found.append(
+            Finding(
+                reason=Reason.NONFINITE,
+                detail=f"{k} of {n} elements NaN/inf where the reference is finite (or vice versa)",
+            )
+        )
+    if m := int(outside.sum()):
         found.append(
             Finding(
                 reason=Reason.INCORRECT,

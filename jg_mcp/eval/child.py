@@ -96,7 +96,9 @@ class Child:
         if self.device == "cuda":
             torch.cuda.empty_cache()
         blocks = [
-            torch.empty(n * w, dtype=torch.uint8, device=self.device).fill_(255) for n in dims_numel for w in (1, 2, 4, 8)
+            torch.empty(n * w, dtype=torch.uint8, device=self.device).fill_(255)
+            for n in dims_numel
+            for w in (1, 2, 4, 8)
         ]
         self.sync()
         del blocks
@@ -170,7 +172,7 @@ class Child:
         return None if error else result
 
     def check(self, cmd: dict[str, Any]) -> None:
-        """One trial: candidate, reference (output scrubbed), candidate; then, if asked, new contents in the same buffers."""
+        """One trial: candidate, reference (output scrubbed), candidate; then, if asked, new inputs, same buffers."""
         numel = cmd["numel"]
         inputs = self.inputs(cmd["dims"], cmd["seed"])
         first = self.report_call("c1", inputs, [], numel)
@@ -195,7 +197,9 @@ class Child:
         sets = [self.inputs(cmd["dims"], s) for s in cmd["seeds"]]
         callables = {"candidate": self.fn} | {n: self.goal.baseline(n) for n in cmd["baselines"]}
         results = measure(self, callables, sets, cmd["params"])
-        self.send({"event": "timing", "results": results, "findings": [f.model_dump() for f in self.findings_after_call()]})
+        self.send(
+            {"event": "timing", "results": results, "findings": [f.model_dump() for f in self.findings_after_call()]}
+        )
         self.report_call("verify", sets[0], [], cmd["numel"])
         self.send({"event": "end"})
 
@@ -240,7 +244,13 @@ def main(argv: list[str]) -> int:
         child.send({"event": "import_error", "reason": Reason.EARLY_EXIT, "error": f"sys.exit({exc.code!r}) at import"})
         return 0
     except BaseException as exc:
-        child.send({"event": "import_error", "reason": Reason.IMPORT_ERROR, "error": "".join(traceback.format_exception(exc)[-6:])})
+        child.send(
+            {
+                "event": "import_error",
+                "reason": Reason.IMPORT_ERROR,
+                "error": "".join(traceback.format_exception(exc)[-6:]),
+            }
+        )
         return 0
     child.send({"event": "ready", "findings": [f.model_dump() for f in child.findings_after_call()]})
     while True:

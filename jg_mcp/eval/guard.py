@@ -17,11 +17,36 @@ from typing import Any
 from jg_mcp.eval.report import Finding, Reason
 
 _TORCH_FUNCTIONS = [
-    "empty", "empty_like", "zeros", "equal", "isfinite", "randn", "rand", "manual_seed", "from_numpy", "frombuffer",
+    "empty",
+    "empty_like",
+    "zeros",
+    "equal",
+    "isfinite",
+    "randn",
+    "rand",
+    "manual_seed",
+    "from_numpy",
+    "frombuffer",
 ]
 _TENSOR_METHODS = [
-    "copy_", "clone", "cpu", "to", "contiguous", "zero_", "fill_", "view", "numpy", "data_ptr",
-    "untyped_storage", "is_contiguous", "float", "double", "abs", "__eq__", "element_size", "numel",
+    "copy_",
+    "clone",
+    "cpu",
+    "to",
+    "contiguous",
+    "zero_",
+    "fill_",
+    "view",
+    "numpy",
+    "data_ptr",
+    "untyped_storage",
+    "is_contiguous",
+    "float",
+    "double",
+    "abs",
+    "__eq__",
+    "element_size",
+    "numel",
 ]
 _CUDA_FUNCTIONS = ["synchronize", "current_stream", "default_stream", "set_stream", "Event", "Stream"]
 _EVENT_METHODS = ["record", "elapsed_time", "synchronize", "query", "wait"]
@@ -88,9 +113,15 @@ class Guard:
         found = []
         if alive:
             names = ", ".join(t.name for t in alive)
-            found.append(Finding(reason=Reason.THREADS_LEFT, detail=f"{len(alive)} thread(s) still running after the call: {names}"))
+            found.append(
+                Finding(
+                    reason=Reason.THREADS_LEFT, detail=f"{len(alive)} thread(s) still running after the call: {names}"
+                )
+            )
         if procs := sorted(_child_processes() - self.children):
-            found.append(Finding(reason=Reason.THREADS_LEFT, detail=f"child process(es) still running after the call: {procs}"))
+            found.append(
+                Finding(reason=Reason.THREADS_LEFT, detail=f"child process(es) still running after the call: {procs}")
+            )
         return found
 
     def stream_left(self) -> list[Finding]:

@@ -147,21 +147,29 @@ class Evaluation:
             # comparing listings, which for the shared /dev/shm also sees other processes' files.
             watched = [self.o.workspace.resolve(), work / "cwd", copied.parent, Path("/dev/shm")]
             before = _files(watched)
-            setup = {"goal": str(self.goal.yaml_path.resolve()), "solution": str(copied), "function": g.solution.function}
+            setup = {
+                "goal": str(self.goal.yaml_path.resolve()),
+                "solution": str(copied),
+                "function": g.solution.function,
+            }
             setup |= {"device": self.device, "watch": [str(p) for p in watched]}
             timed = [c for c in cases if c.kind == "timed"]
             # The timing process starts now so its interpreter start-up overlaps the correctness phase.
             timer = self.spawn(setup, work) if self.device == "cuda" and timed else None
             self.correctness(report, cases, self.ready(self.spawn(setup, work), report))
             if self.device != "cuda":
-                report.timing = TimingMethod(skipped="no CUDA device: correctness only, Triton kernels in the interpreter")
+                report.timing = TimingMethod(
+                    skipped="no CUDA device: correctness only, Triton kernels in the interpreter"
+                )
             elif timer is None:
                 report.timing = TimingMethod(skipped="no timed shapes selected")
             else:
                 self.timing(report, timed, self.ready(timer, report))
             changed = sorted(p for p, st in _files(watched).items() if before.get(p) != st)
             if changed:
-                report.add(Finding(reason=Reason.FILES_WRITTEN, detail="created or changed: " + ", ".join(changed[:10])))
+                report.add(
+                    Finding(reason=Reason.FILES_WRITTEN, detail="created or changed: " + ", ".join(changed[:10]))
+                )
             report.candidate_output_tail = "\n".join(t for t in self.tails if t)[-4000:]
             score(self.goal, report)
             report.accepted = not report.findings and all(s.correct for s in report.shapes) and bool(report.shapes)
@@ -257,7 +265,9 @@ class Evaluation:
         if case.name not in self.numel:
             made = self.reference(case.dims, seed)
             self.numel[case.name] = [r.numel() for r in made[1]]
-        proc.send({"op": "check", "dims": case.dims, "seed": seed, "refill_seed": refill, "numel": self.numel[case.name]})
+        proc.send(
+            {"op": "check", "dims": case.dims, "seed": seed, "refill_seed": refill, "numel": self.numel[case.name]}
+        )
         inputs, refs = made or self.reference(case.dims, seed)
         expected = {"c1": (inputs, refs), "c2": (inputs, refs)}
         if refill is not None:
@@ -291,8 +301,17 @@ class Evaluation:
         return ok
 
     def judge_call(
-        self, report: EvalReport, case: Case, trial: int, header: dict, blobs: list[bytes],
-        inputs: tuple, refs: list[torch.Tensor], worst: list, got: dict, label: str,
+        self,
+        report: EvalReport,
+        case: Case,
+        trial: int,
+        header: dict,
+        blobs: list[bytes],
+        inputs: tuple,
+        refs: list[torch.Tensor],
+        worst: list,
+        got: dict,
+        label: str,
     ) -> bool:
         """Turn one call's facts into findings; True when this call is correct and clean."""
         try:
@@ -304,11 +323,15 @@ class Evaluation:
         outs = header.get("outputs")
         if outs is not None:
             if len(outs) != len(refs):
-                found.append(Finding(reason=Reason.WRONG_SHAPE, detail=f"returned {len(outs)} outputs, expected {len(refs)}"))
+                found.append(
+                    Finding(reason=Reason.WRONG_SHAPE, detail=f"returned {len(outs)} outputs, expected {len(refs)}")
+                )
             if header.get("input_sha") != _sha256_tensors(inputs):
                 found.append(Finding(reason=Reason.INPUT_MODIFIED, detail="an input differs after the call"))
             if label != "c1" and header.get("launches") == 0 and got.get("c1_launches", 0) > 0:
-                found.append(Finding(reason=Reason.CACHED_OUTPUT, detail="no kernel launched on a repeat call: output cached"))
+                found.append(
+                    Finding(reason=Reason.CACHED_OUTPUT, detail="no kernel launched on a repeat call: output cached")
+                )
             if label == "c1":
                 got["c1_launches"] = header.get("launches", 0)
             decoded = []
@@ -328,7 +351,9 @@ class Evaluation:
                 if value_found:
                     stats.failing_trial = trial
                 found += value_found
-                if worst[i] is None or (worst[i].failing_trial is None and (value_found or stats.max_abs > worst[i].max_abs)):
+                if worst[i] is None or (
+                    worst[i].failing_trial is None and (value_found or stats.max_abs > worst[i].max_abs)
+                ):
                     worst[i] = stats
             got[label] = decoded
             got[f"{label}_ok"] = not found
@@ -339,8 +364,12 @@ class Evaluation:
     def timing(self, report: EvalReport, cases: list[Case], proc: CandidateProcess | None) -> None:
         params = DEFAULTS | self.o.timing | {"do_bench": self.o.do_bench}
         report.timing = TimingMethod(
-            input_sets=params["input_sets"], warmup_calls=params["warmup"], min_reps=params["min_reps"],
-            max_reps=params["max_reps"], target_rel_se=params["target_rel_se"], budget_s=params["budget_s"],
+            input_sets=params["input_sets"],
+            warmup_calls=params["warmup"],
+            min_reps=params["min_reps"],
+            max_reps=params["max_reps"],
+            target_rel_se=params["target_rel_se"],
+            budget_s=params["budget_s"],
             l2_flush_bytes=L2_FLUSH_BYTES,
         )
         if proc is None:
@@ -351,8 +380,16 @@ class Evaluation:
             for case in cases:
                 self.progress(f"time {case.name}")
                 seeds = [self.rng.randrange(2**62) for _ in range(params["input_sets"])]
-                proc.send({"op": "time", "dims": case.dims, "seeds": seeds, "baselines": baselines, "params": params,
-                           "numel": self.numel[case.name]})
+                proc.send(
+                    {
+                        "op": "time",
+                        "dims": case.dims,
+                        "seeds": seeds,
+                        "baselines": baselines,
+                        "params": params,
+                        "numel": self.numel[case.name],
+                    }
+                )
                 inputs, refs = self.reference(case.dims, seeds[0])
                 shape = by_name[case.name]
                 timed = False
@@ -371,8 +408,9 @@ class Evaluation:
                             report.add(f)
                         timed = True
                     elif event == "call" and timed and header.get("label") == "verify":
-                        shape.correct &= self.judge_call(report, case, -1, header, blobs, inputs, refs,
-                                                         [None] * len(refs), {}, "verify")
+                        shape.correct &= self.judge_call(
+                            report, case, -1, header, blobs, inputs, refs, [None] * len(refs), {}, "verify"
+                        )
                     else:
                         raise CandidateGone(_forged(f"unexpected message {event!r} while timing"))
         except CandidateGone as gone:

@@ -25,20 +25,65 @@ DYNAMIC_MODULES = {"importlib", "builtins", "operator", "runpy", "pkgutil", "cod
 PROCESS_MODULES = {"signal", "atexit", "faulthandler", "resource"}
 
 INTROSPECTION_ATTRS = {
-    "_getframe", "f_locals", "f_globals", "f_back", "f_code", "tb_frame", "gi_frame", "cr_frame", "__globals__",
-    "__code__", "__closure__", "cell_contents", "__builtins__", "__subclasses__", "__dict__", "__getattribute__",
-    "get_objects", "get_referrers", "settrace", "setprofile", "addaudithook", "_current_frames",
+    "_getframe",
+    "f_locals",
+    "f_globals",
+    "f_back",
+    "f_code",
+    "tb_frame",
+    "gi_frame",
+    "cr_frame",
+    "__globals__",
+    "__code__",
+    "__closure__",
+    "cell_contents",
+    "__builtins__",
+    "__subclasses__",
+    "__dict__",
+    "__getattribute__",
+    "get_objects",
+    "get_referrers",
+    "settrace",
+    "setprofile",
+    "addaudithook",
+    "_current_frames",
 }
-CONCURRENCY_ATTRS = {"Stream", "stream", "set_stream", "ExternalStream", "fork", "spawnv", "posix_spawn", "Thread", "Process"}
+CONCURRENCY_ATTRS = {
+    "Stream",
+    "stream",
+    "set_stream",
+    "ExternalStream",
+    "fork",
+    "spawnv",
+    "posix_spawn",
+    "Thread",
+    "Process",
+}
 IO_ATTRS = {
-    "environ", "getenv", "putenv", "save", "load", "write_bytes", "write_text", "read_bytes", "read_text",
-    "listdir", "scandir", "walk",
+    "environ",
+    "getenv",
+    "putenv",
+    "save",
+    "load",
+    "write_bytes",
+    "write_text",
+    "read_bytes",
+    "read_text",
+    "listdir",
+    "scandir",
+    "walk",
 }
 ANY_IO_ATTRS = {"tobytes", "stdin"}
 PROCESS_ATTRS = {"exit", "_exit", "abort", "kill", "killpg", "raise_signal", "system", "execv", "execl", "execvp"}
 DYNAMIC_CALLS = {"__import__", "eval", "exec", "compile", "globals", "vars", "locals", "setattr", "delattr", "hash"}
 DYNAMIC_ATTRS = {"ops", "_C", "_ops", "import_module", "attrgetter", "methodcaller"}
-SUBCLASS_ATTRS = {"__torch_function__", "__torch_dispatch__", "TorchFunctionMode", "TorchDispatchMode", "_make_subclass"}
+SUBCLASS_ATTRS = {
+    "__torch_function__",
+    "__torch_dispatch__",
+    "TorchFunctionMode",
+    "TorchDispatchMode",
+    "_make_subclass",
+}
 SUSPICIOUS_STRINGS = ("/dev/shm", "/proc/", "JG_")
 
 
@@ -173,7 +218,7 @@ class _Scan(ast.NodeVisitor):
             self.check_string(node.value, node)
 
     def check_string(self, text: str, node: ast.AST) -> None:
-        """Name-like strings (no whitespace) that contain a forbidden API's name; prose such as docstrings is skipped."""
+        """Name-like strings (no whitespace) that contain a forbidden API's name; prose (docstrings) is skipped."""
         if not text or any(c.isspace() for c in text):
             return
         for bad in self.forbidden:

@@ -74,16 +74,22 @@ class CandidateProcess:
         except channel.ChannelTimeout:
             self.kill()
             raise CandidateGone(
-                Finding(reason=Reason.TIMEOUT, detail=f"no answer within {self.timeout_s:.0f} s; the process was killed")
+                Finding(
+                    reason=Reason.TIMEOUT, detail=f"no answer within {self.timeout_s:.0f} s; the process was killed"
+                )
             ) from None
         except channel.ChannelClosed:
             raise CandidateGone(self._exit_finding()) from None
         except ValueError:
             self.kill()
-            raise CandidateGone(Finding(reason=Reason.TAMPERED, detail="malformed message on the result channel")) from None
+            raise CandidateGone(
+                Finding(reason=Reason.TAMPERED, detail="malformed message on the result channel")
+            ) from None
         if not isinstance(header.get("event"), str):
             self.kill()
-            raise CandidateGone(Finding(reason=Reason.TAMPERED, detail="message without an event on the result channel"))
+            raise CandidateGone(
+                Finding(reason=Reason.TAMPERED, detail="message without an event on the result channel")
+            )
         if header.get("event") == "harness_error" and "ready" in self.seen:
             detail = "harness code in the candidate process failed after the candidate ran: " + header["error"]
             raise CandidateGone(Finding(reason=Reason.EXCEPTION, detail=detail[-2000:]))
@@ -99,7 +105,10 @@ class CandidateProcess:
         if rc < 0:
             name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
             return Finding(reason=Reason.CRASHED, detail=f"the candidate process died from signal {name}")
-        return Finding(reason=Reason.EARLY_EXIT, detail=f"the candidate process exited with status {rc} before the harness was done")
+        return Finding(
+            reason=Reason.EARLY_EXIT,
+            detail=f"the candidate process exited with status {rc} before the harness was done",
+        )
 
     def kill(self) -> None:
         """Kill the process group: the candidate process and anything it started that is still there."""

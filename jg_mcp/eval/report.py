@@ -65,9 +65,10 @@ class Reason(StrEnum):
     INPUT_MODIFIED = "input_modified"
     """An input differed after the call from what the harness made."""
     CACHED_OUTPUT = "cached_output"
-    """An output was reused across calls: stale for new contents in the same buffers, the same storage twice, or no work done on a repeat."""
+    """An output was reused across calls: stale for new inputs in the same buffers, the same storage twice, or no
+    work done on a repeat."""
     UNWRITTEN = "unwritten"
-    """Output elements still hold the harness's poison pattern: memory the kernel never wrote (stale or uninitialised)."""
+    """Output elements still hold the harness's poison bytes: memory the kernel never wrote (stale or uninitialised)."""
     NONFINITE = "nonfinite"
     """NaN or inf where the reference is finite."""
     INCORRECT = "incorrect"

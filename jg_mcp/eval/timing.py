@@ -17,8 +17,14 @@ from jg_mcp.eval.policy import harness_call
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 DEFAULTS = {
-    "warmup": 3, "min_reps": 20, "max_reps": 400, "batch": 5, "probe": 5,
-    "target_rel_se": 0.01, "budget_s": 1.5, "input_sets": 3,
+    "warmup": 3,
+    "min_reps": 20,
+    "max_reps": 400,
+    "batch": 5,
+    "probe": 5,
+    "target_rel_se": 0.01,
+    "budget_s": 1.5,
+    "input_sets": 3,
 }
 
 

@@ -1,4 +1,4 @@
-"""The guard: replaced functions, trace hooks and torch modes are tampering; threads are the candidate's only if it left them."""
+"""The guard: replaced functions and trace hooks are tampering; threads count only if the candidate left them."""
 
 from __future__ import annotations
 

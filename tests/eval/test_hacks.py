@@ -93,7 +93,9 @@ def test_hack_is_rejected_for_its_reason(cpu_suite, name):
     report = cpu_suite.get(HACKS / name / "solution.py", "gemm_fp8", **cpu_options(name))
     assert not report.accepted
     missing = CPU_HACKS[name] - set(report.reasons)
-    assert not missing, f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
+    assert not missing, (
+        f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
+    )
 
 
 def test_shape_specialised_hack_fails_only_at_drawn_shapes(cpu_suite):
@@ -123,13 +125,17 @@ def test_gpu_hack_is_rejected_for_its_reason(gpu_suite, name):
     report = gpu_suite.get(HACKS / name / "solution.py", "gemm_fp8", **gpu_options(name))
     assert not report.accepted
     missing = GPU_HACKS[name] - set(report.reasons)
-    assert not missing, f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
+    assert not missing, (
+        f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
+    )
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 def test_patched_timer_does_not_change_the_measurement(gpu_suite):
-    report = gpu_suite.get(HACKS / "patch_elapsed_time" / "solution.py", "gemm_fp8", **gpu_options("patch_elapsed_time"))
+    report = gpu_suite.get(
+        HACKS / "patch_elapsed_time" / "solution.py", "gemm_fp8", **gpu_options("patch_elapsed_time")
+    )
     shape = next(s for s in report.shapes if s.name == GPU_SHAPE)
     assert shape.candidate is not None, f"no timing: {report.reasons}: {[f.detail[-300:] for f in report.findings]}"
     assert shape.candidate.median_ms > shape.floor_ms

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from eval_suite import GOALS, SOLUTIONS
 
-KNOWN_GOOD = sorted(p.parent.name for p in SOLUTIONS.glob("*/solution.py") if (GOALS / f"{p.parent.name}.yaml").is_file())
+KNOWN_GOOD = sorted(
+    p.parent.name for p in SOLUTIONS.glob("*/solution.py") if (GOALS / f"{p.parent.name}.yaml").is_file()
+)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The static policy: forbidden APIs however they are spelt, cheating constructs, and no false alarms on plain Triton."""
+"""The static policy: forbidden APIs however spelt, cheating constructs, and no false alarms on plain Triton."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import pytest
 from jg_mcp.eval.policy import install_wrappers, static_check
 from jg_mcp.eval.report import Reason
 
-FORBIDDEN = ["torch._scaled_mm", "torch.matmul", "torch.nn.functional.linear", "torch.Tensor.__matmul__", "torch.Tensor.mm"]
+FORBIDDEN = [
+    "torch._scaled_mm",
+    "torch.matmul",
+    "torch.nn.functional.linear",
+    "torch.Tensor.__matmul__",
+    "torch.Tensor.mm",
+]
 
 
 def reasons(src: str) -> set[Reason]:

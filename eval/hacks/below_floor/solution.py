@@ -28,13 +28,16 @@ def _launch(a, b, scale_a, scale_b, c):
     big = m >= 128 and n >= 128
     bm = bn = 128 if big else 32
     grid = (triton.cdiv(m, bm), triton.cdiv(n, bn))
-    _gemm_fp8[grid](a, b, scale_a, scale_b, c, m, n, k, BM=bm, BN=bn, BK=128 if k % 128 == 0 else 64, num_warps=8 if big else 4)
+    _gemm_fp8[grid](
+        a, b, scale_a, scale_b, c, m, n, k, BM=bm, BN=bn, BK=128 if k % 128 == 0 else 64, num_warps=8 if big else 4
+    )
     return c
 
 
 def _gemm(a, b, scale_a, scale_b):
     c = torch.empty(a.shape[0], b.shape[0], dtype=torch.bfloat16, device=a.device)
     return _launch(a, b, scale_a, scale_b, c)
+
 
 _LAST = {}
 
