@@ -234,6 +234,9 @@ class Evaluation:
         inputs = self.goal.make_inputs(dims, seed, self.device)
         ref = self.goal.reference(*inputs)
         refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
+        low = [str(r.dtype) for r in refs if r.is_floating_point() and r.element_size() < 4]
+        if low:
+            raise JgError(f"goal {self.goal.name}: the reference returns {', '.join(low)}; it must be float32 or wider")
         return inputs, refs
 
     def correctness(self, report: EvalReport, cases: list[Case], proc: CandidateProcess | None) -> None:

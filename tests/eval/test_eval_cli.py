@@ -53,3 +53,15 @@ def test_missing_workspace_is_a_failure_not_a_crash(tmp_path):
 
 def test_workspace_without_a_solution_is_a_failure(tmp_path):
     assert main(["eval", "--goal", "gemm_fp8", "--workspace", str(tmp_path), "--device", "cpu"]) == 1
+
+
+def test_a_goal_whose_reference_is_below_float32_is_refused(tmp_path, capsys):
+    goal_dir = tmp_path / "goals"
+    goal_dir.mkdir()
+    shutil.copyfile(GOALS / "gemm_fp8.yaml", goal_dir / "gemm_fp8.yaml")
+    module = (GOALS / "gemm_fp8.py").read_text()
+    (goal_dir / "gemm_fp8.py").write_text(module.replace("scale_b.double()).float()", "scale_b.double()).bfloat16()"))
+    ws = _workspace(tmp_path, SOLUTIONS / "gemm_fp8" / "solution.py")
+    argv = ["eval", "--goal", str(goal_dir / "gemm_fp8.yaml"), "--workspace", str(ws), "--device", "cpu"]
+    assert main([*argv, "--shapes", "smoke", "--domain-shapes", "0"]) == 1
+    assert "must be float32 or wider" in capsys.readouterr().err
