@@ -4,7 +4,7 @@ Prints the wall time of a full eval of one goal, then of every goal that has a k
 eval/solutions/. With --do-bench each baseline is also timed by triton.testing.do_bench, and the first
 goal, evaluated twice (alone, then within the full pass), gives the repeat agreement per shape.
 
-    python eval/bench_eval_overhead.py [--goal gemm_fp8] [--only-one] [--do-bench] [--out DIR]
+    python eval/bench_eval_overhead.py [--goal gemm_fp8] [--only-one] [--do-bench] [--out DIR] [--goals G ...]
 
 Writes DIR/eval.json (every report plus the figures) and DIR/eval.md after each goal, so an
 interrupted run still leaves what it finished.
@@ -107,6 +107,7 @@ def main() -> int:
     p.add_argument("--only-one", action="store_true", help="stop after the one-goal eval")
     p.add_argument("--do-bench", action="store_true", help="cross-check baselines with triton.testing.do_bench")
     p.add_argument("--out", type=Path, default=Path("eval-bench-out"), help="where eval.json and eval.md go")
+    p.add_argument("--goals", nargs="+", help="the goals of the full pass (default: every goal with a solution)")
     args = p.parse_args()
     log.configure("WARNING")
     goals = sorted(
@@ -114,6 +115,7 @@ def main() -> int:
         for d in (REPO / "eval" / "solutions").iterdir()
         if (d / "solution.py").is_file() and (REPO / "goals" / f"{d.name}.yaml").is_file()
     )
+    goals = [g for g in goals if not args.goals or g in args.goals]
     root = Path(tempfile.mkdtemp(prefix="jg-bench-"))
     first, one_s = run_one(args.goal, root, args.do_bench)
     print(f"one goal ({args.goal}): {one_s:.1f} s wall, {verdict(first)}", flush=True)
