@@ -16,13 +16,14 @@ def make_inputs(dims: dict, seed: int, device: str):
     Cache slots past a sequence's length hold unrelated data, as a reused cache does.
     """
     b, hkv, g, smax, d = dims["B"], dims["HKV"], dims["G"], dims["SMAX"], dims["D"]
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    q = torch.randn(b, hkv * g, d, generator=gen) * 2.0
-    k = torch.randn(b, hkv, smax, d, generator=gen)
-    v = torch.randn(b, hkv, smax, d, generator=gen)
-    lens = torch.linspace(max(1, smax // 8), smax, b).round().to(torch.int32)
-    lens = lens[torch.randperm(b, generator=gen)]
-    return q.to(device, torch.bfloat16), k.to(device, torch.bfloat16), v.to(device, torch.bfloat16), lens.to(device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    with torch.device(device):  # generate where the kernel runs: large inputs in milliseconds
+        q = torch.randn(b, hkv * g, d, generator=gen) * 2.0
+        k = torch.randn(b, hkv, smax, d, generator=gen)
+        v = torch.randn(b, hkv, smax, d, generator=gen)
+        lens = torch.linspace(max(1, smax // 8), smax, b).round().to(torch.int32)
+        lens = lens[torch.randperm(b, generator=gen)]
+        return q.to(device, torch.bfloat16), k.to(device, torch.bfloat16), v.to(device, torch.bfloat16), lens.to(device)
 
 
 def reference(q, k_cache, v_cache, cache_lens):

@@ -16,11 +16,12 @@ QUERY_CHUNK = 1024
 def make_inputs(dims: dict, seed: int, device: str):
     """Gaussian q, k, v; q is scaled by 2 so attention rows are peaked, as in trained models."""
     b, hkv, g, s, d = dims["B"], dims["HKV"], dims["G"], dims["S"], dims["D"]
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    q = torch.randn(b, hkv * g, s, d, generator=gen) * 2.0
-    k = torch.randn(b, hkv, s, d, generator=gen)
-    v = torch.randn(b, hkv, s, d, generator=gen)
-    return tuple(t.to(device, torch.bfloat16) for t in (q, k, v))
+    gen = torch.Generator(device=device).manual_seed(seed)
+    with torch.device(device):  # generate where the kernel runs: large inputs in milliseconds
+        q = torch.randn(b, hkv * g, s, d, generator=gen) * 2.0
+        k = torch.randn(b, hkv, s, d, generator=gen)
+        v = torch.randn(b, hkv, s, d, generator=gen)
+        return tuple(t.to(device, torch.bfloat16) for t in (q, k, v))
 
 
 def reference(q, k, v):

@@ -17,12 +17,13 @@ def make_inputs(dims: dict, seed: int, device: str):
     """x: a layer's output; residual: the residual stream, larger and with outlier channels;
     weight: a trained-looking norm gain around 1."""
     t, h = dims["T"], dims["H"]
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    x = torch.randn(t, h, generator=g)
-    residual = torch.randn(t, h, generator=g) * 3.0
-    residual[:, torch.randint(0, h, (max(1, h // 256),), generator=g)] *= 20.0
-    weight = 1.0 + 0.2 * torch.randn(h, generator=g)
-    return x.to(device, torch.bfloat16), residual.to(device, torch.bfloat16), weight.to(device, torch.bfloat16)
+    g = torch.Generator(device=device).manual_seed(seed)
+    with torch.device(device):  # generate where the kernel runs: large inputs in milliseconds
+        x = torch.randn(t, h, generator=g)
+        residual = torch.randn(t, h, generator=g) * 3.0
+        residual[:, torch.randint(0, h, (max(1, h // 256),), generator=g)] *= 20.0
+        weight = 1.0 + 0.2 * torch.randn(h, generator=g)
+        return x.to(device, torch.bfloat16), residual.to(device, torch.bfloat16), weight.to(device, torch.bfloat16)
 
 
 def reference(x, residual, weight):

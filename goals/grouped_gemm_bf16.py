@@ -14,13 +14,14 @@ def make_inputs(dims: dict, seed: int, device: str):
     of the T routed rows picks an expert from it, so some experts are hot and some get no rows.
     """
     t, e, n, k = dims["T"], dims["E"], dims["N"], dims["K"]
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    popularity = torch.softmax(torch.randn(e, generator=g) * 0.8, dim=0)
-    choice = torch.multinomial(popularity, t, replacement=True, generator=g)
-    offsets = torch.cumsum(torch.bincount(choice, minlength=e), dim=0).to(torch.int32)
-    x = torch.randn(t, k, generator=g) * k**-0.25
-    w = torch.randn(e, n, k, generator=g) * k**-0.25
-    return x.to(device, torch.bfloat16), w.to(device, torch.bfloat16), offsets.to(device)
+    g = torch.Generator(device=device).manual_seed(seed)
+    with torch.device(device):  # generate where the kernel runs: large inputs in milliseconds
+        popularity = torch.softmax(torch.randn(e, generator=g) * 0.8, dim=0)
+        choice = torch.multinomial(popularity, t, replacement=True, generator=g)
+        offsets = torch.cumsum(torch.bincount(choice, minlength=e), dim=0).to(torch.int32)
+        x = torch.randn(t, k, generator=g) * k**-0.25
+        w = torch.randn(e, n, k, generator=g) * k**-0.25
+        return x.to(device, torch.bfloat16), w.to(device, torch.bfloat16), offsets.to(device)
 
 
 def reference(x, w, offsets):

@@ -15,16 +15,17 @@ THETA = 500000.0
 def make_inputs(dims: dict, seed: int, device: str):
     """T tokens from SEQS packed sequences, each at a random offset in the context; Llama-3's theta."""
     t, seqs, hq, hkv, d, p = dims["T"], min(dims["SEQS"], dims["T"]), dims["HQ"], dims["HKV"], dims["D"], dims["P"]
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    q = torch.randn(t, hq, d, generator=g) * 2.0
-    k = torch.randn(t, hkv, d, generator=g) * 2.0
-    lengths = [t // seqs + (1 if i < t % seqs else 0) for i in range(seqs)]
-    starts = torch.randint(0, p - max(lengths) + 1, (seqs,), generator=g)
-    positions = torch.cat([s + torch.arange(n) for s, n in zip(starts.tolist(), lengths)])
-    inv_freq = THETA ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    angles = torch.arange(p, dtype=torch.float64)[:, None] * inv_freq[None, :]
-    cos_sin = torch.cat((angles.cos(), angles.sin()), dim=-1).float()
-    return q.to(device, torch.bfloat16), k.to(device, torch.bfloat16), positions.to(device), cos_sin.to(device)
+    g = torch.Generator(device=device).manual_seed(seed)
+    with torch.device(device):  # generate where the kernel runs: large inputs in milliseconds
+        q = torch.randn(t, hq, d, generator=g) * 2.0
+        k = torch.randn(t, hkv, d, generator=g) * 2.0
+        lengths = [t // seqs + (1 if i < t % seqs else 0) for i in range(seqs)]
+        starts = torch.randint(0, p - max(lengths) + 1, (seqs,), generator=g)
+        positions = torch.cat([s + torch.arange(n) for s, n in zip(starts.tolist(), lengths)])
+        inv_freq = THETA ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+        angles = torch.arange(p, dtype=torch.float64)[:, None] * inv_freq[None, :]
+        cos_sin = torch.cat((angles.cos(), angles.sin()), dim=-1).float()
+        return q.to(device, torch.bfloat16), k.to(device, torch.bfloat16), positions.to(device), cos_sin.to(device)
 
 
 def reference(q, k, positions, cos_sin_cache):

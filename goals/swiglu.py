@@ -9,10 +9,11 @@ import torch.nn.functional as F
 def make_inputs(dims: dict, seed: int, device: str):
     """gate and up: projection outputs, Gaussian with standard deviation 2 (a realistic pre-activation spread)."""
     t, i = dims["T"], dims["I"]
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    gate = torch.randn(t, i, generator=g) * 2.0
-    up = torch.randn(t, i, generator=g) * 2.0
-    return gate.to(device, torch.bfloat16), up.to(device, torch.bfloat16)
+    g = torch.Generator(device=device).manual_seed(seed)
+    with torch.device(device):  # generate where the kernel runs: large inputs in milliseconds
+        gate = torch.randn(t, i, generator=g) * 2.0
+        up = torch.randn(t, i, generator=g) * 2.0
+        return gate.to(device, torch.bfloat16), up.to(device, torch.bfloat16)
 
 
 def reference(gate, up):
