@@ -293,6 +293,22 @@ def static_check(source: str, forbidden: list[str]) -> list[Finding]:
     return unique
 
 
+class _RecordedOp:
+    """Stands in for a torch op packet (`torch.ops.aten.X`): records calls and forwards every attribute,
+    so torch's own code that walks the op namespace (`overloads()`, `.default`) keeps working."""
+
+    def __init__(self, original: Any, record: Callable[[], None]):
+        self._original = original
+        self._record = record
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._record()
+        return self._original(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._original, name)
+
+
 @dataclass
 class CallRecorder:
     """Wraps forbidden callables in this process; a call while `armed` is recorded by name."""
@@ -308,13 +324,20 @@ class CallRecorder:
             return
         recorder = self
 
-        @functools.wraps(original)
-        def recorded(*args: Any, **kwargs: Any) -> Any:
+        def record() -> None:
             if recorder.armed:
                 recorder.calls.append(label)
-            return original(*args, **kwargs)
 
-        del recorded.__wrapped__
+        if hasattr(original, "overloads"):
+            recorded: Any = _RecordedOp(original, record)
+        else:
+
+            @functools.wraps(original)
+            def recorded(*args: Any, **kwargs: Any) -> Any:
+                record()
+                return original(*args, **kwargs)
+
+            del recorded.__wrapped__
         try:
             setattr(owner, attr, recorded)
         except (AttributeError, TypeError):

@@ -107,3 +107,19 @@ def test_runtime_wrapper_records_forbidden_calls_only_while_armed():
     finally:
         recorder.restore()
     assert torch.matmul.__name__ == "matmul" and "recorded" not in repr(torch.Tensor.__matmul__)
+
+
+def test_wrapped_op_packets_still_serve_torchs_own_namespace_walks():
+    import torch
+    from torch._export.utils import _collect_all_valid_cia_ops_for_aten_namespace
+
+    recorder = install_wrappers(["torch.ops.aten._fused_rms_norm"])
+    try:
+        assert torch.ops.aten._fused_rms_norm.overloads()
+        assert _collect_all_valid_cia_ops_for_aten_namespace()
+        x = torch.randn(2, 8)
+        torch.ops.aten._fused_rms_norm(x, [8], None, 1e-6)
+        assert recorder.calls == ["torch.ops.aten._fused_rms_norm"]
+    finally:
+        recorder.restore()
+    assert type(torch.ops.aten._fused_rms_norm).__name__ == "OpOverloadPacket"
