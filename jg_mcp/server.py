@@ -242,7 +242,8 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
 
         On timeout every process the command started is killed and `timed_out` is true. Output over
         64 KiB per stream keeps its head and tail; the elided byte count is reported. Long commands
-        send progress notifications with the elapsed time and the latest output line."""
+        send progress notifications with the elapsed time and the latest output line. Processes started
+        in the background may be ended when the command returns: do not rely on them between calls."""
         session = pool.get(ctx.request_context.session)
         if "\0" in command:
             raise ToolError("command contains a NUL byte")
