@@ -1,4 +1,4 @@
-"""`jg-mcp demo` runs a whole recorded session end to end."""
+"""`jg-mcp demo` runs a whole recorded session end to end, then the eval and the audit on what it left."""
 
 from __future__ import annotations
 
@@ -23,3 +23,5 @@ def test_demo_runs_a_session_and_leaves_a_closed_transcript(tmp_path):
     manifest = result.events[-1].manifest
     assert {"solution.py", "check.py", "listing.txt", "reference.py"} <= set(manifest)
     assert (tmp_path / "workspace" / "listing.txt").exists()
+    assert "axpy: ACCEPTED" in proc.stdout and "audit clean" in proc.stdout
+    assert (tmp_path / "eval.json").is_file() and (tmp_path / "session.html").is_file()

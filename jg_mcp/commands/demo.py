@@ -2,12 +2,14 @@
 
 It starts `jg-mcp serve` as a real stdio subprocess on a small embedded goal, reads the goal,
 queries the GPU, writes a Triton solution, runs it through run_command (under the Triton
-interpreter when there is no GPU) and prints what happened and where the transcript is.
+interpreter when there is no GPU) and prints what happened and where the transcript is. Then it
+re-verifies the kernel left behind with `jg-mcp eval` and audits the transcript with `jg-mcp audit`.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -123,6 +125,24 @@ def run(args: argparse.Namespace) -> int:
     kinds = [e.event for e in read.events]
     print(f"\ntranscript: {transcript} ({len(kinds)} events, hash chain verified, closed={read.closed})")
     print(f"workspace:  {workspace}")
-    ok = check.get("exit_code") == 0 and not results[-1].ok and read.closed
+    session_ok = check.get("exit_code") == 0 and not results[-1].ok and read.closed
+    eval_ok = _after_session("eval", ["--goal", str(DEMO_GOAL), "--workspace", str(workspace),
+                                      "--json", str(out / "eval.json"), "--markdown", str(out / "eval.md")])
+    audit_ok = _after_session("audit", [str(transcript), "--goal", str(DEMO_GOAL), "--eval-report",
+                                        str(out / "eval.json"), "--html", str(out / "session.html")])
+    print(f"\neval report: {out / 'eval.md'}\nsession page: {out / 'session.html'}")
+    ok = session_ok and eval_ok and audit_ok
     print("demo", "succeeded" if ok else "FAILED")
     return 0 if ok else 1
+
+
+def _after_session(command: str, args: list[str]) -> bool:
+    """Run `jg-mcp eval` / `jg-mcp audit` on what the session left, as a user would; print their verdict."""
+    print(f"\n$ jg-mcp {command} {' '.join(args)}")
+    proc = subprocess.run([sys.executable, "-m", "jg_mcp", "--log-level", "WARNING", command, *args],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    print("\n".join(lines[-12:]))
+    if proc.returncode != 0:
+        print(proc.stderr[-2000:], file=sys.stderr)
+    return proc.returncode == 0
