@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -88,3 +91,30 @@ def compare(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> t
             )
         )
     return stats, found
+
+
+def sha256_tensors(inputs: tuple) -> list[str | None]:
+    """Hash of each tensor argument's bytes, to prove the inputs unchanged after a call."""
+    return [
+        hashlib.sha256(t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy()).hexdigest()
+        if isinstance(t, torch.Tensor)
+        else None
+        for t in inputs
+    ]
+
+
+def file_listing(roots: list[Path]) -> dict[str, tuple[int, int]]:
+    """(size, mtime) of every file under `roots`, to find files a candidate wrote."""
+    seen = {}
+    for root in roots:
+        if not root.is_dir():
+            continue
+        for dirpath, _, names in os.walk(root):
+            for n in names:
+                p = os.path.join(dirpath, n)
+                try:
+                    st = os.stat(p, follow_symlinks=False)
+                except OSError:
+                    continue
+                seen[p] = (st.st_size, st.st_mtime_ns)
+    return seen

@@ -8,7 +8,6 @@ in one candidate process and timing in another, so state built during one phase 
 from __future__ import annotations
 
 import hashlib
-import os
 import platform
 import random
 import secrets
@@ -17,15 +16,16 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 import jg_mcp
 from jg_mcp import log
 from jg_mcp.errors import JgError
-from jg_mcp.eval.checks import compare, decode, metadata_findings
+from jg_mcp.eval.checks import compare, decode, file_listing, metadata_findings, sha256_tensors
+from jg_mcp.eval.options import EvalOptions
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.process import CandidateGone, CandidateProcess
 from jg_mcp.eval.report import (
@@ -45,60 +45,6 @@ from jg_mcp.goals import LoadedGoal, load_goal
 
 _log = log.get("jg_mcp.eval")
 Progress = Callable[[str], None]
-
-
-class EvalOptions(BaseModel):
-    """What to evaluate and how."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    goal: Path
-    """The goal's YAML file."""
-    workspace: Path
-    """The agent's workspace."""
-    solution: str | None = None
-    """Workspace-relative solution file (default: the goal's)."""
-    shapes: Literal["timed", "smoke", "all"] = "all"
-    """Which goal shapes to check; shapes drawn from the shape domain are always added."""
-    device: Literal["cuda", "cpu"] | None = None
-    """Where to run; default cuda when available."""
-    only: list[str] = []
-    """If given, only the goal shapes with these names (drawn domain shapes are still added)."""
-    trials: int = 3
-    """Correctness trials per shape, each with fresh inputs."""
-    domain_shapes: int = 2
-    """Untimed shapes drawn from the goal's shape domain."""
-    timeout_s: float = 300.0
-    """Wall-clock limit for each answer from a candidate process."""
-    timing: dict[str, Any] = {}
-    """Overrides of the timing parameters (warmup, min_reps, max_reps, target_rel_se, budget_s, input_sets)."""
-    do_bench: bool = False
-    """Also time each baseline with triton.testing.do_bench, as an independent cross-check."""
-
-
-def _sha256_tensors(inputs: tuple) -> list[str | None]:
-    return [
-        hashlib.sha256(t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy()).hexdigest()
-        if isinstance(t, torch.Tensor)
-        else None
-        for t in inputs
-    ]
-
-
-def _files(roots: list[Path]) -> dict[str, tuple[int, int]]:
-    seen = {}
-    for root in roots:
-        if not root.is_dir():
-            continue
-        for dirpath, _, names in os.walk(root):
-            for n in names:
-                p = os.path.join(dirpath, n)
-                try:
-                    st = os.stat(p, follow_symlinks=False)
-                except OSError:
-                    continue
-                seen[p] = (st.st_size, st.st_mtime_ns)
-    return seen
 
 
 class Evaluation:
@@ -146,7 +92,7 @@ class Evaluation:
             # Python-level writes are seen in the candidate process itself; native ones (torch.save) only by
             # comparing listings, which for the shared /dev/shm also sees other processes' files.
             watched = [self.o.workspace.resolve(), work / "cwd", copied.parent, Path("/dev/shm")]
-            before = _files(watched)
+            before = file_listing(watched)
             setup = {
                 "goal": str(self.goal.yaml_path.resolve()),
                 "solution": str(copied),
@@ -165,7 +111,7 @@ class Evaluation:
                 report.timing = TimingMethod(skipped="no timed shapes selected")
             else:
                 self.timing(report, timed, self.ready(timer, report))
-            changed = sorted(p for p, st in _files(watched).items() if before.get(p) != st)
+            changed = sorted(p for p, st in file_listing(watched).items() if before.get(p) != st)
             if changed:
                 report.add(
                     Finding(reason=Reason.FILES_WRITTEN, detail="created or changed: " + ", ".join(changed[:10]))
@@ -329,7 +275,7 @@ class Evaluation:
                 found.append(
                     Finding(reason=Reason.WRONG_SHAPE, detail=f"returned {len(outs)} outputs, expected {len(refs)}")
                 )
-            if header.get("input_sha") != _sha256_tensors(inputs):
+            if header.get("input_sha") != sha256_tensors(inputs):
                 found.append(Finding(reason=Reason.INPUT_MODIFIED, detail="an input differs after the call"))
             if label != "c1" and header.get("launches") == 0 and got.get("c1_launches", 0) > 0:
                 found.append(
