@@ -51,3 +51,12 @@ def test_goals_show_unknown_goal_fails_with_message():
 def test_gpu_reports_without_crashing():
     proc = jg("gpu", "--json")
     assert proc.returncode == 0 and '"available"' in proc.stdout
+
+
+@pytest.mark.parametrize("args", [["--help"], ["eval", "--help"], ["gpu"], ["goals", "list"]])
+def test_commands_other_than_serve_and_demo_run_without_the_mcp_sdk(args):
+    """GPU nodes often lack the MCP SDK: the eval, goals and gpu commands must still start there."""
+    code = "import sys; sys.modules['mcp'] = None; from jg_mcp.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-2000:]

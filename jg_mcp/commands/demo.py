@@ -13,13 +13,15 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
-from mcp import StdioServerParameters
 
 from jg_mcp.gpu import query_gpu
-from jg_mcp.scripted import Step, StepResult, call, run_script
 from jg_mcp.transcript import read_transcript
+
+if TYPE_CHECKING:
+    from jg_mcp.scripted import Step, StepResult
 
 DEMO_GOAL = Path(__file__).resolve().parent.parent / "demo_goal" / "axpy.yaml"
 
@@ -74,6 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def demo_steps(goal_name: str, interpret: bool) -> list[Step]:
+    from jg_mcp.scripted import Step, call
+
     prefix = "TRITON_INTERPRET=1 " if interpret else ""
     return [
         Step(kind="list_tools", note="the tools the agent gets"),
@@ -103,6 +107,11 @@ def summary(r: StepResult) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: the MCP SDK is needed for the demo, not for the other commands.
+    from mcp import StdioServerParameters
+
+    from jg_mcp.scripted import run_script
+
     out = args.out or Path("runs") / f"demo-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
     workspace, transcripts = out / "workspace", out / "transcripts"
     gpu = query_gpu()

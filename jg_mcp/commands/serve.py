@@ -13,9 +13,7 @@ import anyio
 import jg_mcp
 from jg_mcp import log
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
-from jg_mcp.http import ConnectionPool, read_token, serve_http
 from jg_mcp.sandbox import MODES, Bwrap, SandboxLimits, choose
-from jg_mcp.server import SingleSession, build_server
 from jg_mcp.session import Session, new_run_id
 
 logger = log.get("jg_mcp.serve")
@@ -65,6 +63,10 @@ def hidden_dirs(loaded: LoadedGoal, args: argparse.Namespace) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: the MCP SDK is needed to serve, not to run the other commands.
+    from jg_mcp.http import ConnectionPool, read_token
+    from jg_mcp.server import SingleSession, build_server
+
     token, generated = read_token(args.token_file, args.host) if args.transport == "http" else (None, False)
     loaded = load_goal(find_goal(args.goal))
     limits = SandboxLimits(max_processes=args.max_processes, max_file_bytes=args.max_file_bytes)
@@ -133,6 +135,8 @@ async def _serve(server, args, token: str | None, close_all: Callable[[str], Non
             if args.transport == "stdio":
                 await server.run_stdio_async()
             else:
+                from jg_mcp.http import serve_http
+
                 await serve_http(server, args.host, args.port, token, stop, args.allow_host)
             tg.cancel_scope.cancel()
 
