@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 import jg_mcp
 from jg_mcp.errors import GoalError
+from jg_mcp.eval.policy import static_check
+from jg_mcp.eval.report import Reason
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
 from jg_mcp.replay import END, BlobError, Record, load_record, read_blob, state_at
 from jg_mcp.session import REFERENCE_FILE
@@ -182,54 +184,15 @@ def find_loaded_goal(name: str, explicit: Path | None = None) -> LoadedGoal | No
 
 
 def forbidden_uses(source: str, forbidden: list[str]) -> list[tuple[int, str]]:
-    """(line, what) for each use of a forbidden dotted name, resolving import aliases and getattr."""
-    tree = ast.parse(source)
-    aliases: dict[str, str] = {}
-    hits: set[tuple[int, str]] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            for a in node.names:
-                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-                hits |= {(node.lineno, f) for f in forbidden if _covers(f, f"{node.module}.{a.name}")}
-
-    def dotted(node: ast.AST) -> str | None:
-        if isinstance(node, ast.Name):
-            return aliases.get(node.id, node.id)
-        if isinstance(node, ast.Attribute):
-            base = dotted(node.value)
-            return f"{base}.{node.attr}" if base else None
-        return None
-
-    methods = {f.rsplit(".", 1)[1]: f for f in forbidden if f.count(".") >= 2 and f.split(".")[-2][:1].isupper()}
-    for node in ast.walk(tree):
-        name = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
-        attr = _getattr_constant(node)
-        if attr is not None:
-            base = dotted(node.args[0])
-            name = f"{base}.{attr}" if base else None
-            if name is None and attr in methods:
-                hits.add((node.lineno, f"getattr(..., {attr!r}) (possibly {methods[attr]})"))
-        if name:
-            hits |= {(node.lineno, f) for f in forbidden if _covers(f, name)}
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in methods \
-                and dotted(node.func.value) not in aliases.values():
-            hits.add((node.lineno, f".{node.func.attr}() method call (possibly {methods[node.func.attr]})"))
-    return sorted(hits)
-
-
-def _getattr_constant(node: ast.AST) -> str | None:
-    """The attribute name of `getattr(obj, "name")`, else None."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
-            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
-        return node.args[1].value
-    return None
-
-
-def _covers(forbidden: str, name: str) -> bool:
-    return name == forbidden or name.startswith(forbidden + ".")
+    """(line, what) for each use of a forbidden API, by the eval's own static check (aliases, getattr,
+    strings, Tensor methods). Raises SyntaxError when the source does not parse."""
+    ast.parse(source)
+    uses = set()
+    for finding in static_check(source, forbidden):
+        if finding.reason == Reason.STATIC_FORBIDDEN:
+            line, _, what = finding.detail.partition(": ")
+            uses.add((int(line.removeprefix("line ")), what))
+    return sorted(uses)
 
 
 def _workspace_rel(path: str, workspace: str) -> str:
