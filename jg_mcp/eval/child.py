@@ -1,6 +1,6 @@
 """The candidate process: a fresh interpreter that imports the solution and calls it as the harness says.
 
-Run as `python -m jg_mcp.eval.child RESULT_FD COMMAND_FD`. Everything the measurement relies on (torch,
+Run as `python -m jg_mcp.eval.child RESULT_FD COMMAND_FD HARNESS_PID`. Everything the measurement relies on (torch,
 the timer, the goal's reference and input maker, the forbidden-call wrappers, the guard) is set up and
 captured before the candidate is imported. The process only reports facts (output bytes and metadata,
 input hashes, times, what the guard saw); the verdict is made in the harness process, which computes its
@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import signal
 import sys
 import traceback
 from typing import Any
@@ -232,8 +233,19 @@ def _scrub(torch: Any, result: Any) -> None:
         torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).fill_(255)
 
 
+def die_with(parent_pid: int) -> None:
+    """Have the kernel SIGKILL this process when its parent (the harness) dies; exit now if it already has."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
 def main(argv: list[str]) -> int:
     result_fd, command_fd = int(argv[1]), int(argv[2])
+    die_with(int(argv[3]))
     reader = channel.Reader(command_fd)
     setup, _ = reader.recv(600)
     try:

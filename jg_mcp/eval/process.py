@@ -3,6 +3,7 @@
 The child is a fresh interpreter (`python -m jg_mcp.eval.child`) in its own session and process group,
 with a private working directory, stdin from /dev/null and stdout/stderr captured to a log. Results come
 back on a pipe the harness created for it; an ended or silent process becomes a finding with its reason.
+The child asks the kernel to kill it when the harness dies, so a killed harness leaves no candidate behind.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class CandidateProcess:
         cwd = workdir / "cwd"
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-X", "faulthandler", "-m", "jg_mcp.eval.child", str(res_w), str(cmd_r)],
+                [sys.executable, "-X", "faulthandler", "-m", "jg_mcp.eval.child", str(res_w), str(cmd_r), str(os.getpid())],
                 pass_fds=(res_w, cmd_r),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
