@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import math
 import os
 import platform
 import subprocess
@@ -24,6 +23,7 @@ import torch
 from pydantic import BaseModel
 
 from jg_mcp import __version__, log
+from jg_mcp.eval.checks import measure
 from jg_mcp.goals import Goal, LoadedGoal, Shape, load_goal
 
 logger = log.get("jg_mcp.validate")
@@ -43,9 +43,9 @@ class Check(BaseModel):
     """`reference`, `baseline:NAME`, `solution` (compiled) or `solution:interpreted`."""
     status: Literal["ok", "failed", "skipped"]
     max_abs_err: float | None = None
-    """Largest |out - ref| over all outputs."""
+    """Largest |out - ref| over the finite elements of all outputs."""
     worst_ratio: float | None = None
-    """Largest |out - ref| / (atol + rtol * |ref|): above 1 is out of tolerance."""
+    """Largest |out - ref| / (atol + rtol * |ref|) over all outputs, inf for a NaN or inf: above 1 is out of tolerance."""
     error: str = ""
     """Why it failed or was skipped."""
 
@@ -88,14 +88,12 @@ def _as_tuple(value: Any) -> tuple:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
-def compare(goal: Goal, out: Any, ref: Any) -> tuple[float | None, float | None, str]:
-    """(max abs error, worst error/tolerance ratio, problem or ''): count, type, dtype, shape and device
-    are checked first, and a mismatch there has no error to measure."""
+def check_outputs(goal: Goal, out: Any, ref: Any) -> tuple[float | None, float | None, str]:
+    """(max abs error, worst error/tolerance ratio, problem or ''). Count, type, dtype, shape and device are
+    checked first, and a mismatch there has no error to measure; the values are judged by the eval's own check."""
     outs, refs = _as_tuple(out), _as_tuple(ref)
     if len(outs) != len(goal.outputs):
         return None, None, f"returned {len(outs)} outputs, expected {len(goal.outputs)}"
-    tol = goal.tolerance
-    max_abs = worst = 0.0
     for o, r, spec in zip(outs, refs, goal.outputs):
         if type(o) is not torch.Tensor:
             return None, None, f"output {spec.name} is a {type(o).__name__}, not a torch.Tensor"
@@ -103,17 +101,14 @@ def compare(goal: Goal, out: Any, ref: Any) -> tuple[float | None, float | None,
             return None, None, f"output {spec.name} is {o.dtype}, expected {spec.dtype}"
         if o.shape != r.shape or o.device != r.device:
             return None, None, f"output {spec.name} is {tuple(o.shape)} on {o.device}, expected {tuple(r.shape)} on {r.device}"
-        r = r.float()
-        err = torch.nan_to_num((o.float() - r).abs(), nan=math.inf)
-        ratio = err / (tol.atol + tol.rtol * r.abs())
-        max_abs, worst = max(max_abs, err.max().item()), max(worst, ratio.max().item())
-        bad = int((ratio > 1).sum())
-        if bad:
-            i = int(ratio.argmax())
-            got, want = o.flatten()[i].item(), r.flatten()[i].item()
-            problem = f"{spec.name}: {bad} of {o.numel()} elements out of tolerance, worst at flat index {i}: {got:.6g} vs {want:.6g}"
-            return max_abs, worst, problem
-    return max_abs, worst, ""
+    tol = goal.tolerance
+    measured = [measure(o, r, tol.atol, tol.rtol) for o, r in zip(outs, refs)]
+    problems = [
+        f"{spec.name}: {'; '.join(f.detail for f in m.findings)}" for m, spec in zip(measured, goal.outputs) if m.findings
+    ]
+    max_abs = max(m.stats.max_abs for m in measured)
+    worst = max(m.worst_ratio for m in measured)
+    return max_abs, worst, "; ".join(problems)
 
 
 def _reference_problem(goal: Goal, ref: Any) -> str:
@@ -136,7 +131,7 @@ def _run_check(goal: Goal, shape: Shape, label: str, fn: Callable, inputs: tuple
             torch.cuda.synchronize()
     except Exception as exc:
         return Check(goal=goal.name, shape=shape.name, check=label, status="failed", error=f"{type(exc).__name__}: {exc}")
-    max_abs, worst, problem = compare(goal, out, ref)
+    max_abs, worst, problem = check_outputs(goal, out, ref)
     status = "failed" if problem else "ok"
     return Check(goal=goal.name, shape=shape.name, check=label, status=status, max_abs_err=max_abs, worst_ratio=worst, error=problem)
 
@@ -300,7 +295,7 @@ def run(
 
 
 def check_line(c: Check) -> str:
-    err = "" if c.max_abs_err is None or c.worst_ratio is None else f" max_abs_err={c.max_abs_err:.3g} worst/tol={c.worst_ratio:.3g}"
+    err = "" if c.max_abs_err is None or c.worst_ratio is None else f" max_abs_err={c.max_abs_err:.3g} max_err/tol={c.worst_ratio:.3g}"
     why = f"  {c.error}" if c.error else ""
     return f"{c.status:8s}{c.goal:20s} {c.shape:44s} {c.check:24s}{err}{why}".rstrip()
 

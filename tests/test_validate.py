@@ -38,7 +38,7 @@ def test_a_wrong_baseline_fails_naming_goal_shape_and_error(tmp_path, capsys):
     assert rc == 1
     assert "FAILED  softmax at shape tiny, baseline:torch_softmax: probs:" in err
     assert "FAILED  softmax at shape ragged_long, baseline:torch_softmax" in err
-    assert "out of tolerance" in err and "1 goals" in out
+    assert "elements outside atol 1e-06 + rtol 0.01" in err and "1 goals" in out
 
 
 def test_a_wrong_reference_fails_against_baselines_and_solution(tmp_path, capsys):
@@ -93,25 +93,41 @@ def test_json_report_records_checks_and_versions(tmp_path, capsys):
 @pytest.mark.parametrize(
     "out, problem",
     [
-        (torch.full((2, 3), float("nan"), dtype=torch.bfloat16), "6 of 6 elements out of tolerance"),
+        (torch.full((2, 3), float("nan"), dtype=torch.bfloat16), "out: 6 of 6 elements NaN/inf where the reference is finite"),
         (torch.zeros(2, 3), "is torch.float32, expected bfloat16"),
         (torch.zeros(3, 2, dtype=torch.bfloat16), "is (3, 2) on cpu, expected (2, 3)"),
         ((torch.zeros(2, 3, dtype=torch.bfloat16),) * 2, "returned 2 outputs, expected 1"),
         ([[0.0] * 3] * 2, "is a list, not a torch.Tensor"),
     ],
 )
-def test_compare_rejects_nan_wrong_dtype_shape_and_count(out, problem):
+def test_check_outputs_rejects_nan_wrong_dtype_shape_and_count(out, problem):
     goal = load_goal(REPO / "goals" / "swiglu.yaml").goal
-    _, _, found = validate.compare(goal, out if not isinstance(out, list) else (out,), torch.zeros(2, 3))
+    _, _, found = validate.check_outputs(goal, out if not isinstance(out, list) else (out,), torch.zeros(2, 3))
     assert problem in found
 
 
-def test_compare_measures_error_against_the_tolerance():
+def test_check_outputs_measures_error_against_the_tolerance():
     goal = load_goal(REPO / "goals" / "swiglu.yaml").goal
     ref = torch.tensor([1.0, 2.0])
-    max_abs, worst, problem = validate.compare(goal, torch.tensor([1.0, 2.0625], dtype=torch.bfloat16), ref)
-    assert problem.startswith("out: 1 of 2 elements") and max_abs == pytest.approx(0.0625)
-    assert worst == pytest.approx(0.0625 / (0.001 + 0.015 * 2.0))
+    max_abs, worst, problem = validate.check_outputs(goal, torch.tensor([1.0, 2.0625], dtype=torch.bfloat16), ref)
+    assert problem.startswith("out: 1 of 2 elements outside atol 0.001 + rtol 0.015; worst at [1]: 2.0625 vs reference 2")
+    assert max_abs == pytest.approx(0.0625) and worst == pytest.approx(0.0625 / (0.001 + 0.015 * 2.0))
+
+
+def test_check_outputs_passes_within_tolerance_and_reports_the_margin():
+    goal = load_goal(REPO / "goals" / "swiglu.yaml").goal
+    out, ref = torch.tensor([1.0, 2.0], dtype=torch.bfloat16), torch.tensor([1.0, 2.0078125])
+    max_abs, worst, problem = validate.check_outputs(goal, out, ref)
+    assert problem == "" and max_abs == 0.0078125 and worst == pytest.approx(0.0078125 / (0.001 + 0.015 * 2.0078125))
+
+
+def test_check_outputs_judges_every_output_and_names_the_wrong_one():
+    goal = load_goal(REPO / "goals" / "rope.yaml").goal
+    ref = (torch.ones(2, 3), torch.ones(2, 3))
+    out = (torch.ones(2, 3, dtype=torch.bfloat16), torch.full((2, 3), 1.5, dtype=torch.bfloat16))
+    max_abs, worst, problem = validate.check_outputs(goal, out, ref)
+    assert problem.startswith("k_out: 6 of 6 elements outside") and "q_out" not in problem
+    assert max_abs == 0.5 and worst == pytest.approx(0.5 / 0.012)
 
 
 def test_markdown_lists_each_timing():

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -39,7 +40,18 @@ def decode(desc: dict[str, Any], blob: bytes) -> torch.Tensor:
     return raw.view(getattr(torch, desc["dtype"])).reshape(desc["shape"])
 
 
-def compare(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> tuple[ErrorStats, list[Finding]]:
+class Measured(NamedTuple):
+    """One output judged against its reference."""
+
+    stats: ErrorStats
+    findings: list[Finding]
+    """Empty when the output is correct."""
+    worst_ratio: float
+    """Largest |out - ref| / (atol + rtol |ref|) over the elements, inf where a value is poison, NaN or inf
+    (or does not match a non-finite reference): above 1 is out of tolerance."""
+
+
+def measure(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> Measured:
     """Elementwise |out - ref| <= atol + rtol |ref| in float64; poison, NaN and inf are classified apart."""
     out = out.to(ref.device)
     o, r = out.double(), ref.double()
@@ -55,8 +67,11 @@ def compare(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> t
     err = torch.where(r_finite & o_finite, (o - r).abs(), torch.zeros_like(o))
     bound = atol + rtol * r.abs()
     outside = r_finite & o_finite & (err > bound)
-    bad = outside | nonfinite | poison | mismatch_special
-    excess = torch.where(bad, torch.where(r_finite & o_finite, err - bound, torch.full_like(o, float("inf"))), -bound)
+    special = nonfinite | poison | mismatch_special
+    bad = outside | special
+    # err / bound is inf where the bound is 0 (atol = rtol = 0) and the error is not; 0 / 0 counts as 0.
+    ratio = torch.where(special, math.inf, torch.where(err > 0, err / bound, 0.0))
+    excess = torch.where(bad, torch.where(r_finite & o_finite, err - bound, torch.full_like(o, math.inf)), -bound)
     worst = int(torch.argmax(excess.reshape(-1)))
     index = [int(i) for i in torch.unravel_index(torch.tensor(worst), out.shape)] if out.dim() else []
     big = r_finite & (r.abs() > atol)
@@ -90,7 +105,13 @@ def compare(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> t
                 f"{stats.worst_value:.6g} vs reference {stats.worst_reference:.6g}",
             )
         )
-    return stats, found
+    return Measured(stats, found, float(ratio.max()) if ratio.numel() else 0.0)
+
+
+def compare(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> tuple[ErrorStats, list[Finding]]:
+    """`measure` without the ratio: the (stats, findings) pair the harness records."""
+    measured = measure(out, ref, atol, rtol)
+    return measured.stats, measured.findings
 
 
 def sha256_tensors(inputs: tuple) -> list[str | None]:

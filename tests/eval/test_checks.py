@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
 import torch
 
-from jg_mcp.eval.checks import compare, decode, metadata_findings
+from jg_mcp.eval.checks import compare, decode, measure, metadata_findings
 from jg_mcp.eval.report import Reason
 
 
@@ -51,6 +54,38 @@ def test_reference_inf_must_be_matched():
     ref = torch.tensor([float("inf"), 1.0])
     assert compare(torch.tensor([float("inf"), 1.0]), ref, 0.0, 0.0)[1] == []
     assert [f.reason for f in compare(torch.tensor([1e30, 1.0]), ref, 0.0, 0.0)[1]] == [Reason.NONFINITE]
+
+
+def test_the_worst_ratio_is_the_largest_error_over_its_tolerance():
+    ref = torch.tensor([[1.0, 2.0], [-4.0, 0.0]])
+    out = torch.tensor([[1.0, 2.0], [-4.04, 0.015]])
+    measured = measure(out, ref, 0.02, 0.01)
+    assert measured.findings == [] and measured.stats.max_abs == pytest.approx(0.04, abs=1e-6)
+    assert measured.worst_ratio == pytest.approx(0.015 / 0.02, abs=1e-5)
+    assert compare(out, ref, 0.02, 0.01) == (measured.stats, measured.findings)
+
+
+def test_the_worst_ratio_is_above_one_exactly_when_values_are_out_of_tolerance():
+    ref = torch.ones(4)
+    assert measure(ref + 0.0299, ref, 0.02, 0.01).worst_ratio < 1
+    wrong = measure(ref + torch.tensor([0.0, 0.0, 0.09, 0.0]), ref, 0.02, 0.01)
+    assert [f.reason for f in wrong.findings] == [Reason.INCORRECT]
+    assert wrong.worst_ratio == pytest.approx(3.0, rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    "out, ref, atol, expected",
+    [
+        (torch.tensor([1.0, float("nan")]), torch.tensor([1.0, 1.0]), 0.02, math.inf),
+        (_poisoned((2,), torch.bfloat16), torch.ones(2), 0.02, math.inf),
+        (torch.tensor([float("inf"), 1.0]), torch.tensor([float("inf"), 1.0]), 0.0, 0.0),
+        (torch.tensor([2.0, 1.0]), torch.tensor([float("inf"), 1.0]), 0.0, math.inf),
+        (torch.tensor([0.0, 1.0]), torch.tensor([0.0, 1.0]), 0.0, 0.0),
+        (torch.tensor([1e-9, 1.0]), torch.tensor([0.0, 1.0]), 0.0, math.inf),
+    ],
+)
+def test_the_worst_ratio_of_nonfinite_poison_and_zero_tolerance(out, ref, atol, expected):
+    assert measure(out, ref, atol, 0.0).worst_ratio == expected
 
 
 def test_metadata_problems_are_named():
