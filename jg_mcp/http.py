@@ -15,12 +15,14 @@ import ipaddress
 import json
 import secrets
 from collections.abc import Callable
+from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
 import anyio
 import uvicorn
 from mcp.server import MCPServer
+from mcp.server.connection import Connection
+from mcp.server.session import ServerSession
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
@@ -110,6 +112,23 @@ class Gate:
         await self.app(scope, receive, send)
 
 
+def connection_of(request_session: ServerSession) -> Connection:
+    """The client connection behind a request's ServerSession.
+
+    mcp 2.3.0 builds a ServerSession per request and keeps the per-client Connection (whose `state`,
+    `session_id` and `exit_stack` are public, documented for per-connection state and cleanup) in
+    its private `_connection`, with no public accessor (python-sdk issue #2098; its own tests read
+    it so). The public alternatives fall short: the `mcp-session-id` header of `request_context.request`
+    is absent on `initialize`, which opens the session, and only the Connection's exit_stack learns
+    every way a session ends (DELETE, idle timeout, a crash). tests/test_http.py checks this attribute,
+    so an SDK upgrade that moves it fails there; then use the public accessor it brings."""
+    connection = getattr(request_session, "_connection", None)
+    if not isinstance(connection, Connection):
+        raise RuntimeError(f"mcp {version('mcp')}: ServerSession._connection is {type(connection).__name__}, "
+                           "not a Connection; jg_mcp.http.connection_of needs the SDK's new accessor")
+    return connection
+
+
 class ConnectionPool:
     """One Session per MCP connection (streamable HTTP session), closed when the connection ends."""
 
@@ -117,14 +136,14 @@ class ConnectionPool:
         self.make_session = make_session
         self.open: list[Session] = []
 
-    def get(self, connection: Any) -> Session:
-        # The SDK hands out a ServerSession per request; the Connection behind it is per client.
-        conn = connection._connection
+    def get(self, request_session: ServerSession) -> Session:
+        conn = connection_of(request_session)
         session = conn.state.get("jg_mcp.session")
         if session is None:
             session = self.make_session()
             conn.state["jg_mcp.session"] = session
             self.open.append(session)
+            conn.exit_stack.callback(conn.state.pop, "jg_mcp.session", None)  # runs last: frees the Session
             conn.exit_stack.callback(self.release, session, "client disconnected")
             logger.info("session started", run_id=session.run_id, workspace=str(session.workspace.root))
         return session

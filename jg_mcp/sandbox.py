@@ -8,22 +8,30 @@ own source are hidden behind empty read-only tmpfs mounts. GPU device nodes are 
 
 Limits: RLIMIT_FSIZE caps every file a command writes; RLIMIT_NPROC caps processes and
 threads. The kernel never applies RLIMIT_NPROC to root, so a root server has bwrap drop
-the command to an unprivileged uid (`setpriv`, after the mounts are made); the uid's
-processes are counted across all of this server's sessions. The sandbox's pid 1 dies with
-the server (`--die-with-parent`) and when its command returns; then the kernel kills every
-process in the namespace, so nothing a command starts, daemons included, outlives it.
+the command to an unprivileged uid (`setpriv`, after the mounts are made). RLIMIT_NPROC
+counts every process of a uid, so each sandbox (one per session) takes a uid of its own
+from a `UidPool`: one session's fork bomb exhausts its own cap, not the others'. (A server
+that is not root runs commands under its own uid, so its sessions share one cap.)
+
+The sandbox's pid 1 dies with the server (`--die-with-parent`) and when its command
+returns; then the kernel kills every process in the namespace, so nothing a command
+starts, daemons included, outlives it.
 """
 
 from __future__ import annotations
 
 import glob
+import grp
 import os
+import pwd
 import re
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
+import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -49,17 +57,21 @@ SECRET = re.compile(
 
 
 class SandboxError(JgError):
-    """bubblewrap was required but cannot run here."""
+    """bubblewrap was required but cannot run here, or no sandbox uid is free."""
 
 
 class SandboxLimits(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     max_processes: int = 1024
-    """RLIMIT_NPROC: processes and threads of the sandbox uid; stops fork bombs."""
+    """RLIMIT_NPROC: processes and threads of one session's sandbox uid (as root); stops fork bombs."""
     max_file_bytes: int = 8 * 1024**3
     """RLIMIT_FSIZE: the largest file a command may write; a larger write gets SIGXFSZ/EFBIG."""
-    uid: int = 61000
-    """The unprivileged uid (and gid) commands run as when the server runs as root."""
+    first_uid: int = 61000
+    """The first unprivileged uid (and gid) commands run as when the server runs as root; each live
+    session takes its own from first_uid .. first_uid + uid_count - 1."""
+    uid_count: int = 184
+    """How many uids the sessions may take: the most sandboxed sessions served at once as root. The
+    default range ends below systemd's DynamicUser range (61184-65519)."""
 
 
 def is_secret(name: str) -> bool:
@@ -101,6 +113,93 @@ def python_dirs() -> list[Path]:
     return sorted(dirs)
 
 
+def running_uids() -> set[int]:
+    """The real uids of the running processes (what RLIMIT_NPROC counts)."""
+    uids = set()
+    for status in glob.glob("/proc/[0-9]*/status"):
+        try:
+            with open(status) as f:
+                line = next(ln for ln in f if ln.startswith("Uid:"))
+        except (OSError, StopIteration):
+            continue
+        uids.add(int(line.split()[1]))
+    return uids
+
+
+def names_an_account(uid: int) -> bool:
+    """True when `uid` is a user, or as a gid a group, of the account databases."""
+    for lookup in (pwd.getpwuid, grp.getgrgid):
+        try:
+            lookup(uid)
+            return True
+        except KeyError:
+            pass
+    return False
+
+
+class UidPool:
+    """The sandbox uids this server process hands out, one per live sandbox. A uid is free when no
+    other sandbox here holds it, no user or group has it, and no running process has it as its real
+    uid (a closed session's processes still dying, another server's command)."""
+
+    def __init__(self) -> None:
+        self.held: set[int] = set()
+        self._lock = threading.Lock()
+
+    def take(self, first: int, count: int) -> int:
+        with self._lock:
+            busy = self.held | running_uids()
+            for uid in range(first, first + count):
+                if uid not in busy and not names_an_account(uid):
+                    self.held.add(uid)
+                    return uid
+        raise SandboxError(
+            f"no free sandbox uid in {first}..{first + count - 1} ({len(self.held)} held by live sessions "
+            "here; the rest are accounts or run processes): close sessions or widen SandboxLimits.uid_count"
+        )
+
+    def give_back(self, uid: int) -> None:
+        with self._lock:
+            self.held.discard(uid)
+
+
+UIDS = UidPool()
+"""The pool every Bwrap takes from unless given another."""
+
+
+def chown_tree(root: Path, uid: int, keep: Iterable[str] = ()) -> None:
+    """chown everything under `root` (not `root` itself, nor its entries named in `keep`) to `uid`, through
+    directory fds without following links, so a command running meanwhile cannot redirect it outside."""
+    keep = set(keep)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    root_fd = os.open(root, flags)
+    stack = [(root_fd, os.scandir(root_fd))]
+    try:
+        while stack:
+            dfd, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                entries.close()
+                os.close(dfd)
+                stack.pop()
+                continue
+            if dfd == root_fd and entry.name in keep:
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+                if st.st_uid != uid:
+                    os.chown(entry.name, uid, uid, dir_fd=dfd, follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode) and len(stack) < MAX_HAND_OVER_DEPTH:
+                    child = os.open(entry.name, flags, dir_fd=dfd)
+                    stack.append((child, os.scandir(child)))
+            except OSError:
+                continue
+    finally:
+        for dfd, entries in stack:
+            entries.close()
+            os.close(dfd)
+
+
 def closed_ancestors(paths: Iterable[Path], uid: int) -> list[Path]:
     """The outermost directory above each path that `uid` may not search (e.g. /root, mode 700).
     The sandbox replaces each with an empty tmpfs and binds back only the paths it needs."""
@@ -116,7 +215,8 @@ def closed_ancestors(paths: Iterable[Path], uid: int) -> list[Path]:
 
 
 class Bwrap:
-    """Wraps a command's argv in bubblewrap for one workspace; see the module docstring."""
+    """Wraps a command's argv in bubblewrap for one workspace; see the module docstring. As root it
+    holds a uid of its own from `uids` until `release` or until it is garbage-collected."""
 
     def __init__(
         self,
@@ -125,6 +225,7 @@ class Bwrap:
         limits: SandboxLimits | None = None,
         keep_root_owned: Iterable[str] = ("reference.py",),
         bwrap: str | None = None,
+        uids: UidPool = UIDS,
     ):
         self.workspace = Path(workspace)
         self.hidden = [Path(p).resolve() for p in hidden]
@@ -134,10 +235,30 @@ class Bwrap:
         self.as_root = os.geteuid() == 0
         self.env = sandbox_env(os.environ)
         """The environment inside; bwrap clears the rest."""
+        self.uids = uids
+        self._uid: int | None = None
+        self._give_back: weakref.finalize | None = None
 
     def for_workspace(self, workspace: Path) -> Bwrap:
-        """The same sandbox around another workspace (one per session)."""
-        return Bwrap(workspace, self.hidden, self.limits, self.keep_root_owned, self.bwrap)
+        """The same sandbox around another workspace (one per session). As root it takes its uid now,
+        so a full pool fails the session's start rather than its first command."""
+        sandbox = Bwrap(workspace, self.hidden, self.limits, self.keep_root_owned, self.bwrap, self.uids)
+        if sandbox.as_root:
+            sandbox.uid()
+        return sandbox
+
+    def uid(self) -> int:
+        """The uid (and gid) this sandbox's commands run as under a root server; taken on first use."""
+        if self._uid is None:
+            self._uid = self.uids.take(self.limits.first_uid, self.limits.uid_count)
+            self._give_back = weakref.finalize(self, self.uids.give_back, self._uid)
+        return self._uid
+
+    def release(self) -> None:
+        """Give the uid back; a later command takes a new one. Safe to call twice."""
+        if self._give_back is not None:
+            self._give_back()
+        self._uid = self._give_back = None
 
     def wrap(self, argv: list[str]) -> list[str]:
         """The sandboxed argv for `argv`; as root, first hands the workspace to the sandbox uid."""
@@ -158,7 +279,8 @@ class Bwrap:
         for key, value in self.env.items():
             args += ["--setenv", key, value]
         if self.as_root:
-            args += ["--", "setpriv", f"--reuid={lim.uid}", f"--regid={lim.uid}", "--clear-groups", "--no-new-privs"]
+            uid = self.uid()
+            args += ["--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
         return [*args, "--", *argv]
 
     def _mounts(self, ws: Path) -> list[str]:
@@ -168,7 +290,7 @@ class Bwrap:
         reach = [ws, *python_dirs()]
         if self.as_root:
             self._hand_over(ws)
-            masked += [d for d in closed_ancestors(reach, self.limits.uid) if d not in masked]
+            masked += [d for d in closed_ancestors(reach, self.uid()) if d not in masked]
         covers = [*masked, Path("/tmp")]
         binds = [p for p in reach if p == ws or any(_inside(p, m) and m != p for m in covers)]
         args: list[str] = []
@@ -187,46 +309,20 @@ class Bwrap:
 
     def _cache_dir(self, ws: Path) -> Path:
         """The session's compile caches (Triton, pip, ...), kept across commands beside the workspace
-        and outside it, so cached binaries are neither recorded nor part of the solution."""
+        and outside it, so cached binaries are neither recorded nor part of the solution. As root it
+        belongs to this sandbox's uid (handed over whole when an earlier sandbox's uid owned it)."""
         cache = ws.parent / f".{ws.name}.cache"
         cache.mkdir(mode=0o700, exist_ok=True)
-        if self.as_root and cache.stat().st_uid != self.limits.uid:
-            os.chown(cache, self.limits.uid, self.limits.uid)
+        if self.as_root and cache.stat().st_uid != self.uid():
+            os.chown(cache, self.uid(), self.uid())
+            chown_tree(cache, self.uid())
         return cache
 
     def _hand_over(self, ws: Path) -> None:
-        """chown the workspace tree to the sandbox uid, through directory fds without following links
-        (a command running meanwhile cannot redirect it outside). The root stays root-owned with the
-        sticky bit, so root-owned goal copies cannot be deleted or replaced."""
-        uid = self.limits.uid
+        """chown the workspace tree to this sandbox's uid. The root stays root-owned with the sticky bit,
+        so root-owned goal copies cannot be deleted or replaced."""
         os.chmod(ws, 0o1777)
-        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-        root_fd = os.open(ws, flags)
-        stack = [(root_fd, os.scandir(root_fd))]
-        try:
-            while stack:
-                dfd, entries = stack[-1]
-                entry = next(entries, None)
-                if entry is None:
-                    entries.close()
-                    os.close(dfd)
-                    stack.pop()
-                    continue
-                if dfd == root_fd and entry.name in self.keep_root_owned:
-                    continue
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                    if st.st_uid != uid:
-                        os.chown(entry.name, uid, uid, dir_fd=dfd, follow_symlinks=False)
-                    if stat.S_ISDIR(st.st_mode) and len(stack) < MAX_HAND_OVER_DEPTH:
-                        child = os.open(entry.name, flags, dir_fd=dfd)
-                        stack.append((child, os.scandir(child)))
-                except OSError:
-                    continue
-        finally:
-            for dfd, entries in stack:
-                entries.close()
-                os.close(dfd)
+        chown_tree(ws, self.uid(), self.keep_root_owned)
 
 
 def probe(sandbox: Bwrap, where: Path) -> str | None:
@@ -242,8 +338,12 @@ def probe(sandbox: Bwrap, where: Path) -> str | None:
     try:
         ws = trial_dir / "workspace"
         ws.mkdir()
-        argv = sandbox.for_workspace(ws).wrap(["/bin/sh", "-c", "echo ok > probe && cat $PWD/probe"])
-        done = subprocess.run(argv, cwd=ws, capture_output=True, text=True, timeout=30)
+        trial = sandbox.for_workspace(ws)
+        try:
+            argv = trial.wrap(["/bin/sh", "-c", "echo ok > probe && cat $PWD/probe"])
+            done = subprocess.run(argv, cwd=ws, capture_output=True, text=True, timeout=30)
+        finally:
+            trial.release()
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap failed to start: {exc}"
     finally:
@@ -251,7 +351,8 @@ def probe(sandbox: Bwrap, where: Path) -> str | None:
     if done.returncode != 0 or done.stdout.strip() != "ok":
         hint = ""
         if sandbox.as_root:
-            hint = (f" (commands run as uid {sandbox.limits.uid}: the workspace's parent directories and the "
+            first, last = sandbox.limits.first_uid, sandbox.limits.first_uid + sandbox.limits.uid_count - 1
+            hint = (f" (commands run as a uid in {first}..{last}: the workspace's parent directories and the "
                     "Python environment must be searchable by it, and unprivileged user namespaces enabled)")
         return f"bubblewrap cannot sandbox here (exit {done.returncode}): {done.stderr.strip()[:500]}{hint}"
     return None

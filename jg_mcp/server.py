@@ -29,16 +29,16 @@ MAX_TIMEOUT_S = 3600
 
 
 class SessionPool(Protocol):
-    """Finds the Session behind a connection (one for stdio, one per client over HTTP)."""
+    """Finds the Session behind a request's ServerSession (one for stdio, one per client over HTTP)."""
 
-    def get(self, connection: Any) -> Session: ...
+    def get(self, request_session: Any) -> Session: ...
 
 
 class SingleSession:
     def __init__(self, session: Session):
         self.session = session
 
-    def get(self, connection: Any) -> Session:
+    def get(self, request_session: Any) -> Session:
         return self.session
 
 

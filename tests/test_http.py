@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -14,11 +15,14 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from jg_mcp.http import is_loopback, security_settings
+from jg_mcp.http import connection_of, is_loopback, security_settings
 from jg_mcp.transcript import read_transcript
 from tests.conftest import GEMM_FP8
+from tests.test_sandbox_escapes import BWRAP_MISSING
 
 pytestmark = pytest.mark.slow
 TOKEN = "test-token-" + "x" * 32
@@ -210,3 +214,79 @@ def test_a_non_loopback_bind_accepts_only_its_own_and_allowed_host_names():
     assert "http://gpu-box.internal:*" in settings.allowed_origins
     assert not any("0.0.0.0" in h for h in security_settings("0.0.0.0").allowed_hosts)
     assert is_loopback("::1") and is_loopback("localhost") and not is_loopback("10.1.2.3")
+
+
+def test_the_sdk_still_keeps_each_clients_connection_where_connection_of_reads_it():
+    """connection_of reads a private SDK attribute (mcp 2.3.0): this fails first when an upgrade moves it."""
+    server = MCPServer("probe")
+    closed: list[int] = []
+
+    def count(ctx: Context) -> int:
+        """Calls so far on this connection."""
+        connection = connection_of(ctx.request_context.session)
+        calls = connection.state["calls"] = connection.state.get("calls", 0) + 1
+        if calls == 1:
+            connection.exit_stack.callback(closed.append, 1)
+        return calls
+
+    server.add_tool(count)
+
+    async def two_clients() -> list[int]:
+        counts = []
+        with anyio.fail_after(30):
+            for _ in range(2):
+                async with Client(server, mode="legacy") as c:  # the handshake era, as served over HTTP
+                    for _ in range(2):
+                        counts.append((await c.call_tool("count", {})).structured_content["result"])
+        return counts
+
+    assert anyio.run(two_clients) == [1, 2, 1, 2]
+    assert closed == [1, 1]
+
+
+FILL_PROCESS_CAP = """python - <<'EOF'
+import pathlib, subprocess, time
+sleeps = []
+try:
+    while True:
+        sleeps.append(subprocess.Popen(["sleep", "300"]))
+except OSError as exc:
+    pathlib.Path("full").write_text(f"{len(sleeps)} {exc.errno}")
+while not pathlib.Path("go").exists():
+    time.sleep(0.05)
+EOF"""
+
+
+@pytest.mark.skipif(BWRAP_MISSING is not None or os.geteuid() != 0,
+                    reason=BWRAP_MISSING or "per-session process caps need a root server (one uid per session)")
+def test_a_session_at_its_process_cap_leaves_the_other_sessions_free_to_fork(tmp_path):
+    async def fill_a_then_fork_in_b(server: HttpServer):
+        with anyio.fail_after(120):
+            async with client(server) as a, client(server) as b:
+                where_a, uid_a = (await a.call_tool("run_command", {"command": "pwd; id -u"})).structured_content[
+                    "stdout"].split()
+                uid_b = (await b.call_tool("run_command", {"command": "id -u"})).structured_content["stdout"].strip()
+                filled = {}
+                async with anyio.create_task_group() as tg:
+
+                    async def fill() -> None:
+                        call = await a.call_tool("run_command", {"command": FILL_PROCESS_CAP, "timeout_s": 90})
+                        filled.update(call.structured_content)
+
+                    tg.start_soon(fill)
+                    while not (Path(where_a) / "full").exists():
+                        await anyio.sleep(0.05)
+                    forked = await b.call_tool(
+                        "run_command", {"command": "for i in $(seq 20); do sleep 1 & done; wait; echo forked"})
+                    a_still_full = not filled
+                    (Path(where_a) / "go").touch()
+                full = (Path(where_a) / "full").read_text().split()
+                return uid_a, uid_b, full, a_still_full, forked.structured_content, filled
+
+    with HttpServer(tmp_path, "--sandbox", "bwrap", "--max-processes", "40") as server:
+        uid_a, uid_b, full, a_still_full, forked, filled = anyio.run(fill_a_then_fork_in_b, server)
+    sleeps, errno = map(int, full)
+    assert errno == 11 and 30 <= sleeps < 40, full  # EAGAIN: a's own cap of 40 processes
+    assert a_still_full and filled["exit_code"] == 0, filled
+    assert forked["stdout"] == "forked\n" and "Resource temporarily unavailable" not in forked["stderr"], forked
+    assert uid_a != uid_b

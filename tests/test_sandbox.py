@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import anyio
 import pytest
 
 from jg_mcp.runner import Runner
-from jg_mcp.sandbox import Bwrap, is_secret, sandbox_env
+from jg_mcp.sandbox import Bwrap, SandboxError, SandboxLimits, UidPool, is_secret, sandbox_env
 from jg_mcp.transcript import read_transcript
 from tests.conftest import GEMM_FP8
 from tests.test_sandbox_escapes import BWRAP_MISSING
@@ -88,3 +89,60 @@ def test_home_and_tmp_are_private_but_the_compile_cache_survives_between_command
     assert second.stdout == "kept\n"
     assert "'/tmp/t': No such file" in second.stderr and "'/tmp/home/h': No such file" in second.stderr
     assert sorted(p.name for p in ws.iterdir()) == []
+
+
+def test_each_sandbox_takes_its_own_uid_and_gives_it_back_when_released_or_collected(tmp_path):
+    pool, limits = UidPool(), SandboxLimits(first_uid=62000, uid_count=3)
+    template = Bwrap(tmp_path, limits=limits, uids=pool)
+    a, b = Bwrap(tmp_path / "a", limits=limits, uids=pool), template.for_workspace(tmp_path / "b")
+    uid_a, uid_b = a.uid(), b.uid()
+    assert uid_a != uid_b and a.uid() == uid_a and pool.held == {uid_a, uid_b}
+    a.release()
+    a.release()
+    del b
+    gc.collect()
+    assert pool.held == set()
+    c, d, e = (Bwrap(tmp_path / n, limits=limits, uids=pool) for n in "cde")
+    assert sorted([c.uid(), d.uid(), e.uid()]) == [62000, 62001, 62002]
+    with pytest.raises(SandboxError, match="no free sandbox uid in 62000..62002"):
+        Bwrap(tmp_path / "f", limits=limits, uids=pool).uid()
+
+
+def test_a_uid_that_names_an_account_or_runs_a_process_is_not_handed_out():
+    pool = UidPool()
+    with pytest.raises(SandboxError, match="no free sandbox uid"):
+        pool.take(0, 1)  # root: an account, and it runs processes
+    if os.geteuid() != 0:
+        pytest.skip("starting a process under another uid needs root")
+    busy = subprocess.Popen(["setpriv", "--reuid=62100", "--regid=62100", "--clear-groups", "sh", "-c",
+                             "echo up; exec sleep 60"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert busy.stdout.readline() == "up\n"  # now running as 62100
+        assert pool.take(62100, 2) == 62101
+    finally:
+        busy.kill()
+        busy.wait()
+
+
+@pytest.mark.skipif(BWRAP_MISSING is not None or os.geteuid() != 0,
+                    reason=BWRAP_MISSING or "sandbox uids are used only by a root server")
+def test_a_workspace_handed_to_a_sandbox_with_another_uid_stays_writable_compile_cache_included(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    first = Bwrap(ws)
+    second = Bwrap(ws)  # takes another uid while `first` holds its own
+
+    async def commands():
+        with anyio.fail_after(60):
+            wrote = await Runner(ws, wrap=first.wrap).run(
+                "mkdir -p d $TRITON_CACHE_DIR && echo 1 > d/f && echo 1 > $TRITON_CACHE_DIR/k && id -u", 30)
+            (ws / "from_server.txt").write_text("server\n")
+            again = await Runner(ws, wrap=second.wrap).run(
+                "echo 2 >> d/f && echo 2 >> $TRITON_CACHE_DIR/k && echo ok >> from_server.txt && id -u", 30)
+            return wrote, again
+
+    wrote, again = anyio.run(commands)
+    assert wrote.exit_code == 0 and again.exit_code == 0, (wrote.stderr, again.stderr)
+    assert wrote.stdout != again.stdout
+    assert (ws / "d" / "f").read_text() == "1\n2\n" and (ws / "from_server.txt").read_text() == "server\nok\n"
+    assert (tmp_path / ".ws.cache" / "triton" / "k").read_text() == "1\n2\n"

@@ -49,12 +49,16 @@ class Env:
         self.runs, self.transcripts = root / "runs", root / "transcripts"
         hidden = [self.goal_path.parent, self.runs, self.transcripts, Path(jg_mcp.__file__).parent]
         self.template = Bwrap(self.runs, hidden, limits or SandboxLimits())
+        self.sandboxes: list[Bwrap] = []
         self.sessions = [self.new_session(), self.new_session()]
 
     def new_session(self) -> Session:
         run_id = f"run-{uuid.uuid4().hex[:8]}"
         ws = self.runs / run_id / "workspace"
-        wrap = self.template.for_workspace(ws).wrap if self.mode == "bwrap" else None
+        wrap = None
+        if self.mode == "bwrap":
+            self.sandboxes.append(self.template.for_workspace(ws))
+            wrap = self.sandboxes[-1].wrap
         return Session(self.goal, workspace_dir=ws, transcripts_dir=self.transcripts, runs_dir=self.runs,
                        run_id=run_id, sandbox=self.mode, wrap=wrap)
 
@@ -72,6 +76,8 @@ class Env:
     def close(self) -> None:
         for s in self.sessions:
             s.close("test finished")
+        for sandbox in self.sandboxes:
+            sandbox.release()
 
 
 @pytest.fixture(params=["bwrap", "none"])
