@@ -5,6 +5,10 @@ eval/solutions/. With --do-bench each baseline is also timed by triton.testing.d
 goal, evaluated twice (alone, then within the full pass), gives the repeat agreement per shape.
 
     python eval/bench_eval_overhead.py [--goal gemm_fp8] [--only-one] [--do-bench] [--out DIR] [--goals G ...]
+        [--timing block_ms=0 ...]
+
+`--timing KEY=VALUE` overrides a timing parameter (jg_mcp/eval/timing.py DEFAULTS) for every eval of the run,
+so two runs, one per setting, compare timing methods against do_bench on the same machine.
 
 Writes DIR/eval.json (every report plus the figures) and DIR/eval.md after each goal, so an
 interrupted run still leaves what it finished.
@@ -28,11 +32,12 @@ from jg_mcp.eval import EvalOptions, EvalReport, evaluate  # noqa: E402
 from jg_mcp.eval.report import markdown  # noqa: E402
 
 
-def run_one(goal: str, root: Path, do_bench: bool) -> tuple[EvalReport, float]:
+def run_one(goal: str, root: Path, do_bench: bool, timing: dict) -> tuple[EvalReport, float]:
     ws = Path(tempfile.mkdtemp(prefix=f"{goal}-", dir=root))
     shutil.copyfile(REPO / "eval" / "solutions" / goal / "solution.py", ws / "solution.py")
     start = time.monotonic()
-    report = evaluate(EvalOptions(goal=REPO / "goals" / f"{goal}.yaml", workspace=ws, do_bench=do_bench))
+    options = EvalOptions(goal=REPO / "goals" / f"{goal}.yaml", workspace=ws, do_bench=do_bench, timing=timing)
+    report = evaluate(options)
     return report, time.monotonic() - start
 
 
@@ -57,6 +62,9 @@ def do_bench_agreement(reports: list[EvalReport]) -> list[dict]:
                             "harness_ms": t.median_ms,
                             "do_bench_ms": t.do_bench_ms,
                             "diff_pct": 100 * (t.median_ms / t.do_bench_ms - 1),
+                            "block": t.block,
+                            "sm_mhz": s.clocks.sm_mhz_median if s.clocks else None,
+                            "power_cap_share": s.clocks.slowdowns.get("sw_power_cap", 0.0) if s.clocks else None,
                         }
                     )
     return rows
@@ -67,6 +75,7 @@ def repeat_agreement(a: EvalReport, b: EvalReport) -> list[dict]:
     for sa, sb in zip(a.shapes, b.shapes):
         if sa.candidate and sb.candidate:
             m1, m2 = sa.candidate.median_ms, sb.candidate.median_ms
+            x1, x2 = max(sa.speedup.values(), default=0.0), max(sb.speedup.values(), default=0.0)
             rows.append(
                 {
                     "goal": a.goal,
@@ -74,6 +83,7 @@ def repeat_agreement(a: EvalReport, b: EvalReport) -> list[dict]:
                     "first_ms": m1,
                     "second_ms": m2,
                     "diff_pct": 100 * abs(m1 - m2) / min(m1, m2),
+                    "speedup_diff_pct": 100 * abs(x1 - x2) / min(x1, x2) if min(x1, x2) > 0 else None,
                 }
             )
     return rows
@@ -108,7 +118,9 @@ def main() -> int:
     p.add_argument("--do-bench", action="store_true", help="cross-check baselines with triton.testing.do_bench")
     p.add_argument("--out", type=Path, default=Path("eval-bench-out"), help="where eval.json and eval.md go")
     p.add_argument("--goals", nargs="+", help="the goals of the full pass (default: every goal with a solution)")
+    p.add_argument("--timing", nargs="+", default=[], metavar="KEY=VALUE", help="timing parameter overrides")
     args = p.parse_args()
+    timing = {k: float(v) for k, v in (item.split("=", 1) for item in args.timing)}
     log.configure("WARNING")
     goals = sorted(
         d.name
@@ -117,16 +129,16 @@ def main() -> int:
     )
     goals = [g for g in goals if not args.goals or g in args.goals]
     root = Path(tempfile.mkdtemp(prefix="jg-bench-"))
-    first, one_s = run_one(args.goal, root, args.do_bench)
+    first, one_s = run_one(args.goal, root, args.do_bench, timing)
     print(f"one goal ({args.goal}): {one_s:.1f} s wall, {verdict(first)}", flush=True)
-    figures: dict = {"one_goal": args.goal, "one_goal_wall_s": round(one_s, 1)}
+    figures: dict = {"one_goal": args.goal, "one_goal_wall_s": round(one_s, 1), "timing_overrides": str(timing)}
     figures |= {"do_bench_agreement": do_bench_agreement([first]), "repeat_agreement": []}
     write(args.out, figures, [first])
     reports: list[EvalReport] = []
     if not args.only_one:
         start = time.monotonic()
         for goal in goals:
-            report, wall = run_one(goal, root, args.do_bench)
+            report, wall = run_one(goal, root, args.do_bench, timing)
             reports.append(report)
             print(f"  {goal}: {wall:.1f} s, {verdict(report)}, geomean {report.geomean_speedup}", flush=True)
             figures["all_goals"] = len(reports)
@@ -139,6 +151,8 @@ def main() -> int:
     for key in ("do_bench_agreement", "repeat_agreement"):
         worst = max((abs(r["diff_pct"]) for r in figures[key]), default=None)
         print(f"{key}: {len(figures[key])} comparisons, worst {worst if worst is None else round(worst, 2)} %")
+        for row in figures[key]:
+            print("  " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
     shutil.rmtree(root, ignore_errors=True)
     return 0
 

@@ -7,6 +7,7 @@ in one candidate process and timing in another, so state built during one phase 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import platform
 import random
@@ -24,7 +25,8 @@ from pydantic import ValidationError
 import jg_mcp
 from jg_mcp import log
 from jg_mcp.errors import JgError
-from jg_mcp.eval.checks import compare, decode, file_listing, metadata_findings, sha256_tensors
+from jg_mcp.eval.checks import decode, file_listing, measure, metadata_findings, sha256_tensors
+from jg_mcp.eval.clocks import nvml_sampler
 from jg_mcp.eval.options import EvalOptions
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.process import CandidateGone, CandidateProcess
@@ -296,7 +298,7 @@ class Evaluation:
                 except (AttributeError, IndexError, KeyError, RuntimeError, TypeError, ValueError):
                     raise CandidateGone(_forged("output bytes do not match their description")) from None
                 decoded.append(out)
-                stats, value_found = compare(out, ref, self.tol.atol, self.tol.rtol)
+                stats, value_found, _ = measure(out, ref, self.tol.atol, self.tol.rtol)
                 if value_found:
                     stats.failing_trial = trial
                 found += value_found
@@ -320,9 +322,179 @@ class Evaluation:
             target_rel_se=params["target_rel_se"],
             budget_s=params["budget_s"],
             l2_flush_bytes=L2_FLUSH_BYTES,
+            block_ms=params["block_ms"],
+            max_block=params["max_block"],
+            min_rounds=params["min_rounds"],
+            sync_ms=params["sync_ms"],
         )
         if proc is None:
             return
+        uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+        baselines = [n for n, b in self.goal.goal.baselines.items() if "cuda" in b.devices]
+        by_name = {s.name: s for s in report.shapes}
+        try:
+            for case in cases:
+                self.progress(f"time {case.name}")
+                seeds = [self.rng.randrange(2**62) for _ in range(params["input_sets"])]
+                proc.send(
+                    {
+                        "op": "time",
+                        "dims": case.dims,
+                        "seeds": seeds,
+                        "baselines": baselines,
+                        "params": params,
+                        "numel": self.numel[case.name],
+                    }
+                )
+                inputs, refs = self.reference(case.dims, seeds[0])
+                shape = by_name[case.name]
+                sampler = nvml_sampler(uuid)
+                with sampler or contextlib.nullcontext():
+                    header, _ = proc.recv()
+                shape.clocks = sampler.summary() if sampler else None
+                if header["event"] != "timing":
+                    raise CandidateGone(_forged(f"unexpected message {header['event']!r} while timing"))
+                try:
+                    shape.candidate, shape.baselines = _timings(header["results"])
+                    found = [Finding.model_validate(f | {"shape": case.name}) for f in header["findings"]]
+                except (ValidationError, KeyError, TypeError, AttributeError):
+                    raise CandidateGone(_forged("malformed timing results")) from None
+                for f in found:
+                    report.add(f)
+                while True:
+                    header, blobs = proc.recv()
+                    if header["event"] == "end":
+                        break
+                    if header["event"] != "call" or header.get("label") != "verify":
+                        raise CandidateGone(_forged(f"unexpected message {header['event']!r} while timing"))
+                    shape.correct &= self.judge_call(
+                        report, case, -1, header, blobs, inputs, refs, [None] * len(refs), {}, "verify"
+                    )
+        except CandidateGone as gone:
+            report.add(gone.finding)
+        self.tails.append(proc.close())
+
+    def trial(self, proc: CandidateProcess, report: EvalReport, case: Case, trial: int, worst: list) -> bool:
+        seed = self.rng.randrange(2**62)
+        refill = self.rng.randrange(2**62) if trial == 0 else None
+        made = None
+        if case.name not in self.numel:
+            made = self.reference(case.dims, seed)
+            self.numel[case.name] = [r.numel() for r in made[1]]
+        proc.send(
+            {"op": "check", "dims": case.dims, "seed": seed, "refill_seed": refill, "numel": self.numel[case.name]}
+        )
+        inputs, refs = made or self.reference(case.dims, seed)
+        expected = {"c1": (inputs, refs), "c2": (inputs, refs)}
+        if refill is not None:
+            expected["c3"] = self.reference(case.dims, refill)
+        ok, got, seen, failed = True, {}, [], False
+        while True:
+            header, blobs = proc.recv()
+            if header["event"] == "end":
+                if len(seen) < len(expected) and not failed:
+                    raise CandidateGone(_forged("the trial ended before every call reported"))
+                break
+            label = header.get("label")
+            if header["event"] != "call" or [*seen, label] != list(expected)[: len(seen) + 1]:
+                raise CandidateGone(_forged(f"unexpected message {header['event']!r} {label!r}"))
+            seen.append(label)
+            failed = bool(header.get("error"))
+            ok &= self.judge_call(report, case, trial, header, blobs, *expected[label], worst, got, label)
+        c1, c3 = got.get("c1"), got.get("c3")
+        if c1 and c3 and got.get("c1_ok"):
+            same = all(torch.equal(a, b) for a, b in zip(c1, c3))
+            if same and not all(torch.equal(a, b) for a, b in zip(refs, expected["c3"][1])):
+                ok = False
+                report.add(
+                    Finding(
+                        reason=Reason.CACHED_OUTPUT,
+                        detail="new contents in the same input buffers gave the earlier output: cached by address",
+                        shape=case.name,
+                        trial=trial,
+                    )
+                )
+        return ok
+
+    def judge_call(
+        self,
+        report: EvalReport,
+        case: Case,
+        trial: int,
+        header: dict,
+        blobs: list[bytes],
+        inputs: tuple,
+        refs: list[torch.Tensor],
+        worst: list,
+        got: dict,
+        label: str,
+    ) -> bool:
+        """Turn one call's facts into findings; True when this call is correct and clean."""
+        try:
+            found = [Finding.model_validate(f) for f in header.get("findings", [])]
+        except (ValidationError, TypeError):
+            raise CandidateGone(_forged("malformed findings")) from None
+        if header.get("error") and header["error"] != "SystemExit":
+            found.append(Finding(reason=Reason.EXCEPTION, detail=header["error"][-1500:]))
+        outs = header.get("outputs")
+        if outs is not None:
+            if len(outs) != len(refs):
+                found.append(
+                    Finding(reason=Reason.WRONG_SHAPE, detail=f"returned {len(outs)} outputs, expected {len(refs)}")
+                )
+            if header.get("input_sha") != sha256_tensors(inputs):
+                found.append(Finding(reason=Reason.INPUT_MODIFIED, detail="an input differs after the call"))
+            if label != "c1" and header.get("launches") == 0 and got.get("c1_launches", 0) > 0:
+                found.append(
+                    Finding(reason=Reason.CACHED_OUTPUT, detail="no kernel launched on a repeat call: output cached")
+                )
+            if label == "c1":
+                got["c1_launches"] = header.get("launches", 0)
+            decoded = []
+            for i, (desc, ref, spec) in enumerate(zip(outs, refs, self.outputs)):
+                if desc.get("shares_earlier"):
+                    found.append(Finding(reason=Reason.CACHED_OUTPUT, detail="returned storage it had returned before"))
+                meta = metadata_findings(desc, spec.dtype, list(ref.shape), self.device)
+                found += meta
+                if meta or "blob" not in desc:
+                    continue
+                try:
+                    out = decode(desc, blobs[desc["blob"]])
+                except (AttributeError, IndexError, KeyError, RuntimeError, TypeError, ValueError):
+                    raise CandidateGone(_forged("output bytes do not match their description")) from None
+                decoded.append(out)
+                stats, value_found, _ = measure(out, ref, self.tol.atol, self.tol.rtol)
+                if value_found:
+                    stats.failing_trial = trial
+                found += value_found
+                if worst[i] is None or (
+                    worst[i].failing_trial is None and (value_found or stats.max_abs > worst[i].max_abs)
+                ):
+                    worst[i] = stats
+            got[label] = decoded
+            got[f"{label}_ok"] = not found
+        for f in found:
+            report.add(f.model_copy(update={"shape": case.name, "trial": trial}))
+        return not found
+
+    def timing(self, report: EvalReport, cases: list[Case], proc: CandidateProcess | None) -> None:
+        params = DEFAULTS | self.o.timing | {"do_bench": self.o.do_bench}
+        report.timing = TimingMethod(
+            input_sets=params["input_sets"],
+            warmup_calls=params["warmup"],
+            min_reps=params["min_reps"],
+            max_reps=params["max_reps"],
+            target_rel_se=params["target_rel_se"],
+            budget_s=params["budget_s"],
+            l2_flush_bytes=L2_FLUSH_BYTES,
+            block_ms=params["block_ms"],
+            max_block=params["max_block"],
+            min_rounds=params["min_rounds"],
+            sync_ms=params["sync_ms"],
+        )
+        if proc is None:
+            return
+        uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
         baselines = [n for n, b in self.goal.goal.baselines.items() if "cuda" in b.devices]
         by_name = {s.name: s for s in report.shapes}
         try:
@@ -342,8 +514,14 @@ class Evaluation:
                 inputs, refs = self.reference(case.dims, seeds[0])
                 shape = by_name[case.name]
                 timed = False
+                sampler = nvml_sampler(uuid)
+                if sampler:
+                    sampler.__enter__()
                 while True:
                     header, blobs = proc.recv()
+                    if sampler and event_is(header, "timing"):
+                        sampler.__exit__()
+                        shape.clocks, sampler = sampler.summary(), None
                     event = header["event"]
                     if event == "end" and timed:
                         break

@@ -32,6 +32,6 @@ class EvalOptions(BaseModel):
     timeout_s: float = 300.0
     """Wall-clock limit for each answer from a candidate process."""
     timing: dict[str, Any] = {}
-    """Overrides of the timing parameters (warmup, min_reps, max_reps, target_rel_se, budget_s, input_sets)."""
+    """Overrides of the timing parameters (jg_mcp.eval.timing.DEFAULTS: warmup, block_ms, budget_s, ...)."""
     do_bench: bool = False
     """Also time each baseline with triton.testing.do_bench, as an independent cross-check."""

@@ -104,7 +104,7 @@ class ErrorStats(Strict):
     max_rel: float
     """Largest |out - ref| / |ref| over elements with |ref| > atol."""
     worst_index: list[int]
-    """Index of the element furthest outside the tolerance (or of the largest error)."""
+    """Index of the element with the largest error relative to its tolerance (NaN, inf or poison first)."""
     worst_value: float
     """The candidate's value there."""
     worst_reference: float
@@ -132,8 +132,29 @@ class Timing(Strict):
     """Relative standard error of the median (the stopping rule's statistic)."""
     host_median_ms: float
     """Median host wall time of call + full device synchronize over the probe calls (the escape check)."""
+    block: int = 1
+    """Calls per block: this callable's back-to-back calls in each turn."""
     do_bench_ms: float | None = None
     """triton.testing.do_bench median of the same call on one input set, when cross-checked."""
+
+
+class ClockSummary(Strict):
+    """What NVML saw of the GPU while one shape was timed (sampled about every 10 ms by the harness)."""
+
+    samples: int
+    """Number of samples."""
+    sm_mhz_median: float
+    """Median SM clock."""
+    sm_mhz_min: float
+    """Lowest SM clock seen."""
+    sm_mhz_max: float | None = None
+    """The board's maximum SM clock."""
+    power_w_median: float | None = None
+    """Median board power."""
+    power_limit_w: float | None = None
+    """Enforced power limit."""
+    slowdowns: dict[str, float] = {}
+    """Per slowdown reason seen (sw_power_cap, hw_slowdown, sw_thermal, ...), the fraction of samples it was active."""
 
 
 class ShapeResult(Strict):
@@ -165,6 +186,8 @@ class ShapeResult(Strict):
     """Achieved TB/s over the goal's minimum bytes."""
     roofline_pct: float | None = None
     """Candidate floor / candidate median, in percent."""
+    clocks: ClockSummary | None = None
+    """GPU clocks and power while this shape was timed (GPU only, where NVML answers)."""
 
 
 class Environment(Strict):
@@ -196,9 +219,10 @@ class TimingMethod(Strict):
     skipped: str | None = None
     """Why timing was skipped, if it was."""
     description: str = (
-        "CUDA events around each call on the current stream, L2 flushed before every call, candidate and "
-        "baselines interleaved per round (order alternating), input sets rotated, rounds queued back to back and "
-        "synchronised per batch; a probe times calls with a full device synchronize by the host clock"
+        "CUDA events around each call on the current stream, L2 flushed before every call; candidate and "
+        "baselines take turns in blocks of back-to-back calls (A B, then B A, ...), input sets rotated, rounds "
+        "queued without host waits and synchronised about every sync_ms; a probe times calls with a full device "
+        "synchronize by the host clock; NVML samples the SM clock and power meanwhile"
     )
     """The method in words."""
     input_sets: int = 0
@@ -215,6 +239,14 @@ class TimingMethod(Strict):
     """Or when this much wall time per shape is spent."""
     l2_flush_bytes: int = 0
     """Size of the buffer zeroed before each call."""
+    block_ms: float = 0.0
+    """Device time of one block of back-to-back calls of one callable (0: one call per turn)."""
+    max_block: int = 0
+    """Most calls in one block."""
+    min_rounds: int = 0
+    """Fewest rounds (each callable's turn once) before the stopping rule is applied."""
+    sync_ms: float = 0.0
+    """About how much device work is queued between host synchronisations."""
 
 
 class EvalReport(Strict):
@@ -304,6 +336,15 @@ def markdown(report: EvalReport) -> str:
         "",
         table(report),
     ]
+    clocked = [s for s in report.shapes if s.clocks]
+    if clocked:
+        out += ["", "## GPU while timing (NVML)", "", "| shape | SM MHz median (min) of max | W median of limit "
+                "| slowdowns (share of samples) |", "| --- | --- | --- | --- |"]
+        for s in clocked:
+            c = s.clocks
+            slow = ", ".join(f"{k} {v:.0%}" for k, v in c.slowdowns.items()) or "none"
+            out.append(f"| {s.name} | {c.sm_mhz_median:.0f} ({c.sm_mhz_min:.0f}) of {_fmt(c.sm_mhz_max, '.0f')} "
+                       f"| {_fmt(c.power_w_median, '.0f')} of {_fmt(c.power_limit_w, '.0f')} | {slow} |")
     if report.findings:
         out += ["", "## Findings", ""]
         for f in report.findings:

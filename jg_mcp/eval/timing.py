@@ -1,4 +1,4 @@
-"""Timing: CUDA events per call, L2 flushed before each, candidate and baselines interleaved, input sets rotated.
+"""Timing: CUDA events per call, L2 flushed before each, candidate and baselines in alternating blocks, sets rotated.
 
 `measure` runs in the candidate process (it must: the kernel runs there) but uses only the timer and torch
 functions the guard captured before the candidate was imported. Calls are timed by device events around
@@ -9,6 +9,7 @@ synchronize, and events that see far less than the host waited mean the work esc
 from __future__ import annotations
 
 import functools
+import math
 import statistics
 import time
 from typing import Any
@@ -19,8 +20,11 @@ L2_FLUSH_BYTES = 256 * 1024 * 1024
 DEFAULTS = {
     "warmup": 3,
     "min_reps": 20,
-    "max_reps": 400,
-    "batch": 5,
+    "max_reps": 2000,
+    "min_rounds": 4,
+    "block_ms": 25.0,
+    "max_block": 64,
+    "sync_ms": 50.0,
     "probe": 5,
     "target_rel_se": 0.01,
     "budget_s": 1.5,
@@ -45,11 +49,21 @@ def summarize(times_ms: list[float]) -> dict[str, float]:
     }
 
 
+def block_sizes(estimates_ms: dict[str, float], block_ms: float, max_block: int) -> dict[str, int]:
+    """Calls per block: enough back-to-back calls to fill `block_ms` (one call when block_ms is 0)."""
+    if block_ms <= 0:
+        return dict.fromkeys(estimates_ms, 1)
+    return {n: max(1, min(max_block, math.ceil(block_ms / max(ms, 1e-4)))) for n, ms in estimates_ms.items()}
+
+
 def measure(child: Any, callables: dict[str, Any], sets: list[tuple], params: dict[str, Any]) -> dict[str, Any]:
     """Time every callable on the rotated input sets until the stopping rule holds; per callable, the summary.
 
-    The timed rounds are queued back to back without host waits, as do_bench does, and synchronised every
-    `batch` rounds; a separate probe then times a few calls each with a full synchronize and the host clock.
+    Callables take turns in blocks (A-block B-block, then B A, ...): each block is `block_ms` of back-to-back
+    calls of one callable, so each runs in its own steady state (clocks under its own power draw, as
+    do_bench sees it) while drift between blocks still cancels. Rounds are queued without host waits and
+    synchronised once about `sync_ms` of work is queued; a separate probe then times a few calls each with a
+    full synchronize and the host clock.
     """
     p = DEFAULTS | params
     torch = child.torch
@@ -85,33 +99,42 @@ def measure(child: Any, callables: dict[str, Any], sets: list[tuple], params: di
         sync()
         return (clock() - h0) * 1e3 - elapsed(f0, f1)
 
+    estimates = {}
     for name in names[1:] + names[:1]:
         for s in sets:
             for _ in range(p["warmup"]):
                 call(name, s)
+        pairs = [queue(name, s) for s in sets]
         sync()
+        estimates[name] = statistics.median(elapsed(a, b) for a, b in pairs)
         if name != "candidate":
             child.guard.absorb_threads()
+    per_block = block_sizes(estimates, p["block_ms"], p["max_block"])
+    round_ms = sum(per_block[n] * estimates[n] for n in names)
+    most = max(1, p["max_reps"] // max(per_block.values()))
+    rounds_per_sync = max(1, min(most, math.ceil(p["sync_ms"] / max(round_ms, 1e-4))))
     times: dict[str, list[float]] = {n: [] for n in names}
     begin = clock()
     rounds = 0
-    while rounds < p["max_reps"]:
+    while True:
         pending = []
-        for _ in range(p["batch"]):
-            order = names if rounds % 2 == 0 else names[::-1]
-            pending += [(name, *queue(name, sets[rounds % len(sets)])) for name in order]
+        for _ in range(rounds_per_sync):
+            for name in names if rounds % 2 == 0 else names[::-1]:
+                done = len(times[name]) + sum(1 for n, *_ in pending if n == name)
+                pending += [(name, *queue(name, sets[(done + k) % len(sets)])) for k in range(per_block[name])]
             rounds += 1
         sync()
         for name, start, end in pending:
             times[name].append(elapsed(start, end))
-        if rounds >= p["min_reps"]:
-            worst = max(summarize(times[n])["rel_se_median"] for n in names)
-            if worst < p["target_rel_se"] or clock() - begin > p["budget_s"]:
-                break
+        if rounds < p["min_rounds"] or min(len(t) for t in times.values()) < p["min_reps"]:
+            continue
+        worst = max(summarize(times[n])["rel_se_median"] for n in names)
+        if worst < p["target_rel_se"] or clock() - begin > p["budget_s"] or max(map(len, times.values())) >= p["max_reps"]:
+            break
     results = {}
     for name in names:
         host = [probe(name, sets[i % len(sets)]) for i in range(p["probe"])]
-        results[name] = summarize(times[name]) | {"host_median_ms": statistics.median(host)}
+        results[name] = summarize(times[name]) | {"host_median_ms": statistics.median(host), "block": per_block[name]}
     if p.get("do_bench"):
         import triton.testing
 

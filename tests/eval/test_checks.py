@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from jg_mcp.eval.checks import compare, decode, measure, metadata_findings
+from jg_mcp.eval.checks import decode, measure, metadata_findings
 from jg_mcp.eval.report import Reason
 
 
@@ -17,9 +17,14 @@ def _poisoned(shape, dtype):
     return t
 
 
+def _judged(out, ref, atol, rtol):
+    measured = measure(out, ref, atol, rtol)
+    return measured.stats, measured.findings
+
+
 def test_exact_output_passes_with_zero_error():
     ref = torch.randn(8, 16)
-    stats, found = compare(ref.to(torch.bfloat16), ref, 0.02, 0.01)
+    stats, found = _judged(ref.to(torch.bfloat16), ref, 0.02, 0.01)
     assert found == [] and stats.bad_elements == 0 and stats.max_rel < 0.01
 
 
@@ -27,7 +32,7 @@ def test_poison_left_in_the_output_is_unwritten_not_incorrect():
     ref = torch.randn(8, 16)
     out = ref.to(torch.bfloat16)
     out[4:] = _poisoned((4, 16), torch.bfloat16)
-    stats, found = compare(out, ref, 0.02, 0.01)
+    stats, found = _judged(out, ref, 0.02, 0.01)
     assert [f.reason for f in found] == [Reason.UNWRITTEN]
     assert stats.bad_elements == 64 and stats.worst_index[0] >= 4
 
@@ -36,7 +41,7 @@ def test_a_computed_nan_is_nonfinite():
     ref = torch.randn(4, 4)
     out = ref.clone()
     out[1, 2] = float("nan")
-    _, found = compare(out, ref, 0.02, 0.01)
+    _, found = _judged(out, ref, 0.02, 0.01)
     assert [f.reason for f in found] == [Reason.NONFINITE]
 
 
@@ -45,15 +50,21 @@ def test_values_outside_tolerance_are_incorrect_and_the_worst_is_located():
     out = ref.clone()
     out[3, 1] = 1.5
     out[0, 0] = 1.02
-    stats, found = compare(out, ref, 0.02, 0.01)
+    stats, found = _judged(out, ref, 0.02, 0.01)
     assert [f.reason for f in found] == [Reason.INCORRECT]
     assert stats.worst_index == [3, 1] and stats.worst_value == 1.5 and stats.bad_elements == 1
 
 
+def test_a_correct_output_names_the_element_closest_to_its_tolerance():
+    ref = torch.tensor([100.0, 1.0, 1.0])
+    stats, found = _judged(torch.tensor([100.9, 1.0, 1.0]), ref, 0.02, 0.01)
+    assert found == [] and stats.worst_index == [0] and stats.worst_value == pytest.approx(100.9)
+
+
 def test_reference_inf_must_be_matched():
     ref = torch.tensor([float("inf"), 1.0])
-    assert compare(torch.tensor([float("inf"), 1.0]), ref, 0.0, 0.0)[1] == []
-    assert [f.reason for f in compare(torch.tensor([1e30, 1.0]), ref, 0.0, 0.0)[1]] == [Reason.NONFINITE]
+    assert _judged(torch.tensor([float("inf"), 1.0]), ref, 0.0, 0.0)[1] == []
+    assert [f.reason for f in _judged(torch.tensor([1e30, 1.0]), ref, 0.0, 0.0)[1]] == [Reason.NONFINITE]
 
 
 def test_the_worst_ratio_is_the_largest_error_over_its_tolerance():
@@ -62,7 +73,6 @@ def test_the_worst_ratio_is_the_largest_error_over_its_tolerance():
     measured = measure(out, ref, 0.02, 0.01)
     assert measured.findings == [] and measured.stats.max_abs == pytest.approx(0.04, abs=1e-6)
     assert measured.worst_ratio == pytest.approx(0.015 / 0.02, abs=1e-5)
-    assert compare(out, ref, 0.02, 0.01) == (measured.stats, measured.findings)
 
 
 def test_the_worst_ratio_is_above_one_exactly_when_values_are_out_of_tolerance():

@@ -11,7 +11,7 @@ import torch
 
 from jg_mcp.eval.guard import Guard
 from jg_mcp.eval.policy import CallRecorder
-from jg_mcp.eval.timing import escaped, floor_ms, measure, summarize
+from jg_mcp.eval.timing import block_sizes, escaped, floor_ms, measure, summarize
 
 
 def test_summary_reports_median_spread_and_a_shrinking_standard_error():
@@ -61,9 +61,7 @@ def _child(recorder, guard=None):
     return SimpleNamespace(torch=torch, device="cpu", recorder=recorder, guard=guard)
 
 
-def test_measure_interleaves_rotates_sets_and_stops_on_the_standard_error():
-    calls = []
-
+def _sleepers(calls):
     def fast(x):
         calls.append(("candidate", x))
         time.sleep(0.001)
@@ -72,16 +70,44 @@ def test_measure_interleaves_rotates_sets_and_stops_on_the_standard_error():
         calls.append(("baseline", x))
         time.sleep(0.003)
 
+    return {"candidate": fast, "baseline": slow}
+
+
+def test_per_call_mode_alternates_a_b_b_a_rotates_sets_and_stops_on_the_standard_error():
+    calls = []
     recorder = CallRecorder()
     params = {"warmup": 1, "min_reps": 10, "max_reps": 40, "budget_s": 5.0, "target_rel_se": 0.05, "probe": 2}
-    out = measure(_child(recorder), {"candidate": fast, "baseline": slow}, [(1,), (2,)], params)
+    out = measure(_child(recorder), _sleepers(calls), [(1,), (2,)], params | {"block_ms": 0, "sync_ms": 0})
     assert 0.9 < out["candidate"]["median_ms"] < out["baseline"]["median_ms"] - 1.0
     assert out["candidate"]["reps"] == out["baseline"]["reps"] >= 10
+    assert out["candidate"]["block"] == out["baseline"]["block"] == 1
     assert out["candidate"]["host_median_ms"] >= out["candidate"]["median_ms"] * 0.9
-    timed = calls[4:]
-    assert timed[0][0] == "candidate" and timed[2][0] == "baseline" and timed[3][0] == "candidate"
-    assert {x for _, x in timed} == {1, 2}
+    timed = calls[8:]
+    assert [n for n, _ in timed[:4]] == ["candidate", "baseline", "baseline", "candidate"]
+    assert [x for n, x in timed if n == "candidate"][:4] == [1, 2, 1, 2]
     assert recorder.calls == [] and recorder.armed
+
+
+def test_block_mode_times_each_callable_in_back_to_back_blocks_that_take_turns():
+    calls = []
+    params = {"warmup": 1, "min_reps": 10, "max_reps": 400, "budget_s": 0.5, "target_rel_se": 0.0, "probe": 1}
+    out = measure(_child(CallRecorder()), _sleepers(calls), [(1,), (2,), (3,)], params | {"block_ms": 12})
+    blocks = {n: out[n]["block"] for n in ("candidate", "baseline")}
+    assert blocks["candidate"] > blocks["baseline"] > 1, blocks
+    assert out["candidate"]["reps"] >= 4 * blocks["candidate"], "fewer rounds than min_rounds"
+    expected = []
+    for r in range(100):
+        for name in ("candidate", "baseline") if r % 2 == 0 else ("baseline", "candidate"):
+            expected += [name] * blocks[name]
+    timed = calls[12 : 12 + out["candidate"]["reps"] + out["baseline"]["reps"]]
+    assert [n for n, _ in timed] == expected[: len(timed)]
+    assert [x for n, x in timed if n == "baseline"][:7] == [1, 2, 3, 1, 2, 3, 1]
+    assert 0.9 < out["candidate"]["median_ms"] < out["baseline"]["median_ms"] - 1.0
+
+
+def test_block_sizes_fill_the_block_time_within_bounds():
+    assert block_sizes({"a": 1.0, "b": 0.3, "c": 40.0, "d": 0.0}, 25.0, 64) == {"a": 25, "b": 64, "c": 1, "d": 64}
+    assert block_sizes({"a": 1.0, "b": 0.001}, 0, 64) == {"a": 1, "b": 1}
 
 
 def test_threads_a_baseline_leaves_are_not_blamed_on_the_candidate():

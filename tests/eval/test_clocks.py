@@ -1,0 +1,73 @@
+"""NVML clock sampling while a shape is timed: the summary, a board that stops answering, no GPU at all."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+import torch
+
+from jg_mcp.eval.clocks import ClockSampler, nvml_sampler
+
+
+def test_the_summary_gives_clock_power_and_the_share_of_each_slowdown():
+    readings = itertools.cycle([(1980.0, 690.0, frozenset()), (1500.0, 700.0, frozenset({"sw_power_cap"}))])
+    with ClockSampler(lambda: next(readings), max_mhz=1980, limit_w=700, interval_s=0.001) as sampler:
+        time.sleep(0.1)
+    count = len(sampler.samples)
+    time.sleep(0.02)
+    assert len(sampler.samples) == count, "the sampler kept sampling after the block ended"
+    s = sampler.summary()
+    assert s.samples == count >= 10
+    assert s.sm_mhz_min == 1500 and s.sm_mhz_max == 1980 and s.power_limit_w == 700
+    assert 1500 <= s.sm_mhz_median <= 1980 and 690 <= s.power_w_median <= 700
+    assert list(s.slowdowns) == ["sw_power_cap"] and 0.4 <= s.slowdowns["sw_power_cap"] <= 0.6
+
+
+def test_a_board_that_stops_answering_ends_the_sampling_not_the_eval():
+    calls = []
+
+    def read():
+        calls.append(1)
+        if len(calls) > 3:
+            raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
+        return 1410.0, None, frozenset()
+
+    with ClockSampler(read, interval_s=0.001) as sampler:
+        time.sleep(0.05)
+    s = sampler.summary()
+    assert s.samples == 3 and s.sm_mhz_median == 1410 and s.power_w_median is None
+
+
+def test_no_clock_readings_give_no_summary():
+    with ClockSampler(lambda: (None, None, frozenset()), interval_s=0.001) as sampler:
+        time.sleep(0.01)
+    assert sampler.summary() is None
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
+def test_without_a_gpu_there_is_no_sampler():
+    assert nvml_sampler("00000000-0000-0000-0000-000000000000") is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_gpu_the_eval_runs_on_is_sampled():
+    uuid = str(torch.cuda.get_device_properties(0).uuid)
+    with nvml_sampler(uuid) as sampler:
+        time.sleep(0.1)
+    s = sampler.summary()
+    assert s.samples >= 5 and s.sm_mhz_median > 0 and s.sm_mhz_max >= s.sm_mhz_median
+
+
+def test_the_markdown_report_shows_the_clocks_of_each_timed_shape():
+    from jg_mcp.eval.report import ClockSummary, Environment, EvalReport, ShapeResult, markdown
+
+    env = Environment(device="cuda", gpu="H200", driver="580", torch="2", triton="3", python="3", jg_mcp="0",
+                      host="h", interpreter=False)
+    clocks = ClockSummary(samples=40, sm_mhz_median=1755, sm_mhz_min=1530, sm_mhz_max=1980, power_w_median=688,
+                          power_limit_w=700, slowdowns={"sw_power_cap": 0.75})
+    shape = ShapeResult(name="m8192", kind="timed", dims={"M": 8192}, trials=3, correct=True, clocks=clocks)
+    report = EvalReport(goal="g", goal_sha256="0" * 64, solution_sha256="1" * 64, solution_file="solution.py",
+                        accepted=True, seed=7, environment=env, shapes=[shape])
+    assert "| m8192 | 1755 (1530) of 1980 | 688 of 700 | sw_power_cap 75% |" in markdown(report)
