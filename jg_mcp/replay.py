@@ -10,6 +10,7 @@ any step) or session end.
 from __future__ import annotations
 
 import difflib
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from pydantic import BaseModel
 
 from jg_mcp import log
 from jg_mcp.runner import CommandResult, Runner
-from jg_mcp.sandbox import Bwrap, choose
+from jg_mcp.sandbox import Bwrap, SandboxLimits, choose
 from jg_mcp.session import REFERENCE_FILE
 from jg_mcp.transcript import Close, FileChange, Header, Request, Response, blobs_dir, read_transcript, sha256_bytes
 from jg_mcp.workspace import Workspace
@@ -285,20 +286,64 @@ class RerunReport(BaseModel):
     """How the re-run commands were isolated: `bwrap` or `none`."""
     warning: str | None
     """Why the sandbox is off, when it is."""
+    env_recorded: bool
+    """The commands ran with the environment recorded in the header (else, for transcripts before
+    format 2, with this machine's)."""
+    notes: list[str]
+    """What of the recorded setting could not be reproduced: redacted values, missing PATH entries, another
+    sandbox mode, limits this version does not know."""
     results: list[Rerun]
+
+
+def rerun_limits(record: Record) -> tuple[SandboxLimits, list[str]]:
+    """The recorded sandbox limits this version knows (the defaults where none were recorded), and a note
+    naming any recorded limit it cannot apply."""
+    recorded = record.header.sandbox_limits or {}
+    known = {k: v for k, v in recorded.items() if k in SandboxLimits.model_fields}
+    unknown = [f"{k}={v}" for k, v in recorded.items() if k not in known]
+    note = [f"recorded sandbox limits this version cannot apply: {', '.join(unknown)}"] if unknown else []
+    return SandboxLimits(**known), note
+
+
+def rerun_env(record: Record) -> tuple[dict[str, str] | None, list[str]]:
+    """The environment to re-run the commands with: the recorded one, where the values redacted when
+    recording are left unset rather than guessed. None when the transcript did not record it. Also
+    returns notes on what differs from the recording."""
+    header = record.header
+    if header.env is None:
+        return None, [(f"this transcript (format {header.format_version}) did not record the commands' "
+                       "environment: they run with this machine's, so output that depends on it may differ")]
+    notes = []
+    if header.env_redacted:
+        notes.append("values redacted when recording, so left unset in the re-run (output that depends on "
+                     f"them may differ): {', '.join(header.env_redacted)}")
+    missing = [d for d in header.env.get("PATH", "").split(os.pathsep) if d and not os.path.isdir(d)]
+    if missing:
+        notes.append(f"directories on the recorded PATH that do not exist here: {', '.join(missing)}")
+    return dict(header.env), notes
 
 
 def rerun_commands(record: Record, root: Path, step: int = END) -> RerunReport:
     """Re-run every recorded run_command up to `step` in `root`, each against the state just before it,
-    inside the bubblewrap sandbox when it works here (the recording itself hidden from the commands).
+    inside the bubblewrap sandbox when it works here (the recording itself hidden from the commands),
+    with the recorded environment and sandbox limits where the transcript has them.
 
     `root` is left holding the state after `step`, as `rebuild` leaves it."""
     root = root.resolve()
     recording = record.path.resolve().parent
-    sandbox = Bwrap(root, hidden=[] if recording in (root, *root.parents) else [recording])
+    limits, limit_notes = rerun_limits(record)
+    sandbox = Bwrap(root, hidden=[] if recording in (root, *root.parents) else [recording], limits=limits)
     with tempfile.TemporaryDirectory(prefix=".replay-probe-", dir=root.parent) as where:
         mode, warning = choose("auto", sandbox, Path(where))
-    runner = Runner(root, wrap=sandbox.wrap if mode == "bwrap" else (lambda argv: argv))
+    env, notes = rerun_env(record)
+    notes += limit_notes
+    if env is not None:
+        sandbox.env = env
+        if mode != record.header.sandbox:
+            notes.append(f"recorded with sandbox {record.header.sandbox}, re-run with {mode}: paths in the recorded "
+                         "environment (HOME, caches, TMPDIR) may be missing or read-only here")
+    runner = Runner(root, wrap=sandbox.wrap if mode == "bwrap" else (lambda argv: argv),
+                    env=env if mode == "none" else None)
     results = []
     try:
         for call in record.calls:
@@ -307,6 +352,8 @@ def rerun_commands(record: Record, root: Path, step: int = END) -> RerunReport:
                 results.append(rerun_call(record, root, call, runner))
     finally:
         runner.kill_all()
+        sandbox.release()
         sync(record, root, step)
-    return RerunReport(sandbox=mode, warning=warning, results=results)
+    return RerunReport(sandbox=mode, warning=warning, env_recorded=env is not None, notes=notes,
+                       results=results)
 

@@ -4,24 +4,33 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import secrets
 import shutil
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from jg_mcp import __version__, log
 from jg_mcp.goals import LoadedGoal
 from jg_mcp.gpu import query_gpu
 from jg_mcp.runner import Runner
+from jg_mcp.sandbox import Bwrap, is_secret
 from jg_mcp.transcript import Close, FileChange, Header, Notice, TranscriptWriter
 from jg_mcp.workspace import Workspace
 
 logger = log.get("jg_mcp.session")
 REFERENCE_FILE = "reference.py"
 COMMAND_BLOB_CAP = 8 * 1024 * 1024
+SECRET_VALUE = re.compile(
+    r"://[^/\s:@]*:[^/\s@]+@"  # a password in a URL: https://user:pass@host
+    r"|\b(ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|glpat-|hf_|sk-|xox[abprs]-|AKIA|ASIA|AIza)[A-Za-z0-9_\-]{8,}"
+)
+"""Values that are secrets whatever their variable is called: credentials in URLs, well-known token forms."""
+Wrap = Callable[[list[str]], list[str]]
 
 
 def now_iso() -> str:
@@ -41,8 +50,28 @@ def host_info() -> dict[str, str]:
     }
 
 
+def recordable_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """`env` fit for a transcript: the variables whose name (token, key, secret, password, auth, ...) or
+    value (a password in a URL, a known token form) looks like a secret are left out; returns (the rest,
+    the names left out)."""
+    redacted = sorted(k for k, v in env.items() if is_secret(k) or SECRET_VALUE.search(v))
+    return {k: v for k, v in sorted(env.items()) if k not in redacted}, redacted
+
+
+def command_setting(wrap: Wrap | None, runner: Runner) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """The environment commands see and the sandbox limits they run under: a Bwrap's `wrap` sets its own
+    environment (bwrap clears the runner's) and limits; any other wrapper is taken to pass the runner's on."""
+    box = getattr(wrap, "__self__", None)
+    if isinstance(box, Bwrap):
+        return box.env, box.limits.model_dump()
+    return runner.env, None
+
+
 class Session:
-    """Creates the workspace and transcript on start, records changes, closes with a manifest."""
+    """Creates the workspace and transcript on start, records changes, closes with a manifest.
+
+    `wrap` turns a command's argv into a sandboxed one; with a `Bwrap.wrap`, the header records the
+    sandbox's environment and limits, else the runner's environment (secret-looking values left out)."""
 
     def __init__(
         self,
@@ -52,7 +81,7 @@ class Session:
         runs_dir: Path = Path("runs"),
         condition: str = "goal-only",
         sandbox: str = "none",
-        wrap: Callable[[list[str]], list[str]] | None = None,
+        wrap: Wrap | None = None,
         transport: str = "stdio",
         run_id: str | None = None,
     ):
@@ -67,6 +96,8 @@ class Session:
         self.writer = TranscriptWriter(self.transcript_path)
         self.runner = Runner(self.workspace.root, wrap=wrap or (lambda argv: argv))
         self.sandbox = sandbox
+        env, limits = command_setting(wrap, self.runner)
+        recorded_env, redacted = recordable_env(env)
         self.writer.append(
             Header(
                 jg_mcp_version=__version__,
@@ -75,6 +106,9 @@ class Session:
                 goal_sha256=loaded.sha256(),
                 condition=condition,
                 sandbox=sandbox,
+                sandbox_limits=limits,
+                env=recorded_env,
+                env_redacted=redacted,
                 workspace=str(self.workspace.root),
                 host=host_info(),
                 gpu=query_gpu().model_dump(),

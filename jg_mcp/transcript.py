@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from jg_mcp.errors import TranscriptError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""1: the first format. 2: the header records the commands' environment and the sandbox limits."""
 GENESIS = "0" * 64
 
 
@@ -48,6 +49,13 @@ class Header(EventBase):
     """The experimental condition; `goal-only` unless an ablation was named."""
     sandbox: str
     """How run_command was isolated: `bwrap` or `none`."""
+    sandbox_limits: dict[str, int] | None = None
+    """bwrap's limits on commands (jg_mcp.sandbox.SandboxLimits); None unsandboxed or before format 2."""
+    env: dict[str, str] | None = None
+    """The environment variables run_command's commands saw, except those in `env_redacted`: under bwrap
+    the sandbox's allow-list, unsandboxed the server's own. None before format 2 (not recorded)."""
+    env_redacted: list[str] = []
+    """Variables the commands saw whose values were not recorded because they look like secrets."""
     workspace: str
     host: dict[str, Any]
     gpu: dict[str, Any]
@@ -170,6 +178,16 @@ class ReadResult(BaseModel):
     closed: bool = False
 
 
+def _newer_version(data: Any) -> int | None:
+    """The format version of a header newer than this reader, else None (checked before validation,
+    which a newer header's new fields would fail with a less useful message)."""
+    if isinstance(data, dict) and data.get("event") == "header":
+        version = data.get("format_version")
+        if isinstance(version, int) and version > FORMAT_VERSION:
+            return version
+    return None
+
+
 def read_transcript(path: str | Path, verify: bool = True) -> ReadResult:
     """Parse a transcript; with `verify`, check sequence numbers and the hash chain.
 
@@ -185,7 +203,10 @@ def read_transcript(path: str | Path, verify: bool = True) -> ReadResult:
     prev = GENESIS
     for i, line in enumerate(body, start=1):
         try:
-            event = EVENT.validate_python(json.loads(line))
+            data = json.loads(line)
+            if (newer := _newer_version(data)) is not None:
+                raise TranscriptError(path, i, f"format version {newer} is newer than {FORMAT_VERSION}")
+            event = EVENT.validate_python(data)
         except (json.JSONDecodeError, ValidationError) as exc:
             raise TranscriptError(path, i, f"not a valid event: {str(exc).splitlines()[0]}") from None
         if verify:
@@ -195,8 +216,6 @@ def read_transcript(path: str | Path, verify: bool = True) -> ReadResult:
                 raise TranscriptError(path, i, "hash chain broken: the previous line was changed or removed")
             if (i == 1) != isinstance(event, Header):
                 raise TranscriptError(path, i, "the header must be the first line and only the first")
-            if isinstance(event, Header) and event.format_version > FORMAT_VERSION:
-                raise TranscriptError(path, i, f"format version {event.format_version} is newer than {FORMAT_VERSION}")
         prev = sha256_bytes(line)
         events.append(event)
     if not events and verify:
@@ -234,10 +253,14 @@ def diagnose(path: str | Path) -> Diagnosis:
 
     events: list[Any] = []
     for i, line in enumerate(body, start=1):
+        events.append(None)
         try:
-            events.append(EVENT.validate_python(json.loads(line)))
+            data = json.loads(line)
+            if (newer := _newer_version(data)) is not None:
+                bad(i, "header", f"format version {newer} is newer than this reader's {FORMAT_VERSION}")
+                continue
+            events[-1] = EVENT.validate_python(data)
         except (json.JSONDecodeError, ValidationError, UnicodeDecodeError) as exc:
-            events.append(None)
             bad(i, "invalid line", f"line {i} is not a valid event (edited or corrupted): {str(exc).splitlines()[0]}")
     if rest:
         bad(len(body) + 1, "truncated", f"line {len(body) + 1} is incomplete (no newline at its end): the "
@@ -269,8 +292,6 @@ def diagnose(path: str | Path) -> Diagnosis:
     for i, event in enumerate(events, start=1):
         if (i == 1) != isinstance(event, Header) and event is not None:
             bad(i, "header", "the header must be the first line" if i == 1 else f"line {i} is a second header")
-        if isinstance(event, Header) and event.format_version > FORMAT_VERSION:
-            bad(i, "header", f"format version {event.format_version} is newer than this reader's {FORMAT_VERSION}")
         if isinstance(event, Close) and i != len(events):
             bad(i, "reordered", f"the close event on line {i} is followed by {len(events) - i} more lines")
     if not body:

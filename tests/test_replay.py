@@ -21,11 +21,13 @@ from jg_mcp import replay
 from jg_mcp.commands import replay as replay_cli
 from jg_mcp.errors import TranscriptError
 from jg_mcp.goals import load_goal
+from jg_mcp.sandbox import Bwrap, SandboxLimits
 from jg_mcp.scripted import Step, call, run_script
 from jg_mcp.server import SingleSession, build_server
 from jg_mcp.session import Session
-from jg_mcp.transcript import FORMAT_VERSION, GENESIS, blobs_dir, read_transcript, sha256_bytes
+from jg_mcp.transcript import FORMAT_VERSION, GENESIS, blobs_dir, diagnose, read_transcript, sha256_bytes
 from jg_mcp.workspace import Workspace
+from tests.test_sandbox_escapes import BWRAP_MISSING, SECRET_VAR
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_GOAL = REPO / "jg_mcp" / "demo_goal" / "axpy.yaml"
@@ -61,12 +63,16 @@ def copy_transcript(src: Path, dest_dir: Path) -> Path:
     return dest
 
 
-def scripted_session(tmp_path: Path, steps: list[Step], goal: Path = DEMO_GOAL) -> tuple[Path, Path]:
-    """An in-process session on the demo goal driven by the scripted client; returns (transcript, workspace)."""
+def scripted_session(tmp_path: Path, steps: list[Step], goal: Path = DEMO_GOAL,
+                     sandbox: str = "none") -> tuple[Path, Path]:
+    """An in-process session on the demo goal driven by the scripted client, its commands run unsandboxed or
+    (`sandbox="bwrap"`) in bubblewrap; returns (transcript, workspace)."""
     loaded = load_goal(goal)
-    session = Session(loaded, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "transcripts")
+    ws, transcripts = tmp_path / "ws", tmp_path / "transcripts"
+    wrap = Bwrap(ws, [transcripts]).wrap if sandbox == "bwrap" else None
+    session = Session(loaded, workspace_dir=ws, transcripts_dir=transcripts, sandbox=sandbox, wrap=wrap)
     try:
-        anyio.run(run_script, build_server(loaded, SingleSession(session)), steps, 120)
+        anyio.run(run_script, build_server(loaded, SingleSession(session), sandboxed=sandbox == "bwrap"), steps, 120)
     finally:
         session.close("test finished")
     return session.transcript_path, session.workspace.root
@@ -110,12 +116,14 @@ def test_replay_to_the_end_reproduces_the_demo_workspace_byte_for_byte(tmp_path)
 
 
 def test_rerun_reports_every_demo_command_as_matching(tmp_path):
-    # The demo's server got the MCP stdio client's default environment; the re-run gets the same.
-    env = get_default_environment() | {"PATH": os.environ["PATH"]}
-    done = jg("replay", demo_run(), "--to", tmp_path / "r", "--rerun", env=env)
+    # The demo's server got the MCP stdio client's small default environment; the re-run gets the one it
+    # recorded, whatever the reviewer's is.
+    assert set(os.environ) != set(get_default_environment())
+    done = jg("replay", demo_run(), "--to", tmp_path / "r", "--rerun")
     assert done.returncode == 0, done.stdout + done.stderr
     verdicts = [line.split()[2] for line in done.stdout.splitlines() if line.strip().startswith("step ")]
     assert verdicts == ["match", "match"], done.stdout
+    assert "environment: the recorded one" in done.stdout
     assert files(tmp_path / "r") == files(demo_dir() / "workspace")
 
 
@@ -206,15 +214,72 @@ def test_a_transcript_declaring_an_older_format_version_reads(tmp_path):
     assert read_transcript(t).events[0].format_version == 0
     replay.rebuild(replay.load_record(t), tmp_path / "r")
     assert files(tmp_path / "r") == files(demo_dir() / "workspace")
-    header["format_version"] = FORMAT_VERSION + 1
+
+
+def test_a_transcript_of_a_newer_format_is_refused_as_newer_even_with_fields_this_reader_lacks(tmp_path):
+    t = copy_transcript(demo_run(), tmp_path / "t")
+    lines = t.read_bytes().split(b"\n")[:-1]
+    header = json.loads(lines[0]) | {"format_version": FORMAT_VERSION + 1, "a_later_field": 1}
     t.write_bytes(rechain([json.dumps(header).encode(), *lines[1:]]))
-    with pytest.raises(TranscriptError, match="newer"):
+    with pytest.raises(TranscriptError, match=f"format version {FORMAT_VERSION + 1} is newer"):
         read_transcript(t)
+    assert [p.kind for p in diagnose(t).problems] == ["header"]
 
 
 def test_the_committed_example_transcript_stays_readable_and_rebuilds(tmp_path):
     read = read_transcript(EXAMPLE)
     assert read.closed and not read.truncated
-    report = replay.rebuild(replay.load_record(EXAMPLE), tmp_path / "r")
+    record = replay.load_record(EXAMPLE)
+    report = replay.rebuild(record, tmp_path / "r")
     assert not report.problems and not report.not_reconstructible
     assert set(files(tmp_path / "r")) == {"reference.py", "solution.py", "check.py", "listing.txt"}
+    # Format 1 did not record the commands' environment: a re-run says it uses this machine's.
+    assert record.header.format_version == 1 and record.header.env is None
+    env, notes = replay.rerun_env(record)
+    assert env is None and "did not record the commands' environment" in notes[0]
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bwrap"])
+def test_rerun_uses_the_recorded_environment_not_the_reviewers(tmp_path, monkeypatch, sandbox):
+    if sandbox == "bwrap" and BWRAP_MISSING:
+        pytest.skip(BWRAP_MISSING)
+    var = "TRITON_JG_TEST_GREETING"  # on bwrap's allow-list
+    monkeypatch.setenv(var, "recorded")
+    transcript, _ = scripted_session(tmp_path, [call("run_command", command=f"echo ${var}")], sandbox=sandbox)
+    assert replay.load_record(transcript).calls[0].structured["stdout"] == "recorded\n"
+    monkeypatch.setenv(var, "the reviewer's")
+    rerun = replay.rerun_commands(replay.load_record(transcript), _rebuilt(transcript, tmp_path / "r"))
+    assert rerun.env_recorded and [r.verdict for r in rerun.results] == ["match"], rerun.results[0].diff
+
+    # Without the recorded environment (as in format 1) the same re-run sees the reviewer's.
+    old = copy_transcript(transcript, tmp_path / "old")
+    lines = old.read_bytes().split(b"\n")[:-1]
+    header = json.loads(lines[0]) | {"format_version": 1}
+    for key in ("env", "env_redacted", "sandbox_limits"):
+        del header[key]
+    old.write_bytes(rechain([json.dumps(header).encode(), *lines[1:]]))
+    rerun = replay.rerun_commands(replay.load_record(old), _rebuilt(old, tmp_path / "r-old"))
+    assert not rerun.env_recorded and [r.verdict for r in rerun.results] == ["output differs"]
+
+
+def test_rerun_applies_the_recorded_sandbox_limits_and_names_those_it_does_not_know(tmp_path):
+    transcript, _ = scripted_session(tmp_path, [call("run_command", command="true")])
+    lines = transcript.read_bytes().split(b"\n")[:-1]
+    header = json.loads(lines[0]) | {"sandbox_limits": {"max_file_bytes": 4096, "a_retired_limit": 7}}
+    transcript.write_bytes(rechain([json.dumps(header).encode(), *lines[1:]]))
+    limits, notes = replay.rerun_limits(replay.load_record(transcript))
+    assert limits.max_file_bytes == 4096 and limits.max_processes == SandboxLimits().max_processes
+    assert notes == ["recorded sandbox limits this version cannot apply: a_retired_limit=7"]
+
+
+def test_a_variable_redacted_when_recording_is_left_unset_on_rerun_and_named(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(SECRET_VAR, "s3cret-value")
+    transcript, _ = scripted_session(tmp_path, [call("run_command", command=f'test -n "${SECRET_VAR}"')])
+    record = replay.load_record(transcript)
+    assert record.calls[0].structured["exit_code"] == 0, "the unsandboxed command saw the secret"
+    assert SECRET_VAR in record.header.env_redacted and SECRET_VAR not in record.header.env
+    results = replay.rerun_commands(record, _rebuilt(transcript, tmp_path / "r")).results
+    assert [r.verdict for r in results] == ["exit code differs"], "the reviewer's value is not substituted"
+    assert replay_command(transcript, tmp_path / "cli", rerun=True) == 1
+    out = capsys.readouterr().out
+    assert "left unset in the re-run" in out and SECRET_VAR in out

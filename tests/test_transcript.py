@@ -1,11 +1,29 @@
-"""Transcripts: hash-chained, flushed per event, readable after a kill."""
+"""Transcripts: hash-chained, flushed per event, readable after a kill; the header records the commands'
+environment, never a secret."""
 
 from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
 
 import pytest
 
 from jg_mcp.errors import TranscriptError
-from jg_mcp.transcript import GENESIS, Header, Notice, TranscriptWriter, read_transcript, sha256_bytes
+from jg_mcp.runner import command_env
+from jg_mcp.sandbox import Bwrap, SandboxLimits
+from jg_mcp.scripted import call
+from jg_mcp.session import recordable_env
+from jg_mcp.transcript import (
+    FORMAT_VERSION,
+    GENESIS,
+    Header,
+    Notice,
+    TranscriptWriter,
+    blobs_dir,
+    read_transcript,
+    sha256_bytes,
+)
 
 
 def header() -> Header:
@@ -80,3 +98,65 @@ def test_a_transcript_is_never_overwritten(tmp_path):
 def test_head_hash_is_the_hash_of_the_last_line(tmp_path):
     w = write(tmp_path)
     assert w.head_sha256 == sha256_bytes(w.path.read_bytes().splitlines()[-1])
+
+
+SECRETS = {"JG_TEST_API_TOKEN": "s3cret-token-value", "JG_TEST_DB_PASSWORD": "s3cret-password-value",
+           "JG_TEST_INDEX_URL": "https://user:s3cret-url-password@example.invalid/simple"}
+"""Secrets by name (token, password) and by value (a password in a URL)."""
+BASH_OWN = {"PWD", "OLDPWD", "SHLVL", "_"}
+"""Variables bash sets itself in every command."""
+
+
+def recorded(tmp_path, monkeypatch, sandbox: str, command: str):
+    """A session whose server has SECRETS and a plain variable in its environment, running `command`."""
+    from tests.test_replay import BWRAP_MISSING, scripted_session
+
+    if sandbox == "bwrap" and BWRAP_MISSING:
+        pytest.skip(BWRAP_MISSING)
+    for name, value in {**SECRETS, "TRITON_JG_TEST_PLAIN": "plain value"}.items():
+        monkeypatch.setenv(name, value)
+    transcript, _ = scripted_session(tmp_path, [call("run_command", command=command)], sandbox=sandbox)
+    read = read_transcript(transcript)
+    response = next(e for e in read.events if e.event == "response" and e.method == "tools/call")
+    return transcript, read.events[0], response
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bwrap"])
+def test_the_header_records_the_environment_commands_see(tmp_path, monkeypatch, sandbox):
+    _, head, response = recorded(tmp_path, monkeypatch, sandbox, "compgen -e")
+    seen = set(response.result["structuredContent"]["stdout"].split()) - BASH_OWN
+    assert head.format_version == FORMAT_VERSION == 2 and head.sandbox == sandbox
+    assert (set(head.env) | set(head.env_redacted)) - BASH_OWN == seen, "every variable the command saw is recorded"
+    assert head.env["TRITON_JG_TEST_PLAIN"] == "plain value"
+    assert Path(head.env["PATH"].split(os.pathsep)[0]) == Path(sys.executable).parent
+    if sandbox == "bwrap":
+        assert head.env == Bwrap(Path("ws")).env, "exactly the sandbox's allow-listed environment"
+        assert head.env_redacted == [] and head.sandbox_limits == SandboxLimits().model_dump()
+    else:
+        assert head.env == {k: v for k, v in command_env().items() if k not in head.env_redacted}
+        assert set(SECRETS) <= set(head.env_redacted) and head.sandbox_limits is None
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bwrap"])
+def test_no_secret_in_the_servers_environment_reaches_the_transcript(tmp_path, monkeypatch, sandbox):
+    # The command checks each secret by its hash, so that the command text itself does not hold it.
+    checks = " && ".join(f'test "$(printf %s "${name}" | sha256sum)" = "{sha256_bytes(value.encode())}  -"'
+                         for name, value in SECRETS.items())
+    transcript, head, response = recorded(tmp_path, monkeypatch, sandbox, f"{checks}; echo $?")
+    saw_them = response.result["structuredContent"]["stdout"] == "0\n"
+    assert saw_them == (sandbox == "none"), "unsandboxed commands see the secrets, sandboxed ones do not"
+    written = transcript.read_bytes() + b"".join(p.read_bytes() for p in blobs_dir(transcript).iterdir())
+    for value in SECRETS.values():
+        assert value.encode() not in written
+    if sandbox == "none":
+        assert set(SECRETS) <= set(head.env_redacted), "named as redacted, since the commands saw them"
+    else:
+        assert not set(SECRETS) & (set(head.env) | set(head.env_redacted)), "not even named: commands never saw them"
+
+
+def test_recordable_env_leaves_out_secret_looking_names_and_values():
+    env, redacted = recordable_env({"HOME": "/root", "GITHUB_TOKEN": "x", "MY_API_KEY": "x", "AWS_PROFILE": "x",
+                                    "PIP_INDEX_URL": "https://u:pw@host/simple", "NOTE": "ghp_" + "a" * 36,
+                                    "PROXY": "http://proxy:3128", "PATH": "/usr/bin"})
+    assert env == {"HOME": "/root", "PATH": "/usr/bin", "PROXY": "http://proxy:3128"}
+    assert redacted == ["AWS_PROFILE", "GITHUB_TOKEN", "MY_API_KEY", "NOTE", "PIP_INDEX_URL"]

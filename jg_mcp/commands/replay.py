@@ -26,8 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
             "__pycache__, empty directories and symlinks are not recorded.",
             "With --rerun, every recorded run_command up to the step is executed again, in order, in DIR (inside "
             "the bubblewrap sandbox when it works here), each against the workspace rebuilt to the state just "
-            "before it (files a previous command left in __pycache__ stay). Each is reported as match (exit "
-            "code, stdout and stderr identical), output differs (with a diff), exit code differs, or skipped; "
+            "before it (files a previous command left in __pycache__ stay), with the environment variables and "
+            "sandbox limits recorded in the header (variables whose values were redacted as secrets are left "
+            "unset and named; transcripts before format 2 did not record them and get this machine's). Each "
+            "is reported as match (exit code, stdout and stderr identical), output differs (with a diff), exit "
+            "code differs, or skipped; "
             "files the command left that differ from the recording are listed with a diff. "
             + replay.TIMING_NOTE,
             "Exit status: 0 when the rebuild is exact and every re-run exit code matches; 1 otherwise.",
@@ -78,6 +81,9 @@ def _rerun(record: replay.Record, root: Path, step: int) -> bool:
           f"{replay.TIMING_NOTE}")
     if rerun.warning:
         print(f"warning: {rerun.warning}")
+    print("environment: " + ("the recorded one" if rerun.env_recorded else "this machine's (none recorded)"))
+    for note in rerun.notes:
+        print(f"  note: {note}")
     for r in results:
         print(f"  step {r.step:3d}  {r.verdict:17s}  exit {r.recorded_exit} -> {r.rerun_exit}  $ {r.command[:100]}")
         if r.skipped:
