@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jg_mcp.cli import build_parser
+from jg_mcp.cli import COMMAND_MODULES, build_parser
 
 
 def jg(*args: str) -> subprocess.CompletedProcess:
@@ -60,3 +60,21 @@ def test_commands_other_than_serve_and_demo_run_without_the_mcp_sdk(args):
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+HEAVY = {"torch", "triton", "numpy", "mcp"}
+LIST_MODULES = "import atexit, runpy, sys; atexit.register(lambda: print(*sorted(sys.modules), file=sys.stderr)); "
+
+
+@pytest.mark.parametrize("args", [["--help"], ["goals", "--help"]])
+def test_help_imports_no_heavy_package(args):
+    """Every command module is imported to build the parser: one that imports torch, triton or the MCP SDK
+    at its top makes every `jg-mcp --help` take seconds. They import them when their command runs."""
+    code = LIST_MODULES + "runpy.run_module('jg_mcp', run_name='__main__')"
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0 and "usage: jg-mcp" in proc.stdout, proc.stderr[-2000:]
+    imported = set(proc.stderr.split())
+    assert set(COMMAND_MODULES) <= imported, "the parser is built from every command module"
+    heavy = {name.split(".")[0] for name in imported} & HEAVY
+    assert not heavy, f"jg-mcp {' '.join(args)} imported {', '.join(sorted(heavy))}"

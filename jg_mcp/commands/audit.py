@@ -1,4 +1,7 @@
-"""`jg-mcp audit`: check a transcript's integrity, summarise the session, check its policy and the eval's hash."""
+"""`jg-mcp audit`: check a transcript's integrity, summarise the session, check its policy and the eval's hash.
+
+jg_mcp.audit (which reaches torch through the eval's static check) is imported only when the command runs.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +9,13 @@ import argparse
 import json
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from jg_mcp import audit, log
+from jg_mcp import log
 from jg_mcp.errors import TranscriptError
+
+if TYPE_CHECKING:
+    from jg_mcp import audit
 
 logger = log.get("jg_mcp.audit")
 
@@ -42,6 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from jg_mcp import audit
+
     if not args.transcript.is_file():
         raise TranscriptError(args.transcript, 0, "no such file")
     report = audit.audit(args.transcript, args.eval_report, args.goal)

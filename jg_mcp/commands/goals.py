@@ -1,4 +1,8 @@
-"""`jg-mcp goals list|show|validate`."""
+"""`jg-mcp goals list|show|validate`.
+
+torch (through jg_mcp.validate) is imported only when `validate` runs: listing and showing goals, and
+every `--help`, start without it.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +10,14 @@ import argparse
 import sys
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from jg_mcp import validate
 from jg_mcp.errors import GoalError, JgError
 from jg_mcp.goal_text import render_markdown
 from jg_mcp.goals import find_goal, list_goal_files, load_goal
-from jg_mcp.validate import SOLUTIONS
+
+if TYPE_CHECKING:
+    from jg_mcp import validate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     val.add_argument("paths", nargs="*", help="goal YAML files or names (default: every goal)")
     val.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where inputs live and code runs")
     val.add_argument("--full", action="store_true", help="every timed shape instead of the smoke shapes")
-    val.add_argument("--solutions", type=Path, default=SOLUTIONS, help="folder of NAME/solution.py (default: eval/solutions)")
+    val.add_argument("--solutions", type=Path, help="folder of NAME/solution.py (default: eval/solutions)")
     val.add_argument("--json", type=Path, help="write the full report (checks, timings, versions) here")
     val.add_argument("--markdown", type=Path, help="write the timing table here")
     val.set_defaults(func=cmd_validate)
@@ -61,6 +65,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _save(args: argparse.Namespace, report: validate.Report) -> None:
+    from jg_mcp import validate
+
     if args.json:
         args.json.write_text(report.model_dump_json(indent=2) + "\n")
     if args.markdown:
@@ -68,6 +74,10 @@ def _save(args: argparse.Namespace, report: validate.Report) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    import torch
+
+    from jg_mcp import validate
+
     paths = [find_goal(p, args.dir) for p in args.paths] or list_goal_files(args.dir)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise JgError("--device cuda: torch sees no CUDA device")
@@ -80,7 +90,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         except GoalError as exc:
             print(f"FAILED  {exc}", file=sys.stderr)
             failed += 1
-    report = validate.run(valid, args.device, args.full, args.solutions, emit=partial(print, flush=True), save=partial(_save, args))
+    solutions = args.solutions or validate.SOLUTIONS
+    report = validate.run(valid, args.device, args.full, solutions, emit=partial(print, flush=True),
+                          save=partial(_save, args))
     for c in report.failures:
         print(f"FAILED  {c.goal} at shape {c.shape}, {c.check}: {c.error}", file=sys.stderr)
     failed += len(report.failures)
