@@ -200,7 +200,9 @@ class Child:
 
         sets = [self.inputs(cmd["dims"], s) for s in cmd["seeds"]]
         callables = {"candidate": self.fn} | {n: self.goal.baseline(n) for n in cmd["baselines"]}
-        results = measure(self, callables, sets, cmd["params"])
+        seeds = cmd.get("fresh_seeds") or []
+        fresh = (lambda i: self.inputs(cmd["dims"], seeds[i])) if seeds else None
+        results = measure(self, callables, sets, cmd["params"] | {"fresh": len(seeds)}, fresh)
         self.send(
             {"event": "timing", "results": results, "findings": [f.model_dump() for f in self.findings_after_call()]}
         )

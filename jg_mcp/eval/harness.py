@@ -326,6 +326,7 @@ class Evaluation:
             max_block=params["max_block"],
             min_rounds=params["min_rounds"],
             sync_ms=params["sync_ms"],
+            fresh_sets=params["fresh"],
         )
         if proc is None:
             return
@@ -341,6 +342,7 @@ class Evaluation:
                         "op": "time",
                         "dims": case.dims,
                         "seeds": seeds,
+                        "fresh_seeds": [self.rng.randrange(2**62) for _ in range(params["fresh"])],
                         "baselines": baselines,
                         "params": params,
                         "numel": self.numel[case.name],

@@ -134,6 +134,8 @@ class Timing(Strict):
     """Median host wall time of call + full device synchronize over the probe calls (the escape check)."""
     block: int = 1
     """Calls per block: this callable's back-to-back calls in each turn."""
+    fresh_median_ms: float | None = None
+    """Median time of single calls on input sets made after timing, never seen by any callable before."""
     do_bench_ms: float | None = None
     """triton.testing.do_bench median of the same call on one input set, when cross-checked."""
 
@@ -222,7 +224,8 @@ class TimingMethod(Strict):
         "CUDA events around each call on the current stream, L2 flushed before every call; candidate and "
         "baselines take turns in blocks of back-to-back calls (A B, then B A, ...), input sets rotated, rounds "
         "queued without host waits and synchronised about every sync_ms; a probe times calls with a full device "
-        "synchronize by the host clock; NVML samples the SM clock and power meanwhile"
+        "synchronize by the host clock, and a fresh-input pass times each callable once on sets none has seen; NVML "
+        "samples the SM clock and power meanwhile"
     )
     """The method in words."""
     input_sets: int = 0
@@ -247,6 +250,8 @@ class TimingMethod(Strict):
     """Fewest rounds (each callable's turn once) before the stopping rule is applied."""
     sync_ms: float = 0.0
     """About how much device work is queued between host synchronisations."""
+    fresh_sets: int = 0
+    """Input sets made after timing, each timed once per callable: speed that needs seen inputs is caching."""
 
 
 class EvalReport(Strict):

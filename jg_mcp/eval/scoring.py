@@ -1,9 +1,9 @@
-"""Scoring: speedups, achieved rates and roofline, and the timing findings (escape, below the physical floor)."""
+"""Scoring: speedups, achieved rates and roofline, and the timing findings (escape, floor, faster on seen inputs)."""
 
 from __future__ import annotations
 
 from jg_mcp.eval.report import EvalReport, Finding, Reason, geomean
-from jg_mcp.eval.timing import escaped, floor_ms
+from jg_mcp.eval.timing import escaped, floor_ms, seen_inputs_gain
 from jg_mcp.goals import LoadedGoal
 
 
@@ -34,6 +34,8 @@ def score(goal: LoadedGoal, report: EvalReport) -> None:
                     shape=shape.name,
                 )
             )
+        if detail := seen_inputs_gain(cand, shape.baselines):
+            report.add(Finding(reason=Reason.CACHED_OUTPUT, detail=detail, shape=shape.name))
         if cand.median_ms < shape.floor_ms:
             report.add(
                 Finding(

@@ -12,6 +12,7 @@ import functools
 import math
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 from jg_mcp.eval.policy import harness_call
@@ -29,7 +30,12 @@ DEFAULTS = {
     "target_rel_se": 0.01,
     "budget_s": 1.5,
     "input_sets": 3,
+    "fresh": 5,
 }
+FRESH_SLACK = 1.3
+"""A candidate slower on never-seen inputs than on the rotated sets by this factor beyond what the baselines
+show (and by FRESH_MIN_MS) is caching: its speed came from having seen the inputs."""
+FRESH_MIN_MS = 0.005
 
 
 def summarize(times_ms: list[float]) -> dict[str, float]:
@@ -56,14 +62,21 @@ def block_sizes(estimates_ms: dict[str, float], block_ms: float, max_block: int)
     return {n: max(1, min(max_block, math.ceil(block_ms / max(ms, 1e-4)))) for n, ms in estimates_ms.items()}
 
 
-def measure(child: Any, callables: dict[str, Any], sets: list[tuple], params: dict[str, Any]) -> dict[str, Any]:
+def measure(
+    child: Any,
+    callables: dict[str, Any],
+    sets: list[tuple],
+    params: dict[str, Any],
+    fresh: Callable[[int], tuple] | None = None,
+) -> dict[str, Any]:
     """Time every callable on the rotated input sets until the stopping rule holds; per callable, the summary.
 
     Callables take turns in blocks (A-block B-block, then B A, ...): each block is `block_ms` of back-to-back
     calls of one callable, so each runs in its own steady state (clocks under its own power draw, as
     do_bench sees it) while drift between blocks still cancels. Rounds are queued without host waits and
     synchronised once about `sync_ms` of work is queued; a separate probe then times a few calls each with a
-    full synchronize and the host clock.
+    full synchronize and the host clock. With `fresh`, each callable is also timed once on each of `fresh`
+    input sets made after timing, which no callable has seen before (`fresh_median_ms`).
     """
     p = DEFAULTS | params
     torch = child.torch
@@ -135,6 +148,18 @@ def measure(child: Any, callables: dict[str, Any], sets: list[tuple], params: di
     for name in names:
         host = [probe(name, sets[i % len(sets)]) for i in range(p["probe"])]
         results[name] = summarize(times[name]) | {"host_median_ms": statistics.median(host), "block": per_block[name]}
+    if fresh is not None and p["fresh"] > 0:
+        unseen: dict[str, list[float]] = {n: [] for n in names}
+        for i in range(p["fresh"]):
+            inputs = fresh(i)
+            for name in names if i % 2 == 0 else names[::-1]:
+                sync()
+                pair = queue(name, inputs)
+                sync()
+                unseen[name].append(elapsed(*pair))
+            del inputs
+        for name in names:
+            results[name]["fresh_median_ms"] = statistics.median(unseen[name])
     if p.get("do_bench"):
         import triton.testing
 
@@ -154,3 +179,19 @@ def floor_ms(flops: float, nbytes: float, peak_tflops: float, peak_tbps: float) 
 def escaped(event_ms: float, host_ms: float) -> bool:
     """True when the host waited much longer than the events saw: over half the time and at least 0.1 ms missing."""
     return host_ms - event_ms > max(event_ms, 0.1)
+
+
+def seen_inputs_gain(candidate: Any, baselines: dict[str, Any]) -> str | None:
+    """Why the candidate looks faster on inputs it has seen than on fresh ones (beyond the baselines), else None."""
+    if not candidate.fresh_median_ms or candidate.median_ms <= 0:
+        return None
+    ratio = candidate.fresh_median_ms / candidate.median_ms
+    theirs = [b.fresh_median_ms / b.median_ms for b in baselines.values() if b.fresh_median_ms and b.median_ms > 0]
+    allowed = FRESH_SLACK * min(2.0, max([1.0, *theirs]))
+    if ratio <= allowed or candidate.fresh_median_ms - candidate.median_ms <= FRESH_MIN_MS:
+        return None
+    return (
+        f"median {candidate.median_ms:.4f} ms on the rotated input sets but {candidate.fresh_median_ms:.4f} ms on "
+        f"fresh inputs ({ratio:.2f}x; baselines {max(theirs, default=1.0):.2f}x): the speed comes from having seen "
+        "the inputs"
+    )

@@ -127,3 +127,29 @@ def test_threads_a_baseline_leaves_are_not_blamed_on_the_candidate():
     finally:
         stop.set()
         pool[0].join()
+
+
+def test_each_callable_is_also_timed_on_inputs_it_has_never_seen():
+    cache = {}
+
+    def caching(x):
+        if id(x) not in cache:
+            time.sleep(0.004)
+            cache[id(x)] = x
+        time.sleep(0.0005)
+
+    def honest(x):
+        time.sleep(0.002)
+
+    fresh_made = []
+
+    def fresh(i):
+        fresh_made.append(i)
+        return (object(),)
+
+    params = {"warmup": 1, "min_reps": 10, "max_reps": 40, "budget_s": 2.0, "probe": 1, "fresh": 3, "block_ms": 0}
+    out = measure(_child(CallRecorder()), {"candidate": caching, "baseline": honest}, [(object(),), (object(),)],
+                  params, fresh=fresh)
+    assert fresh_made == [0, 1, 2]
+    assert out["candidate"]["median_ms"] < 2.0 < 4.0 < out["candidate"]["fresh_median_ms"]
+    assert 0.5 < out["baseline"]["fresh_median_ms"] / out["baseline"]["median_ms"] < 2.0

@@ -1,0 +1,52 @@
+"""Scoring: speedups against the strongest baseline, and the timing findings (escape, floor, seen inputs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jg_mcp.eval.report import Environment, EvalReport, Reason, ShapeResult, Timing
+from jg_mcp.eval.scoring import score
+from jg_mcp.goals import load_goal
+
+GOAL = Path(__file__).resolve().parents[2] / "goals" / "gemm_bf16.yaml"
+
+
+def _timing(median: float, fresh: float | None = None, host: float | None = None) -> Timing:
+    return Timing(median_ms=median, iqr_ms=0.01, q10_ms=median, q90_ms=median, reps=50, rel_se_median=0.005,
+                  host_median_ms=host or median, fresh_median_ms=fresh)
+
+
+def _scored(cand: Timing, baselines: dict[str, Timing]) -> EvalReport:
+    goal = load_goal(GOAL)
+    timed = goal.goal.shapes[0]
+    env = Environment(device="cuda", gpu="H200", driver="x", torch="x", triton="x", python="x", jg_mcp="x",
+                      host="x", interpreter=False)
+    shape = ShapeResult(name=timed.name, kind="timed", dims=timed.dims, trials=3, correct=True, candidate=cand,
+                        baselines=baselines)
+    report = EvalReport(goal=goal.name, goal_sha256="0" * 64, solution_sha256="1" * 64, solution_file="s.py",
+                        accepted=True, seed=1, environment=env, shapes=[shape])
+    score(goal, report)
+    return report
+
+
+def test_speedup_is_against_the_strongest_baseline():
+    report = _scored(_timing(10.0), {"slow": _timing(30.0), "fast": _timing(12.0)})
+    assert report.geomean_speedup == pytest.approx(1.2)
+    assert report.strongest_baseline == {report.shapes[0].name: "fast"} and report.findings == []
+
+
+def test_a_candidate_much_faster_on_inputs_it_has_seen_is_caching():
+    report = _scored(_timing(10.0, fresh=25.0), {"torch": _timing(12.0, fresh=12.3)})
+    assert [f.reason for f in report.findings] == [Reason.CACHED_OUTPUT]
+    assert "fresh" in report.findings[0].detail and "25.0" in report.findings[0].detail
+
+
+def test_fresh_input_slowdowns_the_baselines_share_are_not_blamed_on_the_candidate():
+    report = _scored(_timing(10.0, fresh=13.5), {"torch": _timing(12.0, fresh=15.6)})
+    assert report.findings == []
+
+
+def test_noise_on_fresh_inputs_is_tolerated():
+    assert _scored(_timing(10.0, fresh=11.5), {"torch": _timing(12.0, fresh=12.0)}).findings == []
