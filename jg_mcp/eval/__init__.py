@@ -2,10 +2,22 @@
 
 Modules: harness (orchestration), process (the candidate process from outside), child (from inside),
 channel (the wire), policy (static and runtime API policy), guard (tamper checks), checks (output
-validity), shapes (which shapes), timing (how times are taken), scoring (speedups, floor), report (schema).
+validity), shapes (which shapes), timing (how times are taken), scoring (speedups, floor), report (schema),
+clocks (NVML while timing). `evaluate` is imported on first use: the harness brings torch, and the
+report schema and static policy do not need it.
 """
 
-from jg_mcp.eval.harness import EvalOptions, evaluate
+from typing import Any
+
+from jg_mcp.eval.options import EvalOptions
 from jg_mcp.eval.report import EvalReport, Reason
 
 __all__ = ["EvalOptions", "EvalReport", "Reason", "evaluate"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "evaluate":
+        from jg_mcp.eval.harness import evaluate
+
+        return evaluate
+    raise AttributeError(f"module 'jg_mcp.eval' has no attribute {name!r}")
