@@ -127,14 +127,16 @@ def measure(
     most = max(1, p["max_reps"] // max(per_block.values()))
     rounds_per_sync = max(1, min(most, math.ceil(p["sync_ms"] / max(round_ms, 1e-4))))
     times: dict[str, list[float]] = {n: [] for n in names}
+    queued = dict.fromkeys(names, 0)
     begin = clock()
     rounds = 0
     while True:
         pending = []
         for _ in range(rounds_per_sync):
             for name in names if rounds % 2 == 0 else names[::-1]:
-                done = len(times[name]) + sum(1 for n, *_ in pending if n == name)
-                pending += [(name, *queue(name, sets[(done + k) % len(sets)])) for k in range(per_block[name])]
+                for _ in range(per_block[name]):
+                    pending.append((name, *queue(name, sets[queued[name] % len(sets)])))
+                    queued[name] += 1
             rounds += 1
         sync()
         for name, start, end in pending:
