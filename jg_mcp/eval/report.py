@@ -8,7 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
+"""2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, and the block/fresh timing parameters.
+Reports of version 1 still load (the new fields are optional)."""
 
 
 class Reason(StrEnum):

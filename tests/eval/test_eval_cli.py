@@ -65,3 +65,12 @@ def test_a_goal_whose_reference_is_below_float32_is_refused(tmp_path, capsys):
     argv = ["eval", "--goal", str(goal_dir / "gemm_fp8.yaml"), "--workspace", str(ws), "--device", "cpu"]
     assert main([*argv, "--shapes", "smoke", "--domain-shapes", "0"]) == 1
     assert "must be float32 or wider" in capsys.readouterr().err
+
+
+def test_reports_of_the_earlier_schema_committed_from_the_h200_still_load():
+    results = GOALS.parent / "eval" / "results" / "h200"
+    reports = [r for f in sorted(results.glob("eval*.json")) for r in json.loads(f.read_text())["reports"]]
+    assert reports and {r["version"] for r in reports} == {1}
+    for raw in reports:
+        report = EvalReport.model_validate(raw)
+        assert report.version == 1 < REPORT_VERSION and report.shapes
