@@ -330,7 +330,8 @@ class Evaluation:
         )
         if proc is None:
             return
-        uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+        cuda = self.device == "cuda"
+        uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid) if cuda else None
         baselines = [n for n, b in self.goal.goal.baselines.items() if "cuda" in b.devices]
         by_name = {s.name: s for s in report.shapes}
         try:
@@ -350,7 +351,7 @@ class Evaluation:
                 )
                 inputs, refs = self.reference(case.dims, seeds[0])
                 shape = by_name[case.name]
-                sampler = nvml_sampler(uuid)
+                sampler = nvml_sampler(uuid) if uuid else None
                 with sampler or contextlib.nullcontext():
                     header, _ = proc.recv()
                 shape.clocks = sampler.summary() if sampler else None
