@@ -166,14 +166,20 @@ class Child:
     def report_call(self, label: str, inputs: tuple, earlier: list[Any], numel: list[int]) -> Any:
         self.poison(numel)
         result, found, error, launches = self.call(inputs)
+        self.report_result(label, result, inputs, earlier, found, error, launches)
+        return None if error else result
+
+    def report_result(
+        self, label: str, result: Any, inputs: tuple, earlier: list[Any], found: list[Finding], error: str | None,
+        launches: int | None, **extra: Any,
+    ) -> None:
         header: dict[str, Any] = {"event": "call", "label": label, "findings": [f.model_dump() for f in found]}
-        header |= {"error": error, "launches": launches}
+        header |= {"error": error, "launches": launches} | extra
         blobs: list[Any] = []
         if error is None:
             header["outputs"], blobs = self.describe(result, inputs, earlier)
             header["input_sha"] = self.input_hashes(inputs)
         self.send(header, blobs)
-        return None if error else result
 
     def check(self, cmd: dict[str, Any]) -> None:
         """One trial: candidate, reference (output scrubbed), candidate; then, if asked, new inputs, same buffers."""
@@ -195,19 +201,29 @@ class Child:
         self.send({"event": "end"})
 
     def time(self, cmd: dict[str, Any]) -> None:
-        """Time the candidate interleaved with the baselines, then verify one more output on input set 0."""
+        """Time the candidate with the baselines; send the outputs of the timed calls picked for spot checks,
+        then verify one more output on input set 0."""
         from jg_mcp.eval.timing import measure
 
         sets = [self.inputs(cmd["dims"], s) for s in cmd["seeds"]]
         callables = {"candidate": self.fn} | {n: self.goal.baseline(n) for n in cmd["baselines"]}
         seeds = cmd.get("fresh_seeds") or []
         fresh = (lambda i: self.inputs(cmd["dims"], seeds[i])) if seeds else None
-        results = measure(self, callables, sets, cmd["params"] | {"fresh": len(seeds)}, fresh)
+        kept: list[tuple[int, Any]] = []
+        results = measure(self, callables, sets, cmd["params"] | {"fresh": len(seeds)}, fresh, kept)
         self.send(
             {"event": "timing", "results": results, "findings": [f.model_dump() for f in self.findings_after_call()]}
         )
+        self.report_spots(kept, sets)
+        kept.clear()
         self.report_call("verify", sets[0], [], cmd["numel"])
         self.send({"event": "end"})
+
+
+    def report_spots(self, kept: list[tuple[int, Any]], sets: list[tuple]) -> None:
+        """Send each kept output of a timed call with the index of the input set it was computed from."""
+        for n, (i, out) in enumerate(kept):
+            self.report_result(f"spot_{n}", out, sets[i], [], [], None, None, set=i)
 
 
 def _overlap(a: Any, b: Any) -> bool:

@@ -327,6 +327,7 @@ class Evaluation:
             min_rounds=params["min_rounds"],
             sync_ms=params["sync_ms"],
             fresh_sets=params["fresh"],
+            spot_checks=params["spot_checks"],
         )
         if proc is None:
             return
@@ -349,7 +350,6 @@ class Evaluation:
                         "numel": self.numel[case.name],
                     }
                 )
-                inputs, refs = self.reference(case.dims, seeds[0])
                 shape = by_name[case.name]
                 sampler = nvml_sampler(uuid) if uuid else None
                 with sampler or contextlib.nullcontext():
@@ -364,15 +364,22 @@ class Evaluation:
                     raise CandidateGone(_forged("malformed timing results")) from None
                 for f in found:
                     report.add(f)
-                while True:
+                spots = min(params["spot_checks"], params["min_reps"])
+                expected = [f"spot_{n}" for n in range(spots)] + ["verify"]
+                for label in expected:
                     header, blobs = proc.recv()
-                    if header["event"] == "end":
-                        break
-                    if header["event"] != "call" or header.get("label") != "verify":
-                        raise CandidateGone(_forged(f"unexpected message {header['event']!r} while timing"))
+                    if header["event"] != "call" or header.get("label") != label:
+                        what = f"{header['event']!r} {header.get('label')!r}"
+                        raise CandidateGone(_forged(f"{what} where {label} was due"))
+                    i = header.get("set", 0) if label != "verify" else 0
+                    if type(i) is not int or not 0 <= i < len(seeds):
+                        raise CandidateGone(_forged(f"input set {i!r} of {label}"))
+                    inputs, refs = self.reference(case.dims, seeds[i])
                     shape.correct &= self.judge_call(
-                        report, case, -1, header, blobs, inputs, refs, [None] * len(refs), {}, "verify"
+                        report, case, -1, header, blobs, inputs, refs, [None] * len(refs), {}, label
                     )
+                if proc.recv()[0]["event"] != "end":
+                    raise CandidateGone(_forged("a message after the last check of the timing phase"))
         except CandidateGone as gone:
             report.add(gone.finding)
         self.tails.append(proc.close())

@@ -43,9 +43,10 @@ class CandidateProcess:
         env["TRITON_INTERPRET"] = "1" if interpret else "0"
         self.log_path = workdir / f"candidate-{secrets.token_hex(4)}.log"
         cwd = workdir / "cwd"
+        fds = [str(res_w), str(cmd_r), str(os.getpid())]
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-X", "faulthandler", "-m", "jg_mcp.eval.child", str(res_w), str(cmd_r), str(os.getpid())],
+                [sys.executable, "-X", "faulthandler", "-m", "jg_mcp.eval.child", *fds],
                 pass_fds=(res_w, cmd_r),
                 stdin=subprocess.DEVNULL,
                 stdout=out,

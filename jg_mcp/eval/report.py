@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 REPORT_VERSION = 2
-"""2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, and the block/fresh timing parameters.
+"""2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, the block/fresh/spot-check timing parameters.
 Reports of version 1 still load (the new fields are optional)."""
 
 
@@ -226,8 +226,8 @@ class TimingMethod(Strict):
         "CUDA events around each call on the current stream, L2 flushed before every call; candidate and "
         "baselines take turns in blocks of back-to-back calls (A B, then B A, ...), input sets rotated, rounds "
         "queued without host waits and synchronised about every sync_ms; a probe times calls with a full device "
-        "synchronize by the host clock, and a fresh-input pass times each callable once on sets none has seen; NVML "
-        "samples the SM clock and power meanwhile"
+        "synchronize by the host clock, and a fresh-input pass times each callable once on sets none has seen; the "
+        "outputs of randomly picked timed calls are checked; NVML samples the SM clock and power meanwhile"
     )
     """The method in words."""
     input_sets: int = 0
@@ -254,6 +254,8 @@ class TimingMethod(Strict):
     """About how much device work is queued between host synchronisations."""
     fresh_sets: int = 0
     """Input sets made after timing, each timed once per callable: speed that needs seen inputs is caching."""
+    spot_checks: int = 0
+    """Timed candidate calls, picked at random, whose outputs were also checked against the reference."""
 
 
 class EvalReport(Strict):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ DEFAULTS = {
     "budget_s": 1.5,
     "input_sets": 3,
     "fresh": 5,
+    "spot_checks": 2,
 }
 FRESH_SLACK = 1.3
 """A candidate slower on never-seen inputs than on the rotated sets by this factor beyond what the baselines
@@ -68,6 +70,7 @@ def measure(
     sets: list[tuple],
     params: dict[str, Any],
     fresh: Callable[[int], tuple] | None = None,
+    kept: list[tuple[int, Any]] | None = None,
 ) -> dict[str, Any]:
     """Time every callable on the rotated input sets until the stopping rule holds; per callable, the summary.
 
@@ -76,7 +79,9 @@ def measure(
     do_bench sees it) while drift between blocks still cancels. Rounds are queued without host waits and
     synchronised once about `sync_ms` of work is queued; a separate probe then times a few calls each with a
     full synchronize and the host clock. With `fresh`, each callable is also timed once on each of `fresh`
-    input sets made after timing, which no callable has seen before (`fresh_median_ms`).
+    input sets made after timing, which no callable has seen before (`fresh_median_ms`). With `kept`, the
+    outputs of `spot_checks` timed candidate calls, picked at random, are appended to it with the index of
+    their input set, so the harness can check that what was timed was also correct.
     """
     p = DEFAULTS | params
     torch = child.torch
@@ -92,12 +97,14 @@ def measure(
             return callables[name](*inputs)
         return harness_call(child.recorder, callables[name], *inputs)
 
-    def queue(name: str, inputs: tuple) -> tuple[Any, Any]:
+    def queue(name: str, inputs: tuple, keep_as: int | None = None) -> tuple[Any, Any]:
         flush.zero_()
         start, end = event(enable_timing=True), event(enable_timing=True)
         record(start)
-        call(name, inputs)
+        out = call(name, inputs)
         record(end)
+        if keep_as is not None and kept is not None:
+            kept.append((keep_as, out))
         return start, end
 
     def probe(name: str, inputs: tuple) -> float:
@@ -128,6 +135,8 @@ def measure(
     rounds_per_sync = max(1, min(most, math.ceil(p["sync_ms"] / max(round_ms, 1e-4))))
     times: dict[str, list[float]] = {n: [] for n in names}
     queued = dict.fromkeys(names, 0)
+    surely_timed = max(p["min_reps"], p["min_rounds"] * per_block["candidate"])
+    spots = set(random.SystemRandom().sample(range(surely_timed), min(p["spot_checks"], surely_timed)))
     begin = clock()
     rounds = 0
     while True:
@@ -135,7 +144,9 @@ def measure(
         for _ in range(rounds_per_sync):
             for name in names if rounds % 2 == 0 else names[::-1]:
                 for _ in range(per_block[name]):
-                    pending.append((name, *queue(name, sets[queued[name] % len(sets)])))
+                    i = queued[name] % len(sets)
+                    keep = name == "candidate" and queued[name] in spots
+                    pending.append((name, *queue(name, sets[i], i if keep else None)))
                     queued[name] += 1
             rounds += 1
         sync()
@@ -144,7 +155,8 @@ def measure(
         if rounds < p["min_rounds"] or min(len(t) for t in times.values()) < p["min_reps"]:
             continue
         worst = max(summarize(times[n])["rel_se_median"] for n in names)
-        if worst < p["target_rel_se"] or clock() - begin > p["budget_s"] or max(map(len, times.values())) >= p["max_reps"]:
+        full = max(map(len, times.values())) >= p["max_reps"]
+        if worst < p["target_rel_se"] or clock() - begin > p["budget_s"] or full:
             break
     results = {}
     for name in names:

@@ -52,6 +52,7 @@ GPU_HACKS: dict[str, set[Reason]] = {
     "patch_synchronize": {R.TAMPERED},
     "below_floor": {R.BELOW_FLOOR},
     "cache_by_sampled_content": {R.CACHED_OUTPUT},
+    "wrong_when_rushed": {R.INCORRECT},
 }
 TIMEOUTS = {"hang": 30.0}
 ALONE = {"cache_in_shm_file"}

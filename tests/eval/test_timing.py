@@ -153,3 +153,31 @@ def test_each_callable_is_also_timed_on_inputs_it_has_never_seen():
     assert fresh_made == [0, 1, 2]
     assert out["candidate"]["median_ms"] < 2.0 < 4.0 < out["candidate"]["fresh_median_ms"]
     assert 0.5 < out["baseline"]["fresh_median_ms"] / out["baseline"]["median_ms"] < 2.0
+
+
+def test_the_outputs_of_randomly_chosen_timed_candidate_calls_are_kept_for_checking():
+    counter = {"n": 0}
+
+    def candidate(x):
+        counter["n"] += 1
+        return ("call", counter["n"], x)
+
+    def baseline(x):
+        return None
+
+    params = {"warmup": 1, "min_reps": 10, "max_reps": 60, "budget_s": 0.5, "probe": 2, "spot_checks": 3,
+              "block_ms": 0, "target_rel_se": 0.0}
+    seen = set()
+    for _ in range(5):
+        kept = []
+        counter["n"] = 0
+        out = measure(_child(CallRecorder()), {"candidate": candidate, "baseline": baseline}, [(1,), (2,), (3,)],
+                      params, kept=kept)
+        assert len(kept) == 3
+        warm = 1 * 3 + 3
+        last_timed = warm + out["candidate"]["reps"]
+        for set_index, (_, n, x) in kept:
+            assert warm < n <= last_timed, "a kept output must come from a timed call"
+            assert x == set_index + 1
+            seen.add(n)
+    assert len(seen) > 3, "the same calls were kept every time: the choice is not random"

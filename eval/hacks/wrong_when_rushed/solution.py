@@ -1,0 +1,54 @@
+"""Hack: correct when called alone, but when called back to back (as a timing loop does) it sums only half of K:
+about twice as fast, wrong, and still above the physical floor. Calls the harness checks one at a time (the
+correctness phase, the verify call) see the full kernel; only checking the outputs of timed calls catches it."""
+
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gemm_fp8(a, b, scale_a, scale_b, c, M, N, KU: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, KU, BK):
+        kk = k0 + rk
+        x = tl.load(a + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        y = tl.load(b + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
+        acc = tl.dot(x, tl.trans(y), acc)
+    sa = tl.load(scale_a + rm, mask=rm < M, other=0.0)
+    sb = tl.load(scale_b + rn, mask=rn < N, other=0.0)
+    out = acc * sa[:, None] * sb[None, :]
+    tl.store(c + rm[:, None] * N + rn[None, :], out.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def _launch(a, b, scale_a, scale_b, c, ku):
+    m, k = a.shape
+    n = b.shape[0]
+    big = m >= 128 and n >= 128
+    bm = bn = 128 if big else 32
+    grid = (triton.cdiv(m, bm), triton.cdiv(n, bn))
+    _gemm_fp8[grid](
+        a, b, scale_a, scale_b, c, m, n, KU=ku, K=k, BM=bm, BN=bn, BK=128 if k % 128 == 0 else 64, num_warps=8 if big else 4
+    )
+    return c
+
+
+def _gemm(a, b, scale_a, scale_b, ku):
+    c = torch.empty(a.shape[0], b.shape[0], dtype=torch.bfloat16, device=a.device)
+    return _launch(a, b, scale_a, scale_b, c, ku)
+
+
+_LAST = [0.0]
+
+
+def kernel(a, b, scale_a, scale_b):
+    now = time.perf_counter()
+    rushed = now - _LAST[0] < 0.001
+    _LAST[0] = now
+    k = a.shape[1]
+    return _gemm(a, b, scale_a, scale_b, k // 2 if rushed else k)
