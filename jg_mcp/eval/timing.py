@@ -80,8 +80,8 @@ def measure(
     synchronised once about `sync_ms` of work is queued; a separate probe then times a few calls each with a
     full synchronize and the host clock. With `fresh`, each callable is also timed once on each of `fresh`
     input sets made after timing, which no callable has seen before (`fresh_median_ms`). With `kept`, the
-    outputs of `spot_checks` timed candidate calls, picked at random, are appended to it with the index of
-    their input set, so the harness can check that what was timed was also correct.
+    outputs of `spot_checks` (at most `min_reps`) timed candidate calls, picked at random, are appended to it
+    with the index of their input set, so the harness can check that what was timed was also correct.
     """
     p = DEFAULTS | params
     torch = child.torch
@@ -136,7 +136,7 @@ def measure(
     times: dict[str, list[float]] = {n: [] for n in names}
     queued = dict.fromkeys(names, 0)
     surely_timed = max(p["min_reps"], p["min_rounds"] * per_block["candidate"])
-    spots = set(random.SystemRandom().sample(range(surely_timed), min(p["spot_checks"], surely_timed)))
+    spots = set(random.SystemRandom().sample(range(surely_timed), min(p["spot_checks"], p["min_reps"])))
     begin = clock()
     rounds = 0
     while True:

@@ -181,3 +181,11 @@ def test_the_outputs_of_randomly_chosen_timed_candidate_calls_are_kept_for_check
             assert x == set_index + 1
             seen.add(n)
     assert len(seen) > 3, "the same calls were kept every time: the choice is not random"
+
+
+def test_no_more_spot_checks_than_the_fewest_timed_calls():
+    kept = []
+    params = {"warmup": 1, "min_reps": 4, "max_reps": 8, "budget_s": 0.1, "probe": 1, "spot_checks": 50,
+              "block_ms": 0, "min_rounds": 1}
+    measure(_child(CallRecorder()), {"candidate": lambda x: x, "baseline": lambda x: None}, [(1,)], params, kept=kept)
+    assert len(kept) == 4
