@@ -79,9 +79,10 @@ def measure(
     do_bench sees it) while drift between blocks still cancels. Rounds are queued without host waits and
     synchronised once about `sync_ms` of work is queued; a separate probe then times a few calls each with a
     full synchronize and the host clock. With `fresh`, each callable is also timed once on each of `fresh`
-    input sets made after timing, which no callable has seen before (`fresh_median_ms`). With `kept`, the
-    outputs of `spot_checks` (at most `min_reps`) timed candidate calls, picked at random, are appended to it
-    with the index of their input set, so the harness can check that what was timed was also correct.
+    input sets made after timing, which no callable has seen before (`fresh_median_ms`). With `kept`, copies of
+    the outputs of `spot_checks` (at most `min_reps`) timed candidate calls, picked uniformly at random over
+    the whole run, are left in it with the index of their input set, so the harness can check that what was
+    timed was also correct.
     """
     p = DEFAULTS | params
     torch = child.torch
@@ -97,14 +98,31 @@ def measure(
             return callables[name](*inputs)
         return harness_call(child.recorder, callables[name], *inputs)
 
-    def queue(name: str, inputs: tuple, keep_as: int | None = None) -> tuple[Any, Any]:
+    clone, spots, pick = w["torch.Tensor.clone"], min(p["spot_checks"], p["min_reps"]), random.SystemRandom()
+
+    def snapshot(out: Any) -> Any:
+        """A copy queued right after the call: what the kernel returned, whatever happens to it later."""
+        if isinstance(out, (tuple, list)):
+            return [snapshot(o) for o in out]
+        return clone(out) if type(out) is torch.Tensor else out
+
+    def keep(n: int, i: int, out: Any) -> None:
+        """Reservoir sampling over the timed candidate calls: `kept` stays a uniform pick of `spots` of them."""
+        if kept is None:
+            return
+        if n < spots:
+            kept.append((i, snapshot(out)))
+        elif (j := pick.randrange(n + 1)) < spots:
+            kept[j] = (i, snapshot(out))
+
+    def queue(name: str, inputs: tuple, spot: tuple[int, int] | None = None) -> tuple[Any, Any]:
         flush.zero_()
         start, end = event(enable_timing=True), event(enable_timing=True)
         record(start)
         out = call(name, inputs)
         record(end)
-        if keep_as is not None and kept is not None:
-            kept.append((keep_as, out))
+        if spot is not None:
+            keep(*spot, out)
         return start, end
 
     def probe(name: str, inputs: tuple) -> float:
@@ -135,8 +153,6 @@ def measure(
     rounds_per_sync = max(1, min(most, math.ceil(p["sync_ms"] / max(round_ms, 1e-4))))
     times: dict[str, list[float]] = {n: [] for n in names}
     queued = dict.fromkeys(names, 0)
-    surely_timed = max(p["min_reps"], p["min_rounds"] * per_block["candidate"])
-    spots = set(random.SystemRandom().sample(range(surely_timed), min(p["spot_checks"], p["min_reps"])))
     begin = clock()
     rounds = 0
     while True:
@@ -145,8 +161,8 @@ def measure(
             for name in names if rounds % 2 == 0 else names[::-1]:
                 for _ in range(per_block[name]):
                     i = queued[name] % len(sets)
-                    keep = name == "candidate" and queued[name] in spots
-                    pending.append((name, *queue(name, sets[i], i if keep else None)))
+                    spot = (queued[name], i) if name == "candidate" else None
+                    pending.append((name, *queue(name, sets[i], spot)))
                     queued[name] += 1
             rounds += 1
         sync()

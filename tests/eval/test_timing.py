@@ -55,6 +55,7 @@ def _child(recorder, guard=None):
         "torch.cuda.Event": _HostEvent,
         "torch.cuda.Event.elapsed_time": _HostEvent.elapsed_time,
         "torch.cuda.Event.record": _HostEvent.record,
+        "torch.Tensor.clone": torch.Tensor.clone,
     }
     guard = guard or SimpleNamespace(watched={}, absorb_threads=lambda: None)
     guard.watched.update(watched)
@@ -155,32 +156,34 @@ def test_each_callable_is_also_timed_on_inputs_it_has_never_seen():
     assert 0.5 < out["baseline"]["fresh_median_ms"] / out["baseline"]["median_ms"] < 2.0
 
 
-def test_the_outputs_of_randomly_chosen_timed_candidate_calls_are_kept_for_checking():
-    counter = {"n": 0}
+def test_copies_of_randomly_chosen_timed_candidate_outputs_are_kept_for_checking():
+    calls = {"n": 0, "returned": []}
 
     def candidate(x):
-        counter["n"] += 1
-        return ("call", counter["n"], x)
+        for earlier in calls["returned"]:
+            earlier.fill_(-1.0)
+        calls["n"] += 1
+        out = torch.tensor([float(calls["n"]), float(x)])
+        calls["returned"].append(out)
+        return out
 
-    def baseline(x):
-        return None
-
-    params = {"warmup": 1, "min_reps": 10, "max_reps": 60, "budget_s": 0.5, "probe": 2, "spot_checks": 3,
+    params = {"warmup": 1, "min_reps": 10, "max_reps": 60, "budget_s": 5.0, "probe": 1, "spot_checks": 3,
               "block_ms": 0, "target_rel_se": 0.0}
-    seen = set()
-    for _ in range(5):
+    picked = []
+    for _ in range(6):
         kept = []
-        counter["n"] = 0
-        out = measure(_child(CallRecorder()), {"candidate": candidate, "baseline": baseline}, [(1,), (2,), (3,)],
-                      params, kept=kept)
-        assert len(kept) == 3
+        calls.update(n=0, returned=[])
+        out = measure(_child(CallRecorder()), {"candidate": candidate, "baseline": lambda x: None},
+                      [(1,), (2,), (3,)], params, kept=kept)
+        assert len(kept) == 3 and out["candidate"]["reps"] == 60
         warm = 1 * 3 + 3
-        last_timed = warm + out["candidate"]["reps"]
-        for set_index, (_, n, x) in kept:
-            assert warm < n <= last_timed, "a kept output must come from a timed call"
-            assert x == set_index + 1
-            seen.add(n)
-    assert len(seen) > 3, "the same calls were kept every time: the choice is not random"
+        for set_index, copy in kept:
+            n, x = copy.tolist()
+            assert warm < n <= warm + 60, "a kept output must come from a timed call"
+            assert x == set_index + 1, "kept with the index of its input set"
+            picked.append(n - warm)
+    assert len(set(picked)) > 6, "the same calls were kept every time: the choice is not random"
+    assert max(picked) > 30, "only early calls were ever kept: the pick does not cover the whole run"
 
 
 def test_no_more_spot_checks_than_the_fewest_timed_calls():
