@@ -14,6 +14,7 @@ import importlib.util
 import os
 import signal
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -261,9 +262,26 @@ def die_with(parent_pid: int) -> None:
         os._exit(1)
 
 
+def watch_group() -> None:
+    """Fork a watchdog that, once this process is gone (killed with the harness, say), kills what is left of
+    its process group: the processes the candidate started, which PR_SET_PDEATHSIG does not reach. It holds
+    none of the pipes, so a dead candidate process still reads as dead at once."""
+    me = os.getpid()
+    if os.fork() != 0:
+        return
+    try:
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        while os.getppid() == me:
+            time.sleep(0.5)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+    finally:
+        os._exit(0)
+
+
 def main(argv: list[str]) -> int:
     result_fd, command_fd = int(argv[1]), int(argv[2])
     die_with(int(argv[3]))
+    watch_group()
     reader = channel.Reader(command_fd)
     setup, _ = reader.recv(600)
     try:

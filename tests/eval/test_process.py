@@ -1,4 +1,5 @@
-"""The candidate process dies with the harness: a harness killed with SIGKILL leaves no candidate running."""
+"""The candidate process dies with the harness: a harness killed with SIGKILL leaves no candidate running, nor
+anything the candidate started."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from eval_suite import GOALS
 
 
 HANG_AFTER_MARK = """
+import subprocess
 from pathlib import Path
 
 
 def kernel(a, b, scale_a, scale_b):
-    Path({mark!r}).write_text("called")
+    sleeper = subprocess.Popen(["sleep", "300"])
+    Path({mark!r}).write_text(str(sleeper.pid))
     while True:
         pass
 """
@@ -67,10 +70,13 @@ def test_a_killed_harness_leaves_no_candidate_process(tmp_path):
         children = _wait_for(lambda: _candidates_of(harness.pid), 120)
         assert children, "the harness never started a candidate process"
         assert _wait_for(mark.exists, 120), "the candidate was never called"
+        started = int(_wait_for(mark.read_text, 5))
+        assert _alive(started)
         harness.send_signal(signal.SIGKILL)
         harness.wait()
         left = _wait_for(lambda: not [p for p in children if _alive(p)], 10)
         assert left, f"candidate processes {children} outlived the harness"
+        assert _wait_for(lambda: not _alive(started), 10), f"the process the candidate started ({started}) lived on"
     finally:
         harness.kill()
         for pid in children or []:
