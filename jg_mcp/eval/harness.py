@@ -42,7 +42,7 @@ from jg_mcp.eval.report import (
 )
 from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import Case, select_cases
-from jg_mcp.eval.timing import DEFAULTS, L2_FLUSH_BYTES
+from jg_mcp.eval.timing import DEFAULTS, method
 from jg_mcp.goals import LoadedGoal, load_goal
 
 _log = log.get("jg_mcp.eval")
@@ -314,21 +314,7 @@ class Evaluation:
 
     def timing(self, report: EvalReport, cases: list[Case], proc: CandidateProcess | None) -> None:
         params = DEFAULTS | self.o.timing | {"do_bench": self.o.do_bench}
-        report.timing = TimingMethod(
-            input_sets=params["input_sets"],
-            warmup_calls=params["warmup"],
-            min_reps=params["min_reps"],
-            max_reps=params["max_reps"],
-            target_rel_se=params["target_rel_se"],
-            budget_s=params["budget_s"],
-            l2_flush_bytes=L2_FLUSH_BYTES,
-            block_ms=params["block_ms"],
-            max_block=params["max_block"],
-            min_rounds=params["min_rounds"],
-            sync_ms=params["sync_ms"],
-            fresh_sets=params["fresh"],
-            spot_checks=params["spot_checks"],
-        )
+        report.timing = method(params)
         if proc is None:
             return
         cuda = self.device == "cuda"

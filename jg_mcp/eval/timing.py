@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jg_mcp.eval.policy import harness_call
+from jg_mcp.eval.report import TimingMethod
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 DEFAULTS = {
@@ -55,6 +56,26 @@ def summarize(times_ms: list[float]) -> dict[str, float]:
         "reps": len(times_ms),
         "rel_se_median": se / med if med > 0 else float("inf"),
     }
+
+
+def method(params: dict[str, Any]) -> TimingMethod:
+    """The timing parameters of a run, as the report states them."""
+    p = DEFAULTS | params
+    return TimingMethod(
+        input_sets=p["input_sets"],
+        warmup_calls=p["warmup"],
+        min_reps=p["min_reps"],
+        max_reps=p["max_reps"],
+        target_rel_se=p["target_rel_se"],
+        budget_s=p["budget_s"],
+        l2_flush_bytes=L2_FLUSH_BYTES,
+        block_ms=p["block_ms"],
+        max_block=p["max_block"],
+        min_rounds=p["min_rounds"],
+        sync_ms=p["sync_ms"],
+        fresh_sets=p["fresh"],
+        spot_checks=p["spot_checks"],
+    )
 
 
 def block_sizes(estimates_ms: dict[str, float], block_ms: float, max_block: int) -> dict[str, int]:
