@@ -36,7 +36,7 @@ class GpuReport(BaseModel):
     devices: list[Device] = []
 
 
-def _maybe(fn: Callable[[], Any]) -> Any:
+def nvml_or_none(fn: Callable[[], Any]) -> Any:
     """Some fields are unsupported on some boards or in VMs: None rather than an error."""
     import pynvml
 
@@ -76,11 +76,11 @@ def query_gpu() -> GpuReport:
 def _device(nv, i: int) -> Device:
     h = nv.nvmlDeviceGetHandleByIndex(i)
     mem = nv.nvmlDeviceGetMemoryInfo(h)
-    util = _maybe(lambda: nv.nvmlDeviceGetUtilizationRates(h))
+    util = nvml_or_none(lambda: nv.nvmlDeviceGetUtilizationRates(h))
     major, minor = nv.nvmlDeviceGetCudaComputeCapability(h)
     mib = 1024 * 1024
-    power = _maybe(lambda: nv.nvmlDeviceGetPowerUsage(h))
-    limit = _maybe(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h))
+    power = nvml_or_none(lambda: nv.nvmlDeviceGetPowerUsage(h))
+    limit = nvml_or_none(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h))
     return Device(
         index=i,
         name=_text(nv.nvmlDeviceGetName(h)),
@@ -91,11 +91,11 @@ def _device(nv, i: int) -> Device:
         memory_free_mib=mem.free // mib,
         utilization_gpu_pct=util.gpu if util else None,
         utilization_memory_pct=util.memory if util else None,
-        sm_clock_mhz=_maybe(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
-        sm_clock_max_mhz=_maybe(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
-        memory_clock_mhz=_maybe(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
-        memory_clock_max_mhz=_maybe(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)),
-        temperature_c=_maybe(lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+        sm_clock_mhz=nvml_or_none(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+        sm_clock_max_mhz=nvml_or_none(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
+        memory_clock_mhz=nvml_or_none(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
+        memory_clock_max_mhz=nvml_or_none(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)),
+        temperature_c=nvml_or_none(lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
         power_w=power / 1000 if power is not None else None,
         power_limit_w=limit / 1000 if limit is not None else None,
     )

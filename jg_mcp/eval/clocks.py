@@ -10,9 +10,9 @@ from __future__ import annotations
 import statistics
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from jg_mcp.eval.report import ClockSummary
+from jg_mcp.gpu import nvml_or_none
 
 Sample = tuple[float | None, float | None, frozenset[str]]
 """SM clock in MHz, board power in W, the names of the slowdown reasons active."""
@@ -80,22 +80,17 @@ def nvml_sampler(uuid: str, interval_s: float = 0.01) -> ClockSampler | None:
         nv.nvmlInit()
         h = nv.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
         bits = {name: getattr(nv, const) for name, const in SLOWDOWNS.items() if hasattr(nv, const)}
-        max_mhz = _maybe(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM))
-        limit = _maybe(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000)
+        older = nv.nvmlDeviceGetCurrentClocksThrottleReasons
+        reasons_of = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", older)
+        max_mhz = nvml_or_none(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM))
+        limit = nvml_or_none(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000)
     except Exception:
         return None
 
     def read() -> Sample:
-        power = _maybe(lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000)
-        reasons = _maybe(lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(h)) or 0
+        power = nvml_or_none(lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000)
+        reasons = nvml_or_none(lambda: reasons_of(h)) or 0
         names = frozenset(name for name, bit in bits.items() if reasons & bit)
-        return _maybe(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)), power, names
+        return nvml_or_none(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)), power, names
 
     return ClockSampler(read, max_mhz, limit, interval_s)
-
-
-def _maybe(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except Exception:
-        return None
