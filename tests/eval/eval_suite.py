@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from jg_mcp.eval import EvalOptions, EvalReport, evaluate
+from jg_mcp.eval.report import Environment
 
 REPO = Path(__file__).resolve().parents[2]
 HACKS = REPO / "eval" / "hacks"
@@ -19,6 +20,13 @@ SOLUTIONS = REPO / "eval" / "solutions"
 GOALS = REPO / "goals"
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
+
+
+def environment(device: str) -> Environment:
+    """A report's environment for tests that build reports by hand."""
+    gpu = device == "cuda"
+    return Environment(device=device, gpu="H200" if gpu else None, driver="580" if gpu else None, torch="x",
+                       triton="x", python="x", jg_mcp="x", host="x", interpreter=not gpu)
 
 
 def eval_solution(solution: Path, goal: str, root: Path, **options) -> EvalReport:

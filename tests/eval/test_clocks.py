@@ -8,6 +8,8 @@ import time
 import pytest
 import torch
 
+from eval_suite import environment
+
 from jg_mcp.eval.clocks import ClockSampler, nvml_sampler
 
 
@@ -61,10 +63,9 @@ def test_the_gpu_the_eval_runs_on_is_sampled():
 
 
 def test_the_markdown_report_shows_the_clocks_of_each_timed_shape():
-    from jg_mcp.eval.report import ClockSummary, Environment, EvalReport, ShapeResult, markdown
+    from jg_mcp.eval.report import ClockSummary, EvalReport, ShapeResult, markdown
 
-    env = Environment(device="cuda", gpu="H200", driver="580", torch="2", triton="3", python="3", jg_mcp="0",
-                      host="h", interpreter=False)
+    env = environment("cuda")
     clocks = ClockSummary(samples=40, sm_mhz_median=1755, sm_mhz_min=1530, sm_mhz_max=1980, power_w_median=688,
                           power_limit_w=700, slowdowns={"sw_power_cap": 0.75})
     shape = ShapeResult(name="m8192", kind="timed", dims={"M": 8192}, trials=3, correct=True, clocks=clocks)

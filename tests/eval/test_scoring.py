@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from jg_mcp.eval.report import Environment, EvalReport, Reason, ShapeResult, Timing
+from eval_suite import environment
+
+from jg_mcp.eval.report import EvalReport, Reason, ShapeResult, Timing
 from jg_mcp.eval.scoring import score
 from jg_mcp.goals import load_goal
 
@@ -21,8 +23,7 @@ def _timing(median: float, fresh: float | None = None, host: float | None = None
 def _scored(cand: Timing, baselines: dict[str, Timing]) -> EvalReport:
     goal = load_goal(GOAL)
     timed = goal.goal.shapes[0]
-    env = Environment(device="cuda", gpu="H200", driver="x", torch="x", triton="x", python="x", jg_mcp="x",
-                      host="x", interpreter=False)
+    env = environment("cuda")
     shape = ShapeResult(name=timed.name, kind="timed", dims=timed.dims, trials=3, correct=True, candidate=cand,
                         baselines=baselines)
     report = EvalReport(goal=goal.name, goal_sha256="0" * 64, solution_sha256="1" * 64, solution_file="s.py",

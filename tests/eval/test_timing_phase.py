@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from eval_suite import GOALS
+from eval_suite import GOALS, environment
 
 from jg_mcp.eval.checks import sha256_tensors
 from jg_mcp.eval.harness import Evaluation
 from jg_mcp.eval.options import EvalOptions
 from jg_mcp.eval.process import CandidateGone
-from jg_mcp.eval.report import Environment, EvalReport, Finding, Reason, ShapeResult
+from jg_mcp.eval.report import EvalReport, Finding, Reason, ShapeResult
 from jg_mcp.eval.shapes import Case
 from jg_mcp.eval.timing import DEFAULTS
 
@@ -69,8 +69,7 @@ def honest(evaluation: Evaluation, cmd: dict, findings: list | None = None, wron
 
 def _run(script: Script, tmp_path) -> tuple[EvalReport, ScriptedProcess]:
     evaluation = Evaluation(EvalOptions(goal=GOALS / "gemm_fp8.yaml", workspace=tmp_path, device="cpu"))
-    env = Environment(device="cpu", gpu=None, driver=None, torch="x", triton="x", python="x", jg_mcp="x", host="x",
-                      interpreter=True)
+    env = environment("cpu")
     report = EvalReport(goal="gemm_fp8", goal_sha256="0" * 64, solution_sha256="1" * 64, solution_file="s.py",
                         accepted=False, seed=evaluation.seed, environment=env,
                         shapes=[ShapeResult(name=CASE.name, kind="timed", dims=CASE.dims, trials=3, correct=True)])
