@@ -12,6 +12,7 @@ import anyio
 
 import jg_mcp
 from jg_mcp import log
+from jg_mcp.campaign import serving
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
 from jg_mcp.sandbox import MODES, Bwrap, SandboxLimits, choose
 from jg_mcp.session import Session, new_run_id
@@ -49,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="process/thread cap inside the sandbox")
     p.add_argument("--max-file-bytes", type=int, default=SandboxLimits().max_file_bytes,
                    help="largest file a command may write inside the sandbox")
+    serving.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         sandbox = template.for_workspace(ws)
         session = Session(
             loaded, workspace_dir=ws, transcripts_dir=args.transcripts, runs_dir=args.runs,
-            transport=args.transport, run_id=run_id, sandbox=mode,
+            transport=args.transport, run_id=run_id, sandbox=mode, condition=args.condition,
             wrap=sandbox.wrap if mode == "bwrap" else None,
         )
         if warning:
@@ -99,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         pool = ConnectionPool(make_session)
         close_all = pool.close_all
         logger.info("serving over HTTP", url=f"http://{args.host}:{args.port}/mcp", sandbox=mode)
-    server = build_server(loaded, pool, sandboxed=mode == "bwrap")
+    server = serving.apply(build_server(loaded, pool, sandboxed=mode == "bwrap"), loaded, pool, args)
     reason = "client disconnected" if args.transport == "stdio" else "server stopped"
     try:
         reason = anyio.run(_serve, server, args, token, close_all) or reason
