@@ -1,6 +1,8 @@
 """`jg-mcp`: the command line. Each subcommand lives in its own module with `register(subparsers)`.
 
-Exit codes: 0 ok, 1 failure, 2 usage error.
+Exit codes, the same for every subcommand: 0 success (or accepted), 1 a verdict or a failure (rejected,
+failed checks, a malformed goal or transcript), 2 a usage error (a missing goal, workspace or file, a bad
+argument). A user error is one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import importlib
 import sys
 
 from jg_mcp import __version__, log
-from jg_mcp.errors import JgError
+from jg_mcp.errors import JgError, UsageError
 
 COMMAND_MODULES = [
     "jg_mcp.commands.serve",
@@ -28,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="jg-mcp",
         description="Point any MCP-capable agent at a GPU-kernel goal under the goal-only condition, "
         "re-verify the kernel it leaves, and audit the session.",
+        epilog="Exit status of every command: 0 success or accepted, 1 a verdict or a failure, 2 a usage error "
+        "(a missing goal, workspace or file, a bad argument).",
     )
     parser.add_argument("--version", action="version", version=f"jg-mcp {__version__}")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -43,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     log.configure(args.log_level)
     try:
         return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"jg-mcp {args.command}: {exc}", file=sys.stderr)
+        return 2
     except JgError as exc:
         print(f"jg-mcp {args.command}: {exc}", file=sys.stderr)
         return 1

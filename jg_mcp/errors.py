@@ -1,8 +1,16 @@
-"""The project's errors: one base class and a few subclasses that carry data."""
+"""The project's errors: one base class and a few subclasses that carry data.
+
+The CLI maps them to exit codes: `UsageError` 2 (the command was called wrongly: a missing goal,
+workspace or file, a bad argument), any other `JgError` 1 (a failure or a verdict).
+"""
 
 
 class JgError(Exception):
     """Base class of every error jg-mcp raises on purpose."""
+
+
+class UsageError(JgError):
+    """The command was called wrongly: a goal, workspace or file that does not exist, a bad argument."""
 
 
 class GoalError(JgError):
@@ -14,6 +22,10 @@ class GoalError(JgError):
         self.problem = problem
         where = f" field '{field}'" if field else ""
         super().__init__(f"{self.path}:{where} {problem}")
+
+
+class GoalNotFound(GoalError, UsageError):
+    """No goal file by that name or path: a usage error (exit 2), and a GoalError for code that catches those."""
 
 
 class PathRefused(JgError):

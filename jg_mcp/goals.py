@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from jg_mcp.errors import GoalError
+from jg_mcp.errors import GoalError, GoalNotFound
 
 REPO_GOALS = Path(__file__).resolve().parent.parent / "goals"
+DEMO_GOALS = Path(__file__).resolve().parent / "demo_goal"
 
 
 class Strict(BaseModel):
@@ -44,6 +46,14 @@ class DimRange(Strict):
     """Largest value the eval may draw."""
     multiple_of: int = Field(default=1, ge=1)
     """Drawn values are multiples of this (the divisibility a solution may rely on)."""
+
+    def problem(self, value: int) -> str | None:
+        """Why `value` lies outside this range, or None when it is inside."""
+        if not self.min <= value <= self.max:
+            return f"outside {self.min}..{self.max}"
+        if value % self.multiple_of:
+            return f"not a multiple of {self.multiple_of}"
+        return None
 
 
 class Tolerance(Strict):
@@ -136,6 +146,20 @@ class Goal(Strict):
             raise ValueError(f"shape_domain names dimensions no shape has: {', '.join(unknown)}")
         return self
 
+    @model_validator(mode="after")
+    def _shapes_in_domain(self) -> Goal:
+        """Timed and smoke shapes must be shapes a solution is required to handle."""
+        for field in ("shapes", "smoke_shapes"):
+            for shape in getattr(self, field):
+                for dim, value in shape.dims.items():
+                    r = self.shape_domain.get(dim)
+                    why = r.problem(value) if r else None
+                    if why:
+                        step = f", multiple of {r.multiple_of}" if r.multiple_of > 1 else ""
+                        raise ValueError(f"{field} '{shape.name}': {dim}={value} is {why} "
+                                         f"(shape_domain {dim}: {r.min}..{r.max}{step})")
+        return self
+
 
 class LoadedGoal:
     """A validated goal with its module imported and its callables resolved."""
@@ -178,8 +202,42 @@ class LoadedGoal:
         return h.hexdigest()
 
 
-def _field_of(err: dict) -> str:
-    return ".".join(str(p) for p in err["loc"]) or "(top level)"
+def _field_of(err: Any) -> str:
+    return ".".join(str(p) for p in err["loc"])
+
+
+def _keys_at(loc: tuple) -> list[str]:
+    """The field names the goal schema allows where `loc` points (for a 'did you mean')."""
+    model: Any = Goal
+    for part in loc:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+            continue  # a list index or a dict key: stay on the item type found below
+        model = model.model_fields[part].annotation
+        while not (isinstance(model, type) and issubclass(model, BaseModel)) and get_args(model):
+            model = get_args(model)[-1]
+    return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+
+
+def _describe(err: Any) -> tuple[str, str]:
+    """(field, problem) of one validation error; an unknown key says which known key it resembles."""
+    loc = tuple(err["loc"])
+    if err["type"] == "extra_forbidden":
+        close = difflib.get_close_matches(str(loc[-1]), _keys_at(loc[:-1]), n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        return _field_of(err), f"unknown key{hint}"
+    msg = err["msg"].removeprefix("Value error, ")
+    return _field_of(err), msg
+
+
+def _validation_error(yaml_path: Path, exc: ValidationError) -> GoalError:
+    """One GoalError for all of a goal's problems: unknown keys (likely typos) first, the rest after."""
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    field, problem = _describe(errors[0])
+    rest = [f"{f or '(top level)'}: {p}" for f, p in map(_describe, errors[1:4])]
+    if rest:
+        more = f", and {len(errors) - 4} more" if len(errors) > 4 else ""
+        problem += f" (also {'; '.join(rest)}{more})"
+    return GoalError(yaml_path, field, problem)
 
 
 def _import_module(path: Path, goal_name: str) -> ModuleType:
@@ -203,7 +261,7 @@ def load_goal(path: str | Path) -> LoadedGoal:
     if yaml_path.suffix not in (".yaml", ".yml"):
         yaml_path = yaml_path.with_suffix(".yaml")
     if not yaml_path.is_file():
-        raise GoalError(yaml_path, "", "no such goal file")
+        raise GoalNotFound(yaml_path, "", "no such goal file")
     try:
         data = yaml.safe_load(yaml_path.read_text())
     except yaml.YAMLError as exc:
@@ -213,9 +271,7 @@ def load_goal(path: str | Path) -> LoadedGoal:
     try:
         goal = Goal.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-        raise GoalError(yaml_path, _field_of(first), f"{first['msg']}{more}") from None
+        raise _validation_error(yaml_path, exc) from None
     if goal.name != yaml_path.stem:
         raise GoalError(yaml_path, "name", f"'{goal.name}' differs from the file name '{yaml_path.stem}'")
     module_path = yaml_path.with_suffix(".py")
@@ -239,11 +295,16 @@ def goals_dir(explicit: str | Path | None = None) -> Path:
 
 
 def find_goal(name_or_path: str, directory: str | Path | None = None) -> Path:
-    """Accept a goal name (`gemm_fp8`) or a path to its YAML."""
+    """Accept a goal name (`gemm_fp8`, or `axpy`, the demo's embedded goal) or a path to its YAML.
+
+    The path is returned whether or not it exists: `load_goal` says when it does not.
+    """
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists():
         return p
-    return goals_dir(directory) / f"{name_or_path}.yaml"
+    found = goals_dir(directory) / f"{name_or_path}.yaml"
+    demo = DEMO_GOALS / f"{name_or_path}.yaml"
+    return demo if not found.is_file() and demo.is_file() else found
 
 
 def list_goal_files(directory: str | Path | None = None) -> list[Path]:

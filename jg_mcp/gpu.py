@@ -101,16 +101,22 @@ def _device(nv, i: int) -> Device:
     )
 
 
+def shown(value: object, unit: str = "") -> str:
+    """A value for people: 'n/a' where NVML reported none (never Python's None)."""
+    return "n/a" if value is None else f"{value}{unit}"
+
+
 def describe(report: GpuReport) -> str:
     """Human-readable form for `jg-mcp gpu`."""
     if not report.available:
-        return f"No GPU: {report.reason}"
-    lines = [f"driver {report.driver_version}, CUDA {report.cuda_driver_version}"]
+        return f"No GPU: {report.reason or 'NVML reports none'}"
+    lines = [f"driver {shown(report.driver_version)}, CUDA {shown(report.cuda_driver_version)}"]
     for d in report.devices:
         lines.append(
             f"[{d.index}] {d.name} (sm_{d.compute_capability.replace('.', '')}) "
-            f"memory {d.memory_used_mib}/{d.memory_total_mib} MiB used, util {d.utilization_gpu_pct}%, "
-            f"SM {d.sm_clock_mhz}/{d.sm_clock_max_mhz} MHz, mem {d.memory_clock_mhz}/{d.memory_clock_max_mhz} MHz, "
-            f"{d.temperature_c} C, {d.power_w} W of {d.power_limit_w} W"
+            f"memory {d.memory_used_mib}/{d.memory_total_mib} MiB used, util {shown(d.utilization_gpu_pct, '%')}, "
+            f"SM {shown(d.sm_clock_mhz)}/{shown(d.sm_clock_max_mhz)} MHz, "
+            f"mem {shown(d.memory_clock_mhz)}/{shown(d.memory_clock_max_mhz)} MHz, "
+            f"{shown(d.temperature_c, ' C')}, {shown(d.power_w, ' W')} of {shown(d.power_limit_w, ' W')}"
         )
     return "\n".join(lines)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GEMM_FP8, node_tool
+from tests.support import GEMM_FP8, node_tool
 
 pytestmark = pytest.mark.slow
 

@@ -43,9 +43,78 @@ def test_goals_show_prints_the_goal():
     assert proc.returncode == 0 and proc.stdout.startswith("# Goal: FP8")
 
 
-def test_goals_show_unknown_goal_fails_with_message():
+def test_goals_show_unknown_goal_is_a_usage_error_in_one_line():
     proc = jg("goals", "show", "no_such_goal")
-    assert proc.returncode == 1 and "no such goal file" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no such goal file" in proc.stderr
+
+
+def test_the_demo_goal_is_found_by_name():
+    proc = jg("goals", "show", "axpy")
+    assert proc.returncode == 0 and proc.stdout.startswith("# Goal: Demo"), proc.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["eval", "--goal", "no_such_goal", "--workspace", "."],
+    ["replay", "no/such/transcript.jsonl", "--to", "no/such/dir"],
+    ["goals", "validate", "no_such_goal"],
+    ["serve", "--goal", "no_such_goal"],
+])
+def test_a_missing_goal_workspace_or_file_is_a_usage_error_in_one_line(args):
+    proc = jg(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"jg-mcp {args[0]}: ") and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_eval_on_cuda_without_a_gpu_is_one_line_not_a_traceback(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    proc = jg("eval", "--goal", "axpy", "--workspace", str(tmp_path), "--device", "cuda")
+    assert proc.returncode == 2 and proc.stderr == (
+        "jg-mcp eval: --device cuda: torch sees no CUDA device (leave --device out to check on the CPU)\n")
+
+
+def test_eval_progress_is_plain_lines_when_stderr_is_not_a_terminal():
+    import io
+
+    from jg_mcp.commands.eval import Bar
+
+    stream = io.StringIO()
+    bar = Bar(stream)
+    bar("check tiny trial 1/3")
+    bar("check tiny trial 2/3")
+    bar.done()
+    lines = stream.getvalue().splitlines()
+    assert "\r" not in stream.getvalue() and len(lines) == 2
+    assert lines[1].startswith("eval step 2 ") and lines[1].endswith("check tiny trial 2/3")
+
+
+def test_eval_verdict_says_timing_was_skipped_and_never_prints_none():
+    from jg_mcp.commands.eval import verdict_lines
+    from jg_mcp.eval.report import EvalReport, TimingMethod
+
+    fields = {"goal": "axpy", "goal_sha256": "0" * 64, "solution_sha256": "1" * 64, "solution_file": "solution.py",
+              "seed": 1, "environment": {"device": "cpu", "gpu": None, "driver": None, "torch": "2", "triton": "3",
+                                         "python": "3", "jg_mcp": "0", "host": "h", "interpreter": True}}
+    cpu = EvalReport.model_validate({**fields, "accepted": True}).model_copy(
+        update={"timing": TimingMethod(skipped="no CUDA device: correctness only")})
+    assert verdict_lines(cpu) == "axpy: ACCEPTED; timing skipped: no CUDA device: correctness only"
+    gpu = cpu.model_copy(update={"timing": TimingMethod(), "geomean_speedup": 1.23456})
+    assert verdict_lines(gpu) == "axpy: ACCEPTED; geomean speedup 1.235x vs the strongest baseline"
+    assert "None" not in verdict_lines(gpu.model_copy(update={"geomean_speedup": None}))
+
+
+def test_gpu_description_never_prints_none():
+    from jg_mcp.gpu import Device, GpuReport, describe
+
+    device = Device(index=0, name="H200", uuid="u", compute_capability="9.0", memory_total_mib=1, memory_used_mib=0,
+                    memory_free_mib=1, utilization_gpu_pct=None, utilization_memory_pct=None, sm_clock_mhz=None,
+                    sm_clock_max_mhz=None, memory_clock_mhz=None, memory_clock_max_mhz=None, temperature_c=None,
+                    power_w=None, power_limit_w=None)
+    text = describe(GpuReport(available=True, devices=[device]))
+    assert "None" not in text and "util n/a" in text and "driver n/a" in text
+    assert describe(GpuReport(available=False)) == "No GPU: NVML reports none"
 
 
 def test_gpu_reports_without_crashing():

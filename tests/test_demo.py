@@ -2,26 +2,62 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
+from jg_mcp import replay
 from jg_mcp.transcript import read_transcript
 
 pytestmark = pytest.mark.slow
 
+ROW = re.compile(r"^ ?(\d+|-)\. \[(ok |ERR)\] (\S+)")
+
+
+def run_demo(out) -> tuple[int, list[str], str, bool]:
+    """Run the demo as a user does; returns (exit code, stdout lines, stderr, whether the first numbered step
+    was printed while the process was still running)."""
+    proc = subprocess.Popen([sys.executable, "-m", "jg_mcp", "demo", "--out", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    lines: list[str] = []
+    live = False
+    deadline = time.monotonic() + 600
+    try:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if not live and line.startswith(" 1. "):
+                live = proc.poll() is None
+            assert time.monotonic() < deadline, "the demo took more than 600 s"
+        stderr = proc.stderr.read()
+        return proc.wait(timeout=60), lines, stderr, live
+    finally:
+        proc.kill()
+        proc.wait()
+
 
 def test_demo_runs_a_session_and_leaves_a_closed_transcript(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "jg_mcp", "demo", "--out", str(tmp_path)], capture_output=True,
-                          text=True, timeout=600, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "demo succeeded" in proc.stdout and "OK device=" in proc.stdout
+    code, lines, stderr, live = run_demo(tmp_path)
+    stdout = "\n".join(lines)
+    assert code == 0, stdout + stderr
+    assert "demo succeeded" in stdout and "OK device=" in stdout
     transcript = next((tmp_path / "transcripts").glob("*.jsonl"))
     result = read_transcript(transcript)
     assert result.closed
     manifest = result.events[-1].manifest
     assert {"solution.py", "check.py", "listing.txt", "reference.py"} <= set(manifest)
     assert (tmp_path / "workspace" / "listing.txt").exists()
-    assert "axpy: ACCEPTED" in proc.stdout and "audit clean" in proc.stdout
+    assert "axpy: ACCEPTED" in stdout and "audit clean" in stdout
     assert (tmp_path / "eval.json").is_file() and (tmp_path / "session.html").is_file()
+    assert "None" not in stdout
+
+    assert live, "each step is printed as it completes, not when the session ends"
+    rows = [m.groups() for m in map(ROW.match, lines) if m]
+    numbered = [(int(n), tool) for n, _, tool in rows if n != "-"]
+    calls = replay.load_record(transcript).calls
+    assert numbered == [(c.step, c.tool) for c in calls], "the demo numbers steps as replay and audit do"
+    assert [tool for n, _, tool in rows if n == "-"] == ["list_tools", "goal://axpy"]
+    refused = next(n for n, status, tool in rows if status == "ERR")
+    assert f"step {refused}: read_file was refused" in stdout, "the audit names the refused call by the same number"

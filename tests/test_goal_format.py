@@ -10,7 +10,7 @@ import yaml
 
 from jg_mcp.errors import GoalError
 from jg_mcp.goals import load_goal
-from tests.conftest import copy_goal
+from tests.support import copy_goal
 
 
 def _edit(path, fn):
@@ -21,7 +21,7 @@ def _edit(path, fn):
 
 CASES = {
     "missing field": (lambda d: d.pop("objective"), "objective", "Field required"),
-    "unknown key": (lambda d: d.update(objectiv="typo"), "objectiv", "Extra inputs are not permitted"),
+    "unknown key": (lambda d: d.update(objectiv="typo"), "objectiv", "unknown key; did you mean 'objective'?"),
     "wrong type": (lambda d: d["tolerance"].update(atol="tight"), "tolerance.atol", "valid number"),
     "missing callable": (lambda d: d.update(reference="no_such_fn"), "reference", "'no_such_fn' is not a callable"),
     "missing baseline callable": (
@@ -30,6 +30,15 @@ CASES = {
         "'nope' is not a callable",
     ),
     "negative dimension": (lambda d: d["shapes"][0]["dims"].update(M=-1), "shapes.0.dims", "positive"),
+    "misspelt nested key": (lambda d: d.update(tolerance={"atoll": 0.1, "rtol": 0.1}), "tolerance.atoll",
+                            "did you mean 'atol'?"),
+    "smoke shape outside the domain": (
+        lambda d: d["smoke_shapes"][1]["dims"].update(N=80), "",
+        "smoke_shapes 'ragged': N=80 is not a multiple of 64 (shape_domain N: 64..28672, multiple of 64)",
+    ),
+    "timed shape outside the domain": (
+        lambda d: d["shapes"][0]["dims"].update(K=64), "", "shapes 'llama3_8b_prefill_qkv': K=64 is outside 128..28672",
+    ),
 }
 
 
@@ -43,6 +52,16 @@ def test_malformed_goal_names_file_and_field(tmp_path, case):
     assert info.value.field == field
     assert str(path) in str(info.value)
     assert text in str(info.value)
+
+
+def test_a_misspelt_required_key_is_named_first_with_a_suggestion(tmp_path):
+    """The typo is the cause; the required key it leaves missing is the consequence, listed after."""
+    path = copy_goal(tmp_path)
+    _edit(path, lambda d: d.update(tolerence=d.pop("tolerance")))
+    with pytest.raises(GoalError) as info:
+        load_goal(path)
+    assert info.value.field == "tolerence"
+    assert info.value.problem == "unknown key; did you mean 'tolerance'? (also tolerance: Field required)"
 
 
 def test_yaml_syntax_error_is_reported_with_file(tmp_path):

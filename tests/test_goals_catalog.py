@@ -13,7 +13,7 @@ from jg_mcp import validate
 from jg_mcp.cli import main
 from jg_mcp.goals import list_goal_files, load_goal
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 TEN = [
     "attention_decode",

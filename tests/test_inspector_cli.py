@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from jg_mcp.server import TOOL_NAMES
-from tests.conftest import GEMM_FP8, node_tool
+from tests.support import GEMM_FP8, node_tool
 
 pytestmark = pytest.mark.slow
 

@@ -23,8 +23,7 @@ from jg_mcp import audit, report_html
 from jg_mcp.goals import load_goal
 from jg_mcp.scripted import call
 from jg_mcp.transcript import sha256_bytes
-from tests.test_audit import eval_report
-from tests.test_replay import DEMO_GOAL, REPO, copy_transcript, demo_dir, demo_run, scripted_session
+from tests.support import DEMO_GOAL, REPO, copy_transcript, demo_dir, demo_run, eval_report, scripted_session
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)")

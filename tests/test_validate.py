@@ -12,7 +12,7 @@ from jg_mcp import validate
 from jg_mcp.cli import main
 from jg_mcp.goals import load_goal
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 
 def goal_copy(tmp_path, name, old="", new=""):
@@ -141,9 +141,11 @@ def test_markdown_lists_each_timing():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
-def test_cuda_without_a_gpu_is_an_error(capsys):
+def test_cuda_without_a_gpu_is_a_usage_error(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
     rc, _, err = validate_cli(capsys, "softmax", "--device", "cuda")
-    assert rc == 1 and "torch sees no CUDA device" in err
+    assert rc == 2 and "torch sees no CUDA device" in err
 
 
 @pytest.mark.gpu

@@ -21,6 +21,8 @@ from jg_mcp.gpu import query_gpu
 from jg_mcp.transcript import read_transcript
 
 if TYPE_CHECKING:
+    from mcp import StdioServerParameters
+
     from jg_mcp.scripted import Step, StepResult
 
 DEMO_GOAL = Path(__file__).resolve().parent.parent / "demo_goal" / "axpy.yaml"
@@ -67,9 +69,14 @@ sys.exit(0 if worst < 1e-5 else 1)
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
-        help="run a recorded end-to-end session with a scripted client",
-        description="Start `jg-mcp serve` over stdio on a small embedded goal and drive a whole session "
-        "with a deterministic scripted client: read the goal, query the GPU, write a Triton kernel, run it.",
+        help="run a recorded end-to-end session with a scripted client, then eval and audit it",
+        description="Start `jg-mcp serve` over stdio on a small embedded goal (axpy) and drive a whole session "
+        "with a deterministic scripted client (no LLM): read the goal, query the GPU, write a Triton kernel, run "
+        "it (in the Triton interpreter on the CPU when there is no GPU). Each step is printed as it completes, "
+        "numbered as `jg-mcp replay --step` and `jg-mcp audit` number them (one per tools/call, from 1; other "
+        "requests are marked '-'). Then it re-verifies the kernel left behind with `jg-mcp eval` and audits the "
+        "transcript with `jg-mcp audit`, which also writes the session as an HTML page. Exit 0 when the session, "
+        "the eval and the audit all succeed, 1 otherwise.",
     )
     p.add_argument("--out", type=Path, help="directory for the workspace and transcript (default: runs/demo-TIME)")
     p.set_defaults(func=run)
@@ -99,18 +106,41 @@ def summary(r: StepResult) -> str:
     if "sha256" in s:
         return f"{s['size']} bytes, sha256 {s['sha256'][:12]}"
     if "available" in s:
-        return "GPU available" if s["available"] else f"no GPU ({s.get('reason', '')})"
+        return "GPU available" if s["available"] else f"no GPU ({s.get('reason') or 'NVML reports none'})"
     if "total_lines" in s:
         return f"lines {s['start_line']}-{s['end_line']} of {s['total_lines']}"
     text = r.text.strip()
     return text.splitlines()[0] if text else ""
 
 
+def step_line(number: int | None, r: StepResult) -> str:
+    """One printed row; `number` is the replay/audit step (tools/call requests only), None for other requests."""
+    status = "ok " if r.ok else "ERR"
+    label = f"{number:2d}." if number is not None else " -."
+    return f"{label} [{status}] {r.step.name or r.step.kind:16s} {r.step.note:38s} {r.duration_s:6.2f}s  {summary(r)[:80]}"
+
+
+async def run_session(params: StdioServerParameters, steps: list[Step]) -> list[StepResult]:
+    """Drive the session, printing each step as it completes, numbered as replay and audit number them."""
+    from mcp import Client
+
+    from jg_mcp.scripted import _one as run_step
+
+    results: list[StepResult] = []
+    calls = 0
+    with anyio.fail_after(600):
+        async with Client(params) as client:
+            for step in steps:
+                result = await run_step(client, step)
+                calls += step.kind == "call_tool"
+                print(step_line(calls if step.kind == "call_tool" else None, result), flush=True)
+                results.append(result)
+    return results
+
+
 def run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: the MCP SDK is needed for the demo, not for the other commands.
     from mcp import StdioServerParameters
-
-    from jg_mcp.scripted import run_script
 
     out = args.out or Path("runs") / f"demo-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
     workspace, transcripts = out / "workspace", out / "transcripts"
@@ -118,15 +148,14 @@ def run(args: argparse.Namespace) -> int:
     interpret = not gpu.available
     print(f"GPU: {gpu.devices[0].name if gpu.available else 'none'}"
           + (" -> kernels run in the Triton interpreter (TRITON_INTERPRET=1) on the CPU" if interpret else ""))
+    print("steps are numbered as `jg-mcp replay --step` and `jg-mcp audit` number them (one per tools/call); "
+          "'-' marks requests that are not tool calls", flush=True)
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "jg_mcp", "--log-level", "WARNING", "serve", "--goal", str(DEMO_GOAL),
               "--workspace", str(workspace), "--transcripts", str(transcripts)],
     )
-    results = anyio.run(run_script, params, demo_steps("axpy", interpret))
-    for i, r in enumerate(results, 1):
-        status = "ok " if r.ok else "ERR"
-        print(f"{i:2d}. [{status}] {r.step.name or r.step.kind:16s} {r.step.note:38s} {r.duration_s:6.2f}s  {summary(r)[:80]}")
+    results = anyio.run(run_session, params, demo_steps("axpy", interpret))
     check = results[6].structured or {}
     print("\ncheck output:\n" + (check.get("stdout") or "").rstrip())
     transcript = next(transcripts.glob("*.jsonl"))
@@ -135,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"\ntranscript: {transcript} ({len(kinds)} events, hash chain verified, closed={read.closed})")
     print(f"workspace:  {workspace}")
     session_ok = check.get("exit_code") == 0 and not results[-1].ok and read.closed
-    eval_ok = _after_session("eval", ["--goal", str(DEMO_GOAL), "--workspace", str(workspace),
+    eval_ok = _after_session("eval", ["--goal", "axpy", "--workspace", str(workspace),
                                       "--json", str(out / "eval.json"), "--markdown", str(out / "eval.md")])
     audit_ok = _after_session("audit", [str(transcript), "--goal", str(DEMO_GOAL), "--eval-report",
                                         str(out / "eval.json"), "--html", str(out / "session.html")])
@@ -147,11 +176,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _after_session(command: str, args: list[str]) -> bool:
     """Run `jg-mcp eval` / `jg-mcp audit` on what the session left, as a user would; print their verdict."""
-    print(f"\n$ jg-mcp {command} {' '.join(args)}")
+    print(f"\n$ jg-mcp {command} {' '.join(args)}", flush=True)
     proc = subprocess.run([sys.executable, "-m", "jg_mcp", "--log-level", "WARNING", command, *args],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    print("\n".join(lines[-12:]))
+    print("\n".join(lines[-12:]), flush=True)
     if proc.returncode != 0:
         print(proc.stderr[-2000:], file=sys.stderr)
     return proc.returncode == 0

@@ -7,26 +7,38 @@ import sys
 import time
 from pathlib import Path
 
-from jg_mcp.errors import JgError
-from jg_mcp.goals import find_goal
+from typing import TYPE_CHECKING, TextIO
+
+from jg_mcp.errors import JgError, UsageError
+from jg_mcp.goals import find_goal, load_goal
+
+if TYPE_CHECKING:
+    from jg_mcp.eval.report import EvalReport
 
 
 class Bar:
-    """A one-line progress bar on stderr: step count, elapsed time, current step."""
+    """Progress on stderr: step count, elapsed time, current step. On a terminal one line redrawn in
+    place; in a file or a CI log (not a terminal) one plain line per step, no carriage returns."""
 
-    def __init__(self) -> None:
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
         self.n = 0
         self.start = time.monotonic()
 
     def __call__(self, label: str) -> None:
         self.n += 1
-        spin = "#" * (self.n % 20) + "." * (20 - self.n % 20)
-        line = f"\r[{spin}] step {self.n} {time.monotonic() - self.start:6.1f}s {label[:60]:60s}"
-        sys.stderr.write(line)
-        sys.stderr.flush()
+        elapsed = time.monotonic() - self.start
+        if self.live:
+            spin = "#" * (self.n % 20) + "." * (20 - self.n % 20)
+            self.stream.write(f"\r[{spin}] step {self.n} {elapsed:6.1f}s {label[:60]:60s}")
+        else:
+            self.stream.write(f"eval step {self.n} {elapsed:6.1f}s {label}\n")
+        self.stream.flush()
 
     def done(self) -> None:
-        sys.stderr.write("\n")
+        if self.live and self.n:
+            self.stream.write("\n")
 
 
 def _at_least_3(text: str) -> int:
@@ -40,9 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "eval",
         help="re-verify a workspace's solution: correctness on secret inputs, anti-cheat, timing vs baselines",
-        description="Evaluate the solution in a workspace against its goal. Exit 0 accepted, 1 rejected.",
+        description="Evaluate the solution in a workspace against its goal. Without a GPU, correctness is checked "
+        "at the goal's small shapes in the Triton interpreter and timing is skipped. Exit 0 accepted, 1 rejected, "
+        "2 usage error (no such goal, --device cuda without a CUDA device).",
     )
-    p.add_argument("--goal", required=True, help="goal name or YAML path")
+    p.add_argument("--goal", required=True, help="goal name (as in `jg-mcp goals list`, or axpy) or YAML path")
     p.add_argument("--workspace", required=True, type=Path, help="the agent's workspace directory")
     p.add_argument("--solution", help="workspace-relative solution file (default: the goal's)")
     p.add_argument("--shapes", choices=["timed", "smoke", "all"], default="all", help="which goal shapes (default all)")
@@ -59,13 +73,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jg_mcp.eval.harness import EvalOptions, evaluate
-    from jg_mcp.eval.report import markdown, table
+    import torch
 
     if not args.workspace.is_dir():
         raise JgError(f"workspace {args.workspace} is not a directory")
+    goal = find_goal(args.goal)
+    load_goal(goal)  # a missing goal is a usage error (exit 2), a malformed one a failure (exit 1), before any work
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: torch sees no CUDA device (leave --device out to check on the CPU)")
+    from jg_mcp.eval.harness import EvalOptions, evaluate
+    from jg_mcp.eval.report import markdown, table
+
     options = EvalOptions(
-        goal=find_goal(args.goal),
+        goal=goal,
         workspace=args.workspace,
         solution=args.solution,
         shapes=args.shapes,
@@ -87,8 +107,21 @@ def run(args: argparse.Namespace) -> int:
     if args.markdown:
         args.markdown.write_text(markdown(report))
     print(table(report))
-    verdict = "ACCEPTED" if report.accepted else "REJECTED: " + ", ".join(report.reasons)
-    print(f"\n{report.goal}: {verdict}; geomean speedup {report.geomean_speedup}")
-    for f in report.findings:
-        print(f"  {f.reason}{' at ' + f.shape if f.shape else ''}: {f.detail.splitlines()[-1] if f.detail else ''}")
+    print("\n" + verdict_lines(report))
     return 0 if report.accepted else 1
+
+
+def verdict_lines(report: EvalReport) -> str:
+    """The verdict, the speedup or why there is none, and one line per finding."""
+    verdict = "ACCEPTED" if report.accepted else "REJECTED: " + ", ".join(report.reasons)
+    if report.timing.skipped:
+        speed = f"timing skipped: {report.timing.skipped}"
+    elif report.geomean_speedup is None:
+        speed = "no speedup measured"
+    else:
+        speed = f"geomean speedup {report.geomean_speedup:.3f}x vs the strongest baseline"
+    lines = [f"{report.goal}: {verdict}; {speed}"]
+    for f in report.findings:
+        detail = f.detail.splitlines()[-1] if f.detail else ""
+        lines.append(f"  {f.reason}{' at ' + f.shape if f.shape else ''}: {detail}")
+    return "\n".join(lines)

@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jg_mcp.errors import GoalError, JgError
+from jg_mcp.errors import GoalError, GoalNotFound, UsageError
 from jg_mcp.goal_text import render_markdown
 from jg_mcp.goals import find_goal, list_goal_files, load_goal
 
@@ -21,12 +21,28 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("goals", help="list, show and validate goals", description="Inspect the goal definitions.")
+    p = sub.add_parser(
+        "goals",
+        help="list, show and validate goals",
+        description="Inspect the goal definitions: goals/NAME.yaml plus goals/NAME.py, found by name in --dir, "
+        "./goals or the repository's goals/ (the demo's embedded goal, axpy, by name too).",
+        epilog="Exit status: 0 ok, 1 an invalid goal or a failed check, 2 a usage error (no such goal).",
+    )
     p.add_argument("--dir", type=Path, help="goals directory (default: ./goals, else the repository's)")
     gsub = p.add_subparsers(dest="goals_command", metavar="ACTION", required=True)
-    ls = gsub.add_parser("list", help="one line per goal with its baselines")
+    ls = gsub.add_parser(
+        "list",
+        help="one line per goal with its baselines",
+        description="Print one line per goal in the goals directory: name, title and baselines; an invalid goal "
+        "is listed with its problem. Exit 1 when any goal is invalid.",
+    )
     ls.set_defaults(func=cmd_list)
-    show = gsub.add_parser("show", help="print exactly what the agent is given for a goal")
+    show = gsub.add_parser(
+        "show",
+        help="print exactly what the agent is given for a goal",
+        description="Print the goal as the agent receives it (the goal://NAME resource, the server's instructions "
+        "and the `goal` prompt are this same Markdown). Exit 1 for a malformed goal, 2 when there is no such goal.",
+    )
     show.add_argument("name", help="goal name or YAML path")
     show.set_defaults(func=cmd_show)
     val = gsub.add_parser(
@@ -35,7 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Check every goal (or the named ones): schema and callables; the reference against every "
         "baseline that runs on the device; the shipped eval/solutions/NAME/solution.py (under the Triton "
         "interpreter on the CPU). Smoke shapes by default; --full uses the timed shapes and, on cuda, times "
-        "each baseline with triton.testing.do_bench. Exit 1 if anything fails.",
+        "each baseline with triton.testing.do_bench. Exit 1 if anything fails, 2 for a goal that does not exist or "
+        "--device cuda without a CUDA device.",
     )
     val.add_argument("paths", nargs="*", help="goal YAML files or names (default: every goal)")
     val.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where inputs live and code runs")
@@ -80,13 +97,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     paths = [find_goal(p, args.dir) for p in args.paths] or list_goal_files(args.dir)
     if args.device == "cuda" and not torch.cuda.is_available():
-        raise JgError("--device cuda: torch sees no CUDA device")
+        raise UsageError("--device cuda: torch sees no CUDA device")
     valid = []
     failed = 0
     for path in paths:
         try:
             load_goal(path)
             valid.append(path)
+        except GoalNotFound:
+            raise
         except GoalError as exc:
             print(f"FAILED  {exc}", file=sys.stderr)
             failed += 1

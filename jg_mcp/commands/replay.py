@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 from pathlib import Path
 
 from jg_mcp import replay
-from jg_mcp.errors import TranscriptError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "code differs, or skipped; "
             "files the command left that differ from the recording are listed with a diff. "
             + replay.TIMING_NOTE,
-            "Exit status: 0 when the rebuild is exact and every re-run exit code matches; 1 otherwise.",
+            "Exit status: 0 when the rebuild is exact and every re-run exit code matches; 1 otherwise (or when the "
+            "transcript cannot be read); 2 on a usage error (no such transcript, --step out of range, DIR not new "
+            "or empty).",
         ),
     )
     p.add_argument("transcript", type=Path, metavar="TRANSCRIPT", help="the RUN.jsonl file")
@@ -48,15 +50,15 @@ def _wrap(*paragraphs: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.transcript.is_file():
-        raise TranscriptError(args.transcript, 0, "no such file")
+    usage = _usage_problem(args)
+    if usage:
+        print(f"jg-mcp replay: {usage}", file=sys.stderr)
+        return 2
     record = replay.load_record(args.transcript)
     step = replay.END if args.step is None else args.step
     if step != replay.END and not 0 <= step <= record.last_step():
-        print(f"jg-mcp replay: --step {step} is out of range: this transcript has steps 0..{record.last_step()}")
-        return 2
-    if args.to.exists() and (not args.to.is_dir() or any(args.to.iterdir())):
-        print(f"jg-mcp replay: {args.to} exists and is not an empty directory; replay rebuilds into a new one")
+        print(f"jg-mcp replay: --step {step} is out of range: this transcript has steps 0..{record.last_step()}",
+              file=sys.stderr)
         return 2
     if record.truncated or record.close is None:
         print("warning: the session was cut short (no close event); rebuilding from what was recorded")
@@ -72,6 +74,15 @@ def run(args: argparse.Namespace) -> int:
     if args.rerun:
         ok = _rerun(record, args.to, step) and ok
     return 0 if ok else 1
+
+
+def _usage_problem(args: argparse.Namespace) -> str | None:
+    """Why the arguments cannot work (exit 2, one line), or None."""
+    if not args.transcript.is_file():
+        return f"{args.transcript}: no such transcript file"
+    if args.to.exists() and (not args.to.is_dir() or any(args.to.iterdir())):
+        return f"{args.to} exists and is not an empty directory; replay rebuilds into a new one"
+    return None
 
 
 def _rerun(record: replay.Record, root: Path, step: int) -> bool:
