@@ -6,6 +6,13 @@ server (DNS-rebinding protection; a foreign Origin gets 403, a foreign Host 421)
 handshake protocol version: the 2026 stateless era has no connection to hang a
 workspace on, so it is refused with a JSON-RPC error and clients fall back to the
 `initialize` handshake.
+
+Each session holds a workspace, a transcript and (as root) a sandbox uid, so sessions are
+bounded: at most `max_sessions` live at once (a request for another gets 503 saying so); one
+that makes no tool call within `first_call_s` of its start is ended, as is one with no request
+in flight for `idle_s` (the SDK's idle timeout). Connections are bounded too: at most
+`max_connections` open (more are closed on accept), and one that has no request in flight for
+CONNECTION_IDLE_S, a fresh one whose request headers are incomplete included, is closed.
 """
 
 from __future__ import annotations
@@ -13,8 +20,13 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+import os
 import secrets
+import socket
+import time
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
@@ -25,9 +37,11 @@ from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from jg_mcp import log
 from jg_mcp.errors import JgError
@@ -37,6 +51,12 @@ logger = log.get("jg_mcp.http")
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 SHUTDOWN_GRACE_S = 3
+CONNECTION_IDLE_S = 10
+"""A connection with no request in flight for this long is closed (before its first request too)."""
+MAX_HEADER_BYTES = 64 * 1024
+SNIFF_BYTES = 4 * 1024 * 1024
+"""A request body is read for its JSON-RPC method (to see a session's first tool call) up to this size."""
+SESSION_ID = "mcp-session-id"
 
 
 class HttpRefused(JgError):
@@ -83,12 +103,14 @@ def _jsonrpc_error(status: int, message: str, headers: dict[str, str] | None = N
 
 
 class Gate:
-    """ASGI middleware in front of the SDK app: Host/Origin, then the bearer token, then the era."""
+    """ASGI middleware in front of the SDK app: Host/Origin, then the bearer token, then the era; then the
+    session cap for requests that would open a session, and a note of each session's first tool call."""
 
-    def __init__(self, app: ASGIApp, token: str, settings: TransportSecuritySettings):
+    def __init__(self, app: ASGIApp, token: str, settings: TransportSecuritySettings, pool: ConnectionPool):
         self.app = app
         self.expected = f"Bearer {token}".encode()
         self.security = TransportSecurityMiddleware(settings)
+        self.pool = pool
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -106,10 +128,38 @@ class Gate:
                 400, f"protocol version {version} is not served: use the initialize handshake "
                 f"({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}); every connection gets its own workspace",
             )
+        session_id = request.headers.get(SESSION_ID)
+        if refusal is None:
+            refusal = self.pool.admit(session_id, request.method)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
+        if session_id is not None and request.method == "POST" and self.pool.awaits_first_call(session_id):
+            receive = _sniffing(receive, lambda body: self.pool.note_request(session_id, body))
         await self.app(scope, receive, send)
+
+
+def _sniffing(receive: Receive, on_body: Callable[[bytes], None]) -> Receive:
+    """`receive` that also hands the request body (up to SNIFF_BYTES) to `on_body` once it is complete."""
+    body = bytearray()
+
+    async def wrapped() -> Message:
+        message = await receive()
+        if message["type"] == "http.request" and len(body) <= SNIFF_BYTES:
+            body.extend(message.get("body", b""))
+            if not message.get("more_body", False) and len(body) <= SNIFF_BYTES:
+                on_body(bytes(body))
+        return message
+
+    return wrapped
+
+
+def is_tool_call(body: bytes) -> bool:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and message.get("method") == "tools/call"
 
 
 def connection_of(request_session: ServerSession) -> Connection:
@@ -129,46 +179,174 @@ def connection_of(request_session: ServerSession) -> Connection:
     return connection
 
 
-class ConnectionPool:
-    """One Session per MCP connection (streamable HTTP session), closed when the connection ends."""
+@dataclass
+class Live:
+    """A live session, when it was opened and last asked anything, and whether it made a tool call."""
 
-    def __init__(self, make_session: Callable[[], Session]):
+    session: Session
+    release: Callable[[], None]
+    opened: float
+    seen: float
+    called: bool = False
+
+
+class ConnectionPool:
+    """One Session per MCP connection (streamable HTTP session), closed when the connection ends, when it
+    makes no tool call within `first_call_s`, or at shutdown; at most `max_sessions` live at once.
+    `make_session` returns the Session and what frees its sandbox (its uid)."""
+
+    def __init__(self, make_session: Callable[[], tuple[Session, Callable[[], None]]],
+                 max_sessions: int | None = None, first_call_s: float | None = None, idle_s: float | None = None):
         self.make_session = make_session
-        self.open: list[Session] = []
+        self.max_sessions = max_sessions
+        self.first_call_s = first_call_s
+        self.idle_s = idle_s
+        self.live: dict[str, Live] = {}
+        self.ended: OrderedDict[str, str] = OrderedDict()
+        """Why recently ended sessions ended, by session id (the latest 1024), to answer their stragglers."""
+
+    @property
+    def open(self) -> list[Session]:
+        return [live.session for live in self.live.values()]
 
     def get(self, request_session: ServerSession) -> Session:
         conn = connection_of(request_session)
         session = conn.state.get("jg_mcp.session")
         if session is None:
-            session = self.make_session()
+            session, release = self.make_session()
+            key = conn.session_id or f"local-{id(conn)}"
             conn.state["jg_mcp.session"] = session
-            self.open.append(session)
+            self.live[key] = Live(session, release, time.monotonic(), time.monotonic())
             conn.exit_stack.callback(conn.state.pop, "jg_mcp.session", None)  # runs last: frees the Session
-            conn.exit_stack.callback(self.release, session, "client disconnected")
+            conn.exit_stack.callback(self.connection_ended, key)
             logger.info("session started", run_id=session.run_id, workspace=str(session.workspace.root))
         return session
 
-    def release(self, session: Session, reason: str) -> None:
-        session.close(reason)
-        if session in self.open:
-            self.open.remove(session)
-        logger.info("session closed", run_id=session.run_id, reason=reason)
+    def admit(self, session_id: str | None, method: str) -> Response | None:
+        """Note a request's session as active; returns the answer to a request the SDK need not see (one for
+        an ended session, one that would open a session past the cap), else None."""
+        if session_id in self.live:
+            self.live[session_id].seen = time.monotonic()
+        if session_id is not None and session_id in self.ended:
+            return _jsonrpc_error(404, f"this session ended ({self.ended[session_id]}): initialize a new one")
+        if session_id is None and method == "POST" and self.max_sessions is not None \
+                and len(self.live) >= self.max_sessions:
+            return _jsonrpc_error(
+                503, f"jg-mcp serves at most {self.max_sessions} sessions at once (--max-sessions) and all are "
+                f"open: end one (HTTP DELETE) or retry later; a session without a tool call ends after "
+                f"{self.first_call_s}s, an idle one after {self.idle_s}s", {"Retry-After": "10"},
+            )
+        return None
+
+    def awaits_first_call(self, session_id: str) -> bool:
+        live = self.live.get(session_id)
+        return live is not None and not live.called
+
+    def note_request(self, session_id: str, body: bytes) -> None:
+        live = self.live.get(session_id)
+        if live is not None and is_tool_call(body):
+            live.called = True
+
+    def without_first_call(self, now: float) -> list[str]:
+        """The sessions that made no tool call within first_call_s of their start."""
+        if self.first_call_s is None:
+            return []
+        return [key for key, live in self.live.items() if not live.called and now - live.opened > self.first_call_s]
+
+    def connection_ended(self, key: str) -> None:
+        """The SDK ended the connection: the client's DELETE or going away, or its idle timeout."""
+        live = self.live.get(key)
+        idle = live is not None and self.idle_s is not None and time.monotonic() - live.seen >= self.idle_s
+        self.release(key, f"idle: no request for {self.idle_s}s" if idle else "client disconnected")
+
+    def release(self, key: str, reason: str) -> None:
+        live = self.live.pop(key, None)
+        if live is None:
+            return
+        try:
+            live.session.close(reason)
+        finally:
+            live.release()
+            self.ended[key] = reason
+            while len(self.ended) > 1024:
+                self.ended.popitem(last=False)
+        logger.info("session closed", run_id=live.session.run_id, reason=reason)
 
     def close_all(self, reason: str) -> None:
-        for session in list(self.open):
-            self.release(session, reason)
+        for key in list(self.live):
+            self.release(key, reason)
 
 
-async def serve_http(
-    server: MCPServer, host: str, port: int, token: str, stop: anyio.Event, allowed_hosts: list[str] | None = None
-) -> None:
-    """Serve `server` over streamable HTTP at http://host:port/mcp until `stop` is set, then shut
-    down within a few seconds (open streams are cut after SHUTDOWN_GRACE_S)."""
+async def end_without_first_call(pool: ConnectionPool, app: ASGIApp, host: str, every_s: float = 1.0) -> None:
+    """Every `every_s`, end the sessions that made no tool call in time: close the Session (transcript,
+    commands, uid), then end the SDK's session with the DELETE a client would send."""
+    while True:
+        await anyio.sleep(every_s)
+        for key in pool.without_first_call(time.monotonic()):
+            pool.release(key, f"no tool call within {pool.first_call_s}s of the session's start")
+            await _delete_session(app, key, host)
+
+
+async def _delete_session(app: ASGIApp, session_id: str, host: str) -> None:
+    """Send the SDK app the `DELETE /mcp` that ends `session_id` (its transport, its connection's exit stack)."""
+    headers = [(b"host", host.encode()), (SESSION_ID.encode(), session_id.encode())]
+    scope = {"type": "http", "method": "DELETE", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"",
+             "headers": headers, "http_version": "1.1", "scheme": "http", "server": None, "client": None,
+             "root_path": "", "asgi": {"version": "3.0"}}
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def send(message: Message) -> None:
+        pass
+
+    with anyio.move_on_after(5):
+        await app(scope, receive, send)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything is announced; HttpRefused saying why it cannot be."""
+    try:
+        return socket.create_server((host.strip("[]"), port), family=socket.AF_INET6 if ":" in host else
+                                    socket.AF_INET, backlog=128)
+    except OSError as exc:
+        raise HttpRefused(f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc}") from None
+
+
+class HttpLimits(BaseModel):
+    """How many sessions and connections the server holds, and for how long."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    max_sessions: int = 32
+    """Sessions live at once; a request that would open another gets 503."""
+    first_call_s: float = 120
+    """A session that makes no tool call within this many seconds of its start is ended."""
+    idle_s: float = 900
+    """A session with no request in flight for this many seconds is ended (the SDK's idle timeout)."""
+    max_connections: int = 256
+    """Open connections; one past it is closed on accept."""
+
+
+async def serve_http(server: MCPServer, listener: socket.socket, host: str, token: str, stop: anyio.Event,
+                     pool: ConnectionPool, allowed_hosts: list[str] | None = None,
+                     limits: HttpLimits | None = None) -> None:
+    """Serve `server` over streamable HTTP on `listener` (http://host:port/mcp) until `stop` is set, then
+    shut down within a few seconds (open streams are cut after SHUTDOWN_GRACE_S)."""
+    limits = limits or HttpLimits()
     settings = security_settings(host, allowed_hosts)
-    app = Gate(server.streamable_http_app(transport_security=settings, host=host), token, settings)
+    sdk = server.streamable_http_app(transport_security=settings, host=host, session_idle_timeout=limits.idle_s,
+                                     max_sessions=limits.max_sessions)
+    app = Gate(sdk, token, settings, pool)
     config = uvicorn.Config(
-        app, host=host.strip("[]"), port=port, log_level="warning", lifespan="on",
-        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        app, log_level="warning", lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        timeout_keep_alive=CONNECTION_IDLE_S, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        limit_concurrency=limits.max_connections + 1, http=_bounded_h11(limits.max_connections),
     )
     http = _Uvicorn(config)
     async with anyio.create_task_group() as tg:
@@ -178,8 +356,38 @@ async def serve_http(
             http.should_exit = True
 
         tg.start_soon(stop_on_request)
-        await http.serve()
+        tg.start_soon(end_without_first_call, pool, sdk, LOOPBACK_NAMES[0])
+        await http.serve(sockets=[listener])
         tg.cancel_scope.cancel()
+
+
+def _bounded_h11(max_connections: int) -> type[H11Protocol]:
+    class BoundedH11(H11Protocol):
+        """uvicorn's h11 protocol that closes a connection past `max_connections` at once, and one that has no
+        request in flight CONNECTION_IDLE_S after it opened or its last response ended, incomplete headers
+        included (uvicorn's own keep-alive timer stops at the first byte received)."""
+
+        def connection_made(self, transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > max_connections:
+                transport.close()
+                return
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def _arm(self) -> None:
+            self.idle_since = self.loop.time()
+            self.loop.call_later(CONNECTION_IDLE_S, self._close_if_idle)
+
+        def _close_if_idle(self) -> None:
+            idle = self.cycle is None or self.cycle.response_complete
+            if idle and not self.transport.is_closing() and self.loop.time() - self.idle_since >= CONNECTION_IDLE_S:
+                self.transport.close()
+
+    return BoundedH11
 
 
 class _Uvicorn(uvicorn.Server):

@@ -1,5 +1,5 @@
 """run_command's engine: a shell in the workspace with a timeout, a killed process group,
-capped output and periodic progress."""
+capped output, periodic progress and a workspace size check."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import os
 import signal
 import subprocess
 import sys
+import stat
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import anyio
 from anyio.abc import ByteReceiveStream
@@ -31,6 +33,25 @@ class CommandResult(BaseModel):
     stdout_elided_bytes: int = 0
     """Bytes cut from the middle of stdout (head and tail are kept)."""
     stderr_elided_bytes: int = 0
+    notice: str | None = None
+    """Set when the workspace grew past its quota: what it holds, the quota, what to do."""
+
+
+class Argv(list[str]):
+    """An argv whose process must inherit `files` (bwrap reads its options from one); the runner passes
+    them and closes them once the process has started."""
+
+    def __init__(self, args: Iterable[str], files: Sequence[BinaryIO] = ()):
+        super().__init__(args)
+        self.files = list(files)
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return tuple(f.fileno() for f in self.files)
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
 
 
 class CappedBuffer:
@@ -42,7 +63,7 @@ class CappedBuffer:
         self.tail = bytearray()
         self.total = 0
         self.last_line = ""
-        self.done = False
+        self.done = anyio.Event()
         """Set when the stream reached its end."""
 
     def add(self, data: bytes) -> None:
@@ -85,8 +106,48 @@ def kill_group(pgid: int) -> None:
         pass
 
 
+def tree_bytes(root: Path, stop_after: int) -> int:
+    """The bytes of the regular files under `root` (hard links counted once, links not followed),
+    walked through directory fds; stops counting once past `stop_after`."""
+    total, seen = 0, set()
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    stack = [os.open(root, flags)]
+    try:
+        while stack and total <= stop_after:
+            dfd = stack.pop()
+            try:
+                with os.scandir(dfd) as entries:
+                    for entry in entries:
+                        try:
+                            st = entry.stat(follow_symlinks=False)
+                            if stat.S_ISDIR(st.st_mode):
+                                stack.append(os.open(entry.name, flags, dir_fd=dfd))
+                            elif stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
+                                seen.add((st.st_dev, st.st_ino))
+                                total += st.st_size
+                        except OSError:
+                            continue
+            finally:
+                os.close(dfd)
+    finally:
+        for dfd in stack:
+            os.close(dfd)
+    return total
+
+
+def quota_notice(root: Path, quota: int) -> str | None:
+    """A notice for the agent when the workspace holds more than `quota` bytes, else None."""
+    held = tree_bytes(root, quota)
+    if held <= quota:
+        return None
+    return (f"the workspace holds more than its quota of {quota} bytes (counted {held} so far): delete large "
+            "files (build outputs, checkpoints, caches) before writing more; files are capped one by one, the "
+            "total is only checked after each command")
+
+
 class Runner:
-    """Runs shell commands in `cwd`; `wrap` turns the shell argv into a sandboxed one."""
+    """Runs shell commands in `cwd`; `wrap` turns the shell argv into a sandboxed one (an `Argv` when the
+    process must inherit files). With `quota_bytes`, each result carries a notice while `cwd` holds more."""
 
     def __init__(
         self,
@@ -95,12 +156,14 @@ class Runner:
         env: dict[str, str] | None = None,
         cap: int = DEFAULT_CAP,
         progress_every_s: float = 5.0,
+        quota_bytes: int | None = None,
     ):
         self.cwd = Path(cwd)
         self.wrap = wrap
         self.env = env if env is not None else command_env()
         self.cap = cap
         self.progress_every_s = progress_every_s
+        self.quota_bytes = quota_bytes
         self.groups: set[int] = set()
         """Process groups started by this runner; killed at session end (background jobs)."""
 
@@ -109,13 +172,18 @@ class Runner:
         out, err = CappedBuffer(self.cap), CappedBuffer(self.cap)
         start = time.monotonic()
         timed_out = False
-        proc = await anyio.open_process(
-            argv,
-            cwd=self.cwd,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        try:
+            proc = await anyio.open_process(
+                argv,
+                cwd=self.cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=argv.pass_fds if isinstance(argv, Argv) else (),
+            )
+        finally:
+            if isinstance(argv, Argv):
+                argv.close()
         self.groups.add(proc.pid)
         try:
             async with anyio.create_task_group() as tg:
@@ -130,8 +198,8 @@ class Runner:
                     kill_group(proc.pid)
                     await proc.wait()
                 with anyio.move_on_after(DRAIN_AFTER_EXIT_S):
-                    while not (out.done and err.done):
-                        await anyio.sleep(0.01)
+                    await out.done.wait()
+                    await err.done.wait()
                 tg.cancel_scope.cancel()
         finally:
             if proc.returncode is None or timed_out:
@@ -139,6 +207,9 @@ class Runner:
                 with anyio.CancelScope(shield=True):
                     await proc.wait()
             await proc.aclose()
+        notice = None
+        if self.quota_bytes is not None:
+            notice = await anyio.to_thread.run_sync(quota_notice, self.cwd, self.quota_bytes)
         return CommandResult(
             exit_code=None if timed_out else proc.returncode,
             stdout=out.text(),
@@ -147,6 +218,7 @@ class Runner:
             timed_out=timed_out,
             stdout_elided_bytes=out.elided,
             stderr_elided_bytes=err.elided,
+            notice=notice,
         )
 
     def kill_all(self) -> None:
@@ -157,15 +229,14 @@ class Runner:
 
 
 async def _pump(stream: ByteReceiveStream | None, buf: CappedBuffer) -> None:
-    if stream is None:
-        return
     try:
-        async for chunk in stream:
-            buf.add(chunk)
+        if stream is not None:
+            async for chunk in stream:
+                buf.add(chunk)
     except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
         pass
     finally:
-        buf.done = True
+        buf.done.set()
 
 
 async def _ticker(start: float, every: float, out: CappedBuffer, err: CappedBuffer, fn: ProgressFn) -> None:

@@ -1,52 +1,62 @@
 """The OS sandbox around run_command: bubblewrap, resource limits and a scrubbed environment.
 
-Each command runs in fresh pid, net, ipc and uts namespaces (and a user namespace when the
-server is not root): the system is mounted read-only, the workspace read-write, /tmp and
-HOME are private to the command, a per-session cache directory (Triton, pip) persists, there
-is no network, and the goal files, the transcripts, other sessions' workspaces and jg-mcp's
-own source are hidden behind empty read-only tmpfs mounts. GPU device nodes are passed through.
+`Sandbox` is the seam: `wrap(argv)` gives the argv that runs a command inside, `env` the environment
+the command sees, `limits` what it runs under (None: none). `NoSandbox` runs commands as they are;
+`Bwrap` runs each in fresh pid, net, ipc and uts namespaces (and a user namespace when the server is
+not root) on an empty root that holds only what a kernel developer needs, read-only: /usr and the
+/bin, /sbin, /lib* links or directories, /etc, /opt, /sys (GPU topology), this Python's environment
+and the directories the kept environment names (CUDA_HOME, LD_LIBRARY_PATH). The rest of the host is
+absent: /run, /var, /home, the host's /tmp and every unix socket in them, the goal files, the
+transcripts, other sessions' workspaces (hidden directories inside a bound one are covered by empty
+read-only tmpfs mounts). The workspace is bound read-write, its root-owned goal copies (reference.py)
+read-only on top, so they can be neither changed nor deleted; /tmp, /dev/shm and HOME are private
+tmpfs mounts of a bounded size; a per-session cache directory (Triton, pip) persists; there is no
+network. GPU device nodes are passed through. bwrap reads its options from a memfd (`--args FD`), so
+its command line, which every process inside can read as /proc/1/cmdline, names no host path.
 
-Limits: RLIMIT_FSIZE caps every file a command writes; RLIMIT_NPROC caps processes and
-threads. The kernel never applies RLIMIT_NPROC to root, so a root server has bwrap drop
-the command to an unprivileged uid (`setpriv`, after the mounts are made). RLIMIT_NPROC
-counts every process of a uid, so each sandbox (one per session) takes a uid of its own
-from a `UidPool`: one session's fork bomb exhausts its own cap, not the others'. (A server
-that is not root runs commands under its own uid, so its sessions share one cap.)
+Limits: RLIMIT_FSIZE caps every file a command writes, `--size` each tmpfs; the workspace's total is
+checked after each command (a notice, not a cap). RLIMIT_NPROC caps processes and threads; the kernel
+never applies it to root, so a root server has bwrap drop the command to an unprivileged uid
+(`setpriv`, after the mounts are made), one per sandbox, unique across the host's jg-mcp servers
+(`jg_mcp.uids`): one session's fork bomb exhausts its own cap, not the others'. As root the workspace
+is handed to that uid with mode 0700. (A server that is not root runs commands under its own uid,
+so its sessions share one cap.)
 
-The sandbox's pid 1 dies with the server (`--die-with-parent`) and when its command
-returns; then the kernel kills every process in the namespace, so nothing a command
-starts, daemons included, outlives it.
+The sandbox's pid 1 dies with the server (`--die-with-parent`) and when its command returns; then
+the kernel kills every process in the namespace, so nothing a command starts outlives it.
 """
 
 from __future__ import annotations
 
 import glob
-import grp
+import inspect
 import os
-import pwd
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
-import threading
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from jg_mcp import log
-from jg_mcp.errors import JgError
+from jg_mcp.runner import Argv, command_env
+from jg_mcp.uids import UIDS, SandboxError, UidPool, chown_tree
 
 logger = log.get("jg_mcp.sandbox")
 
 MODES = ("auto", "bwrap", "none")
 SANDBOX_HOME = "/tmp/home"
 SANDBOX_CACHE = "/tmp/home/.cache"
-MAX_HAND_OVER_DEPTH = 200
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys")
+"""What of the host's root the sandbox shows (read-only); /etc whole, since the toolchain reads much of it
+(ld.so.cache, alternatives, passwd, ssl, nvidia icd files) and what in it is secret is not world-readable."""
+PATH_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "LD_LIBRARY_PATH", "TRITON_LIBCUDA_PATH")
 KEPT_NAMES = {"LANG", "LANGUAGE", "TERM", "TZ", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "OMP_NUM_THREADS"}
 KEPT_PREFIXES = ("LC_", "CUDA_", "TRITON_", "NVIDIA_", "TORCH_", "NCCL_", "PYTORCH_")
 SECRET = re.compile(
@@ -54,10 +64,11 @@ SECRET = re.compile(
     r"|^(AWS|GCP|GCLOUD|GOOGLE|AZURE|GH|GITHUB|GITLAB|HF|HUGGING|OPENAI|ANTHROPIC|SSH|NPM|PYPI|DOCKER)_",
     re.IGNORECASE,
 )
-
-
-class SandboxError(JgError):
-    """bubblewrap was required but cannot run here, or no sandbox uid is free."""
+SECRET_VALUE = re.compile(
+    r"://[^/\s:@]*:[^/\s@]+@"  # a password in a URL: https://user:pass@host
+    r"|\b(ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|glpat-|hf_|sk-|xox[abprs]-|AKIA|ASIA|AIza)[A-Za-z0-9_\-]{8,}"
+)
+"""Values that are secrets whatever their variable is called: credentials in URLs, well-known token forms."""
 
 
 class SandboxLimits(BaseModel):
@@ -66,24 +77,33 @@ class SandboxLimits(BaseModel):
     """RLIMIT_NPROC: processes and threads of one session's sandbox uid (as root); stops fork bombs."""
     max_file_bytes: int = 8 * 1024**3
     """RLIMIT_FSIZE: the largest file a command may write; a larger write gets SIGXFSZ/EFBIG."""
+    max_tmp_bytes: int = 4 * 1024**3
+    """The size of each of the sandbox's tmpfs mounts (/tmp with HOME, and /dev/shm): a write past it
+    gets ENOSPC. They live in memory for the length of one command."""
+    max_workspace_bytes: int = 16 * 1024**3
+    """The workspace's quota: checked after each command, whose result then carries a notice; only
+    max_file_bytes is enforced while a command runs."""
     first_uid: int = 61000
     """The first unprivileged uid (and gid) commands run as when the server runs as root; each live
-    session takes its own from first_uid .. first_uid + uid_count - 1."""
+    sandbox on the host takes its own from first_uid .. first_uid + uid_count - 1."""
     uid_count: int = 184
-    """How many uids the sessions may take: the most sandboxed sessions served at once as root. The
+    """How many uids the sandboxes may take: the most sandboxed sessions served at once as root. The
     default range ends below systemd's DynamicUser range (61184-65519)."""
 
 
-def is_secret(name: str) -> bool:
-    return bool(SECRET.search(name))
+def is_secret(name: str, value: str = "") -> bool:
+    """True when the variable's name (token, key, password, ...) or value (a password in a URL, a known
+    token form) looks like a secret."""
+    return bool(SECRET.search(name) or SECRET_VALUE.search(value))
 
 
 def sandbox_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment inside the sandbox: an allow-list of harmless variables, never a secret."""
+    """The environment inside the sandbox: an allow-list of harmless variables, never one whose name or
+    value looks like a secret."""
     env = {
         k: v
         for k, v in environ.items()
-        if (k in KEPT_NAMES or k.startswith(KEPT_PREFIXES)) and not is_secret(k)
+        if (k in KEPT_NAMES or k.startswith(KEPT_PREFIXES)) and not is_secret(k, v)
     }
     env.update(
         PATH=os.pathsep.join([str(Path(sys.executable).parent), SYSTEM_PATH]),
@@ -99,6 +119,51 @@ def sandbox_env(environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+@runtime_checkable
+class Sandbox(Protocol):
+    """Where run_command's commands run."""
+
+    env: dict[str, str]
+    """The environment commands see."""
+    limits: SandboxLimits | None
+    """The limits they run under; None for none."""
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """The argv that runs `argv` inside (an `Argv` when the process must inherit files)."""
+        ...
+
+    def release(self) -> None:
+        """Give back what the sandbox holds (a uid); safe to call twice."""
+        ...
+
+
+class NoSandbox:
+    """Commands run as they are, with the server's privileges and environment (this Python first on PATH)."""
+
+    limits: SandboxLimits | None = None
+
+    def __init__(self, env: dict[str, str] | None = None):
+        self.env = env if env is not None else command_env()
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        return argv
+
+    def release(self) -> None:
+        """Nothing to give back."""
+
+
+def sandbox_of(given: Sandbox | Callable[[list[str]], list[str]] | None) -> Sandbox:
+    """The Sandbox a caller gave: None is NoSandbox(); a Sandbox's bound `wrap` (what callers written before
+    the Protocol pass) is that Sandbox. Anything else is refused: its environment would be unknown."""
+    if given is None:
+        return NoSandbox()
+    if isinstance(given, Sandbox):
+        return given
+    if inspect.ismethod(given) and isinstance(given.__self__, Sandbox) and given.__name__ == "wrap":
+        return given.__self__
+    raise TypeError(f"not a Sandbox: {given!r}")
+
+
 def gpu_devices() -> list[str]:
     return sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/dri"))
 
@@ -109,109 +174,17 @@ def _inside(path: Path, parent: Path) -> bool:
 
 def python_dirs() -> list[Path]:
     """Where this interpreter and its environment live (the agent runs the same Python)."""
-    dirs = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
-    return sorted(dirs)
+    return sorted({Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()})
 
 
-def running_uids() -> set[int]:
-    """The real uids of the running processes (what RLIMIT_NPROC counts)."""
-    uids = set()
-    for status in glob.glob("/proc/[0-9]*/status"):
-        try:
-            with open(status) as f:
-                line = next(ln for ln in f if ln.startswith("Uid:"))
-        except (OSError, StopIteration):
-            continue
-        uids.add(int(line.split()[1]))
-    return uids
-
-
-def names_an_account(uid: int) -> bool:
-    """True when `uid` is a user, or as a gid a group, of the account databases."""
-    for lookup in (pwd.getpwuid, grp.getgrgid):
-        try:
-            lookup(uid)
-            return True
-        except KeyError:
-            pass
-    return False
-
-
-class UidPool:
-    """The sandbox uids this server process hands out, one per live sandbox. A uid is free when no
-    other sandbox here holds it, no user or group has it, and no running process has it as its real
-    uid (a closed session's processes still dying, another server's command)."""
-
-    def __init__(self) -> None:
-        self.held: set[int] = set()
-        self._lock = threading.Lock()
-
-    def take(self, first: int, count: int) -> int:
-        with self._lock:
-            busy = self.held | running_uids()
-            for uid in range(first, first + count):
-                if uid not in busy and not names_an_account(uid):
-                    self.held.add(uid)
-                    return uid
-        raise SandboxError(
-            f"no free sandbox uid in {first}..{first + count - 1} ({len(self.held)} held by live sessions "
-            "here; the rest are accounts or run processes): close sessions or widen SandboxLimits.uid_count"
-        )
-
-    def give_back(self, uid: int) -> None:
-        with self._lock:
-            self.held.discard(uid)
-
-
-UIDS = UidPool()
-"""The pool every Bwrap takes from unless given another."""
-
-
-def chown_tree(root: Path, uid: int, keep: Iterable[str] = ()) -> None:
-    """chown everything under `root` (not `root` itself, nor its entries named in `keep`) to `uid`, through
-    directory fds without following links, so a command running meanwhile cannot redirect it outside."""
-    keep = set(keep)
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-    root_fd = os.open(root, flags)
-    stack = [(root_fd, os.scandir(root_fd))]
-    try:
-        while stack:
-            dfd, entries = stack[-1]
-            entry = next(entries, None)
-            if entry is None:
-                entries.close()
-                os.close(dfd)
-                stack.pop()
-                continue
-            if dfd == root_fd and entry.name in keep:
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-                if st.st_uid != uid:
-                    os.chown(entry.name, uid, uid, dir_fd=dfd, follow_symlinks=False)
-                if stat.S_ISDIR(st.st_mode) and len(stack) < MAX_HAND_OVER_DEPTH:
-                    child = os.open(entry.name, flags, dir_fd=dfd)
-                    stack.append((child, os.scandir(child)))
-            except OSError:
-                continue
-    finally:
-        for dfd, entries in stack:
-            entries.close()
-            os.close(dfd)
-
-
-def closed_ancestors(paths: Iterable[Path], uid: int) -> list[Path]:
-    """The outermost directory above each path that `uid` may not search (e.g. /root, mode 700).
-    The sandbox replaces each with an empty tmpfs and binds back only the paths it needs."""
-    closed: list[Path] = []
-    for path in paths:
-        for parent in reversed(path.parents):
-            st = parent.stat()
-            if not (st.st_mode & 0o001 or (st.st_uid == uid and st.st_mode & 0o100)):
-                if parent not in closed:
-                    closed.append(parent)
-                break
-    return closed
+def named_dirs(env: Mapping[str, str]) -> list[Path]:
+    """The existing absolute paths that the toolchain variables of `env` name (CUDA_HOME, LD_LIBRARY_PATH)."""
+    found = []
+    for name in PATH_VARIABLES:
+        for item in env.get(name, "").split(os.pathsep):
+            if os.path.isabs(item) and os.path.exists(item):
+                found.append(Path(item).resolve())
+    return found
 
 
 class Bwrap:
@@ -229,7 +202,7 @@ class Bwrap:
     ):
         self.workspace = Path(workspace)
         self.hidden = [Path(p).resolve() for p in hidden]
-        self.limits = limits or SandboxLimits()
+        self.limits: SandboxLimits = limits or SandboxLimits()
         self.keep_root_owned = set(keep_root_owned)
         self.bwrap = bwrap or shutil.which("bwrap") or "bwrap"
         self.as_root = os.geteuid() == 0
@@ -260,52 +233,80 @@ class Bwrap:
             self._give_back()
         self._uid = self._give_back = None
 
-    def wrap(self, argv: list[str]) -> list[str]:
-        """The sandboxed argv for `argv`; as root, first hands the workspace to the sandbox uid."""
+    def wrap(self, argv: list[str]) -> Argv:
+        """The sandboxed argv for `argv`: bwrap's options go through a memfd it inherits. As root, first
+        hands the workspace to the sandbox uid."""
         ws = self.workspace.resolve()
         lim = self.limits
-        args = [
-            "prlimit", f"--nproc={lim.max_processes}", f"--fsize={lim.max_file_bytes}", self.bwrap,
+        tmpfs = ["--perms", "1777", "--size", str(lim.max_tmp_bytes), "--tmpfs"]
+        options = [
             "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--hostname", "sandbox",
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/dev/shm",
-            "--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--dir", SANDBOX_HOME,
-            "--bind", str(self._cache_dir(ws)), SANDBOX_CACHE,
+            "--dev", "/dev", "--proc", "/proc", *tmpfs, "/dev/shm", *tmpfs, "/tmp",
+            "--perms", "1777", "--dir", SANDBOX_HOME, "--bind", str(self._cache_dir(ws)), SANDBOX_CACHE,
         ]
         for dev in gpu_devices():
-            args += ["--dev-bind-try", dev, dev]
-        args += self._mounts(ws)
-        args += ["--chdir", str(ws), "--clearenv"]
+            options += ["--dev-bind-try", dev, dev]
+        self._prepare(ws)
+        options += self._mounts(ws)
+        options += ["--remount-ro", "/", "--chdir", str(ws), "--clearenv"]
         for key, value in self.env.items():
-            args += ["--setenv", key, value]
+            options += ["--setenv", key, value]
+        args_file = open(os.memfd_create("bwrap-args", os.MFD_CLOEXEC), "w+b")
+        args_file.write(b"".join(os.fsencode(o) + b"\0" for o in options))
+        args_file.flush()
+        args_file.seek(0)
+        head = ["prlimit", f"--nproc={lim.max_processes}", f"--fsize={lim.max_file_bytes}", self.bwrap,
+                "--args", str(args_file.fileno())]
         if self.as_root:
             uid = self.uid()
-            args += ["--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
-        return [*args, "--", *argv]
+            head += ["--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
+        return Argv([*head, "--", *argv], [args_file])
 
     def _mounts(self, ws: Path) -> list[str]:
-        """Hide `hidden` (and, as root, directories the sandbox uid could not search anyway) behind
-        read-only tmpfs mounts, outermost first, then bind back the workspace and this Python."""
-        masked = [h for h in self.hidden if h.is_dir() and not _inside(h, ws)]
-        reach = [ws, *python_dirs()]
-        if self.as_root:
-            self._hand_over(ws)
-            masked += [d for d in closed_ancestors(reach, self.uid()) if d not in masked]
-        covers = [*masked, Path("/tmp")]
-        binds = [p for p in reach if p == ws or any(_inside(p, m) and m != p for m in covers)]
+        """Bind the system directories, the Python environment and the named toolchain directories
+        read-only; cover hidden directories inside them with read-only tmpfs mounts; then bind back what
+        lies under a cover, the workspace read-write and its root-owned files read-only on top."""
+        wanted = [Path(d) for d in SYSTEM_DIRS if os.path.lexists(d)]
+        links = [d for d in wanted if d.is_symlink()]
+        named = [d for d in named_dirs(self.env) if not any(_inside(d, h) for h in self.hidden)]
+        roots = [*(d for d in wanted if d not in links), *python_dirs(), *named]
+        masked = [h for h in self.hidden
+                  if h.is_dir() and not _inside(h, ws) and any(_inside(h, r) for r in roots)]
+
+        def needed(root: Path) -> bool:
+            covered = [r for r in roots if r != root and _inside(root, r)]
+            hiding = [m for m in masked if _inside(root, m)]
+            return (not covered or bool(hiding)) and root not in masked
+
+        keep = [ws / name for name in sorted(self.keep_root_owned) if (ws / name).is_file()
+                and not (ws / name).is_symlink()]
+        plan = [(r, "--ro-bind") for r in dict.fromkeys(roots) if needed(r)]
+        plan += [(m, "--tmpfs") for m in masked] + [(ws, "--bind")] + [(k, "--ro-bind") for k in keep]
+        from_host = [p for p, how in plan if how != "--tmpfs"]
         args: list[str] = []
-        for path in sorted({*masked, *binds}, key=lambda p: (len(p.parts), p != ws)):
-            if path in masked and path not in binds:
-                args += ["--tmpfs", str(path)]
-                continue
-            mask = max((m for m in covers if _inside(path, m) and m != path), key=lambda m: len(m.parts), default=None)
-            if mask is not None:
-                for parent in [p for p in reversed(path.parents) if mask in p.parents]:
+        for link in links:
+            args += ["--symlink", os.readlink(link), str(link)]
+        made: set[Path] = set()
+        for path, how in sorted(plan, key=lambda p: len(p[0].parts)):
+            for parent in reversed(path.parents[:-1]):
+                # bwrap would make a missing parent 0700: make it searchable, unless the host's is mounted
+                mounted = max((m for m in [*from_host, *masked, Path("/tmp")] if _inside(parent, m)),
+                              key=lambda m: len(m.parts), default=None)
+                if parent not in made and mounted not in from_host:
                     args += ["--perms", "0755", "--dir", str(parent)]
-            args += ["--bind" if path == ws else "--ro-bind", str(path), str(path)]
+                    made.add(parent)
+            args += [how, str(path)] if how == "--tmpfs" else [how, str(path), str(path)]
         for path in masked:
             args += ["--remount-ro", str(path)]
         return args
+
+    def _prepare(self, ws: Path) -> None:
+        """Make the workspace private (0700). As root, hand it to this sandbox's uid, but for the root-owned
+        files named in keep_root_owned."""
+        if self.as_root:
+            chown_tree(ws, self.uid(), self.keep_root_owned)
+        os.chmod(ws, 0o700)
 
     def _cache_dir(self, ws: Path) -> Path:
         """The session's compile caches (Triton, pip, ...), kept across commands beside the workspace
@@ -314,15 +315,8 @@ class Bwrap:
         cache = ws.parent / f".{ws.name}.cache"
         cache.mkdir(mode=0o700, exist_ok=True)
         if self.as_root and cache.stat().st_uid != self.uid():
-            os.chown(cache, self.uid(), self.uid())
             chown_tree(cache, self.uid())
         return cache
-
-    def _hand_over(self, ws: Path) -> None:
-        """chown the workspace tree to this sandbox's uid. The root stays root-owned with the sticky bit,
-        so root-owned goal copies cannot be deleted or replaced."""
-        os.chmod(ws, 0o1777)
-        chown_tree(ws, self.uid(), self.keep_root_owned)
 
 
 def probe(sandbox: Bwrap, where: Path) -> str | None:
@@ -341,7 +335,11 @@ def probe(sandbox: Bwrap, where: Path) -> str | None:
         trial = sandbox.for_workspace(ws)
         try:
             argv = trial.wrap(["/bin/sh", "-c", "echo ok > probe && cat $PWD/probe"])
-            done = subprocess.run(argv, cwd=ws, capture_output=True, text=True, timeout=30)
+            try:
+                done = subprocess.run(argv, cwd=ws, capture_output=True, text=True, timeout=30,
+                                      pass_fds=argv.pass_fds)
+            finally:
+                argv.close()
         finally:
             trial.release()
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -349,11 +347,10 @@ def probe(sandbox: Bwrap, where: Path) -> str | None:
     finally:
         shutil.rmtree(trial_dir, ignore_errors=True)
     if done.returncode != 0 or done.stdout.strip() != "ok":
-        hint = ""
+        hint = " (a server that is not root needs unprivileged user namespaces)"
         if sandbox.as_root:
             first, last = sandbox.limits.first_uid, sandbox.limits.first_uid + sandbox.limits.uid_count - 1
-            hint = (f" (commands run as a uid in {first}..{last}: the workspace's parent directories and the "
-                    "Python environment must be searchable by it, and unprivileged user namespaces enabled)")
+            hint = f" (commands run as a uid in {first}..{last})"
         return f"bubblewrap cannot sandbox here (exit {done.returncode}): {done.stderr.strip()[:500]}{hint}"
     return None
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import secrets
 import shutil
 import socket
@@ -18,18 +17,13 @@ from jg_mcp import __version__, log
 from jg_mcp.goals import LoadedGoal
 from jg_mcp.gpu import query_gpu
 from jg_mcp.runner import Runner
-from jg_mcp.sandbox import Bwrap, is_secret
+from jg_mcp.sandbox import SECRET_VALUE, Sandbox, is_secret, sandbox_of
 from jg_mcp.transcript import Close, FileChange, Header, Notice, TranscriptWriter
 from jg_mcp.workspace import Workspace
 
 logger = log.get("jg_mcp.session")
 REFERENCE_FILE = "reference.py"
 COMMAND_BLOB_CAP = 8 * 1024 * 1024
-SECRET_VALUE = re.compile(
-    r"://[^/\s:@]*:[^/\s@]+@"  # a password in a URL: https://user:pass@host
-    r"|\b(ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|glpat-|hf_|sk-|xox[abprs]-|AKIA|ASIA|AIza)[A-Za-z0-9_\-]{8,}"
-)
-"""Values that are secrets whatever their variable is called: credentials in URLs, well-known token forms."""
 Wrap = Callable[[list[str]], list[str]]
 
 
@@ -58,20 +52,16 @@ def recordable_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     return {k: v for k, v in sorted(env.items()) if k not in redacted}, redacted
 
 
-def command_setting(wrap: Wrap | None, runner: Runner) -> tuple[dict[str, str], dict[str, Any] | None]:
-    """The environment commands see and the sandbox limits they run under: a Bwrap's `wrap` sets its own
-    environment (bwrap clears the runner's) and limits; any other wrapper is taken to pass the runner's on."""
-    box = getattr(wrap, "__self__", None)
-    if isinstance(box, Bwrap):
-        return box.env, box.limits.model_dump()
-    return runner.env, None
+def command_setting(box: Sandbox) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """The environment commands see and the sandbox limits they run under, as the sandbox sets them."""
+    return box.env, box.limits.model_dump() if box.limits is not None else None
 
 
 class Session:
     """Creates the workspace and transcript on start, records changes, closes with a manifest.
 
-    `wrap` turns a command's argv into a sandboxed one; with a `Bwrap.wrap`, the header records the
-    sandbox's environment and limits, else the runner's environment (secret-looking values left out)."""
+    `wrap` is the Sandbox commands run in (a Sandbox's bound `wrap` is taken as that Sandbox; None runs them
+    unsandboxed): the header records its environment (secret-looking values left out) and limits."""
 
     def __init__(
         self,
@@ -81,7 +71,7 @@ class Session:
         runs_dir: Path = Path("runs"),
         condition: str = "goal-only",
         sandbox: str = "none",
-        wrap: Wrap | None = None,
+        wrap: Sandbox | Wrap | None = None,
         transport: str = "stdio",
         run_id: str | None = None,
     ):
@@ -94,9 +84,11 @@ class Session:
         self.workspace = Workspace(root, protected=(REFERENCE_FILE,))
         self.transcript_path = Path(transcripts_dir) / f"{self.run_id}.jsonl"
         self.writer = TranscriptWriter(self.transcript_path)
-        self.runner = Runner(self.workspace.root, wrap=wrap or (lambda argv: argv))
+        box = sandbox_of(wrap)
+        quota = box.limits.max_workspace_bytes if box.limits is not None else None
+        self.runner = Runner(self.workspace.root, wrap=box.wrap, env=box.env, quota_bytes=quota)
         self.sandbox = sandbox
-        env, limits = command_setting(wrap, self.runner)
+        env, limits = command_setting(box)
         recorded_env, redacted = recordable_env(env)
         self.writer.append(
             Header(

@@ -6,12 +6,17 @@ import gc
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import anyio
 import pytest
+from mcp import Client
 
 from jg_mcp.runner import Runner
-from jg_mcp.sandbox import Bwrap, SandboxError, SandboxLimits, UidPool, is_secret, sandbox_env
+from jg_mcp.sandbox import (Bwrap, NoSandbox, Sandbox, SandboxError, SandboxLimits, UidPool, is_secret,
+                            sandbox_env, sandbox_of)
+from jg_mcp.server import SingleSession, build_server
+from jg_mcp.session import Session
 from jg_mcp.transcript import read_transcript
 from tests.conftest import GEMM_FP8
 from tests.test_sandbox_escapes import BWRAP_MISSING
@@ -146,3 +151,97 @@ def test_a_workspace_handed_to_a_sandbox_with_another_uid_stays_writable_compile
     assert wrote.stdout != again.stdout
     assert (ws / "d" / "f").read_text() == "1\n2\n" and (ws / "from_server.txt").read_text() == "server\nok\n"
     assert (tmp_path / ".ws.cache" / "triton" / "k").read_text() == "1\n2\n"
+
+
+VALUE_SECRETS = {"LC_JG_TEST": "https://agent:hunter2-pw@example.com/x", "TRITON_JG_TEST": "ghp_" + "a1" * 12}
+
+
+def test_a_secret_in_the_value_of_an_allow_listed_variable_is_dropped():
+    env = sandbox_env({**VALUE_SECRETS, "LC_TIME": "C.UTF-8", "CUDA_HOME": "/usr/local/cuda"})
+    assert not VALUE_SECRETS.keys() & env.keys()
+    assert env["LC_TIME"] == "C.UTF-8" and env["CUDA_HOME"] == "/usr/local/cuda"
+    assert is_secret("LC_X", "glpat-abcdefgh12345") and not is_secret("LC_X", "en_US.UTF-8")
+
+
+@pytest.mark.skipif(BWRAP_MISSING is not None, reason=BWRAP_MISSING or "")
+def test_the_header_records_exactly_the_environment_the_sandboxed_command_saw(gemm_goal, tmp_path, monkeypatch):
+    for name, value in VALUE_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LC_JG_PLAIN", "plain")
+    ws = tmp_path / "ws"
+    session = Session(gemm_goal, workspace_dir=ws, transcripts_dir=tmp_path / "tr", sandbox="bwrap",
+                      wrap=Bwrap(ws, [tmp_path / "tr"]))
+
+    async def go():
+        with anyio.fail_after(60):
+            async with Client(build_server(gemm_goal, SingleSession(session), sandboxed=True)) as client:
+                return (await client.call_tool("run_command", {"command": "env -0"})).structured_content
+
+    try:
+        out = anyio.run(go)
+    finally:
+        session.close("test finished")
+    seen = dict(item.split("=", 1) for item in out["stdout"].split("\0") if "=" in item)
+    seen = {k: v for k, v in seen.items() if k not in ("PWD", "SHLVL", "_", "OLDPWD")}
+    [header] = [e for e in read_transcript(session.transcript_path).events if e.event == "header"]
+    assert not any(v in out["stdout"] for v in VALUE_SECRETS.values())
+    assert seen["LC_JG_PLAIN"] == "plain"
+    assert header.env == seen and header.env_redacted == []
+
+
+def test_sandbox_uids_are_unique_across_server_processes(tmp_path):
+    """Two processes, each with its own UidPool (as two servers have), take uids while both hold theirs."""
+    take = ("import sys; from jg_mcp.uids import UidPool; pool = UidPool(); "
+            "print(pool.take(62300, 4), flush=True); sys.stdin.readline()")
+    procs = [subprocess.Popen([sys.executable, "-c", take], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        uids = [int(p.stdout.readline() or -1) for p in procs]
+    finally:
+        for p in procs:
+            p.communicate("\n", timeout=30)
+    assert uids[0] != uids[1] and set(uids) <= set(range(62300, 62304)), [p.stderr for p in procs]
+
+
+def test_a_uid_is_free_again_once_the_process_holding_it_is_gone(tmp_path):
+    first, second = UidPool(tmp_path / "locks"), UidPool(tmp_path / "locks")
+    held = first.take(62400, 2)
+    assert second.take(62400, 2) == held + 1
+    with pytest.raises(SandboxError, match="held by other jg-mcp servers"):
+        UidPool(tmp_path / "locks").take(62400, 2)
+    first.give_back(held)
+    assert UidPool(tmp_path / "locks").take(62400, 2) == held
+
+
+@pytest.mark.skipif(BWRAP_MISSING is not None, reason=BWRAP_MISSING or "")
+def test_tmpfs_mounts_are_sized_and_a_workspace_over_its_quota_gets_a_notice(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    limits = SandboxLimits(max_tmp_bytes=1 << 20, max_workspace_bytes=3 << 20)
+    box = Bwrap(ws, limits=limits)
+    runner = Runner(ws, wrap=box.wrap, env=box.env, quota_bytes=limits.max_workspace_bytes)
+
+    async def commands():
+        with anyio.fail_after(60):
+            tmp = await runner.run("head -c 2000000 /dev/zero > /tmp/big; head -c 2000000 /dev/zero > /dev/shm/big", 30)
+            small = await runner.run("head -c 2000000 /dev/zero > one", 30)
+            big = await runner.run("head -c 2000000 /dev/zero > two", 30)
+            return tmp, small, big
+
+    try:
+        tmp, small, big = anyio.run(commands)
+    finally:
+        box.release()
+    assert tmp.stderr.count("No space left on device") == 2, tmp
+    assert small.notice is None
+    assert big.notice and "more than its quota of 3145728 bytes" in big.notice
+
+
+def test_the_sandbox_seam_takes_a_sandbox_its_bound_wrap_or_none():
+    box = Bwrap(Path("ws"))
+    assert sandbox_of(box) is box and sandbox_of(box.wrap) is box
+    plain = sandbox_of(None)
+    assert isinstance(plain, NoSandbox) and isinstance(plain, Sandbox) and plain.limits is None
+    assert plain.wrap(["true"]) == ["true"] and plain.env["PATH"].startswith(os.path.dirname(sys.executable))
+    with pytest.raises(TypeError):
+        sandbox_of(lambda argv: argv)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import uuid
 from pathlib import Path
@@ -125,7 +126,8 @@ def test_the_installed_package_is_invisible_and_read_only_in_the_sandbox(env):
     package = Path(jg_mcp.__file__).parent
     out = env.run(f"ls -A {package}; touch {package}/pwned; python -c 'import jg_mcp'")
     assert "server.py" not in out["stdout"]
-    assert "Read-only file system" in out["stderr"] and "No module named 'jg_mcp'" in out["stderr"]
+    assert f"cannot touch '{package}/pwned': No such file or directory" in out["stderr"]  # absent, not only hidden
+    assert "No module named 'jg_mcp'" in out["stderr"]
     assert not (package / "pwned").exists()
 
 
@@ -187,3 +189,61 @@ def test_a_fork_bomb_is_contained_and_the_server_keeps_serving(tmp_path):
     assert out["timed_out"] and "Resource temporarily unavailable" in out["stderr"]
     alive, processes = after["stdout"].split()
     assert alive == "alive" and int(processes) < 10
+
+
+@pytest.mark.parametrize("where", ["/tmp", "/run"])
+def test_a_unix_socket_listening_on_the_host_cannot_be_reached(env, where):
+    path = Path(where) / f"jg-test-{uuid.uuid4().hex[:12]}.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(str(path))
+        path.chmod(0o777)  # reachable by the sandbox uid as far as permissions go
+        listener.listen()
+        code = ("import socket; s = socket.socket(socket.AF_UNIX); "
+                f"s.connect('{path}'); print('connected')")
+        out = env.run(f'python -c "{code}"')
+    finally:
+        listener.close()
+        path.unlink(missing_ok=True)
+    assert ("connected" in out["stdout"]) is not sandboxed(env), out
+    if sandboxed(env):
+        assert "No such file or directory" in out["stderr"]
+
+
+def test_only_what_a_kernel_developer_needs_is_mounted_and_the_toolchain_works(env):
+    if not sandboxed(env):
+        pytest.skip("unsandboxed commands see the whole host by design")
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    out = env.run("echo $(ls -A /); ls /run /var /home 2>&1; python -c 'import torch, triton; print(\"toolchain ok\")'",
+                  timeout_s=120)
+    top = out["stdout"].split("\n", 1)[0].split()
+    assert "toolchain ok" in out["stdout"], out["stderr"]
+    assert {"usr", "etc", "tmp", "dev", "proc"} <= set(top) and not {"run", "var", "home", "srv"} & set(top)
+    for absent in ("/run", "/var", "/home"):
+        assert f"cannot access '{absent}': No such file or directory" in out["stdout"]
+
+
+def test_pid_1s_command_line_names_no_hidden_path(env):
+    if not sandboxed(env):
+        pytest.skip("no pid namespace without the sandbox")
+    out = env.run("tr '\\0' ' ' < /proc/1/cmdline")
+    assert "bwrap --args" in out["stdout"], out
+    for hidden in (env.runs, env.transcripts, env.goal_path.parent, Path(jg_mcp.__file__).parent):
+        assert str(hidden) not in out["stdout"]
+
+
+def test_the_workspace_is_private_and_the_goal_copy_cannot_be_changed_or_deleted(env):
+    ws = env.sessions[0].workspace.root
+    out = env.run("rm -f reference.py; mv reference.py moved.py; echo '# tampered' >> reference.py; "
+                  "chmod 666 reference.py; ls")
+    reference = ws / "reference.py"
+    if sandboxed(env):
+        assert reference.exists() and "# tampered" not in reference.read_text()
+        assert not (ws / "moved.py").exists() and "Device or resource busy" in out["stderr"]
+        assert reference.stat().st_uid == 0 or os.geteuid() != 0
+        assert ws.stat().st_mode & 0o777 == 0o700
+        if os.geteuid() == 0:
+            assert ws.stat().st_uid == env.sandboxes[0].uid()
+    else:
+        assert "# tampered" in reference.read_text()  # the attempt is real: unsandboxed it replaces the copy

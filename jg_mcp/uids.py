@@ -1,0 +1,144 @@
+"""Sandbox uids for a root server: one per live sandbox, unique across every jg-mcp server on the host.
+
+RLIMIT_NPROC counts every process of a uid, and a uid owns its workspace; two sandboxes that shared
+one would share a process cap and each other's files. So a uid is held through a lock file, one per
+uid, in a directory only root can reach (`LOCK_DIR`): `fcntl.flock` on it for as long as the sandbox
+lives. Every server process on the host takes its uids through the same directory, the kernel drops
+the lock when the holder closes the file or dies, and no stale state is left behind.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import grp
+import os
+import pwd
+import stat
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from jg_mcp.errors import JgError
+
+LOCK_DIR = Path("/run/jg-mcp/uids")
+MAX_HAND_OVER_DEPTH = 200
+
+
+class SandboxError(JgError):
+    """bubblewrap was required but cannot run here, or no sandbox uid is free."""
+
+
+def running_uids() -> set[int]:
+    """The real uids of the running processes (what RLIMIT_NPROC counts)."""
+    uids = set()
+    for status in glob.glob("/proc/[0-9]*/status"):
+        try:
+            with open(status) as f:
+                line = next(ln for ln in f if ln.startswith("Uid:"))
+        except (OSError, StopIteration):
+            continue
+        uids.add(int(line.split()[1]))
+    return uids
+
+
+def names_an_account(uid: int) -> bool:
+    """True when `uid` is a user, or as a gid a group, of the account databases."""
+    for lookup in (pwd.getpwuid, grp.getgrgid):
+        try:
+            lookup(uid)
+            return True
+        except KeyError:
+            pass
+    return False
+
+
+def private_dir(path: Path) -> Path:
+    """`path`, created 0700 if missing; refused unless it is a directory of ours that nobody else can write."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise SandboxError(f"{path} must be a directory owned by uid {os.geteuid()} that only it can write")
+    return path
+
+
+class UidPool:
+    """Hands out sandbox uids. A uid is free when no sandbox on the host holds its lock in `lock_dir`, no
+    user or group has it, and no running process has it as its real uid (a closed session's processes
+    still dying)."""
+
+    def __init__(self, lock_dir: Path = LOCK_DIR) -> None:
+        self.lock_dir = Path(lock_dir)
+        self._locks: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def held(self) -> set[int]:
+        """The uids this pool holds now."""
+        return set(self._locks)
+
+    def take(self, first: int, count: int) -> int:
+        with self._lock:
+            where = private_dir(self.lock_dir)
+            busy = running_uids()
+            for uid in range(first, first + count):
+                if uid in self._locks or uid in busy or names_an_account(uid):
+                    continue
+                fd = os.open(where / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                self._locks[uid] = fd
+                return uid
+        raise SandboxError(
+            f"no free sandbox uid in {first}..{first + count - 1} ({len(self._locks)} held by live sessions "
+            f"of this server; the rest are held by other jg-mcp servers (locks in {self.lock_dir}), are "
+            "accounts or run processes): close sessions or widen SandboxLimits.uid_count"
+        )
+
+    def give_back(self, uid: int) -> None:
+        with self._lock:
+            fd = self._locks.pop(uid, None)
+            if fd is not None:
+                os.close(fd)
+
+
+UIDS = UidPool()
+"""The pool every Bwrap takes from unless given another."""
+
+
+def chown_tree(root: Path, uid: int, keep: Iterable[str] = ()) -> None:
+    """chown `root` and everything under it (but `root`'s entries named in `keep`) to `uid`, through
+    directory fds without following links, so a command running meanwhile cannot redirect it outside."""
+    keep = set(keep)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    root_fd = os.open(root, flags)
+    if os.fstat(root_fd).st_uid != uid:
+        os.fchown(root_fd, uid, uid)
+    stack = [(root_fd, os.scandir(root_fd))]
+    try:
+        while stack:
+            dfd, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                entries.close()
+                os.close(dfd)
+                stack.pop()
+                continue
+            if dfd == root_fd and entry.name in keep:
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+                if st.st_uid != uid:
+                    os.chown(entry.name, uid, uid, dir_fd=dfd, follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode) and len(stack) < MAX_HAND_OVER_DEPTH:
+                    child = os.open(entry.name, flags, dir_fd=dfd)
+                    stack.append((child, os.scandir(child)))
+            except OSError:
+                continue
+    finally:
+        for dfd, entries in stack:
+            entries.close()
+            os.close(dfd)

@@ -1,0 +1,116 @@
+"""What an HTTP client cannot hold on to: sessions past the cap, sessions without a tool call, half-open and
+surplus connections; and how `serve` refuses a taken port or HTTP options under stdio."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import anyio
+import httpx
+import pytest
+
+from jg_mcp.http import CONNECTION_IDLE_S
+from tests.conftest import GEMM_FP8
+from tests.test_http import INIT, MCP_HEADERS, TOKEN, HttpServer, client, free_port, wait_until
+
+pytestmark = pytest.mark.slow
+AUTH = {**MCP_HEADERS, "Authorization": f"Bearer {TOKEN}"}
+
+
+def initialize(server: HttpServer) -> httpx.Response:
+    return httpx.post(server.url, json=INIT, headers=AUTH, timeout=10)
+
+
+def closed_reasons(server: HttpServer) -> list[str]:
+    return [t.events[-1].reason for t in server.transcripts_by_run().values() if t.closed]
+
+
+def test_sessions_past_the_cap_are_refused_with_a_reason_until_one_ends(tmp_path):
+    with HttpServer(tmp_path, "--sandbox", "none", "--max-sessions", "2") as server:
+        first, second = initialize(server), initialize(server)
+        assert first.status_code == second.status_code == 200
+        refused = initialize(server)
+        assert refused.status_code == 503
+        assert "at most 2 sessions at once (--max-sessions)" in refused.json()["error"]["message"]
+        ended = httpx.delete(server.url, headers={**AUTH, "mcp-session-id": first.headers["mcp-session-id"]},
+                             timeout=10)
+        assert ended.status_code < 300
+        wait_until(lambda: closed_reasons(server) == ["client disconnected"], 20)
+        assert initialize(server).status_code == 200
+
+
+def test_a_session_without_a_tool_call_is_ended_and_one_with_a_call_is_kept(tmp_path):
+    async def one_call(server: HttpServer) -> None:
+        with anyio.fail_after(60):
+            async with client(server) as c:
+                await c.call_tool("run_command", {"command": "true"})
+                await anyio.sleep(4)  # past --first-call-timeout, within the idle timeout
+                assert (await c.call_tool("run_command", {"command": "echo kept"})).structured_content[
+                    "stdout"] == "kept\n"
+
+    with HttpServer(tmp_path, "--sandbox", "none", "--first-call-timeout", "2") as server:
+        idle = initialize(server)
+        anyio.run(one_call, server)
+        wait_until(lambda: any("no tool call within 2.0s" in r for r in closed_reasons(server)), 20)
+        again = httpx.post(server.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                           headers={**AUTH, "mcp-session-id": idle.headers["mcp-session-id"]}, timeout=10)
+        assert again.status_code == 404 and "no tool call within" in again.json()["error"]["message"]
+        assert initialize(server).status_code == 200  # the ended session freed its place
+
+
+def test_half_open_and_surplus_connections_are_closed(tmp_path):
+    def closed_within(conn: socket.socket, seconds: float) -> bool:
+        conn.settimeout(seconds)
+        try:
+            return conn.recv(1024) == b""
+        except TimeoutError:
+            return False
+        except ConnectionResetError:
+            return True
+
+    with HttpServer(tmp_path, "--sandbox", "none", "--max-connections", "3") as server:
+        half_open = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        half_open.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # headers never finished
+        silent = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(2)]
+        surplus = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        try:
+            assert closed_within(surplus, 5)
+            start = time.monotonic()
+            assert closed_within(half_open, CONNECTION_IDLE_S + 10)
+            assert time.monotonic() - start < CONNECTION_IDLE_S + 10
+            assert all(closed_within(s, 5) for s in silent)
+        finally:
+            for s in [half_open, *silent, surplus]:
+                s.close()
+        assert initialize(server).status_code == 200
+
+
+def serve(tmp_path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "jg_mcp", "serve", "--goal", str(GEMM_FP8), "--runs", str(tmp_path / "runs"),
+         "--transcripts", str(tmp_path / "tr"), "--sandbox", "none", *extra],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_a_taken_port_is_one_clear_line_and_exit_1_before_any_token_is_printed(tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = serve(tmp_path, "--transport", "http", "--port", str(port))
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"jg-mcp serve: cannot listen on 127.0.0.1:{port}: Address already in use"]
+    assert not list(tmp_path.glob("tr/*.jsonl"))
+
+
+def test_http_options_under_stdio_are_refused_and_help_shows_defaults(tmp_path):
+    done = serve(tmp_path, "--port", str(free_port()))
+    assert done.returncode == 2 and "--host and --port apply to --transport http only" in done.stderr
+    shown = subprocess.run([sys.executable, "-m", "jg_mcp", "serve", "--help"], capture_output=True, text=True,
+                           timeout=60).stdout
+    flat = " ".join(shown.split())
+    assert "streamable HTTP at http://HOST:PORT/mcp" in flat and "(default: stdio)" in flat
+    assert "(default: 32)" in flat and "(default: 120)" in flat and "[8765; http only]" in flat
