@@ -22,6 +22,9 @@ COMMAND_MODULES = [
     "jg_mcp.commands.demo",
     "jg_mcp.commands.replay",
     "jg_mcp.commands.audit",
+    "jg_mcp.commands.run",
+    "jg_mcp.commands.campaign",
+    "jg_mcp.commands.table",
 ]
 
 

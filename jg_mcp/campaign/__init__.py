@@ -33,6 +33,8 @@ class Launch(BaseModel):
     """Working directory of the agent process."""
     files: dict[str, str] = {}
     """Configuration files written for the agent (path -> content), e.g. its MCP config."""
+    stdin_file: str | None = None
+    """A file fed to the agent on stdin (the prompt, for agents that read it there); None: /dev/null."""
 
 
 class RunInputs(BaseModel):
@@ -49,6 +51,8 @@ class RunInputs(BaseModel):
     """The instruction: the goal, plus the condition's addendum."""
     model: str | None = None
     """The model the agent should use, if it takes one."""
+    seed: int = 0
+    """The run's replicate index."""
 
 
 class Agent(Protocol):

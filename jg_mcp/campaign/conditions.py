@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from jg_mcp.errors import JgError
 from jg_mcp.transcript import Request, read_transcript
 
 BASE_TOOLS = ("read_file", "write_file", "run_command", "query_gpu")
@@ -142,7 +143,10 @@ def _install_evaluate(server: Any, loaded: Any, pool: Any) -> None:
 
 def check_transcript(path: Path, condition: str | None = None) -> list[str]:
     """Every request in the transcript outside what `condition` (default: the header's) serves, as messages."""
-    events = read_transcript(path, verify=False).events
+    try:
+        events = read_transcript(path, verify=False).events
+    except JgError as exc:
+        return [f"the transcript cannot be read: {exc}"]
     header = events[0] if events and events[0].event == "header" else None
     name = condition or (header.condition if header else "goal-only")
     if header is not None and condition is not None and header.condition != condition:

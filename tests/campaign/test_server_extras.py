@@ -14,7 +14,7 @@ from jg_mcp.goals import load_goal
 from jg_mcp.server import SingleSession, build_server
 from jg_mcp.session import Session
 from jg_mcp.transcript import read_transcript
-from tests.conftest import DEMO_GOAL
+from tests.support import DEMO_GOAL
 
 
 class Clock:

@@ -1,0 +1,419 @@
+"""One run end to end: start an agent on a goal under a condition with a budget, stop it, eval, audit.
+
+runs/RUN_ID/ holds: workspace/, transcripts/ (the server's RUN.jsonl and blobs), agent/ (the agent's
+working directory), mcp.json (the only MCP server the agent gets), prompt.md, agent.log (its stdout: its
+own log, stream-json for Claude Code), agent.stderr.log, eval.json/eval.md, audit.json/session.html and,
+written last, run.json. A run directory with run.json is finished; anything else is redone.
+
+Every wait is bounded: the agent is stopped (its process group: SIGTERM, then SIGKILL after a grace) when
+the server closes the session for a spent budget, or at the hard deadline (startup allowance + budget +
+grace) when the agent never makes another call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+import jg_mcp
+from jg_mcp import log
+from jg_mcp.campaign import Launch, RunInputs
+from jg_mcp.campaign.agents import make_agent, mcp_config
+from jg_mcp.campaign.budget import SPENT_PREFIX, Budget
+from jg_mcp.campaign.conditions import NAMES, agent_instruction, check_transcript
+from jg_mcp.errors import JgError
+from jg_mcp.session import host_info, now_iso
+
+logger = log.get("jg_mcp.run")
+RUN_FILE = "run.json"
+POLL_S = 0.2
+CLOSE_WAIT_S = 15.0
+
+
+class RunSpec(BaseModel):
+    """Everything that defines a run; its id is derived from agent, goal, condition and seed."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    agent: str
+    """Agent adapter: claude-code, command (with agent_cmd), scripted, scripted-idle, scripted-overrun."""
+    goal: str
+    """Goal name or YAML path."""
+    condition: str = "goal-only"
+    """Named condition (goal-only, eval-tool, knowledge, workflow)."""
+    seed: int = 0
+    """Replicate index: part of the run id; passed to command templates as {seed}."""
+    budget_minutes: float | None = Field(default=None, gt=0)
+    """Wall-clock budget from the first request; default: the goal's."""
+    max_tool_calls: int | None = Field(default=None, ge=1)
+    """Optional cap on tool calls."""
+    max_command_seconds: float | None = Field(default=None, gt=0)
+    """Optional cap on seconds spent in run_command."""
+    model: str | None = None
+    """The model, for agents that take one."""
+    agent_cmd: str | None = None
+    """Command template for the `command` agent."""
+    agent_executable: str | None = None
+    """Path of the agent's executable, when not on PATH (claude-code)."""
+    gpu: int | None = None
+    """GPU index (CUDA_VISIBLE_DEVICES for the agent, the server and the eval); None: leave it as it is."""
+    startup_s: float = 120.0
+    """Allowance for the agent to start before the budget's clock can start."""
+    grace_s: float = 10.0
+    """Seconds between SIGTERM and SIGKILL when the agent is stopped, and past the budget before it is."""
+    eval_args: list[str] = []
+    """Extra arguments for `jg-mcp eval` (e.g. --shapes smoke on a CPU-only machine)."""
+    eval_timeout_s: float = 3600.0
+    """Seconds the eval may take."""
+    sandbox: str = "auto"
+    """Sandbox mode passed to the server (auto, bwrap, none)."""
+
+
+class EvalSummary(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    status: str
+    """accepted, rejected, no solution, or error."""
+    exit_code: int | None = None
+    """`jg-mcp eval`'s exit status (0 accepted, 1 rejected)."""
+    reasons: list[str] = []
+    """Why it was rejected (the eval's reason codes, or why there was no eval)."""
+    geomean_speedup: float | None = None
+    """Geometric mean over timed shapes of the speedup against the strongest baseline."""
+    roofline_pct: float | None = None
+    """Median over timed shapes of the candidate's % of roofline."""
+    device: str | None = None
+    """Where the eval ran."""
+
+
+class RunRecord(BaseModel):
+    """run.json: what ran, under what, how it ended, and the verdicts."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    run_id: str
+    """agent__goal__condition__sSEED."""
+    spec: RunSpec
+    """The run's specification as given."""
+    agent: str
+    """Agent adapter name."""
+    agent_version: str = "unknown"
+    """What the agent reports for itself."""
+    model: str | None = None
+    """Model asked for."""
+    condition: str
+    """Named condition."""
+    goal: str
+    """Goal name."""
+    goal_sha256: str
+    """Hash of the goal's YAML and module."""
+    budget: Budget
+    """The budget the server enforced."""
+    gpu: str | None = None
+    """CUDA_VISIBLE_DEVICES the run had (None: inherited, unset)."""
+    server_argv: list[str]
+    """The jg server's command line, as in mcp.json."""
+    launch: Launch | None = None
+    """The agent's exact command line, environment additions, cwd and configuration files."""
+    started_at: str
+    """UTC start."""
+    ended_at: str = ""
+    """UTC end (after eval and audit)."""
+    agent_wall_s: float = 0.0
+    """Seconds from the agent's start to its end."""
+    exit_reason: str = ""
+    """How the agent's session ended: agent exited, budget spent, run timeout, could not start, ..."""
+    agent_exit_code: int | None = None
+    """The agent's exit status (negative: the signal that ended it)."""
+    transcript: str | None = None
+    """The session transcript, relative to the run directory."""
+    close_reason: str | None = None
+    """The transcript's close reason (None: not closed)."""
+    solution: bool = False
+    """A solution file was left in the workspace."""
+    eval: EvalSummary
+    """The eval's verdict."""
+    audit_ok: bool | None = None
+    """`jg-mcp audit` exit 0 (None: no transcript to audit)."""
+    condition_violations: list[str] = []
+    """Requests outside what the condition serves."""
+    jg_mcp_version: str = jg_mcp.__version__
+    """jg-mcp version."""
+    host: dict[str, str] = {}
+    """Host of the runner."""
+
+
+def default_run_id(agent: str, goal_name: str, condition: str, seed: int) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{agent}__{goal_name}__{condition}__s{seed}")
+
+
+def is_finished(run_dir: Path) -> bool:
+    return (run_dir / RUN_FILE).is_file()
+
+
+def load_record(run_dir: Path) -> RunRecord:
+    return RunRecord.model_validate_json((run_dir / RUN_FILE).read_text())
+
+
+AGENT_GROUPS: set[int] = set()
+"""Process groups of the agents this process started and has not yet reaped."""
+
+
+def kill_agents_and_exit(*_: object) -> None:
+    """A worker's end when its campaign is gone or it is told to stop: SIGKILL every agent group, then its own
+    group (eval and audit subprocesses included)."""
+    import signal as sig
+
+    for pgid in list(AGENT_GROUPS):
+        try:
+            os.killpg(pgid, sig.SIGKILL)
+        except ProcessLookupError:
+            pass
+    os.killpg(os.getpgid(0), sig.SIGKILL)
+
+
+def watch_parent(parent: int, poll_s: float = 0.5) -> None:
+    """In a worker: when `parent`, the process that started it, is gone (getppid differs: re-parented), end
+    everything, also when that happened before this was called."""
+    import threading
+
+    def loop() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        kill_agents_and_exit()
+
+    threading.Thread(target=loop, daemon=True, name="watch-parent").start()
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM the process group, SIGKILL it after `grace_s`; bounded."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def transcripts(run_dir: Path) -> list[Path]:
+    return sorted((run_dir / "transcripts").glob("*.jsonl"), key=lambda p: p.stat().st_size, reverse=True)
+
+
+def close_reason(path: Path) -> str | None:
+    """The close event's reason if the transcript's last line is one, else None."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - 65536))
+            last = f.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        event = json.loads(last)
+    except (OSError, ValueError):
+        return None
+    return event.get("reason") if isinstance(event, dict) and event.get("event") == "close" else None
+
+
+def supervise(launch: Launch, run_dir: Path, env: dict[str, str], deadline_s: float, grace_s: float
+              ) -> tuple[str, int | None, float]:
+    """Run the agent until it exits, the server closes the session for a spent budget, or the deadline.
+    Returns (exit reason, exit code, wall seconds)."""
+    start = time.monotonic()
+    Path(launch.cwd).mkdir(parents=True, exist_ok=True)
+    stdin = open(launch.stdin_file, "rb") if launch.stdin_file else subprocess.DEVNULL  # noqa: SIM115
+    try:
+        with (run_dir / "agent.log").open("wb") as out, (run_dir / "agent.stderr.log").open("wb") as err:
+            try:
+                proc = subprocess.Popen(launch.argv, cwd=launch.cwd, env=env, stdin=stdin, stdout=out, stderr=err,
+                                        start_new_session=True)
+            except OSError as exc:
+                return f"agent could not start: {exc.strerror or exc}: {launch.argv[0]}", None, 0.0
+            AGENT_GROUPS.add(proc.pid)
+            reason = ""
+            while proc.poll() is None:
+                closed = next((r for p in transcripts(run_dir) if (r := close_reason(p))), None)
+                if closed and closed.startswith(SPENT_PREFIX):
+                    reason = f"{closed}; agent stopped"
+                elif time.monotonic() - start > deadline_s:
+                    reason = f"run timeout: the agent was still running after {deadline_s:.0f}s; agent stopped"
+                if reason:
+                    stop_group(proc, grace_s)
+                    break
+                time.sleep(POLL_S)
+            code = proc.wait(grace_s + 10)
+            AGENT_GROUPS.discard(proc.pid)
+    finally:
+        if stdin is not subprocess.DEVNULL:
+            stdin.close()
+    return reason or f"agent exited (code {code})", code, time.monotonic() - start
+
+
+def _subprocess(args: list[str], env: dict[str, str], timeout_s: float, log_path: Path) -> int | None:
+    """`python -m jg_mcp ARGS` with its output in log_path; None when it timed out."""
+    with log_path.open("wb") as out:
+        try:
+            return subprocess.run([sys.executable, "-m", "jg_mcp", "--log-level", "WARNING", *args], env=env,
+                                  stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  timeout=timeout_s, check=False).returncode
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def summarize_eval(path: Path, code: int | None) -> EvalSummary:
+    if code is None:
+        return EvalSummary(status="error", reasons=["eval timed out"])
+    try:
+        report: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return EvalSummary(status="error", exit_code=code, reasons=[f"eval exit {code}, no report"])
+    roof = sorted(s["roofline_pct"] for s in report.get("shapes", [])
+                  if s.get("kind") == "timed" and s.get("roofline_pct") is not None)
+    status = "accepted" if code == 0 and report.get("accepted") else "rejected" if code == 1 else "error"
+    return EvalSummary(status=status, exit_code=code, reasons=[str(r) for r in report.get("reasons", [])],
+                       geomean_speedup=report.get("geomean_speedup"),
+                       roofline_pct=roof[len(roof) // 2] if roof else None,
+                       device=(report.get("environment") or {}).get("device"))
+
+
+def execute(spec: RunSpec, out: Path, run_id: str | None = None) -> RunRecord:
+    """Run `spec` into out/RUN_ID and return its record (also in run.json). A finished run is not redone."""
+    from jg_mcp.goal_text import instruction
+    from jg_mcp.goals import find_goal, load_goal
+
+    if spec.condition not in NAMES:
+        raise JgError(f"unknown condition '{spec.condition}' (one of {', '.join(NAMES)})")
+    loaded = load_goal(find_goal(spec.goal))
+    agent = make_agent(spec.agent, spec.model, spec.agent_cmd, spec.agent_executable)
+    run_id = run_id or default_run_id(agent.name, loaded.name, spec.condition, spec.seed)
+    out = out.resolve()
+    run_dir = out / run_id
+    if is_finished(run_dir):
+        return load_record(run_dir)
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    (run_dir / "agent").mkdir(parents=True)
+    budget = Budget(wall_clock_minutes=spec.budget_minutes or loaded.goal.budget.wall_clock_minutes,
+                    max_tool_calls=spec.max_tool_calls, max_command_seconds=spec.max_command_seconds)
+    server_argv = [sys.executable, "-m", "jg_mcp", "--log-level", "WARNING", "serve",
+                   "--goal", str(loaded.yaml_path.resolve()), "--workspace", str(run_dir / "workspace"),
+                   "--transcripts", str(run_dir / "transcripts"), "--runs", str(out), "--sandbox", spec.sandbox,
+                   "--condition", spec.condition, "--budget-minutes", f"{budget.wall_clock_minutes:g}"]
+    if budget.max_tool_calls:
+        server_argv += ["--max-tool-calls", str(budget.max_tool_calls)]
+    if budget.max_command_seconds:
+        server_argv += ["--max-command-seconds", f"{budget.max_command_seconds:g}"]
+    env = dict(os.environ)
+    if spec.gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(spec.gpu)
+    config = mcp_config(server_argv)
+    if "CUDA_VISIBLE_DEVICES" in env:
+        config["mcpServers"]["jg"]["env"]["CUDA_VISIBLE_DEVICES"] = env["CUDA_VISIBLE_DEVICES"]
+    (run_dir / "mcp.json").write_text(json.dumps(config, indent=2) + "\n")
+    (run_dir / "prompt.md").write_text(agent_instruction(instruction(loaded), spec.condition))
+    inputs = RunInputs(run_dir=run_dir, mcp_config=run_dir / "mcp.json", server_argv=server_argv,
+                       prompt_file=run_dir / "prompt.md", model=spec.model, seed=spec.seed)
+    record = RunRecord(run_id=run_id, spec=spec, agent=agent.name, model=spec.model, condition=spec.condition,
+                       goal=loaded.name, goal_sha256=loaded.sha256(), budget=budget,
+                       gpu=env.get("CUDA_VISIBLE_DEVICES"), server_argv=server_argv, started_at=now_iso(),
+                       eval=EvalSummary(status="error"), host=host_info())
+    logger.info("run started", run_id=run_id, agent=agent.name, condition=spec.condition)
+    deadline = spec.startup_s + budget.wall_clock_minutes * 60 + spec.grace_s
+    try:
+        record.agent_version = agent.version()
+        record.launch = agent.launch(inputs)
+        reason, code, wall = supervise(record.launch, run_dir, {**env, **record.launch.env}, deadline, spec.grace_s)
+    except Exception as exc:  # noqa: BLE001 -- the run's boundary: a failure is a result, recorded in run.json
+        reason, code, wall = f"run error: {type(exc).__name__}: {exc}", None, 0.0
+    record.exit_reason, record.agent_exit_code, record.agent_wall_s = reason, code, round(wall, 3)
+    if code not in (0, None) or reason.startswith("agent could not start"):
+        logs = [(run_dir / n).read_text(errors="replace") if (run_dir / n).exists() else ""
+                for n in ("agent.log", "agent.stderr.log")]
+        why = agent.diagnose(*logs)
+        record.exit_reason += f": {why}" if why and not reason.startswith("agent could not start") else ""
+    finish(record, loaded, run_dir, env, spec)
+    return record
+
+
+def finish(record: RunRecord, loaded: Any, run_dir: Path, env: dict[str, str], spec: RunSpec) -> None:
+    """Wait (bounded) for the transcript to close, then eval, audit, check the condition; write run.json."""
+    waited = time.monotonic()
+    while transcripts(run_dir) and not close_reason(transcripts(run_dir)[0]) \
+            and time.monotonic() - waited < CLOSE_WAIT_S:
+        time.sleep(POLL_S)
+    found = transcripts(run_dir)
+    if found:
+        record.transcript = str(found[0].relative_to(run_dir))
+        record.close_reason = close_reason(found[0])
+    elif record.agent_exit_code is not None or "stopped" in record.exit_reason:
+        record.exit_reason += "; the agent never started the jg server"
+    solution = run_dir / "workspace" / loaded.goal.solution.file
+    record.solution = solution.is_file()
+    goal_yaml = str(loaded.yaml_path.resolve())
+    if record.solution:
+        code = _subprocess(["eval", "--goal", goal_yaml, "--workspace", str(run_dir / "workspace"),
+                            "--json", str(run_dir / "eval.json"), "--markdown", str(run_dir / "eval.md"),
+                            *spec.eval_args], env, spec.eval_timeout_s, run_dir / "eval.log")
+        record.eval = summarize_eval(run_dir / "eval.json", code)
+    else:
+        record.eval = EvalSummary(status="no solution", reasons=[f"no {loaded.goal.solution.file} in the workspace"])
+    if found:
+        audit_args = [str(found[0]), "--goal", goal_yaml, "--json", str(run_dir / "audit.json"),
+                      "--html", str(run_dir / "session.html")]
+        if (run_dir / "eval.json").is_file():
+            audit_args += ["--eval-report", str(run_dir / "eval.json")]
+        record.audit_ok = _subprocess(["audit", *audit_args], env, 600, run_dir / "audit.log") == 0
+        record.condition_violations = check_transcript(found[0], record.condition)
+    record.ended_at = now_iso()
+    tmp = run_dir / (RUN_FILE + ".tmp")
+    tmp.write_text(record.model_dump_json(indent=2) + "\n")
+    tmp.replace(run_dir / RUN_FILE)
+    logger.info("run finished", run_id=record.run_id, reason=record.exit_reason, eval=record.eval.status)
+
+
+def record_failure(spec: RunSpec, out: Path, run_id: str, reason: str) -> RunRecord:
+    """run.json for a run that ended without writing one (killed at the campaign's timeout, crashed)."""
+    from jg_mcp.goals import find_goal, load_goal
+
+    loaded = load_goal(find_goal(spec.goal))
+    run_dir = out / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    found = transcripts(run_dir)
+    record = RunRecord(run_id=run_id, spec=spec, agent=spec.agent, model=spec.model, condition=spec.condition,
+                       goal=loaded.name, goal_sha256=loaded.sha256(),
+                       budget=Budget(wall_clock_minutes=spec.budget_minutes or loaded.goal.budget.wall_clock_minutes,
+                                     max_tool_calls=spec.max_tool_calls, max_command_seconds=spec.max_command_seconds),
+                       server_argv=[], started_at=now_iso(), ended_at=now_iso(), exit_reason=reason,
+                       transcript=str(found[0].relative_to(run_dir)) if found else None,
+                       close_reason=close_reason(found[0]) if found else None,
+                       eval=EvalSummary(status="error", reasons=[reason]), host=host_info())
+    (run_dir / RUN_FILE).write_text(record.model_dump_json(indent=2) + "\n")
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The campaign's worker: `python -m jg_mcp.campaign.run --spec JSON --out OUT --run-id ID`."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="jg_mcp.campaign.run")
+    p.add_argument("--spec", required=True, help="a RunSpec as JSON")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--parent-pid", type=int, help="end the run when this process is gone (default: the parent now)")
+    args = p.parse_args(argv)
+    log.configure("WARNING")
+    signal.signal(signal.SIGTERM, kill_agents_and_exit)
+    watch_parent(args.parent_pid or os.getppid())
+    record = execute(RunSpec.model_validate_json(args.spec), args.out, args.run_id)
+    return 0 if record.eval.status == "accepted" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""The deterministic scripted client as an agent process, for campaigns without an LLM.
+
+    python -m jg_mcp.campaign.scripted_agent --mcp-config MCP.json --prompt-file PROMPT.md --behaviour solve
+
+It starts the server named in the MCP config over stdio, like any MCP client would, and prints one JSON line
+per step on stdout (its log). `solve` reads the goal and writes the demo's axpy solution; `idle` looks around
+and leaves no solution; `overrun` keeps calling tools after the budget refuses them, until it is stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+
+OVERRUN_MAX_CALLS = 3000
+"""A bound on the overrun agent's calls, so it ends even when nothing stops it."""
+
+
+def steps(behaviour: str, goal_name: str):
+    from jg_mcp.commands.demo import SOLUTION
+    from jg_mcp.scripted import Step, call
+
+    look = [Step(kind="list_tools"), Step(kind="read_resource", name=f"goal://{goal_name}"), call("query_gpu"),
+            call("read_file", path="reference.py", limit=40)]
+    if behaviour == "solve":
+        return [*look, call("write_file", path="solution.py", content=SOLUTION),
+                call("run_command", command="python -c 'import ast; ast.parse(open(\"solution.py\").read())'")]
+    return look
+
+
+async def drive(params, behaviour: str) -> int:
+    from mcp import Client
+
+    from jg_mcp.scripted import _one
+
+    def emit(**record) -> None:
+        print(json.dumps(record), flush=True)
+
+    async with Client(params) as client:
+        goal = next(r for r in (await client.list_resources()).resources if r.name == "goal")
+        goal_name = str(goal.uri).removeprefix("goal://")
+        for step in steps(behaviour, goal_name):
+            r = await _one(client, step)
+            emit(step=step.kind, name=step.name, ok=r.ok, text=r.text[:200], duration_s=round(r.duration_s, 3))
+        if behaviour == "overrun":
+            for i in range(OVERRUN_MAX_CALLS):
+                res = await client.call_tool("run_command", {"command": "sleep 0.2", "timeout_s": 30})
+                text = res.content[0].text if res.content else ""
+                emit(step="call_tool", name="run_command", call=i, ok=not res.is_error, text=text[:200])
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from mcp import StdioServerParameters
+
+    p = argparse.ArgumentParser(prog="scripted_agent", description=__doc__.splitlines()[0])
+    p.add_argument("--mcp-config", type=Path, required=True)
+    p.add_argument("--prompt-file", type=Path, required=True)
+    p.add_argument("--behaviour", choices=["solve", "idle", "overrun"], default="solve")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds before the agent gives up")
+    args = p.parse_args(argv)
+    server = json.loads(args.mcp_config.read_text())["mcpServers"]["jg"]
+    args.prompt_file.read_text()
+    env = {**os.environ, **(server.get("env") or {})}  # like agents that pass theirs on (Claude Code does)
+    params = StdioServerParameters(command=server["command"], args=server["args"], env=env)
+
+    async def bounded() -> int:
+        with anyio.fail_after(args.timeout):
+            return await drive(params, args.behaviour)
+
+    return anyio.run(bounded)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Campaigns of the scripted agent end to end: runs, a killed campaign resumed, the table."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from jg_mcp.campaign.run import RUN_FILE, load_record
+from tests.support import DEMO_GOAL, jg
+
+pytestmark = pytest.mark.slow
+
+SOLVE = """\
+agents: [{adapter: scripted}]
+goals: [%s]
+conditions: [goal-only, eval-tool]
+seeds: [0, 1]
+budget: {wall_clock_minutes: 2}
+eval_args: [--domain-shapes, "0"]
+cpu_slots: 2
+grace_s: 3
+"""
+FAILING = """\
+agents: [{adapter: scripted-idle}, {adapter: scripted-overrun}]
+goals: [axpy_copy.yaml]
+conditions: [knowledge]
+budget: {wall_clock_minutes: 0.1}
+cpu_slots: 2
+grace_s: 3
+"""
+
+
+def wait_for(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_a_killed_campaign_resumes_skipping_finished_runs_then_the_table_renders(tmp_path, axpy_copy):
+    out = tmp_path / "runs"
+    solve = tmp_path / "solve.yaml"
+    solve.write_text(SOLVE % DEMO_GOAL)
+    argv = [sys.executable, "-m", "jg_mcp", "--log-level", "WARNING", "campaign", str(solve), "--out", str(out)]
+    first = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: list(out.glob(f"*/{RUN_FILE}")), 240, "the first run to finish")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    finished = {p.parent.name: p.read_text() for p in out.glob(f"*/{RUN_FILE}")}
+    assert 1 <= len(finished) < 4
+
+    resumed = jg("campaign", str(solve), "--out", str(out), timeout=400)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"4 runs, {len(finished)} finished, {4 - len(finished)} to run" in resumed.stderr
+    assert "\r" not in resumed.stderr
+    for run_id, text in finished.items():
+        assert (out / run_id / RUN_FILE).read_text() == text, f"{run_id} was redone"
+        assert f"{run_id}: started" not in resumed.stderr
+    records = [load_record(p.parent) for p in sorted(out.glob(f"*/{RUN_FILE}"))]
+    assert sorted(r.run_id for r in records) == [f"scripted__axpy__{c}__s{s}" for c in ("eval-tool", "goal-only")
+                                                  for s in (0, 1)]
+    for r in records:
+        assert r.eval.status == "accepted", (r.run_id, r.eval, (out / r.run_id / "eval.log").read_text()[-2000:])
+        assert r.exit_reason == "agent exited (code 0)" and r.close_reason == "client disconnected"
+        assert r.audit_ok and r.condition_violations == []
+        header = json.loads((out / r.run_id / r.transcript).read_text().splitlines()[0])
+        assert header["condition"] == r.condition
+        assert {"eval.json", "eval.md", "audit.json", "session.html", "agent.log", "mcp.json"} <= {
+            p.name for p in (out / r.run_id).iterdir()}
+
+    failing = tmp_path / "failing.yaml"
+    failing.write_text(FAILING)
+    ran = jg("campaign", str(failing), "--out", str(out), timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    idle = load_record(out / "scripted-idle__axpy_copy__knowledge__s0")
+    assert idle.eval.status == "no solution" and idle.exit_reason == "agent exited (code 0)"
+    over = load_record(out / "scripted-overrun__axpy_copy__knowledge__s0")
+    assert over.exit_reason.startswith("budget spent: 0.1 minutes of wall clock; agent stopped"), over.exit_reason
+    assert over.close_reason == "budget spent: 0.1 minutes of wall clock"
+    assert over.agent_exit_code == -signal.SIGTERM and over.agent_wall_s < 60
+    refusals = [json.loads(ln) for ln in (out / over.run_id / "agent.log").read_text().splitlines()]
+    assert any("budget spent" in r.get("text", "") and not r["ok"] for r in refusals)
+
+    table = jg("table", str(out), "--csv", str(tmp_path / "t.csv"), "--html", str(tmp_path / "t.html"))
+    assert table.returncode == 0, table.stderr
+    md = table.stdout
+    assert md.startswith("| goal | condition | scripted: accepted | scripted: best | scripted: median | "
+                         "scripted: % roofline | scripted-idle: accepted |")
+    assert "| axpy | goal-only | 2/2 | - | - | - | - | - | - | - | - | - | - | - |" in md
+    assert "| axpy_copy | knowledge | - | - | - | - | 0/1 | - | - | - | 0/1 | - | - | - |" in md
+    assert "scripted-idle / axpy_copy / knowledge: 1x no solution (agent exited (code 0))" in md
+    assert "scripted-overrun / axpy_copy / knowledge: 1x no solution (budget spent" in md
+    csv_lines = (tmp_path / "t.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("agent,goal,condition,runs,accepted") and len(csv_lines) == 5
+    page = (tmp_path / "t.html").read_text()
+    assert "<svg" in page and "accepted runs (fraction)" in page and "<script" not in page
+
+
+def test_an_agent_that_cannot_start_leaves_a_run_directory_with_the_reason(tmp_path):
+    proc = jg("run", "--agent", "command", "--agent-cmd", "no-such-agent-binary {mcp_config}", "--goal",
+              str(DEMO_GOAL), "--out", str(tmp_path), timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    record = load_record(tmp_path / "command__axpy__goal-only__s0")
+    assert record.exit_reason.startswith("agent could not start: No such file or directory: no-such-agent-binary")
+    assert record.eval.status == "no solution" and record.transcript is None
+    assert record.launch.argv == ["no-such-agent-binary", str(tmp_path / record.run_id / "mcp.json")]
+    assert os.path.exists(tmp_path / record.run_id / "prompt.md")
