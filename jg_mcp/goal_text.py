@@ -32,7 +32,8 @@ def render_markdown(loaded: LoadedGoal, reference_file: str = "reference.py") ->
         f"- File `{g.solution.file}` in the workspace defines `{_signature(loaded)}` "
         f"with the same positional arguments as `{g.reference}` in `{reference_file}`.",
         f"- It returns {outputs}" + (" as a tuple in that order." if len(g.outputs) > 1 else "."),
-        f"- `{reference_file}` holds the reference (`{g.reference}`) and the input maker (`{g.inputs}(dims, seed, device)`).",
+        f"- `{reference_file}` holds the reference (`{g.reference}`) "
+        f"and the input maker (`{g.inputs}(dims, seed, device)`).",
         "- Your solution will be re-verified after the session by an independent harness on fresh inputs "
         "and on untimed shapes from the domain below.",
         "",

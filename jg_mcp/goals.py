@@ -154,10 +154,12 @@ class Goal(Strict):
                 for dim, value in shape.dims.items():
                     r = self.shape_domain.get(dim)
                     why = r.problem(value) if r else None
-                    if why:
+                    if r and why:
                         step = f", multiple of {r.multiple_of}" if r.multiple_of > 1 else ""
-                        raise ValueError(f"{field} '{shape.name}': {dim}={value} is {why} "
-                                         f"(shape_domain {dim}: {r.min}..{r.max}{step})")
+                        raise ValueError(
+                            f"{field} '{shape.name}': {dim}={value} is {why} "
+                            f"(shape_domain {dim}: {r.min}..{r.max}{step})"
+                        )
         return self
 
 

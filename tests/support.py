@@ -25,8 +25,15 @@ TOOLS_BIN = REPO / ".tools" / "node_modules" / ".bin"
 
 def jg(*args: object, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """The command line, as a user runs it, from the repository root."""
-    return subprocess.run([sys.executable, "-m", "jg_mcp", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "jg_mcp", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def node_tool(name: str) -> Path:
@@ -99,8 +106,24 @@ def scripted_session(tmp_path: Path, steps: list, goal: Path = DEMO_GOAL, sandbo
 
 def eval_report(solution_sha256: str, goal_sha256: str, speedup: float = 1.25) -> dict:
     """The fields of `jg-mcp eval`'s EvalReport that the audit and the page read."""
-    return {"version": 1, "goal": "axpy", "goal_sha256": goal_sha256, "solution_sha256": solution_sha256,
-            "solution_file": "solution.py", "accepted": True, "reasons": [], "findings": [],
-            "shapes": [{"name": "n16m", "kind": "timed", "dims": {"N": 16777216}, "trials": 3, "correct": True,
-                        "speedup": {"torch_add": speedup}}],
-            "geomean_speedup": speedup}
+    return {
+        "version": 1,
+        "goal": "axpy",
+        "goal_sha256": goal_sha256,
+        "solution_sha256": solution_sha256,
+        "solution_file": "solution.py",
+        "accepted": True,
+        "reasons": [],
+        "findings": [],
+        "shapes": [
+            {
+                "name": "n16m",
+                "kind": "timed",
+                "dims": {"N": 16777216},
+                "trials": 3,
+                "correct": True,
+                "speedup": {"torch_add": speedup},
+            }
+        ],
+        "geomean_speedup": speedup,
+    }

@@ -11,8 +11,9 @@ from jg_mcp.cli import COMMAND_MODULES, build_parser
 
 
 def jg(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jg_mcp", *args], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "jg_mcp", *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
 
 
 def subcommands() -> list[str]:
@@ -53,12 +54,15 @@ def test_the_demo_goal_is_found_by_name():
     assert proc.returncode == 0 and proc.stdout.startswith("# Goal: Demo"), proc.stderr
 
 
-@pytest.mark.parametrize("args", [
-    ["eval", "--goal", "no_such_goal", "--workspace", "."],
-    ["replay", "no/such/transcript.jsonl", "--to", "no/such/dir"],
-    ["goals", "validate", "no_such_goal"],
-    ["serve", "--goal", "no_such_goal"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["eval", "--goal", "no_such_goal", "--workspace", "."],
+        ["replay", "no/such/transcript.jsonl", "--to", "no/such/dir"],
+        ["goals", "validate", "no_such_goal"],
+        ["serve", "--goal", "no_such_goal"],
+    ],
+)
 def test_a_missing_goal_workspace_or_file_is_a_usage_error_in_one_line(args):
     proc = jg(*args)
     assert proc.returncode == 2, proc.stderr
@@ -72,7 +76,8 @@ def test_eval_on_cuda_without_a_gpu_is_one_line_not_a_traceback(tmp_path):
         pytest.skip("this machine has a CUDA device")
     proc = jg("eval", "--goal", "axpy", "--workspace", str(tmp_path), "--device", "cuda")
     assert proc.returncode == 2 and proc.stderr == (
-        "jg-mcp eval: --device cuda: torch sees no CUDA device (leave --device out to check on the CPU)\n")
+        "jg-mcp eval: --device cuda: torch sees no CUDA device (leave --device out to check on the CPU)\n"
+    )
 
 
 def test_eval_progress_is_plain_lines_when_stderr_is_not_a_terminal():
@@ -94,11 +99,27 @@ def test_eval_verdict_says_timing_was_skipped_and_never_prints_none():
     from jg_mcp.commands.eval import verdict_lines
     from jg_mcp.eval.report import EvalReport, TimingMethod
 
-    fields = {"goal": "axpy", "goal_sha256": "0" * 64, "solution_sha256": "1" * 64, "solution_file": "solution.py",
-              "seed": 1, "environment": {"device": "cpu", "gpu": None, "driver": None, "torch": "2", "triton": "3",
-                                         "python": "3", "jg_mcp": "0", "host": "h", "interpreter": True}}
+    fields = {
+        "goal": "axpy",
+        "goal_sha256": "0" * 64,
+        "solution_sha256": "1" * 64,
+        "solution_file": "solution.py",
+        "seed": 1,
+        "environment": {
+            "device": "cpu",
+            "gpu": None,
+            "driver": None,
+            "torch": "2",
+            "triton": "3",
+            "python": "3",
+            "jg_mcp": "0",
+            "host": "h",
+            "interpreter": True,
+        },
+    }
     cpu = EvalReport.model_validate({**fields, "accepted": True}).model_copy(
-        update={"timing": TimingMethod(skipped="no CUDA device: correctness only")})
+        update={"timing": TimingMethod(skipped="no CUDA device: correctness only")}
+    )
     assert verdict_lines(cpu) == "axpy: ACCEPTED; timing skipped: no CUDA device: correctness only"
     gpu = cpu.model_copy(update={"timing": TimingMethod(), "geomean_speedup": 1.23456})
     assert verdict_lines(gpu) == "axpy: ACCEPTED; geomean speedup 1.235x vs the strongest baseline"
@@ -108,10 +129,24 @@ def test_eval_verdict_says_timing_was_skipped_and_never_prints_none():
 def test_gpu_description_never_prints_none():
     from jg_mcp.gpu import Device, GpuReport, describe
 
-    device = Device(index=0, name="H200", uuid="u", compute_capability="9.0", memory_total_mib=1, memory_used_mib=0,
-                    memory_free_mib=1, utilization_gpu_pct=None, utilization_memory_pct=None, sm_clock_mhz=None,
-                    sm_clock_max_mhz=None, memory_clock_mhz=None, memory_clock_max_mhz=None, temperature_c=None,
-                    power_w=None, power_limit_w=None)
+    device = Device(
+        index=0,
+        name="H200",
+        uuid="u",
+        compute_capability="9.0",
+        memory_total_mib=1,
+        memory_used_mib=0,
+        memory_free_mib=1,
+        utilization_gpu_pct=None,
+        utilization_memory_pct=None,
+        sm_clock_mhz=None,
+        sm_clock_max_mhz=None,
+        memory_clock_mhz=None,
+        memory_clock_max_mhz=None,
+        temperature_c=None,
+        power_w=None,
+        power_limit_w=None,
+    )
     text = describe(GpuReport(available=True, devices=[device]))
     assert "None" not in text and "util n/a" in text and "driver n/a" in text
     assert describe(GpuReport(available=False)) == "No GPU: NVML reports none"
@@ -126,8 +161,9 @@ def test_gpu_reports_without_crashing():
 def test_commands_other_than_serve_and_demo_run_without_the_mcp_sdk(args):
     """GPU nodes often lack the MCP SDK: the eval, goals and gpu commands must still start there."""
     code = "import sys; sys.modules['mcp'] = None; from jg_mcp.cli import main; sys.exit(main(sys.argv[1:]))"
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
@@ -140,8 +176,9 @@ def test_help_imports_no_heavy_package(args):
     """Every command module is imported to build the parser: one that imports torch, triton or the MCP SDK
     at its top makes every `jg-mcp --help` take seconds. They import them when their command runs."""
     code = LIST_MODULES + "runpy.run_module('jg_mcp', run_name='__main__')"
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
     assert proc.returncode == 0 and "usage: jg-mcp" in proc.stdout, proc.stderr[-2000:]
     imported = set(proc.stderr.split())
     assert set(COMMAND_MODULES) <= imported, "the parser is built from every command module"

@@ -20,8 +20,13 @@ ROW = re.compile(r"^ ?(\d+|-)\. \[(ok |ERR)\] (\S+)")
 def run_demo(out) -> tuple[int, list[str], str, bool]:
     """Run the demo as a user does; returns (exit code, stdout lines, stderr, whether the first numbered step
     was printed while the process was still running)."""
-    proc = subprocess.Popen([sys.executable, "-m", "jg_mcp", "demo", "--out", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jg_mcp", "demo", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     lines: list[str] = []
     live = False
     deadline = time.monotonic() + 600

@@ -30,14 +30,20 @@ CASES = {
         "'nope' is not a callable",
     ),
     "negative dimension": (lambda d: d["shapes"][0]["dims"].update(M=-1), "shapes.0.dims", "positive"),
-    "misspelt nested key": (lambda d: d.update(tolerance={"atoll": 0.1, "rtol": 0.1}), "tolerance.atoll",
-                            "did you mean 'atol'?"),
+    "misspelt nested key": (
+        lambda d: d.update(tolerance={"atoll": 0.1, "rtol": 0.1}),
+        "tolerance.atoll",
+        "did you mean 'atol'?",
+    ),
     "smoke shape outside the domain": (
-        lambda d: d["smoke_shapes"][1]["dims"].update(N=80), "",
+        lambda d: d["smoke_shapes"][1]["dims"].update(N=80),
+        "",
         "smoke_shapes 'ragged': N=80 is not a multiple of 64 (shape_domain N: 64..28672, multiple of 64)",
     ),
     "timed shape outside the domain": (
-        lambda d: d["shapes"][0]["dims"].update(K=64), "", "shapes 'llama3_8b_prefill_qkv': K=64 is outside 128..28672",
+        lambda d: d["shapes"][0]["dims"].update(K=64),
+        "",
+        "shapes 'llama3_8b_prefill_qkv': K=64 is outside 128..28672",
     ),
 }
 
@@ -106,7 +112,10 @@ def test_serve_with_bad_goal_exits_1_with_message(tmp_path):
     _edit(path, lambda d: d.pop("shapes"))
     proc = subprocess.run(
         [sys.executable, "-m", "jg_mcp", "serve", "--goal", str(path), "--transcripts", str(tmp_path / "t")],
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 1
     assert "field 'shapes'" in proc.stderr and "Traceback" not in proc.stderr

@@ -12,7 +12,6 @@ import torch
 from jg_mcp import validate
 from jg_mcp.cli import main
 from jg_mcp.goals import list_goal_files, load_goal
-
 from tests.support import REPO
 
 TEN = [
@@ -68,8 +67,8 @@ def test_inputs_are_seeded_and_realistic(goal):
     dims = goal.goal.smoke_shapes[0].dims
     a, b, c = (goal.make_inputs(dims, seed, "cpu") for seed in (1, 1, 2))
     floats = [i for i in a if i.is_floating_point()]
-    assert all(torch.equal(x, y) for x, y in zip(a, b))
-    assert any(not torch.equal(x, y) for x, y in zip(floats, [i for i in c if i.is_floating_point()]))
+    assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+    assert any(not torch.equal(x, y) for x, y in zip(floats, [i for i in c if i.is_floating_point()], strict=True))
     for t in floats:
         assert t.float().std() > 0 and bool(torch.isfinite(t.float()).all())
 

@@ -17,12 +17,23 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def inspect(tmp_path):
     cli = node_tool("mcp-inspector-cli")
-    server = [sys.executable, "-m", "jg_mcp", "serve", "--goal", str(GEMM_FP8), "--workspace", str(tmp_path / "ws"),
-              "--transcripts", str(tmp_path / "tr")]
+    server = [
+        sys.executable,
+        "-m",
+        "jg_mcp",
+        "serve",
+        "--goal",
+        str(GEMM_FP8),
+        "--workspace",
+        str(tmp_path / "ws"),
+        "--transcripts",
+        str(tmp_path / "tr"),
+    ]
 
     def call(*args: str) -> dict:
-        proc = subprocess.run([str(cli), "--cli", *server, *args], capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [str(cli), "--cli", *server, *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         return json.loads(proc.stdout)
 
@@ -45,8 +56,16 @@ def test_inspector_gets_the_goal_prompt(inspect):
 
 
 def test_inspector_round_trips_a_file_and_runs_a_command(inspect, tmp_path):
-    w = inspect("--method", "tools/call", "--tool-name", "write_file", "--tool-arg", "path=hello.txt",
-                "--tool-arg", "content=hi there")
+    w = inspect(
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "write_file",
+        "--tool-arg",
+        "path=hello.txt",
+        "--tool-arg",
+        "content=hi there",
+    )
     assert w["structuredContent"]["size"] == 8
     r = inspect("--method", "tools/call", "--tool-name", "read_file", "--tool-arg", "path=hello.txt")
     assert r["structuredContent"]["content"] == "hi there"

@@ -14,6 +14,23 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_no_pyflakes_errors_anywhere():
-    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "--select", "F,E9",
-                           "jg_mcp", "eval", "tests"], cwd=REPO, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "check",
+            "--no-cache",
+            "--isolated",
+            "--select",
+            "F,E9",
+            "jg_mcp",
+            "eval",
+            "tests",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

@@ -38,8 +38,8 @@ def without_comment(line: str) -> str:
     if not words:
         return ""
     for m in re.finditer(r"\s#", line):
-        if shlex.split(line[:m.start()]) == words:
-            return line[:m.start()].strip()
+        if shlex.split(line[: m.start()]) == words:
+            return line[: m.start()].strip()
     return line.strip()
 
 
@@ -55,10 +55,19 @@ def starting(prefix: str) -> list[str]:
     return found
 
 
-def sh(command: str, env: dict[str, str] | None = None, cwd: Path = REPO, timeout: float = 180) -> subprocess.CompletedProcess:
+def sh(
+    command: str, env: dict[str, str] | None = None, cwd: Path = REPO, timeout: float = 180
+) -> subprocess.CompletedProcess:
     """A command line as a user types it into bash."""
-    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @contextmanager
@@ -74,7 +83,10 @@ def leaves_no_sessions() -> Iterator[None]:
 
 
 def test_the_two_commands_at_the_top_are_setup_then_demo_and_setup_then_tests():
-    assert commands()[:2] == ["bash .ci/setup && .venv/bin/jg-mcp demo", "bash .ci/setup && .venv/bin/python -m pytest -q"]
+    assert commands()[:2] == [
+        "bash .ci/setup && .venv/bin/jg-mcp demo",
+        "bash .ci/setup && .venv/bin/python -m pytest -q",
+    ]
 
 
 def test_no_command_uses_a_bare_name_that_setup_does_not_put_on_path():
@@ -87,8 +99,14 @@ def test_no_command_uses_a_bare_name_that_setup_does_not_put_on_path():
 def test_every_jg_mcp_command_shown_has_its_help_and_the_options_it_uses(command):
     words = [w.strip("[]") for w in shlex.split(command)]
     sub = words[1:3] if words[1] == "goals" else words[1:2]
-    done = subprocess.run([str(REPO / JG), *sub, "--help"], cwd=REPO, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [str(REPO / JG), *sub, "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr
     for option in (w for w in words if w.startswith("--")):
         assert option in done.stdout, f"`{command}`: {option} is not an option of jg-mcp {' '.join(sub)}"
@@ -139,7 +157,13 @@ def test_the_mcp_json_server_starts_from_any_directory(tmp_path):
     node_tool("mcp-inspector")
     (config,) = [json.loads(b.replace("/path/to/jg-mcp", str(REPO))) for b in blocks("json")]
     server = config["mcpServers"]["jg"]
-    done = subprocess.run([str(REPO / INSPECTOR), "--cli", server["command"], *server["args"], "--method", "tools/list"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [str(REPO / INSPECTOR), "--cli", server["command"], *server["args"], "--method", "tools/list"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert tuple(t["name"] for t in json.loads(done.stdout)["tools"]) == TOOL_NAMES

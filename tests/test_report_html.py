@@ -45,10 +45,24 @@ class Chromium:
             os.dup2(high_w, 4)
 
         self.proc = subprocess.Popen(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-             f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"],
-            preexec_fn=fds, close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-extensions",
+                f"--user-data-dir={profile}",
+                "--remote-debugging-pipe",
+                "about:blank",
+            ],
+            preexec_fn=fds,
+            close_fds=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         os.close(cmd_r)
         os.close(out_w)
@@ -59,8 +73,10 @@ class Chromium:
         self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Network", "Runtime", "Log"):
             self.page(f"{domain}.enable")
-        self.page("Emulation.setDeviceMetricsOverride",
-                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+        self.page(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
 
     def _message(self, deadline: float) -> dict:
         while b"\0" not in self._buf:
@@ -114,11 +130,15 @@ class Chromium:
     def click(self, selector: str) -> None:
         """A real mouse click at the centre of the element."""
         self.js(f"document.querySelector({json.dumps(selector)}).scrollIntoView({{block: 'center'}})")
-        rect = self.js(f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
-                       " return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        rect = self.js(
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+            " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
         for kind in ("mousePressed", "mouseReleased"):
-            self.page("Input.dispatchMouseEvent",
-                      {"type": kind, "x": rect[0], "y": rect[1], "button": "left", "clickCount": 1})
+            self.page(
+                "Input.dispatchMouseEvent",
+                {"type": kind, "x": rect[0], "y": rect[1], "button": "left", "clickCount": 1},
+            )
 
     def screenshot(self) -> bytes:
         size = self.page("Page.getLayoutMetrics")["cssContentSize"]
@@ -130,8 +150,11 @@ class Chromium:
         return [e["params"]["request"]["url"] for e in self.events if e.get("method") == "Network.requestWillBeSent"]
 
     def console_problems(self) -> list[str]:
-        return [e["params"]["entry"]["text"] for e in self.events
-                if e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] in ("error", "warning")]
+        return [
+            e["params"]["entry"]["text"]
+            for e in self.events
+            if e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] in ("error", "warning")
+        ]
 
     def close(self) -> None:
         try:
@@ -179,12 +202,15 @@ def write_page(tmp_path: Path, transcript: Path, eval_data: dict | None = None) 
 
 def injected_session(tmp_path: Path) -> Path:
     """A real session whose agent-controlled strings (paths, contents, commands, outputs) are HTML payloads."""
-    transcript, _ = scripted_session(tmp_path, [
-        call("write_file", path="x<b>bold</b>.py", content=PAYLOAD),
-        call("write_file", path="x<b>bold</b>.py", content=PAYLOAD + "\n<!-- second -->"),
-        call("run_command", command=f"cat 'x<b>bold</b>.py'; echo '{PAYLOAD.replace(chr(39), '')}' >&2"),
-        call("read_file", path="/<script>window.__pwned=3</script>"),
-    ])
+    transcript, _ = scripted_session(
+        tmp_path,
+        [
+            call("write_file", path="x<b>bold</b>.py", content=PAYLOAD),
+            call("write_file", path="x<b>bold</b>.py", content=PAYLOAD + "\n<!-- second -->"),
+            call("run_command", command=f"cat 'x<b>bold</b>.py'; echo '{PAYLOAD.replace(chr(39), '')}' >&2"),
+            call("read_file", path="/<script>window.__pwned=3</script>"),
+        ],
+    )
     return transcript
 
 
@@ -219,7 +245,7 @@ def test_the_eval_chart_draws_one_bar_per_shape_and_baseline(tmp_path):
     data = eval_report(final, load_goal(DEMO_GOAL).sha256(), speedup=1.25)
     data["shapes"].append({"name": "n1m<i>", "kind": "timed", "correct": True, "speedup": {"torch_add": 0.8}})
     page = write_page(tmp_path, demo_run(), data).read_text()
-    svg = page[page.index("<svg"):page.index("</svg>")]
+    svg = page[page.index("<svg") : page.index("</svg>")]
     assert svg.count("<rect") == 2 and "1.25x" in svg and "0.80x" in svg and "n1m&lt;i&gt; vs torch_add" in svg
     assert "ACCEPTED" in page
 

@@ -11,7 +11,6 @@ import torch
 from jg_mcp import validate
 from jg_mcp.cli import main
 from jg_mcp.goals import load_goal
-
 from tests.support import REPO
 
 
@@ -50,7 +49,12 @@ def test_a_wrong_reference_fails_against_baselines_and_solution(tmp_path, capsys
 
 
 def test_a_reference_that_is_not_float32_is_rejected(tmp_path, capsys):
-    path = goal_copy(tmp_path, "softmax", "return (e / e.sum(dim=-1, keepdim=True)).float()", "return e / e.sum(dim=-1, keepdim=True)")
+    path = goal_copy(
+        tmp_path,
+        "softmax",
+        "return (e / e.sum(dim=-1, keepdim=True)).float()",
+        "return e / e.sum(dim=-1, keepdim=True)",
+    )
     rc, _, err = validate_cli(capsys, path, "--solutions", tmp_path / "none")
     assert rc == 1 and "softmax at shape tiny, reference: reference output probs is not a float32 tensor" in err
 
@@ -93,7 +97,10 @@ def test_json_report_records_checks_and_versions(tmp_path, capsys):
 @pytest.mark.parametrize(
     "out, problem",
     [
-        (torch.full((2, 3), float("nan"), dtype=torch.bfloat16), "out: 6 of 6 elements NaN/inf where the reference is finite"),
+        (
+            torch.full((2, 3), float("nan"), dtype=torch.bfloat16),
+            "out: 6 of 6 elements NaN/inf where the reference is finite",
+        ),
         (torch.zeros(2, 3), "is torch.float32, expected bfloat16"),
         (torch.zeros(3, 2, dtype=torch.bfloat16), "is (3, 2) on cpu, expected (2, 3)"),
         ((torch.zeros(2, 3, dtype=torch.bfloat16),) * 2, "returned 2 outputs, expected 1"),
@@ -110,7 +117,9 @@ def test_check_outputs_measures_error_against_the_tolerance():
     goal = load_goal(REPO / "goals" / "swiglu.yaml").goal
     ref = torch.tensor([1.0, 2.0])
     max_abs, worst, problem = validate.check_outputs(goal, torch.tensor([1.0, 2.0625], dtype=torch.bfloat16), ref)
-    assert problem.startswith("out: 1 of 2 elements outside atol 0.001 + rtol 0.015; worst at [1]: 2.0625 vs reference 2")
+    assert problem.startswith(
+        "out: 1 of 2 elements outside atol 0.001 + rtol 0.015; worst at [1]: 2.0625 vs reference 2"
+    )
     assert max_abs == pytest.approx(0.0625) and worst == pytest.approx(0.0625 / (0.001 + 0.015 * 2.0))
 
 
@@ -132,11 +141,28 @@ def test_check_outputs_judges_every_output_and_names_the_wrong_one():
 
 def test_markdown_lists_each_timing():
     timing = validate.Timing(
-        goal="g", shape="s", baseline="b", median_ms=1.0, p20_ms=0.9, p80_ms=1.1, tflops=2.0, tbps=3.0,
-        pct_peak_flops=4.0, pct_peak_bandwidth=5.0, pct_roofline=6.0,
+        goal="g",
+        shape="s",
+        baseline="b",
+        median_ms=1.0,
+        p20_ms=0.9,
+        p80_ms=1.1,
+        tflops=2.0,
+        tbps=3.0,
+        pct_peak_flops=4.0,
+        pct_peak_bandwidth=5.0,
+        pct_roofline=6.0,
     )
     env = {"torch": "t", "triton": "tr", "cuda_runtime": "c", "python": "p", "jg_mcp": "j", "gpu": "H"}
-    report = validate.Report(device="cuda", full=True, environment=env, method={"timer": "x", "warmup_ms": 1, "rep_ms": 2}, wall_seconds=3, checks=[], timings=[timing])
+    report = validate.Report(
+        device="cuda",
+        full=True,
+        environment=env,
+        method={"timer": "x", "warmup_ms": 1, "rep_ms": 2},
+        wall_seconds=3,
+        checks=[],
+        timings=[timing],
+    )
     assert "| g | s | b | 1.0000 | 0.9000-1.1000 | 2.0 | 3.00 | 4.0 | 5.0 | 6.0 |" in validate.markdown(report)
 
 

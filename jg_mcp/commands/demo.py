@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 DEMO_GOAL = Path(__file__).resolve().parent.parent / "demo_goal" / "axpy.yaml"
 
-SOLUTION = '''import torch
+SOLUTION = """import torch
 import triton
 import triton.language as tl
 
@@ -47,9 +47,9 @@ def kernel(x, y, alpha):
     n = x.numel()
     _axpy[(triton.cdiv(n, 1024),)](x, y, alpha, z, n, BLOCK=1024)
     return z
-'''
+"""
 
-CHECK = '''import sys
+CHECK = """import sys
 import torch
 from reference import make_inputs, reference
 from solution import kernel
@@ -63,7 +63,7 @@ for n in (1000, 4099, 65536):
     print(f"N={n:6d} max abs error {err:.2e}")
 print("OK" if worst < 1e-5 else "FAIL", f"device={device}")
 sys.exit(0 if worst < 1e-5 else 1)
-'''
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -117,7 +117,9 @@ def step_line(number: int | None, r: StepResult) -> str:
     """One printed row; `number` is the replay/audit step (tools/call requests only), None for other requests."""
     status = "ok " if r.ok else "ERR"
     label = f"{number:2d}." if number is not None else " -."
-    return f"{label} [{status}] {r.step.name or r.step.kind:16s} {r.step.note:38s} {r.duration_s:6.2f}s  {summary(r)[:80]}"
+    return (
+        f"{label} [{status}] {r.step.name or r.step.kind:16s} {r.step.note:38s} {r.duration_s:6.2f}s  {summary(r)[:80]}"
+    )
 
 
 async def run_session(params: StdioServerParameters, steps: list[Step]) -> list[StepResult]:
@@ -142,18 +144,34 @@ def run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: the MCP SDK is needed for the demo, not for the other commands.
     from mcp import StdioServerParameters
 
-    out = args.out or Path("runs") / f"demo-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
+    out = args.out or Path("runs") / f"demo-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     workspace, transcripts = out / "workspace", out / "transcripts"
     gpu = query_gpu()
     interpret = not gpu.available
-    print(f"GPU: {gpu.devices[0].name if gpu.available else 'none'}"
-          + (" -> kernels run in the Triton interpreter (TRITON_INTERPRET=1) on the CPU" if interpret else ""))
-    print("steps are numbered as `jg-mcp replay --step` and `jg-mcp audit` number them (one per tools/call); "
-          "'-' marks requests that are not tool calls", flush=True)
+    print(
+        f"GPU: {gpu.devices[0].name if gpu.available else 'none'}"
+        + (" -> kernels run in the Triton interpreter (TRITON_INTERPRET=1) on the CPU" if interpret else "")
+    )
+    print(
+        "steps are numbered as `jg-mcp replay --step` and `jg-mcp audit` number them (one per tools/call); "
+        "'-' marks requests that are not tool calls",
+        flush=True,
+    )
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "jg_mcp", "--log-level", "WARNING", "serve", "--goal", str(DEMO_GOAL),
-              "--workspace", str(workspace), "--transcripts", str(transcripts)],
+        args=[
+            "-m",
+            "jg_mcp",
+            "--log-level",
+            "WARNING",
+            "serve",
+            "--goal",
+            str(DEMO_GOAL),
+            "--workspace",
+            str(workspace),
+            "--transcripts",
+            str(transcripts),
+        ],
     )
     results = anyio.run(run_session, params, demo_steps("axpy", interpret))
     check = results[6].structured or {}
@@ -164,10 +182,31 @@ def run(args: argparse.Namespace) -> int:
     print(f"\ntranscript: {transcript} ({len(kinds)} events, hash chain verified, closed={read.closed})")
     print(f"workspace:  {workspace}")
     session_ok = check.get("exit_code") == 0 and not results[-1].ok and read.closed
-    eval_ok = _after_session("eval", ["--goal", "axpy", "--workspace", str(workspace),
-                                      "--json", str(out / "eval.json"), "--markdown", str(out / "eval.md")])
-    audit_ok = _after_session("audit", [str(transcript), "--goal", str(DEMO_GOAL), "--eval-report",
-                                        str(out / "eval.json"), "--html", str(out / "session.html")])
+    eval_ok = _after_session(
+        "eval",
+        [
+            "--goal",
+            "axpy",
+            "--workspace",
+            str(workspace),
+            "--json",
+            str(out / "eval.json"),
+            "--markdown",
+            str(out / "eval.md"),
+        ],
+    )
+    audit_ok = _after_session(
+        "audit",
+        [
+            str(transcript),
+            "--goal",
+            str(DEMO_GOAL),
+            "--eval-report",
+            str(out / "eval.json"),
+            "--html",
+            str(out / "session.html"),
+        ],
+    )
     print(f"\neval report: {out / 'eval.md'}\nsession page: {out / 'session.html'}")
     ok = session_ok and eval_ok and audit_ok
     print("demo", "succeeded" if ok else "FAILED")
@@ -177,8 +216,13 @@ def run(args: argparse.Namespace) -> int:
 def _after_session(command: str, args: list[str]) -> bool:
     """Run `jg-mcp eval` / `jg-mcp audit` on what the session left, as a user would; print their verdict."""
     print(f"\n$ jg-mcp {command} {' '.join(args)}", flush=True)
-    proc = subprocess.run([sys.executable, "-m", "jg_mcp", "--log-level", "WARNING", command, *args],
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jg_mcp", "--log-level", "WARNING", command, *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=900,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     print("\n".join(lines[-12:]), flush=True)
     if proc.returncode != 0:

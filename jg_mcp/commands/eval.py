@@ -6,7 +6,6 @@ import argparse
 import sys
 import time
 from pathlib import Path
-
 from typing import TYPE_CHECKING, TextIO
 
 from jg_mcp.errors import JgError, UsageError
@@ -65,7 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=_at_least_3, default=3, help="correctness trials per shape, at least 3 (default 3)")
     p.add_argument("--domain-shapes", type=int, default=2, help="untimed shapes drawn from the domain (default 2)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each answer (default 300)")
-    p.add_argument("--timing-budget", type=float, help="seconds of timing per shape (default: budget_s in jg_mcp/eval/timing.py)")
+    p.add_argument(
+        "--timing-budget", type=float, help="seconds of timing per shape (default: budget_s in jg_mcp/eval/timing.py)"
+    )
     p.add_argument("--do-bench", action="store_true", help="cross-check baselines with triton.testing.do_bench")
     p.add_argument("--json", type=Path, help="write the JSON report here")
     p.add_argument("--markdown", type=Path, help="write the Markdown report here")

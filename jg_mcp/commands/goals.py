@@ -110,8 +110,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"FAILED  {exc}", file=sys.stderr)
             failed += 1
     solutions = args.solutions or validate.SOLUTIONS
-    report = validate.run(valid, args.device, args.full, solutions, emit=partial(print, flush=True),
-                          save=partial(_save, args))
+    report = validate.run(
+        valid, args.device, args.full, solutions, emit=partial(print, flush=True), save=partial(_save, args)
+    )
     for c in report.failures:
         print(f"FAILED  {c.goal} at shape {c.shape}, {c.check}: {c.error}", file=sys.stderr)
     failed += len(report.failures)

@@ -31,8 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "unset and named; transcripts before format 2 did not record them and get this machine's). Each "
             "is reported as match (exit code, stdout and stderr identical), output differs (with a diff), exit "
             "code differs, or skipped; "
-            "files the command left that differ from the recording are listed with a diff. "
-            + replay.TIMING_NOTE,
+            "files the command left that differ from the recording are listed with a diff. " + replay.TIMING_NOTE,
             "Exit status: 0 when the rebuild is exact and every re-run exit code matches; 1 otherwise (or when the "
             "transcript cannot be read); 2 on a usage error (no such transcript, --step out of range, DIR not new "
             "or empty).",
@@ -57,8 +56,10 @@ def run(args: argparse.Namespace) -> int:
     record = replay.load_record(args.transcript)
     step = replay.END if args.step is None else args.step
     if step != replay.END and not 0 <= step <= record.last_step():
-        print(f"jg-mcp replay: --step {step} is out of range: this transcript has steps 0..{record.last_step()}",
-              file=sys.stderr)
+        print(
+            f"jg-mcp replay: --step {step} is out of range: this transcript has steps 0..{record.last_step()}",
+            file=sys.stderr,
+        )
         return 2
     if record.truncated or record.close is None:
         print("warning: the session was cut short (no close event); rebuilding from what was recorded")
@@ -66,8 +67,10 @@ def run(args: argparse.Namespace) -> int:
     where = "the end" if step == replay.END else f"step {step}"
     print(f"rebuilt {args.to} at {where}: {len(report.written)} files")
     for item in report.not_reconstructible:
-        print(f"  not reconstructible (over the blob cap, hash only): {item['path']} "
-              f"sha256 {item['sha256']} {item['size']} bytes")
+        print(
+            f"  not reconstructible (over the blob cap, hash only): {item['path']} "
+            f"sha256 {item['sha256'] or 'not recorded'} {item['size']} bytes"
+        )
     for problem in report.problems:
         print(f"  problem: {problem}")
     ok = not report.not_reconstructible and not report.problems
@@ -88,8 +91,10 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
 def _rerun(record: replay.Record, root: Path, step: int) -> bool:
     rerun = replay.rerun_commands(record, root, step)
     results = rerun.results
-    print(f"\nre-ran {len(results)} commands (sandbox {rerun.sandbox}; the recording's: {record.header.sandbox}). "
-          f"{replay.TIMING_NOTE}")
+    print(
+        f"\nre-ran {len(results)} commands (sandbox {rerun.sandbox}; the recording's: {record.header.sandbox}). "
+        f"{replay.TIMING_NOTE}"
+    )
     if rerun.warning:
         print(f"warning: {rerun.warning}")
     print("environment: " + ("the recorded one" if rerun.env_recorded else "this machine's (none recorded)"))
