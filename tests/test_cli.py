@@ -60,10 +60,11 @@ def test_the_demo_goal_is_found_by_name():
         ["eval", "--goal", "no_such_goal", "--workspace", "."],
         ["replay", "no/such/transcript.jsonl", "--to", "no/such/dir"],
         ["goals", "validate", "no_such_goal"],
+        ["goals", "--dir", "no/such/dir", "list"],
         ["serve", "--goal", "no_such_goal"],
     ],
 )
-def test_a_missing_goal_workspace_or_file_is_a_usage_error_in_one_line(args):
+def test_a_missing_goal_transcript_or_directory_is_a_usage_error_in_one_line(args):
     proc = jg(*args)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith(f"jg-mcp {args[0]}: ") and proc.stderr.count("\n") == 1, proc.stderr

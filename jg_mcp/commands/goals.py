@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from jg_mcp.errors import GoalError, GoalNotFound, UsageError
 from jg_mcp.goal_text import render_markdown
-from jg_mcp.goals import find_goal, list_goal_files, load_goal
+from jg_mcp.goals import find_goal, goals_dir, list_goal_files, load_goal
 
 if TYPE_CHECKING:
     from jg_mcp import validate
@@ -63,9 +63,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     val.set_defaults(func=cmd_validate)
 
 
+def _goal_files(directory: Path | None) -> list[Path]:
+    """Every goal in the directory; a directory that does not exist is a usage error."""
+    if not goals_dir(directory).is_dir():
+        raise UsageError(f"--dir {directory}: no such directory")
+    return list_goal_files(directory)
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     failed = 0
-    for path in list_goal_files(args.dir):
+    for path in _goal_files(args.dir):
         try:
             g = load_goal(path).goal
         except GoalError as exc:
@@ -95,7 +102,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     from jg_mcp import validate
 
-    paths = [find_goal(p, args.dir) for p in args.paths] or list_goal_files(args.dir)
+    paths = [find_goal(p, args.dir) for p in args.paths] or _goal_files(args.dir)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: torch sees no CUDA device")
     valid = []
