@@ -263,7 +263,9 @@ def load_goal(path: str | Path) -> LoadedGoal:
     if yaml_path.suffix not in (".yaml", ".yml"):
         yaml_path = yaml_path.with_suffix(".yaml")
     if not yaml_path.is_file():
-        raise GoalNotFound(yaml_path, "", "no such goal file")
+        known = [p.stem for d in (yaml_path.parent, DEMO_GOALS) if d.is_dir() for p in d.glob("*.yaml")]
+        close = difflib.get_close_matches(yaml_path.stem, known, n=1)
+        raise GoalNotFound(yaml_path, "", "no such goal file" + (f"; did you mean '{close[0]}'?" if close else ""))
     try:
         data = yaml.safe_load(yaml_path.read_text())
     except yaml.YAMLError as exc:

@@ -49,6 +49,11 @@ def test_goals_show_unknown_goal_is_a_usage_error_in_one_line():
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no such goal file" in proc.stderr
 
 
+def test_a_misspelt_goal_name_gets_a_suggestion():
+    proc = jg("goals", "show", "gemm_fp9")
+    assert proc.returncode == 2 and proc.stderr.endswith("no such goal file; did you mean 'gemm_fp8'?\n")
+
+
 def test_the_demo_goal_is_found_by_name():
     proc = jg("goals", "show", "axpy")
     assert proc.returncode == 0 and proc.stdout.startswith("# Goal: Demo"), proc.stderr
