@@ -54,11 +54,12 @@ def main() -> None:
         if mode == "bwrap" and (reason := probe(sandbox, root)):
             raise SystemExit(f"bwrap unavailable: {reason}")
         session = Session(loaded, workspace_dir=ws, transcripts_dir=root / "transcripts", sandbox=mode,
-                          wrap=sandbox.wrap if mode == "bwrap" else None)
+                          wrap=sandbox if mode == "bwrap" else None)
         try:
             results[mode] = anyio.run(time_calls, build_server(loaded, SingleSession(session)), args.calls)
         finally:
             session.close("benchmark finished")
+            sandbox.release()
     print(f"run_command('true'), {args.calls} calls each, milliseconds per call (client round trip)")
     print(f"{'mode':<6} {'median':>8} {'p95':>8}")
     for mode, times in results.items():

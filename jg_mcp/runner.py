@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
-import stat
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path

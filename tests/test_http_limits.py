@@ -3,6 +3,9 @@ surplus connections; and how `serve` refuses a taken port or HTTP options under 
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
 import socket
 import subprocess
 import sys
@@ -13,8 +16,10 @@ import httpx
 import pytest
 
 from jg_mcp.http import CONNECTION_IDLE_S
+from jg_mcp.uids import LOCK_DIR
 from tests.conftest import GEMM_FP8
 from tests.test_http import INIT, MCP_HEADERS, TOKEN, HttpServer, client, free_port, wait_until
+from tests.test_sandbox_escapes import BWRAP_MISSING
 
 pytestmark = pytest.mark.slow
 AUTH = {**MCP_HEADERS, "Authorization": f"Bearer {TOKEN}"}
@@ -114,3 +119,21 @@ def test_http_options_under_stdio_are_refused_and_help_shows_defaults(tmp_path):
     flat = " ".join(shown.split())
     assert "streamable HTTP at http://HOST:PORT/mcp" in flat and "(default: stdio)" in flat
     assert "(default: 32)" in flat and "(default: 120)" in flat and "[8765; http only]" in flat
+
+
+@pytest.mark.skipif(BWRAP_MISSING is not None or os.geteuid() != 0,
+                    reason=BWRAP_MISSING or "sandbox uids are used only by a root server")
+def test_an_idle_session_is_ended_and_gives_its_sandbox_uid_back(tmp_path):
+    def rpc(server: HttpServer, session_id: str, message: dict) -> str:
+        headers = {**AUTH, "mcp-session-id": session_id, "mcp-protocol-version": INIT["params"]["protocolVersion"]}
+        return httpx.post(server.url, json={"jsonrpc": "2.0", **message}, headers=headers, timeout=30).text
+
+    with HttpServer(tmp_path, "--sandbox", "bwrap", "--idle-timeout", "2") as server:
+        session_id = initialize(server).headers["mcp-session-id"]
+        rpc(server, session_id, {"method": "notifications/initialized"})
+        answer = rpc(server, session_id, {"id": 2, "method": "tools/call",
+                                          "params": {"name": "run_command", "arguments": {"command": "id -u"}}})
+        uid = int(json.loads(answer.split("data: ", 1)[1].split("\n", 1)[0])["result"]["structuredContent"]["stdout"])
+        wait_until(lambda: any(r.startswith("idle: no request for 2.0s") for r in closed_reasons(server)), 20)
+    with open(LOCK_DIR / str(uid), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises BlockingIOError while a server holds the uid

@@ -13,8 +13,17 @@ import pytest
 from mcp import Client
 
 from jg_mcp.runner import Runner
-from jg_mcp.sandbox import (Bwrap, NoSandbox, Sandbox, SandboxError, SandboxLimits, UidPool, is_secret,
-                            sandbox_env, sandbox_of)
+from jg_mcp.sandbox import (
+    Bwrap,
+    NoSandbox,
+    Sandbox,
+    SandboxError,
+    SandboxLimits,
+    UidPool,
+    is_secret,
+    sandbox_env,
+    sandbox_of,
+)
 from jg_mcp.server import SingleSession, build_server
 from jg_mcp.session import Session
 from jg_mcp.transcript import read_transcript
@@ -191,7 +200,7 @@ def test_the_header_records_exactly_the_environment_the_sandboxed_command_saw(ge
 
 def test_sandbox_uids_are_unique_across_server_processes(tmp_path):
     """Two processes, each with its own UidPool (as two servers have), take uids while both hold theirs."""
-    take = ("import sys; from jg_mcp.uids import UidPool; pool = UidPool(); "
+    take = ("import sys; from jg_mcp.sandbox import UidPool; pool = UidPool(); "
             "print(pool.take(62300, 4), flush=True); sys.stdin.readline()")
     procs = [subprocess.Popen([sys.executable, "-c", take], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]

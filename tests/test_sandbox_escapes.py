@@ -23,7 +23,6 @@ from jg_mcp.session import Session
 from tests.conftest import copy_goal
 
 
-
 def bwrap_unavailable() -> str | None:
     """Why bubblewrap cannot run at all here (not installed, or namespaces forbidden), else None."""
     if not shutil.which("bwrap"):
