@@ -71,14 +71,19 @@ def sh(
 
 
 @contextmanager
-def leaves_no_sessions() -> Iterator[None]:
-    """Sessions started from the repository root write transcripts/ and runs/ there: remove the new ones."""
+def leaves_no_sessions(goal: str = "gemm_fp8") -> Iterator[None]:
+    """Sessions started from the repository root write transcripts/ and runs/ there: remove the new ones
+    (only this goal's, named GOAL-TIME-ID, so that nothing else written there meanwhile is touched)."""
     dirs = [REPO / "transcripts", REPO / "runs"]
-    before = {p for d in dirs if d.is_dir() for p in d.iterdir()}
+
+    def sessions() -> set[Path]:
+        return {p for d in dirs if d.is_dir() for p in d.glob(f"{goal}-*")}
+
+    before = sessions()
     try:
         yield
     finally:
-        for path in {p for d in dirs if d.is_dir() for p in d.iterdir()} - before:
+        for path in sessions() - before:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
