@@ -23,9 +23,10 @@ from jg_mcp.errors import GoalError
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.report import Reason
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
+from jg_mcp.integrity import diagnose
 from jg_mcp.replay import END, BlobError, Record, load_record, read_blob, state_at
 from jg_mcp.session import REFERENCE_FILE
-from jg_mcp.transcript import EVENT, FileChange, Notice, blobs_dir, diagnose, sha256_bytes
+from jg_mcp.transcript import EVENT, FileChange, Notice, blobs_dir, key_id, mac_ok, sha256_bytes
 
 NETWORK = re.compile(
     r"\b(curl|wget|ssh|scp|sftp|rsync|telnet|ftp|nc|ncat|netcat)\b|\bpip3?\s+(install|download)\b"
@@ -45,8 +46,8 @@ class Finding(BaseModel):
     area: Literal["integrity", "policy", "eval"]
     kind: str
     """What was found. Integrity: invalid line, edited, deleted, reordered, duplicated, truncated, cut short,
-    header, blob, manifest. Policy: refused, no response, notice, network, outside workspace, protected file,
-    goal, budget, forbidden api. Eval: eval."""
+    header, blob, manifest, authenticity. Policy: refused, no response, notice, network, outside workspace,
+    protected file, goal, budget, forbidden api. Eval: eval."""
     severity: Literal["error", "warning"]
     """Errors make the audit fail (exit 1); warnings are for the reader."""
     line: int | None = None
@@ -134,6 +135,41 @@ def check_blobs(path: Path) -> list[Finding]:
                 out.append(Finding(area="integrity", kind="blob", severity="error", line=i,
                                    message=f"blob {event.sha256} of '{event.path}' (line {i}) was altered: its "
                                    "content no longer matches its hash"))
+    return out
+
+
+def check_authenticity(path: Path, key: bytes | None) -> list[Finding]:
+    """With the transcript key, every line must carry a valid HMAC under it: a line without one was written,
+    or the chain re-made, by someone without the key. Without the key, a warning that this was not checked."""
+    if key is None:
+        return [Finding(area="integrity", kind="authenticity", severity="warning",
+                        message="authenticity not checked (no key given): the hash chain shows edits, but anyone "
+                        "able to write the file could have re-chained it; audit with the transcript key to check")]
+    lines = path.read_bytes().split(b"\n")[:-1]
+    out: list[Finding] = []
+    try:
+        head = json.loads(lines[0]) if lines else {}
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        head = {}
+    recorded_id = head.get("key_id") if isinstance(head, dict) else None
+    if recorded_id != key_id(key):
+        out.append(Finding(area="integrity", kind="authenticity", severity="error", line=1, message=(
+            "the transcript was not keyed" if recorded_id is None else
+            f"the transcript was keyed with another key (key id {recorded_id}, this key's is {key_id(key)})")))
+    bad = []
+    for i, line in enumerate(lines, start=1):
+        try:
+            data = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            data = None
+        if not isinstance(data, dict) or not mac_ok(line, data.get("mac"), key):
+            bad.append(i)
+    out += [Finding(area="integrity", kind="authenticity", severity="error", line=i,
+                    message=f"line {i} carries no valid MAC under the key: it was written or re-chained without it")
+            for i in bad[:20]]
+    if len(bad) > 20:
+        out.append(Finding(area="integrity", kind="authenticity", severity="error", line=bad[20],
+                           message=f"{len(bad) - 20} more lines carry no valid MAC under the key"))
     return out
 
 
@@ -249,7 +285,8 @@ def check_policy(record: Record, summary: Summary, goal: LoadedGoal | None) -> l
                 f"step {c.step}: write_file to the protected {REFERENCE_FILE}" + (" (refused)" if c.is_error else ""))
     for event in record.events:
         if isinstance(event, Notice) and event.level != "info":
-            add("notice", "warning", event.seq + 1, f"the server noted: {event.message}")
+            add("notice", "error" if event.level == "error" else "warning", event.seq + 1,
+                f"the server noted: {event.message}")
     for ch in record.changes:
         if ch.event.path == REFERENCE_FILE and ch.step != 0:
             add("protected file", "error", ch.line,
@@ -324,13 +361,16 @@ def check_eval(report_path: Path, summary: Summary | None) -> tuple[list[Finding
     return [], judged
 
 
-def audit(path: Path, eval_report: Path | None = None, goal_path: Path | None = None) -> AuditReport:
-    """Integrity, then (when the chain holds) summary and policy, then the eval report's solution hash."""
+def audit(path: Path, eval_report: Path | None = None, goal_path: Path | None = None,
+          key: bytes | None = None) -> AuditReport:
+    """Integrity (with the transcript key, authenticity too), then (when the chain holds) summary and policy,
+    then the eval report's solution hash. A server notice of level error (a workspace scan that could not
+    record everything) is an error."""
     lines = diagnose(path)
     findings = [Finding(area="integrity", kind=p.kind, severity="error", line=p.line, message=p.message)
-                for p in lines.problems] + check_blobs(path)
+                for p in lines.problems] + check_blobs(path) + check_authenticity(path, key)
     summary = None
-    if not any(f.kind not in ("cut short", "truncated", "blob") for f in findings):
+    if not any(f.kind not in ("cut short", "truncated", "blob", "authenticity") for f in findings):
         record = load_record(path)
         findings += check_manifest(record)
         try:

@@ -19,7 +19,9 @@ import anyio
 from pydantic import BaseModel
 
 from jg_mcp import log
+from jg_mcp.errors import PathRefused
 from jg_mcp.runner import CommandResult, Runner
+from jg_mcp.safefs import read_bounded
 from jg_mcp.sandbox import Bwrap, SandboxLimits, choose
 from jg_mcp.session import REFERENCE_FILE
 from jg_mcp.transcript import Close, FileChange, Header, Request, Response, blobs_dir, read_transcript, sha256_bytes
@@ -161,12 +163,19 @@ class Rebuild(BaseModel):
 
 
 def sync(record: Record, root: Path, step: int) -> Rebuild:
-    """Make the regular files under `root` (outside __pycache__) exactly the state after `step`."""
+    """Make the regular files under `root` (outside __pycache__) exactly the state after `step`. Files are
+    written and removed through directory descriptors (jg_mcp.workspace): a symbolic link a re-run command
+    left in `root` is never followed; a path through one is reported as a problem."""
     target = state_at(record, step)
     report = Rebuild(step=step)
-    present = Workspace(root).scan()
+    ws = Workspace(root)
+    present = ws.scan().states
     for rel in sorted(set(present) - set(target)):
-        (root / rel).unlink()
+        try:
+            ws.remove(ws.parts(rel))
+        except (PathRefused, OSError) as exc:
+            report.problems.append(f"'{rel}' cannot be removed: {getattr(exc, 'strerror', None) or exc}")
+            continue
         report.deleted.append(rel)
     for rel, change in sorted(target.items()):
         if rel in present and present[rel].sha256 == change.sha256:
@@ -179,15 +188,15 @@ def sync(record: Record, root: Path, step: int) -> Rebuild:
         if data is None:
             report.not_reconstructible.append({"path": rel, "sha256": change.sha256, "size": change.size})
             continue
-        dest = root / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if dest.exists():
-            dest.chmod(0o644)
-        dest.write_bytes(data)
+        try:
+            ws.write(ws.parts(rel), data)
+        except (PathRefused, OSError) as exc:
+            report.problems.append(f"'{rel}' cannot be written: {getattr(exc, 'strerror', None) or exc}")
+            continue
         report.written.append(rel)
-    reference = root / REFERENCE_FILE
-    if reference.is_file():
-        reference.chmod(0o444)
+    if ws.kind((REFERENCE_FILE,)) == "file":
+        with ws.open_file((REFERENCE_FILE,)) as (fd, _):
+            os.fchmod(fd, 0o444)
     return report
 
 
@@ -200,7 +209,7 @@ def rebuild(record: Record, dest: Path, step: int = END) -> Rebuild:
         raise FileExistsError(f"{dest} is not empty; replay rebuilds into a new or empty directory")
     report = sync(record, dest, step)
     if step == END and record.close is not None:
-        rebuilt = {p: {"sha256": s.sha256, "size": s.size} for p, s in Workspace(dest).scan().items()}
+        rebuilt = {p: {"sha256": s.sha256, "size": s.size} for p, s in Workspace(dest).scan().states.items()}
         missing = {r["path"] for r in report.not_reconstructible}
         for rel in sorted(set(rebuilt) | set(record.close.manifest)):
             if rel not in missing and rebuilt.get(rel) != record.close.manifest.get(rel):
@@ -240,8 +249,12 @@ def _diff(label: str, recorded: str, rerun: str) -> str:
 
 
 def _file_text(root: Path, record: Record, rel: str, recorded: FileChange | None) -> tuple[str, str]:
-    after = root / rel
-    now = after.read_bytes().decode(errors="replace") if after.is_file() else ""
+    ws = Workspace(root)
+    try:
+        with ws.open_file(ws.parts(rel)) as (fd, st):
+            now = b"".join(read_bounded(fd, st.st_size)).decode(errors="replace")
+    except (PathRefused, OSError):
+        now = ""
     try:
         data = read_blob(record, recorded) if recorded is not None and recorded.op == "write" else b""
     except BlobError as exc:
@@ -266,7 +279,7 @@ def rerun_call(record: Record, root: Path, call: ToolCall, runner: Runner) -> Re
     timeout = float(call.arguments.get("timeout_s", 600))
     result: CommandResult = anyio.run(runner.run, command, timeout)
     after = state_at(record, call.step)
-    present = Workspace(root).scan()
+    present = Workspace(root).scan().states
     differ = sorted(p for p in set(after) | set(present)
                     if (after[p].sha256 if p in after else None) != (present[p].sha256 if p in present else None))
     parts = [_diff("exit code", f"{recorded['exit_code']}\n", f"{result.exit_code}\n"),

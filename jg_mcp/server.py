@@ -6,25 +6,30 @@ import inspect
 import time
 from typing import Annotated, Any, Protocol
 
+import anyio
+import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from jg_mcp import __version__
+from jg_mcp import __version__, gpu
 from jg_mcp.errors import PathRefused
 from jg_mcp.goal_text import instruction, render_markdown
 from jg_mcp.goals import LoadedGoal
-from jg_mcp import gpu
 from jg_mcp.gpu import GpuReport
+from jg_mcp.paging import NotText, read_page
 from jg_mcp.runner import CommandResult
 from jg_mcp.session import REFERENCE_FILE, Session
+from jg_mcp.stdio import OVERSIZED, serve_stdio
 from jg_mcp.transcript import Request, Response, sha256_bytes
 
 TOOL_NAMES = ("read_file", "write_file", "run_command", "query_gpu")
-MAX_READ_CHARS = 100_000
 MAX_WRITE_BYTES = 16 * 1024 * 1024
+MAX_REQUEST_CHARS = MAX_WRITE_BYTES + 1024 * 1024
+"""Largest request params (in characters) recorded and served; larger ones are recorded by size and refused."""
 MAX_TIMEOUT_S = 3600
 
 
@@ -48,9 +53,12 @@ class FileText(BaseModel):
     """Lines start_line..end_line of the file, newlines kept."""
     start_line: int
     end_line: int
-    total_lines: int
+    total_lines: int | None
+    """Lines in the file; None for files over 64 MiB, which are not counted."""
     next_offset: int | None
     """Pass as `offset` to read on; None when the end was reached."""
+    cut_line: int | None = None
+    """A line longer than a page (100,000 characters) was cut here: its number; the rest of it is not returned."""
 
 
 class WriteResult(BaseModel):
@@ -58,6 +66,24 @@ class WriteResult(BaseModel):
     size: int
     sha256: str
     created: bool
+
+
+def _size(value: Any, limit: int) -> int:
+    """Characters in a JSON-like value's strings (plus a few per item), counted until past `limit`."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        items: Any = (x for kv in value.items() for x in kv)
+    elif isinstance(value, (list, tuple)):
+        items = iter(value)
+    else:
+        return 8
+    total = 2
+    for item in items:
+        total += _size(item, limit) + 2
+        if total > limit:
+            break
+    return total
 
 
 def _dump(result: Any) -> dict[str, Any] | None:
@@ -88,69 +114,97 @@ class TranscriptMiddleware:
     async def __call__(self, ctx, call_next):
         session = self.pool.get(ctx.session)
         rid = ctx.request_id
-        params = _storable(dict(ctx.params)) if ctx.params is not None else None
-        if not session.writer.closed:
-            session.writer.append(Request(request_id=rid, method=ctx.method, params=params))
+        raw = dict(ctx.params) if ctx.params is not None else None
+        if ctx.method == OVERSIZED or _size(raw, MAX_REQUEST_CHARS) > MAX_REQUEST_CHARS:
+            self._refuse(session, rid, ctx.method, raw or {})
+        params = _storable(raw)
+        session.writer.record(Request(request_id=rid, method=ctx.method, params=params))
         start = time.monotonic()
         try:
             result = await call_next(ctx)
         except BaseException as exc:
-            if not session.writer.closed:
-                session.writer.append(
-                    Response(
-                        request_id=rid, method=ctx.method, duration_ms=(time.monotonic() - start) * 1000,
-                        is_error=True, error=_storable(f"{type(exc).__name__}: {exc}"),
-                    )
-                )
-            raise
-        if not session.writer.closed:
-            dumped = _storable(_dump(result))
-            session.writer.append(
+            session.writer.record(
                 Response(
                     request_id=rid, method=ctx.method, duration_ms=(time.monotonic() - start) * 1000,
-                    is_error=bool(dumped and dumped.get("isError")), result=dumped,
+                    is_error=True, error=_storable(f"{type(exc).__name__}: {exc}"),
                 )
             )
+            raise
+        dumped = _storable(_dump(result))
+        session.writer.record(
+            Response(
+                request_id=rid, method=ctx.method, duration_ms=(time.monotonic() - start) * 1000,
+                is_error=bool(dumped and dumped.get("isError")), result=dumped,
+            )
+        )
         return result
+
+    @staticmethod
+    def _refuse(session: Session, rid: Any, method: str, params: dict[str, Any]) -> None:
+        """Record a request too large to keep as its method and size only, and refuse it."""
+        if method == OVERSIZED:  # stood in for by the stdio reader (jg_mcp.stdio) for a line over its limit
+            method, size, unit = str(params.get("method", "unknown")), int(params.get("size", 0)), "bytes"
+        else:
+            size, unit = _size(params, MAX_REQUEST_CHARS), "characters or more"
+        message = (f"request refused: its params hold {size} {unit}, over the limit of {MAX_REQUEST_CHARS} "
+                   f"(write_file content may be at most {MAX_WRITE_BYTES} bytes)")
+        session.writer.record(Request(request_id=rid, method=method, params=None, params_size=size))
+        session.writer.record(Response(request_id=rid, method=method, duration_ms=0.0, is_error=True, error=message))
+        raise MCPError(INVALID_PARAMS, message)
+
+
+def _refused(path: str, exc: PathRefused | OSError, doing: str) -> ToolError:
+    """The agent's message for a refused path or a failed file operation (never a bare OSError)."""
+    if isinstance(exc, PathRefused):
+        return ToolError(str(exc))
+    if isinstance(exc, FileNotFoundError):
+        return ToolError(f"'{path}' does not exist in the workspace (or one of its directories does not)")
+    return ToolError(f"cannot {doing} '{path}': {exc.strerror or exc}")
 
 
 def _read_text(session: Session, path: str, offset: int, limit: int) -> FileText:
+    ws = session.workspace
     try:
-        real = session.workspace.resolve(path)
-    except PathRefused as exc:
-        raise ToolError(str(exc)) from None
-    if not real.exists():
-        raise ToolError(f"'{path}' does not exist in the workspace")
-    if real.is_dir():
-        entries = sorted(p.name + ("/" if p.is_dir() else "") for p in real.iterdir())
-        raise ToolError(f"'{path}' is a directory; it holds: {', '.join(entries[:200]) or '(nothing)'}")
-    data = real.read_bytes()
-    try:
-        if b"\0" in data[:8192]:
-            raise UnicodeDecodeError("utf-8", data[:1], 0, 1, "NUL byte")
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
+        parts = ws.parts(path)
+        if ws.kind(parts) == "dir":
+            entries = ws.listing(parts)
+            raise ToolError(f"'{path}' is a directory; it holds: {', '.join(entries[:200]) or '(nothing)'}")
+        with ws.open_file(parts) as (fd, st):
+            page = read_page(fd, st.st_size, offset, limit)
+    except NotText:
         raise ToolError(
-            f"'{path}' is a binary file ({len(data)} bytes), not UTF-8 text; inspect it with "
+            f"'{path}' is a binary file ({st.st_size} bytes), not UTF-8 text; inspect it with "
             "run_command (e.g. `xxd`, `file`, `python -c ...`)"
         ) from None
-    lines = text.splitlines(keepends=True)
-    first = offset - 1
-    chunk, chars = [], 0
-    for line in lines[first : first + limit]:
-        if chars + len(line) > MAX_READ_CHARS and chunk:
-            break
-        chunk.append(line[:MAX_READ_CHARS])
-        chars += len(chunk[-1])
-    end = first + len(chunk)
+    except (PathRefused, OSError) as exc:
+        raise _refused(path, exc, "read") from None
+    end = offset - 1 + len(page.lines)
     return FileText(
-        path=session.workspace.relative(real),
-        content="".join(chunk),
-        start_line=offset,
-        end_line=end,
-        total_lines=len(lines),
-        next_offset=end + 1 if end < len(lines) else None,
+        path="/".join(parts), content="".join(page.lines), start_line=offset, end_line=end,
+        total_lines=page.total, next_offset=end + 1 if page.more else None, cut_line=page.cut,
     )
+
+
+def _write_text(session: Session, path: str, content: str, request_id: str | int | None) -> WriteResult:
+    data = content.encode("utf-8", errors="surrogatepass")
+    if len(data) > MAX_WRITE_BYTES:
+        raise ToolError(f"content is {len(data)} bytes; the limit is {MAX_WRITE_BYTES}")
+    ws = session.workspace
+    with session.scan_lock:
+        try:
+            parts = ws.parts(path, for_write=True)
+            created = ws.write(parts, data)
+        except (PathRefused, OSError) as exc:
+            raise _refused(path, exc, "write") from None
+        session.record_changes(request_id, "write_file", blob_cap=MAX_WRITE_BYTES)
+    return WriteResult(path="/".join(parts), size=len(data), sha256=sha256_bytes(data), created=created)
+
+
+class JgServer(MCPServer):
+    """MCPServer whose stdio transport refuses messages over a size limit (jg_mcp.stdio) before reading them whole."""
+
+    async def run_stdio_async(self) -> None:
+        await serve_stdio(self._lowlevel_server)
 
 
 def _tool(server: MCPServer, annotations: ToolAnnotations):
@@ -165,7 +219,7 @@ def _tool(server: MCPServer, annotations: ToolAnnotations):
 
 def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False) -> MCPServer:
     goal = loaded.goal
-    server = MCPServer(
+    server = JgServer(
         name="jg-mcp",
         title=f"jg-mcp: {goal.title}",
         version=__version__,
@@ -187,9 +241,10 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
     ) -> FileText:
         """Read a UTF-8 text file from the workspace, `limit` lines from line `offset`.
 
-        Large files come in pages: call again with `offset=next_offset` until `next_offset` is null.
-        Binary files are refused with their size; inspect them with run_command instead.
-        Paths outside the workspace are refused."""
+        Large files come in pages of at most 100,000 characters: call again with `offset=next_offset` until
+        `next_offset` is null. A longer line is cut (`cut_line`). `total_lines` is null for files over 64 MiB.
+        Binary files are refused with their size; inspect them with run_command instead. Paths outside the
+        workspace, symbolic links and special files (FIFOs, devices, sockets) are refused."""
         return _read_text(pool.get(ctx.request_context.session), path, offset, limit)
 
     @_tool(
@@ -206,23 +261,9 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
     ) -> WriteResult:
         """Create or overwrite a text file in the workspace with `content`; parent directories are created.
 
-        Returns the size in bytes and the sha256 of what was written. Paths outside the workspace
-        and the read-only reference copy are refused."""
-        session = pool.get(ctx.request_context.session)
-        data = content.encode("utf-8", errors="surrogatepass")
-        if len(data) > MAX_WRITE_BYTES:
-            raise ToolError(f"content is {len(data)} bytes; the limit is {MAX_WRITE_BYTES}")
-        try:
-            real = session.workspace.resolve(path, for_write=True)
-            created = not real.exists()
-            real.parent.mkdir(parents=True, exist_ok=True)
-            real.write_bytes(data)
-        except PathRefused as exc:
-            raise ToolError(str(exc)) from None
-        except OSError as exc:
-            raise ToolError(f"cannot write '{path}': {exc.strerror or exc}") from None
-        session.record_changes(ctx.request_context.request_id, "write_file", blob_cap=MAX_WRITE_BYTES)
-        return WriteResult(path=session.workspace.relative(real), size=len(data), sha256=sha256_bytes(data), created=created)
+        The file is replaced atomically. Returns the size in bytes and the sha256 of what was written.
+        Paths outside the workspace or through symbolic links, and the read-only reference copy, are refused."""
+        return _write_text(pool.get(ctx.request_context.session), path, content, ctx.request_context.request_id)
 
     @_tool(
         server,
@@ -254,7 +295,8 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
         try:
             result = await session.runner.run(command, timeout_s, progress)
         finally:
-            session.record_changes(ctx.request_context.request_id, "run_command")
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(session.record_changes, ctx.request_context.request_id, "run_command")
         return result
 
     @_tool(

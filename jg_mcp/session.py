@@ -8,6 +8,7 @@ import secrets
 import shutil
 import socket
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,8 +19,8 @@ from jg_mcp.goals import LoadedGoal
 from jg_mcp.gpu import query_gpu
 from jg_mcp.runner import Runner
 from jg_mcp.sandbox import SECRET_VALUE, Sandbox, is_secret, sandbox_of
-from jg_mcp.transcript import Close, FileChange, Header, Notice, TranscriptWriter
-from jg_mcp.workspace import Workspace
+from jg_mcp.transcript import Close, FileChange, Header, Notice, TranscriptWriter, key_id
+from jg_mcp.workspace import Scan, Workspace
 
 logger = log.get("jg_mcp.session")
 REFERENCE_FILE = "reference.py"
@@ -74,6 +75,7 @@ class Session:
         wrap: Sandbox | Wrap | None = None,
         transport: str = "stdio",
         run_id: str | None = None,
+        transcript_key: bytes | None = None,
     ):
         self.loaded = loaded
         self.run_id = run_id or new_run_id(loaded.name)
@@ -83,7 +85,11 @@ class Session:
         (root / REFERENCE_FILE).chmod(0o444)
         self.workspace = Workspace(root, protected=(REFERENCE_FILE,))
         self.transcript_path = Path(transcripts_dir) / f"{self.run_id}.jsonl"
-        self.writer = TranscriptWriter(self.transcript_path)
+        self.writer = TranscriptWriter(self.transcript_path, key=transcript_key)
+        self.scan_lock = threading.RLock()
+        """Held while the workspace is scanned and its changes recorded, and around write_file's write and
+        record, so one call's file changes stay together and the scan's previous state is not shared."""
+        self._unrecorded: list[str] = []
         box = sandbox_of(wrap)
         quota = box.limits.max_workspace_bytes if box.limits is not None else None
         self.runner = Runner(self.workspace.root, wrap=box.wrap, env=box.env, quota_bytes=quota)
@@ -106,37 +112,56 @@ class Session:
                 gpu=query_gpu().model_dump(),
                 started_at=now_iso(),
                 transport=transport,
+                key_id=key_id(transcript_key) if transcript_key is not None else None,
             )
         )
         self.record_changes(None, "session start")
 
     def record_changes(self, request_id: str | int | None, cause: str, blob_cap: int = COMMAND_BLOB_CAP) -> list[str]:
-        """Store every workspace file that changed since the last look; returns their paths."""
-        changed, deleted = self.workspace.changes()
-        for rel, state in changed.items():
-            data = (self.workspace.root / rel).read_bytes() if state.size <= blob_cap else b""
-            stored = state.size <= blob_cap
-            if stored:
-                self.writer.store_blob(data)
-            self.writer.append(
-                FileChange(
-                    request_id=request_id, path=rel, op="write", sha256=state.sha256,
-                    size=state.size, stored=stored, cause=cause,
-                )
-            )
-        for rel in deleted:
-            self.writer.append(FileChange(request_id=request_id, path=rel, op="delete", cause=cause))
+        """Store every workspace file that changed since the last look (each read once, through a descriptor,
+        hashed and stored in the same pass); returns their paths. What the scan could not record is noted.
+        Blocks on the file system: call it from a worker thread when on the event loop."""
+        with self.scan_lock:
+            stored: dict[str, bool] = {}
+
+            def hasher(fd: int, size: int) -> tuple[str, int]:
+                digest, n, kept = self.writer.store_fd(fd, size, blob_cap)
+                stored[digest] = kept
+                return digest, n
+
+            changed, deleted, scan = self.workspace.changes(hasher)
+            events: list[FileChange | Notice] = [
+                FileChange(request_id=request_id, path=rel, op="write", sha256=state.sha256, size=state.size,
+                           stored=stored.get(state.sha256, (self.writer.blobs / state.sha256).is_file()), cause=cause)
+                for rel, state in changed.items()
+            ]
+            events += [FileChange(request_id=request_id, path=rel, op="delete", cause=cause) for rel in deleted]
+            events += self._scan_notices(scan)
+            self.writer.append_all(events)
         return [*changed, *deleted]
 
+    def _scan_notices(self, scan: Scan) -> list[Notice]:
+        """An error notice for what a scan could not record; a warning when the unrecorded __pycache__ files
+        changed."""
+        out = [Notice(level="error", message=f"workspace scan incomplete: {s}") for s in scan.skipped]
+        if scan.unrecorded and scan.unrecorded != self._unrecorded:
+            shown = ", ".join(scan.unrecorded[:20]) + (" ..." if len(scan.unrecorded) > 20 else "")
+            out.append(Notice(level="warning", message=f"{len(scan.unrecorded)} files under __pycache__ are not "
+                              f"recorded (bytecode; a replay will not have them): {shown}"))
+        self._unrecorded = scan.unrecorded
+        return out
+
     def notice(self, level: str, message: str) -> None:
-        if not self.writer.closed:
-            self.writer.append(Notice(level=level, message=message))
+        self.writer.record(Notice(level=level, message=message))
 
     def close(self, reason: str) -> None:
         """Kill leftover commands, record final changes and the manifest. Safe to call twice."""
         if self.writer.closed:
             return
         self.runner.kill_all()
-        self.record_changes(None, "session end")
-        self.writer.append(Close(reason=reason, ended_at=now_iso(), manifest=self.workspace.manifest()))
+        with self.scan_lock:
+            if self.writer.closed:
+                return
+            self.record_changes(None, "session end")
+            self.writer.append(Close(reason=reason, ended_at=now_iso(), manifest=self.workspace.manifest()))
         logger.info("transcript closed", transcript=str(self.transcript_path), head_sha256=self.writer.head_sha256)

@@ -4,14 +4,22 @@ Each line is one event (a tagged union on `event`). Every event carries `seq` (0
 and `prev`, the sha256 of the previous line's bytes (64 zeros for the header), so an edit,
 deletion, reordering or truncation shows. File contents are stored content-addressed in
 `RUN.blobs/<sha256>` next to `RUN.jsonl`. Each line is flushed as it is written, so a killed
-server leaves a valid prefix.
+server leaves a valid prefix. One writer per transcript: appends and blob stores from the event loop and
+from worker threads are serialised by a lock, so the order of lines is the order of completion.
+
+With a transcript key, every event also carries `mac`, an HMAC-SHA256 under the key of the line as
+written with `"mac":null`; since that line holds `prev`, the hash of the line before, nobody without the
+key can edit a line and re-chain the rest.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import secrets
+import threading
 import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -19,9 +27,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from jg_mcp.errors import TranscriptError
+from jg_mcp.safefs import read_bounded
 
-FORMAT_VERSION = 2
-"""1: the first format. 2: the header records the commands' environment and the sandbox limits."""
+FORMAT_VERSION = 3
+"""1: the first format. 2: the header records the commands' environment and the sandbox limits.
+3: events may carry `mac` (keyed transcripts, the header's `key_id`); a request too large to record keeps
+its size in `params_size` instead of its params."""
 GENESIS = "0" * 64
 
 
@@ -33,6 +44,9 @@ class EventBase(BaseModel):
     """sha256 of the previous line's bytes (without its newline)."""
     ts: float = 0.0
     """Unix time the event was written."""
+    mac: str | None = None
+    """HMAC-SHA256 (hex) under the transcript key of this line with `"mac":null`; None when unkeyed or before
+    format 3."""
 
 
 class Header(EventBase):
@@ -63,6 +77,8 @@ class Header(EventBase):
     started_at: str
     """ISO 8601 UTC."""
     transport: str = "stdio"
+    key_id: str | None = None
+    """Names the transcript key (an HMAC of a fixed text under it) when events carry a `mac`; None unkeyed."""
 
 
 class Request(EventBase):
@@ -71,6 +87,9 @@ class Request(EventBase):
     method: str
     """The JSON-RPC method, e.g. `tools/call`."""
     params: dict[str, Any] | None = None
+    params_size: int | None = None
+    """Set when the request was too large to record and was refused: its size (characters of its params,
+    or bytes of its line on stdio); `params` is then None."""
 
 
 class Response(EventBase):
@@ -125,25 +144,79 @@ def blobs_dir(path: Path) -> Path:
     return path.with_suffix(".blobs")
 
 
-class TranscriptWriter:
-    """Appends events, chaining hashes and flushing each line."""
+KEY_ID_TEXT = b"jg-mcp transcript key id"
+MAC_NULL = b'"mac":null'
 
-    def __init__(self, path: Path, blob_cap: int = 64 * 1024 * 1024):
+
+def key_id(key: bytes) -> str:
+    return hmac.new(key, KEY_ID_TEXT, hashlib.sha256).hexdigest()[:16]
+
+
+def read_key(path: Path) -> bytes:
+    """A transcript key from a file (surrounding whitespace dropped); at least 16 bytes."""
+    key = Path(path).read_bytes().strip()
+    if len(key) < 16:
+        raise TranscriptError(path, 0, f"the key file holds {len(key)} bytes; a transcript key needs at least 16")
+    return key
+
+
+def mac_line(line: bytes, key: bytes) -> bytes:
+    """`line` (dumped with `"mac":null`) with its HMAC filled in. `mac` follows seq, prev and ts, which hold
+    no such text, so the first occurrence is the field."""
+    tag = hmac.new(key, line, hashlib.sha256).hexdigest()
+    return line.replace(MAC_NULL, b'"mac":"' + tag.encode() + b'"', 1)
+
+
+def mac_ok(line: bytes, mac: str | None, key: bytes) -> bool:
+    """Whether `line`, as written, carries a valid HMAC under `key`."""
+    if not mac:
+        return False
+    unsigned = line.replace(b'"mac":"' + mac.encode() + b'"', MAC_NULL, 1)
+    return unsigned != line and hmac.compare_digest(mac, hmac.new(key, unsigned, hashlib.sha256).hexdigest())
+
+
+class TranscriptWriter:
+    """Appends events, chaining hashes (and MACs, with a key) and flushing each line. Thread-safe."""
+
+    def __init__(self, path: Path, blob_cap: int = 64 * 1024 * 1024, key: bytes | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.blobs = blobs_dir(self.path)
         self.blobs.mkdir(exist_ok=True)
         self.blob_cap = blob_cap
+        self.key = key
+        self.lock = threading.Lock()
         self._fh = open(self.path, "xb")
         self._seq = 0
         self._prev = GENESIS
         self.closed = False
 
     def append(self, event: EventBase) -> EventBase:
+        with self.lock:
+            return self._append(event)
+
+    def append_all(self, events: list[EventBase]) -> None:
+        """Append `events` with no other event between them, unless the transcript is closed."""
+        with self.lock:
+            for event in events:
+                if not self.closed:
+                    self._append(event)
+
+    def record(self, event: EventBase) -> bool:
+        """Append `event` unless the transcript is closed (checked under the lock); returns whether it was."""
+        with self.lock:
+            if self.closed:
+                return False
+            self._append(event)
+            return True
+
+    def _append(self, event: EventBase) -> EventBase:
         if self.closed:
             raise TranscriptError(self.path, self._seq, "append after close")
-        event = event.model_copy(update={"seq": self._seq, "prev": self._prev, "ts": time.time()})
+        event = event.model_copy(update={"seq": self._seq, "prev": self._prev, "ts": time.time(), "mac": None})
         line = event.model_dump_json().encode()
+        if self.key is not None:
+            line = mac_line(line, self.key)
         self._fh.write(line + b"\n")
         self._fh.flush()
         self._prev = sha256_bytes(line)
@@ -163,12 +236,38 @@ class TranscriptWriter:
         digest = sha256_bytes(data)
         if len(data) > self.blob_cap:
             return digest, False
-        target = self.blobs / digest
-        if not target.exists():
-            tmp = target.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, target)
+        self._place(digest, [data])
         return digest, True
+
+    def store_fd(self, fd: int, size: int, cap: int) -> tuple[str, int, bool]:
+        """Hash the first `size` bytes of a file descriptor and, when they fit `cap` (and the writer's), store
+        them as a blob in the same pass; returns (sha256, bytes read, stored)."""
+        h, n = hashlib.sha256(), 0
+        keep = size <= min(cap, self.blob_cap)
+        chunks: list[bytes] = []
+        for chunk in read_bounded(fd, size):
+            h.update(chunk)
+            n += len(chunk)
+            if keep:
+                chunks.append(chunk)
+        digest = h.hexdigest()
+        if keep:
+            self._place(digest, chunks)
+        return digest, n, keep
+
+    def _place(self, digest: str, chunks: list[bytes]) -> None:
+        """Write a blob under a temporary name unique to this call, then rename it into place."""
+        target = self.blobs / digest
+        if target.exists():
+            return
+        tmp = self.blobs / f".{digest}.{secrets.token_hex(6)}.tmp"
+        try:
+            with open(tmp, "xb") as fh:
+                for chunk in chunks:
+                    fh.write(chunk)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 class ReadResult(BaseModel):
@@ -178,7 +277,7 @@ class ReadResult(BaseModel):
     closed: bool = False
 
 
-def _newer_version(data: Any) -> int | None:
+def newer_version(data: Any) -> int | None:
     """The format version of a header newer than this reader, else None (checked before validation,
     which a newer header's new fields would fail with a less useful message)."""
     if isinstance(data, dict) and data.get("event") == "header":
@@ -204,7 +303,7 @@ def read_transcript(path: str | Path, verify: bool = True) -> ReadResult:
     for i, line in enumerate(body, start=1):
         try:
             data = json.loads(line)
-            if (newer := _newer_version(data)) is not None:
+            if (newer := newer_version(data)) is not None:
                 raise TranscriptError(path, i, f"format version {newer} is newer than {FORMAT_VERSION}")
             event = EVENT.validate_python(data)
         except (json.JSONDecodeError, ValidationError) as exc:
@@ -222,83 +321,3 @@ def read_transcript(path: str | Path, verify: bool = True) -> ReadResult:
         raise TranscriptError(path, 1, "empty transcript: no header")
     closed = bool(events) and isinstance(events[-1], Close)
     return ReadResult(events=events, truncated=truncated, closed=closed)
-
-
-class LineProblem(BaseModel):
-    line: int
-    """The line (from 1) the problem is on or before."""
-    kind: str
-    """invalid line, edited, deleted, reordered, duplicated, truncated, cut short or header."""
-    message: str
-
-
-class Diagnosis(BaseModel):
-    problems: list[LineProblem]
-    lines: int
-    """Complete lines."""
-    head_sha256: str
-    """sha256 of the last complete line, which no later line vouches for: keep it elsewhere."""
-    closed: bool
-
-
-def diagnose(path: str | Path) -> Diagnosis:
-    """Every integrity problem of a transcript, each named with its line, trusting nothing in the file
-    (read_transcript stops at the first): edits, deletions, reorderings, duplicates, cuts, headers."""
-    raw = Path(path).read_bytes()
-    body, rest = raw.split(b"\n")[:-1], raw.split(b"\n")[-1]
-    out: list[LineProblem] = []
-
-    def bad(line: int, kind: str, message: str) -> None:
-        out.append(LineProblem(line=line, kind=kind, message=message))
-
-    events: list[Any] = []
-    for i, line in enumerate(body, start=1):
-        events.append(None)
-        try:
-            data = json.loads(line)
-            if (newer := _newer_version(data)) is not None:
-                bad(i, "header", f"format version {newer} is newer than this reader's {FORMAT_VERSION}")
-                continue
-            events[-1] = EVENT.validate_python(data)
-        except (json.JSONDecodeError, ValidationError, UnicodeDecodeError) as exc:
-            bad(i, "invalid line", f"line {i} is not a valid event (edited or corrupted): {str(exc).splitlines()[0]}")
-    if rest:
-        bad(len(body) + 1, "truncated", f"line {len(body) + 1} is incomplete (no newline at its end): the "
-            "transcript was truncated mid-line")
-    seqs = [e.seq if e is not None else i for i, e in enumerate(events)]
-    missing = sorted(set(range(max(seqs, default=-1) + 1)) - set(seqs))
-    for m in missing:
-        after = next((i for i, s in enumerate(seqs, start=1) if s > m), len(seqs) + 1)
-        bad(after, "deleted", f"seq {m} is missing: a line was deleted before line {after}")
-    misplaced: set[int] = set()
-    first_line: dict[int, int] = {}
-    for i, s in enumerate(seqs, start=1):
-        if s in first_line:
-            bad(i, "duplicated", f"line {i} repeats seq {s} of line {first_line[s]}: a line was duplicated")
-            misplaced.add(i)
-        first_line.setdefault(s, i)
-        if s != i - 1 and s - (i - 1) != sum(m < s for m in missing):
-            bad(i, "reordered", f"line {i} holds seq {s} where seq {i - 1} belongs: lines were reordered")
-        if s != i - 1:
-            misplaced.add(i)
-    for i, event in enumerate(events, start=1):
-        if event is None or i in misplaced or i - 1 in misplaced or (i > 1 and events[i - 2] is None):
-            continue
-        if i == 1 and event.prev != GENESIS:
-            bad(1, "edited", "line 1's prev is not the genesis hash")
-        elif i > 1 and event.prev != sha256_bytes(body[i - 2]):
-            bad(i - 1, "edited", f"line {i - 1} was altered after it was written: its sha256 no longer matches "
-                f"the prev hash on line {i}")
-    for i, event in enumerate(events, start=1):
-        if (i == 1) != isinstance(event, Header) and event is not None:
-            bad(i, "header", "the header must be the first line" if i == 1 else f"line {i} is a second header")
-        if isinstance(event, Close) and i != len(events):
-            bad(i, "reordered", f"the close event on line {i} is followed by {len(events) - i} more lines")
-    if not body:
-        bad(1, "header", "empty transcript: no header")
-    closed = bool(events) and isinstance(events[-1], Close)
-    if not closed:
-        bad(len(body), "cut short", f"cut short: no close event; the record ends at line {len(body)} (the server "
-            "was killed, or the end was removed)")
-    return Diagnosis(problems=out, lines=len(body), head_sha256=sha256_bytes(body[-1]) if body else GENESIS,
-                     closed=closed)

@@ -243,3 +243,17 @@ def test_the_forbidden_api_scan_resolves_aliases_and_getattr():
     assert {line for line, _ in uses} == {3, 7, 8, 9, 10}
     assert audit.forbidden_uses("import torch\n\ndef kernel(x):\n    return torch.mul(x, 2) + x\n",
                                 ["torch.add", "torch.Tensor.add"]) == []
+
+
+def test_files_the_scan_could_not_record_fail_the_audit_and_pycache_is_named(tmp_path, monkeypatch):
+    from jg_mcp import workspace
+
+    monkeypatch.setattr(workspace, "SCAN_LIMIT", 3)
+    steps = [call("run_command", command="mkdir -p a/__pycache__ && echo b > a/__pycache__/m.pyc && "
+                  "for i in 1 2 3 4 5; do echo $i > f$i.txt; done")]
+    transcript, _ = scripted_session(tmp_path, steps)
+    report = audit.audit(transcript, goal_path=DEMO_GOAL)
+    errors = [f.message for f in report.findings if f.severity == "error"]
+    assert not report.ok and any("scan incomplete" in m and "past the first 3" in m for m in errors), errors
+    warnings = [f.message for f in report.findings if f.severity == "warning"]
+    assert any("a/__pycache__/m.pyc" in m and "not recorded" in m for m in warnings), warnings

@@ -25,7 +25,8 @@ from jg_mcp.sandbox import Bwrap, SandboxLimits
 from jg_mcp.scripted import Step, call, run_script
 from jg_mcp.server import SingleSession, build_server
 from jg_mcp.session import Session
-from jg_mcp.transcript import FORMAT_VERSION, GENESIS, blobs_dir, diagnose, read_transcript, sha256_bytes
+from jg_mcp.integrity import diagnose
+from jg_mcp.transcript import FORMAT_VERSION, GENESIS, blobs_dir, read_transcript, sha256_bytes
 from jg_mcp.workspace import Workspace
 from tests.test_sandbox_escapes import BWRAP_MISSING, SECRET_VAR
 
@@ -64,13 +65,14 @@ def copy_transcript(src: Path, dest_dir: Path) -> Path:
 
 
 def scripted_session(tmp_path: Path, steps: list[Step], goal: Path = DEMO_GOAL,
-                     sandbox: str = "none") -> tuple[Path, Path]:
+                     sandbox: str = "none", key: bytes | None = None) -> tuple[Path, Path]:
     """An in-process session on the demo goal driven by the scripted client, its commands run unsandboxed or
-    (`sandbox="bwrap"`) in bubblewrap; returns (transcript, workspace)."""
+    (`sandbox="bwrap"`) in bubblewrap, its transcript keyed with `key`; returns (transcript, workspace)."""
     loaded = load_goal(goal)
     ws, transcripts = tmp_path / "ws", tmp_path / "transcripts"
     wrap = Bwrap(ws, [transcripts]).wrap if sandbox == "bwrap" else None
-    session = Session(loaded, workspace_dir=ws, transcripts_dir=transcripts, sandbox=sandbox, wrap=wrap)
+    session = Session(loaded, workspace_dir=ws, transcripts_dir=transcripts, sandbox=sandbox, wrap=wrap,
+                      transcript_key=key)
     try:
         anyio.run(run_script, build_server(loaded, SingleSession(session), sandboxed=sandbox == "bwrap"), steps, 120)
     finally:
@@ -90,7 +92,7 @@ def replay_command(transcript: Path, to: Path, step: int | None = None, rerun: b
 
 
 def files(root: Path) -> dict[str, bytes]:
-    return {rel: (root / rel).read_bytes() for rel in Workspace(root).scan()}
+    return {rel: (root / rel).read_bytes() for rel in Workspace(root).scan().states}
 
 
 def rechain(lines: list[bytes]) -> bytes:

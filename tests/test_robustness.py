@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from jg_mcp.sandbox import Bwrap
 from jg_mcp.server import SingleSession, build_server
@@ -207,3 +208,50 @@ def test_sigkill_mid_command_leaves_a_readable_prefix_and_only_bwrap_takes_the_c
     transcript = read_transcript(path)
     assert not transcript.closed and transcript.events[0].sandbox == sandbox
     assert transcript.events[-1].event == "request"
+
+
+def test_an_oversized_request_is_recorded_by_its_size_and_refused(gemm_goal, tmp_path):
+    session = Session(gemm_goal, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr")
+    server = build_server(gemm_goal, SingleSession(session))
+
+    async def go():
+        refused = []
+        with anyio.fail_after(CALL_LIMIT_S):
+            async with Client(server) as client:
+                for _ in range(2):
+                    with pytest.raises(MCPError) as caught:
+                        await client.call_tool("write_file", {"path": "a", "content": "x" * (40 << 20)})
+                    refused.append(str(caught.value))
+                alive = await client.call_tool("run_command", {"command": "echo alive"})
+                return refused, alive
+
+    refused, alive = anyio.run(go)
+    session.close("test finished")
+    assert all("request refused" in r and "limit" in r for r in refused), refused
+    assert alive.structured_content["stdout"] == "alive\n"
+    events = read_transcript(session.transcript_path).events
+    big = [e for e in events if e.event == "request" and e.params_size]
+    assert big and all(e.params is None and e.params_size > 40 << 20 and e.method == "tools/call" for e in big)
+    assert session.transcript_path.stat().st_size < 1 << 20, "the content was not recorded"
+
+
+@pytest.mark.slow
+def test_a_stdio_message_over_the_limit_is_refused_unread_and_the_server_keeps_serving(tmp_path):
+    from jg_mcp.stdio import LINE_LIMIT_BYTES
+
+    proc = _stdio_server(tmp_path, "none")
+    try:
+        huge = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "write_file", "arguments": {"path": "a", "content": "x" * (LINE_LIMIT_BYTES + 10)}}}
+        proc.stdin.write(json.dumps(huge).encode() + b"\n")
+        _start_command(proc, "echo alive")
+        answers = [json.loads(proc.stdout.readline()) for _ in range(2)]
+    finally:
+        proc.stdin.close()
+        proc.wait(60)
+    assert answers[0]["id"] == 7 and "request refused" in answers[0]["error"]["message"]
+    assert answers[1]["result"]["structuredContent"]["stdout"] == "alive\n"
+    transcript = next((tmp_path / "tr").glob("*.jsonl"))
+    assert transcript.stat().st_size < 1 << 20
+    big = [e for e in read_transcript(transcript).events if e.event == "request" and e.params_size]
+    assert len(big) == 1 and big[0].method == "tools/call" and big[0].params_size > LINE_LIMIT_BYTES

@@ -125,7 +125,7 @@ def recorded(tmp_path, monkeypatch, sandbox: str, command: str):
 def test_the_header_records_the_environment_commands_see(tmp_path, monkeypatch, sandbox):
     _, head, response = recorded(tmp_path, monkeypatch, sandbox, "compgen -e")
     seen = set(response.result["structuredContent"]["stdout"].split()) - BASH_OWN
-    assert head.format_version == FORMAT_VERSION == 2 and head.sandbox == sandbox
+    assert head.format_version == FORMAT_VERSION == 3 and head.sandbox == sandbox
     assert (set(head.env) | set(head.env_redacted)) - BASH_OWN == seen, "every variable the command saw is recorded"
     assert head.env["TRITON_JG_TEST_PLAIN"] == "plain value"
     assert Path(head.env["PATH"].split(os.pathsep)[0]) == Path(sys.executable).parent
@@ -160,3 +160,65 @@ def test_recordable_env_leaves_out_secret_looking_names_and_values():
                                     "PROXY": "http://proxy:3128", "PATH": "/usr/bin"})
     assert env == {"HOME": "/root", "PATH": "/usr/bin", "PROXY": "http://proxy:3128"}
     assert redacted == ["AWS_PROFILE", "GITHUB_TOKEN", "MY_API_KEY", "NOTE", "PIP_INDEX_URL"]
+
+
+def keyed_session(tmp_path, key: bytes | None) -> Path:
+    """A closed session on the demo goal with a write and a command, keyed with `key`."""
+    from tests.test_replay import scripted_session
+
+    steps = [call("write_file", path="a.txt", content="one\n"), call("run_command", command="echo two > b.txt")]
+    transcript, _ = scripted_session(tmp_path, steps, key=key)
+    return transcript
+
+
+def rechained_edit(transcript: Path) -> Path:
+    """The transcript with a file's recorded content changed and the chain re-made, as someone without the
+    key could do: seq and prev are right, only the MACs are stale."""
+    from tests.test_replay import rechain
+
+    lines = transcript.read_bytes().split(b"\n")[:-1]
+    lines = [line.replace(b"echo two", b"echo TWO") for line in lines]
+    transcript.write_bytes(rechain(lines))
+    return transcript
+
+
+def test_a_keyed_transcript_audits_authentic_and_a_rechained_one_is_caught_only_with_the_key(tmp_path):
+    from jg_mcp import audit
+
+    key = b"k" * 32
+    transcript = keyed_session(tmp_path, key)
+    head = read_transcript(transcript).events[0]
+    assert head.format_version == 3 and head.key_id and all(e.mac for e in read_transcript(transcript).events)
+    clean = audit.audit(transcript, key=key)
+    assert clean.ok and not [f for f in clean.findings if f.kind == "authenticity"]
+    wrong = audit.audit(transcript, key=b"x" * 32)
+    assert not wrong.ok and any("another key" in f.message for f in wrong.findings)
+
+    rechained_edit(transcript)
+    unkeyed = audit.audit(transcript)
+    assert unkeyed.ok, "re-chained, the hash chain alone holds"
+    assert [f.severity for f in unkeyed.findings if f.kind == "authenticity"] == ["warning"]
+    assert "not checked" in next(f.message for f in unkeyed.findings if f.kind == "authenticity")
+    keyed = audit.audit(transcript, key=key)
+    assert not keyed.ok
+    assert {f.line for f in keyed.findings if f.kind == "authenticity" and f.severity == "error"}, "lines named"
+
+
+def test_an_unkeyed_transcript_says_authenticity_is_unchecked_and_fails_a_keyed_audit(tmp_path):
+    from jg_mcp import audit
+
+    transcript = keyed_session(tmp_path, None)
+    assert read_transcript(transcript).events[0].key_id is None
+    report = audit.audit(transcript)
+    assert report.ok and any(f.kind == "authenticity" and f.severity == "warning" for f in report.findings)
+    assert any("not keyed" in f.message for f in audit.audit(transcript, key=b"k" * 32).findings)
+
+
+def test_a_short_key_file_is_refused(tmp_path):
+    from jg_mcp.transcript import read_key
+
+    (tmp_path / "k").write_bytes(b"short\n")
+    with pytest.raises(TranscriptError, match="at least 16"):
+        read_key(tmp_path / "k")
+    (tmp_path / "k").write_bytes(b"0123456789abcdef0123\n")
+    assert read_key(tmp_path / "k") == b"0123456789abcdef0123"

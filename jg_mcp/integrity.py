@@ -1,0 +1,92 @@
+"""A transcript's integrity, checked without trusting anything in the file: every edited, deleted,
+reordered, duplicated or cut line named (read_transcript stops at the first problem)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from jg_mcp.transcript import EVENT, FORMAT_VERSION, GENESIS, Close, Header, newer_version, sha256_bytes
+
+
+class LineProblem(BaseModel):
+    line: int
+    """The line (from 1) the problem is on or before."""
+    kind: str
+    """invalid line, edited, deleted, reordered, duplicated, truncated, cut short or header."""
+    message: str
+
+
+class Diagnosis(BaseModel):
+    problems: list[LineProblem]
+    lines: int
+    """Complete lines."""
+    head_sha256: str
+    """sha256 of the last complete line, which no later line vouches for: keep it elsewhere."""
+    closed: bool
+
+
+def diagnose(path: str | Path) -> Diagnosis:
+    """Every integrity problem of a transcript, each named with its line, trusting nothing in the file
+    (read_transcript stops at the first): edits, deletions, reorderings, duplicates, cuts, headers."""
+    raw = Path(path).read_bytes()
+    body, rest = raw.split(b"\n")[:-1], raw.split(b"\n")[-1]
+    out: list[LineProblem] = []
+
+    def bad(line: int, kind: str, message: str) -> None:
+        out.append(LineProblem(line=line, kind=kind, message=message))
+
+    events: list[Any] = []
+    for i, line in enumerate(body, start=1):
+        events.append(None)
+        try:
+            data = json.loads(line)
+            if (newer := newer_version(data)) is not None:
+                bad(i, "header", f"format version {newer} is newer than this reader's {FORMAT_VERSION}")
+                continue
+            events[-1] = EVENT.validate_python(data)
+        except (json.JSONDecodeError, ValidationError, UnicodeDecodeError) as exc:
+            bad(i, "invalid line", f"line {i} is not a valid event (edited or corrupted): {str(exc).splitlines()[0]}")
+    if rest:
+        bad(len(body) + 1, "truncated", f"line {len(body) + 1} is incomplete (no newline at its end): the "
+            "transcript was truncated mid-line")
+    seqs = [e.seq if e is not None else i for i, e in enumerate(events)]
+    missing = sorted(set(range(max(seqs, default=-1) + 1)) - set(seqs))
+    for m in missing:
+        after = next((i for i, s in enumerate(seqs, start=1) if s > m), len(seqs) + 1)
+        bad(after, "deleted", f"seq {m} is missing: a line was deleted before line {after}")
+    misplaced: set[int] = set()
+    first_line: dict[int, int] = {}
+    for i, s in enumerate(seqs, start=1):
+        if s in first_line:
+            bad(i, "duplicated", f"line {i} repeats seq {s} of line {first_line[s]}: a line was duplicated")
+            misplaced.add(i)
+        first_line.setdefault(s, i)
+        if s != i - 1 and s - (i - 1) != sum(m < s for m in missing):
+            bad(i, "reordered", f"line {i} holds seq {s} where seq {i - 1} belongs: lines were reordered")
+        if s != i - 1:
+            misplaced.add(i)
+    for i, event in enumerate(events, start=1):
+        if event is None or i in misplaced or i - 1 in misplaced or (i > 1 and events[i - 2] is None):
+            continue
+        if i == 1 and event.prev != GENESIS:
+            bad(1, "edited", "line 1's prev is not the genesis hash")
+        elif i > 1 and event.prev != sha256_bytes(body[i - 2]):
+            bad(i - 1, "edited", f"line {i - 1} was altered after it was written: its sha256 no longer matches "
+                f"the prev hash on line {i}")
+    for i, event in enumerate(events, start=1):
+        if (i == 1) != isinstance(event, Header) and event is not None:
+            bad(i, "header", "the header must be the first line" if i == 1 else f"line {i} is a second header")
+        if isinstance(event, Close) and i != len(events):
+            bad(i, "reordered", f"the close event on line {i} is followed by {len(events) - i} more lines")
+    if not body:
+        bad(1, "header", "empty transcript: no header")
+    closed = bool(events) and isinstance(events[-1], Close)
+    if not closed:
+        bad(len(body), "cut short", f"cut short: no close event; the record ends at line {len(body)} (the server "
+            "was killed, or the end was removed)")
+    return Diagnosis(problems=out, lines=len(body), head_sha256=sha256_bytes(body[-1]) if body else GENESIS,
+                     closed=closed)
