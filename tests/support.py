@@ -21,6 +21,22 @@ REPO = Path(__file__).resolve().parent.parent
 GEMM_FP8 = REPO / "goals" / "gemm_fp8.yaml"
 DEMO_GOAL = REPO / "jg_mcp" / "demo_goal" / "axpy.yaml"
 TOOLS_BIN = REPO / ".tools" / "node_modules" / ".bin"
+SECRET_VAR = "JG_TEST_API_TOKEN"
+"""A secret-looking environment variable that the sandbox must drop."""
+
+
+@functools.cache
+def bwrap_missing() -> str | None:
+    """Why bubblewrap cannot run at all here (not installed, or namespaces forbidden), else None."""
+    if not shutil.which("bwrap"):
+        return "bwrap is not installed (Debian package `bubblewrap`)"
+    done = subprocess.run(
+        ["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return f"bwrap cannot create namespaces here: {done.stderr.strip()}" if done.returncode else None
 
 
 def jg(*args: object, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
