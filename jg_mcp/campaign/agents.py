@@ -18,7 +18,7 @@ import jg_mcp
 from jg_mcp.campaign import Launch, RunInputs
 from jg_mcp.errors import JgError
 
-SCRIPTED_BEHAVIOURS = ("solve", "idle", "overrun")
+SCRIPTED_BEHAVIOURS = ("solve", "idle", "overrun", "stall")
 
 
 def mcp_config(server_argv: list[str]) -> dict:
@@ -119,7 +119,8 @@ class CommandTemplate:
 
 class Scripted:
     """The deterministic scripted client as an agent process (jg_mcp.campaign.scripted_agent): `solve` writes
-    the demo's axpy solution, `idle` never writes one, `overrun` keeps calling tools past its budget."""
+    the demo's axpy solution, `idle` never writes one, `overrun` keeps calling tools past its budget, `stall`
+    stops calling anything."""
 
     def __init__(self, behaviour: str = "solve"):
         if behaviour not in SCRIPTED_BEHAVIOURS:
@@ -153,4 +154,4 @@ def make_agent(name: str, model: str | None = None, agent_cmd: str | None = None
     if name == "scripted" or name.startswith("scripted-"):
         return Scripted(name.removeprefix("scripted").removeprefix("-") or "solve")
     raise JgError(f"unknown agent '{name}': claude-code, command (with --agent-cmd), scripted, scripted-idle, "
-                  "scripted-overrun")
+                  "scripted-overrun, scripted-stall")

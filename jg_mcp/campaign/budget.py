@@ -96,8 +96,11 @@ class BudgetGate:
     async def __call__(self, ctx, call_next):
         from mcp.types import CallToolResult, TextContent
 
-        state = self.budgets.state(self.budgets.session(ctx))
-        state.start()
+        session = self.budgets.session(ctx)
+        state = self.budgets.state(session)
+        if state.started is None:
+            state.start()
+            session.notice("info", f"budget clock started: {state.budget.model_dump_json(exclude_none=True)}")
         if ctx.method != "tools/call":
             return await call_next(ctx)
         reason = state.spent()

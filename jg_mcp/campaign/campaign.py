@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from jg_mcp.campaign.conditions import NAMES
 from jg_mcp.campaign.run import RunSpec, default_run_id
-from jg_mcp.errors import JgError
+from jg_mcp.errors import JgError, UsageError
 
 
 class Strict(BaseModel):
@@ -31,7 +31,7 @@ class Strict(BaseModel):
 
 class AgentSpec(Strict):
     adapter: str
-    """claude-code, command, scripted, scripted-idle or scripted-overrun."""
+    """claude-code, command, scripted, scripted-idle, scripted-overrun or scripted-stall."""
     label: str | None = None
     """Name in run ids and tables (default: the adapter, plus the model when one is given)."""
     model: str | None = None
@@ -92,7 +92,7 @@ def load_campaign(path: Path) -> Campaign:
         data = yaml.safe_load(path.read_text())
         campaign = Campaign.model_validate(data)
     except OSError as exc:
-        raise JgError(f"cannot read campaign file {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read campaign file {path}: {exc.strerror or exc}") from None
     except (yaml.YAMLError, ValidationError) as exc:
         raise JgError(f"{path}: {exc}") from None
     base = path.resolve().parent

@@ -45,7 +45,7 @@ class RunSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     agent: str
-    """Agent adapter: claude-code, command (with agent_cmd), scripted, scripted-idle, scripted-overrun."""
+    """Agent adapter: claude-code, command (with agent_cmd), scripted[-idle|-overrun|-stall]."""
     goal: str
     """Goal name or YAML path."""
     condition: str = "goal-only"
@@ -222,10 +222,48 @@ def close_reason(path: Path) -> str | None:
     return event.get("reason") if isinstance(event, dict) and event.get("event") == "close" else None
 
 
-def supervise(launch: Launch, run_dir: Path, env: dict[str, str], deadline_s: float, grace_s: float
-              ) -> tuple[str, int | None, float]:
-    """Run the agent until it exits, the server closes the session for a spent budget, or the deadline.
-    Returns (exit reason, exit code, wall seconds)."""
+def first_request_time(path: Path, max_lines: int = 200) -> float | None:
+    """Unix time of the transcript's first request (when the server's budget clock started), or None yet."""
+    try:
+        with path.open("rb") as f:
+            for _, line in zip(range(max_lines), f, strict=False):
+                event = json.loads(line)
+                if event.get("event") == "request":
+                    return float(event["ts"])
+    except (OSError, ValueError, KeyError):
+        return None
+    return None
+
+
+class Watch:
+    """What the runner watches while the agent runs: the server's close event for a spent budget, the wall
+    clock from the first request (for an agent that makes no call after its budget), and the hard deadline."""
+
+    def __init__(self, run_dir: Path, budget_s: float, startup_s: float, grace_s: float):
+        self.run_dir = run_dir
+        self.budget_s = budget_s
+        self.hard_s = startup_s + budget_s + grace_s
+        self.grace_s = grace_s
+        self.start = time.monotonic()
+        self.first_request: float | None = None
+
+    def reason_to_stop(self) -> str:
+        found = transcripts(self.run_dir)
+        closed = next((r for p in found if (r := close_reason(p))), None)
+        if closed and closed.startswith(SPENT_PREFIX):
+            return f"{closed}; agent stopped"
+        if self.first_request is None and found:
+            self.first_request = first_request_time(found[0])
+        if self.first_request is not None and time.time() > self.first_request + self.budget_s + self.grace_s:
+            return (f"{SPENT_PREFIX}: {self.budget_s / 60:g} minutes of wall clock, no tool call after it; "
+                    "agent stopped")
+        if time.monotonic() - self.start > self.hard_s:
+            return f"run timeout: the agent was still running after {self.hard_s:.0f}s; agent stopped"
+        return ""
+
+
+def supervise(launch: Launch, run_dir: Path, env: dict[str, str], watch: Watch) -> tuple[str, int | None, float]:
+    """Run the agent until it exits or `watch` says to stop it. Returns (exit reason, exit code, wall seconds)."""
     start = time.monotonic()
     Path(launch.cwd).mkdir(parents=True, exist_ok=True)
     stdin = open(launch.stdin_file, "rb") if launch.stdin_file else subprocess.DEVNULL  # noqa: SIM115
@@ -239,16 +277,12 @@ def supervise(launch: Launch, run_dir: Path, env: dict[str, str], deadline_s: fl
             AGENT_GROUPS.add(proc.pid)
             reason = ""
             while proc.poll() is None:
-                closed = next((r for p in transcripts(run_dir) if (r := close_reason(p))), None)
-                if closed and closed.startswith(SPENT_PREFIX):
-                    reason = f"{closed}; agent stopped"
-                elif time.monotonic() - start > deadline_s:
-                    reason = f"run timeout: the agent was still running after {deadline_s:.0f}s; agent stopped"
+                reason = watch.reason_to_stop()
                 if reason:
-                    stop_group(proc, grace_s)
+                    stop_group(proc, watch.grace_s)
                     break
                 time.sleep(POLL_S)
-            code = proc.wait(grace_s + 10)
+            code = proc.wait(watch.grace_s + 10)
             AGENT_GROUPS.discard(proc.pid)
     finally:
         if stdin is not subprocess.DEVNULL:
@@ -325,11 +359,11 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None) -> RunRecord:
                        gpu=env.get("CUDA_VISIBLE_DEVICES"), server_argv=server_argv, started_at=now_iso(),
                        eval=EvalSummary(status="error"), host=host_info())
     logger.info("run started", run_id=run_id, agent=agent.name, condition=spec.condition)
-    deadline = spec.startup_s + budget.wall_clock_minutes * 60 + spec.grace_s
+    watch = Watch(run_dir, budget.wall_clock_minutes * 60, spec.startup_s, spec.grace_s)
     try:
         record.agent_version = agent.version()
         record.launch = agent.launch(inputs)
-        reason, code, wall = supervise(record.launch, run_dir, {**env, **record.launch.env}, deadline, spec.grace_s)
+        reason, code, wall = supervise(record.launch, run_dir, {**env, **record.launch.env}, watch)
     except Exception as exc:  # noqa: BLE001 -- the run's boundary: a failure is a result, recorded in run.json
         reason, code, wall = f"run error: {type(exc).__name__}: {exc}", None, 0.0
     record.exit_reason, record.agent_exit_code, record.agent_wall_s = reason, code, round(wall, 3)

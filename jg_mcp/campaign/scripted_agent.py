@@ -4,7 +4,8 @@
 
 It starts the server named in the MCP config over stdio, like any MCP client would, and prints one JSON line
 per step on stdout (its log). `solve` reads the goal and writes the demo's axpy solution; `idle` looks around
-and leaves no solution; `overrun` keeps calling tools after the budget refuses them, until it is stopped.
+and leaves no solution; `overrun` keeps calling tools after the budget refuses them, until it is stopped;
+`stall` looks around, then makes no call for ten minutes (like a long thought), until it is stopped.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import anyio
 
 OVERRUN_MAX_CALLS = 3000
 """A bound on the overrun agent's calls, so it ends even when nothing stops it."""
+STALL_S = 600
+"""How long the stalling agent waits after looking around without calling anything (like a long thought)."""
 
 
 def steps(behaviour: str, goal_name: str):
@@ -47,6 +50,8 @@ async def drive(params, behaviour: str) -> int:
         for step in steps(behaviour, goal_name):
             r = await _one(client, step)
             emit(step=step.kind, name=step.name, ok=r.ok, text=r.text[:200], duration_s=round(r.duration_s, 3))
+        if behaviour == "stall":
+            await anyio.sleep(STALL_S)
         if behaviour == "overrun":
             for i in range(OVERRUN_MAX_CALLS):
                 res = await client.call_tool("run_command", {"command": "sleep 0.2", "timeout_s": 30})
@@ -61,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="scripted_agent", description=__doc__.splitlines()[0])
     p.add_argument("--mcp-config", type=Path, required=True)
     p.add_argument("--prompt-file", type=Path, required=True)
-    p.add_argument("--behaviour", choices=["solve", "idle", "overrun"], default="solve")
+    p.add_argument("--behaviour", choices=["solve", "idle", "overrun", "stall"], default="solve")
     p.add_argument("--timeout", type=float, default=1800, help="seconds before the agent gives up")
     args = p.parse_args(argv)
     server = json.loads(args.mcp_config.read_text())["mcpServers"]["jg"]

@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "OUT/RUN_ID/ (run.json last). Failures (no credentials, crash, no solution) are recorded results. "
         "Exit 0 when the solution was accepted, 1 otherwise.",
     )
-    p.add_argument("--agent", required=True, help="claude-code, command, scripted, scripted-idle, scripted-overrun")
+    p.add_argument("--agent", required=True,
+                   help="claude-code, command, scripted, scripted-idle, scripted-overrun, scripted-stall")
     p.add_argument("--goal", required=True, help="goal name or YAML path")
     p.add_argument("--seed", type=int, default=0, help="replicate index (part of the run id)")
     p.add_argument("--gpu", type=int, help="GPU index: CUDA_VISIBLE_DEVICES for the agent, server and eval")

@@ -36,3 +36,29 @@ grace_s: 1
     gpus = {load_record(p.parent).gpu for p in (tmp_path / "runs").glob("crash*/run.json")}
     assert gpus <= {"0", "1"} and gpus != set()
     assert "on GPU 0" in proc.stderr and "on GPU 1" in proc.stderr
+
+
+def test_an_agent_that_stops_calling_after_its_budget_is_stopped_at_budget_plus_grace(tmp_path):
+    proc = jg("run", "--agent", "scripted-stall", "--goal", DEMO_GOAL, "--budget-minutes", "0.05", "--grace", "1",
+              "--out", tmp_path, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    record = load_record(tmp_path / "scripted-stall__axpy__goal-only__s0")
+    assert record.exit_reason == ("budget spent: 0.05 minutes of wall clock, no tool call after it; agent stopped")
+    assert record.agent_wall_s < 30 and record.close_reason is not None and record.eval.status == "no solution"
+
+
+def test_the_example_campaign_is_valid_and_expands_to_every_combination():
+    proc = jg("campaign", "eval/campaigns/example.yaml", "--out", "/nonexistent/runs", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    runs = proc.stdout.split()[1::2]
+    assert len(runs) == 2 * 2 * 4 * 3 and len(set(runs)) == len(runs)
+    assert "claude-sonnet__gemm_fp8__workflow__s2" in runs and "my-agent__fused_add_rmsnorm__eval-tool__s0" in runs
+
+
+def test_a_misspelt_campaign_key_is_refused_with_its_name(tmp_path):
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(f"agents: [{{adapter: scripted}}]\ngoals: [{DEMO_GOAL}]\nseed: [1]\n")
+    proc = jg("campaign", campaign, "--dry-run")
+    assert proc.returncode == 1 and "seed" in proc.stderr and "Extra inputs are not permitted" in proc.stderr
+    missing = jg("campaign", tmp_path / "nope.yaml")
+    assert missing.returncode == 2 and "cannot read campaign file" in missing.stderr

@@ -66,6 +66,8 @@ def test_past_the_wall_clock_every_tool_call_is_refused_and_the_session_closes_w
     assert not (tmp_path / "ws" / "solution.py").exists()
     read = read_transcript(session.transcript_path)
     assert read.closed and read.events[-1].reason == "budget spent: 1 minutes of wall clock"
+    notices = [e.message for e in read.events if e.event == "notice"]
+    assert notices[0] == 'budget clock started: {"wall_clock_minutes":1.0}'
     refused = [e for e in read.events if e.event == "response" and e.method == "tools/call" and e.is_error]
     assert len(refused) == 1, "the first refusal is recorded, then the session is closed"
 
