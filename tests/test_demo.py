@@ -10,6 +10,7 @@ import time
 import pytest
 
 from jg_mcp import replay
+from jg_mcp.gpu import query_gpu
 from jg_mcp.transcript import read_transcript
 
 pytestmark = pytest.mark.slow
@@ -57,6 +58,8 @@ def test_demo_runs_a_session_and_leaves_a_closed_transcript(tmp_path):
     assert "axpy: ACCEPTED" in stdout and "audit clean" in stdout
     assert (tmp_path / "eval.json").is_file() and (tmp_path / "session.html").is_file()
     assert "None" not in stdout
+    if not query_gpu().available:
+        assert "axpy: ACCEPTED; timing skipped: no CUDA device" in stdout, "stdout says that timing was skipped"
 
     assert live, "each step is printed as it completes, not when the session ends"
     rows = [m.groups() for m in map(ROW.match, lines) if m]
