@@ -37,7 +37,8 @@ def test_a_wrong_baseline_fails_naming_goal_shape_and_error(tmp_path, capsys):
     assert rc == 1
     assert "FAILED  softmax at shape tiny, baseline:torch_softmax: probs:" in err
     assert "FAILED  softmax at shape ragged_long, baseline:torch_softmax" in err
-    assert "elements outside atol 1e-06 + rtol 0.01" in err and "1 goals" in out
+    tol = load_goal(path).goal.tolerance
+    assert f"elements outside atol {tol.atol} + rtol {tol.rtol}" in err and "1 goals" in out
 
 
 def test_a_wrong_reference_fails_against_baselines_and_solution(tmp_path, capsys):
