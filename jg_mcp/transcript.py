@@ -153,8 +153,14 @@ def key_id(key: bytes) -> str:
 
 
 def read_key(path: Path) -> bytes:
-    """A transcript key from a file (surrounding whitespace dropped); at least 16 bytes."""
-    key = Path(path).read_bytes().strip()
+    """A transcript key from a file (surrounding whitespace dropped); at least 16 bytes, and the file readable by
+    its owner only (commands run as another user must not read it)."""
+    try:
+        if os.stat(path).st_mode & 0o077:
+            raise TranscriptError(path, 0, "the key file is readable or writable by others: chmod 600 it")
+        key = Path(path).read_bytes().strip()
+    except OSError as exc:
+        raise TranscriptError(path, 0, f"cannot read the key file: {exc.strerror or exc}") from None
     if len(key) < 16:
         raise TranscriptError(path, 0, f"the key file holds {len(key)} bytes; a transcript key needs at least 16")
     return key

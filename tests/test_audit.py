@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import anyio
 import pytest
 
 from jg_mcp import audit
@@ -167,7 +169,8 @@ def test_audit_eval_report_accepts_the_same_solution_and_catches_a_swapped_one(t
     same.write_text(json.dumps(eval_report(final, goal_sha)))
     swapped.write_text(json.dumps(eval_report(sha256_bytes(b"def kernel(x, y, alpha):\n    return x\n"), goal_sha)))
     assert audit.audit(demo_run(), same).ok
-    args = argparse.Namespace(transcript=demo_run(), eval_report=swapped, goal=None, json=None, html=None)
+    args = argparse.Namespace(transcript=demo_run(), eval_report=swapped, goal=None, json=None, html=None,
+                              key_file=None)
     assert audit_cli.run(args) == 1
     out = capsys.readouterr().out
     assert "ERROR   eval/eval" in out and final in out
@@ -257,3 +260,28 @@ def test_files_the_scan_could_not_record_fail_the_audit_and_pycache_is_named(tmp
     assert not report.ok and any("scan incomplete" in m and "past the first 3" in m for m in errors), errors
     warnings = [f.message for f in report.findings if f.severity == "warning"]
     assert any("a/__pycache__/m.pyc" in m and "not recorded" in m for m in warnings), warnings
+
+
+def test_serve_with_a_transcript_key_then_audit_with_it_catches_a_rechained_edit(tmp_path):
+    from mcp import StdioServerParameters
+
+    from jg_mcp.scripted import run_script
+    from tests.test_replay import rechain
+
+    key = tmp_path / "key"
+    key.write_bytes(b"a transcript key of some length\n")
+    key.chmod(0o600)
+    params = StdioServerParameters(command=sys.executable, args=[
+        "-m", "jg_mcp", "serve", "--goal", str(DEMO_GOAL), "--workspace", str(tmp_path / "ws"),
+        "--transcripts", str(tmp_path / "tr"), "--sandbox", "none", "--transcript-key-file", str(key)])
+    anyio.run(run_script, params, [call("run_command", command="echo made > out.txt")], 120)
+    transcript = next((tmp_path / "tr").glob("*.jsonl"))
+    assert jg("audit", transcript, "--goal", DEMO_GOAL, "--key-file", key).returncode == 0
+    unkeyed = jg("audit", transcript, "--goal", DEMO_GOAL)
+    assert unkeyed.returncode == 0 and "authenticity not checked" in unkeyed.stdout
+
+    lines = transcript.read_bytes().split(b"\n")[:-1]
+    transcript.write_bytes(rechain([line.replace(b"echo made", b"echo MADE") for line in lines]))
+    assert jg("audit", transcript, "--goal", DEMO_GOAL).returncode == 0, "the chain alone cannot tell"
+    done = jg("audit", transcript, "--goal", DEMO_GOAL, "--key-file", key)
+    assert done.returncode == 1 and "no valid MAC under the key" in done.stdout

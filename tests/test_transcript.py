@@ -214,11 +214,16 @@ def test_an_unkeyed_transcript_says_authenticity_is_unchecked_and_fails_a_keyed_
     assert any("not keyed" in f.message for f in audit.audit(transcript, key=b"k" * 32).findings)
 
 
-def test_a_short_key_file_is_refused(tmp_path):
+def test_a_short_or_shared_key_file_is_refused(tmp_path):
     from jg_mcp.transcript import read_key
 
-    (tmp_path / "k").write_bytes(b"short\n")
+    key = tmp_path / "k"
+    key.write_bytes(b"short\n")
+    key.chmod(0o600)
     with pytest.raises(TranscriptError, match="at least 16"):
-        read_key(tmp_path / "k")
-    (tmp_path / "k").write_bytes(b"0123456789abcdef0123\n")
-    assert read_key(tmp_path / "k") == b"0123456789abcdef0123"
+        read_key(key)
+    key.write_bytes(b"0123456789abcdef0123\n")
+    assert read_key(key) == b"0123456789abcdef0123"
+    key.chmod(0o644)
+    with pytest.raises(TranscriptError, match="chmod 600"):
+        read_key(key)

@@ -45,6 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--goal", type=Path, help="the goal YAML, when its name is not found in ./goals")
     p.add_argument("--json", type=Path, metavar="PATH", help="write the audit report as JSON")
     p.add_argument("--html", type=Path, metavar="PATH", help="write a self-contained HTML page of the session")
+    p.add_argument("--key-file", type=Path, metavar="F", help="the transcript key the server was given "
+                   "(--transcript-key-file): every line's HMAC is checked; without it, authenticity is not checked")
     p.set_defaults(func=run)
 
 
@@ -53,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.transcript.is_file():
         raise TranscriptError(args.transcript, 0, "no such file")
-    report = audit.audit(args.transcript, args.eval_report, args.goal)
+    from jg_mcp.transcript import read_key
+
+    key = read_key(args.key_file) if args.key_file else None
+    report = audit.audit(args.transcript, args.eval_report, args.goal, key)
     print(render_text(report))
     if args.json:
         args.json.write_text(report.model_dump_json(indent=2) + "\n")

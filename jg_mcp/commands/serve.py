@@ -18,6 +18,7 @@ from jg_mcp.errors import UsageError
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
 from jg_mcp.sandbox import MODES, Bwrap, NoSandbox, SandboxLimits, choose
 from jg_mcp.session import Session, new_run_id
+from jg_mcp.transcript import read_key
 
 logger = log.get("jg_mcp.serve")
 DEFAULT_HOST = "127.0.0.1"
@@ -79,6 +80,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "request in flight before it is ended")
     p.add_argument("--max-connections", type=int, default=256, help="HTTP: open connections; more are "
                    "closed on accept")
+    p.add_argument("--transcript-key-file", type=Path, metavar="F", help="a file (mode 600, 16+ bytes) holding "
+                   "the transcript key: every event then carries an HMAC, and `jg-mcp audit --key-file F` detects "
+                   "a transcript re-chained by anyone without the key; keep it where commands cannot read it")
     serving.add_arguments(p)
     p.set_defaults(func=run)
 
@@ -105,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     token, generated = read_token(args.token_file, host) if args.transport == "http" else (None, False)
     listener = listen(host, DEFAULT_PORT if args.port is None else args.port) if args.transport == "http" else None
     loaded = load_goal(find_goal(args.goal))
+    key = read_key(args.transcript_key_file) if args.transcript_key_file else None
     limits = SandboxLimits(max_processes=args.max_processes, max_file_bytes=args.max_file_bytes,
                            max_tmp_bytes=args.max_tmp_bytes, max_workspace_bytes=args.max_workspace_bytes)
     template = Bwrap(Path(args.runs), hidden_dirs(loaded, args), limits)
@@ -122,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
             session = Session(
                 loaded, workspace_dir=ws, transcripts_dir=args.transcripts, runs_dir=args.runs,
                 transport=args.transport, run_id=run_id, sandbox=mode, condition=args.condition, wrap=sandbox,
+                transcript_key=key,
             )
         except BaseException:
             sandbox.release()
