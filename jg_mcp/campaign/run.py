@@ -5,9 +5,8 @@ working directory), mcp.json (the only MCP server the agent gets), prompt.md, ag
 own log, stream-json for Claude Code), agent.stderr.log, eval.json/eval.md, audit.json/session.html and,
 written last, run.json. A run directory with run.json is finished; anything else is redone.
 
-Every wait is bounded: the agent is stopped (its process group: SIGTERM, then SIGKILL after a grace) when
-the server closes the session for a spent budget, or at the hard deadline (startup allowance + budget +
-grace) when the agent never makes another call.
+Every wait is bounded: jg_mcp.campaign.supervise stops the agent (its process group: SIGTERM, then SIGKILL
+after a grace) when its budget is spent; the eval and the audit run with timeouts.
 """
 
 from __future__ import annotations
@@ -29,14 +28,22 @@ import jg_mcp
 from jg_mcp import log
 from jg_mcp.campaign import Launch, RunInputs
 from jg_mcp.campaign.agents import make_agent, mcp_config
-from jg_mcp.campaign.budget import SPENT_PREFIX, Budget
+from jg_mcp.campaign.budget import Budget
 from jg_mcp.campaign.conditions import NAMES, agent_instruction, check_transcript
+from jg_mcp.campaign.supervise import (
+    POLL_S,
+    Watch,
+    close_reason,
+    kill_agents_and_exit,
+    supervise,
+    transcripts,
+    watch_parent,
+)
 from jg_mcp.errors import JgError
 from jg_mcp.session import host_info, now_iso
 
 logger = log.get("jg_mcp.run")
 RUN_FILE = "run.json"
-POLL_S = 0.2
 CLOSE_WAIT_S = 15.0
 
 
@@ -160,134 +167,6 @@ def is_finished(run_dir: Path) -> bool:
 
 def load_record(run_dir: Path) -> RunRecord:
     return RunRecord.model_validate_json((run_dir / RUN_FILE).read_text())
-
-
-AGENT_GROUPS: set[int] = set()
-"""Process groups of the agents this process started and has not yet reaped."""
-
-
-def kill_agents_and_exit(*_: object) -> None:
-    """A worker's end when its campaign is gone or it is told to stop: SIGKILL every agent group, then its own
-    group (eval and audit subprocesses included)."""
-    import signal as sig
-
-    for pgid in list(AGENT_GROUPS):
-        try:
-            os.killpg(pgid, sig.SIGKILL)
-        except ProcessLookupError:
-            pass
-    os.killpg(os.getpgid(0), sig.SIGKILL)
-
-
-def watch_parent(parent: int, poll_s: float = 0.5) -> None:
-    """In a worker: when `parent`, the process that started it, is gone (getppid differs: re-parented), end
-    everything, also when that happened before this was called."""
-    import threading
-
-    def loop() -> None:
-        while os.getppid() == parent:
-            time.sleep(poll_s)
-        kill_agents_and_exit()
-
-    threading.Thread(target=loop, daemon=True, name="watch-parent").start()
-
-
-def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
-    """SIGTERM the process group, SIGKILL it after `grace_s`; bounded."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def transcripts(run_dir: Path) -> list[Path]:
-    return sorted((run_dir / "transcripts").glob("*.jsonl"), key=lambda p: p.stat().st_size, reverse=True)
-
-
-def close_reason(path: Path) -> str | None:
-    """The close event's reason if the transcript's last line is one, else None."""
-    try:
-        with path.open("rb") as f:
-            f.seek(max(0, path.stat().st_size - 65536))
-            last = f.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
-        event = json.loads(last)
-    except (OSError, ValueError):
-        return None
-    return event.get("reason") if isinstance(event, dict) and event.get("event") == "close" else None
-
-
-def first_request_time(path: Path, max_lines: int = 200) -> float | None:
-    """Unix time of the transcript's first request (when the server's budget clock started), or None yet."""
-    try:
-        with path.open("rb") as f:
-            for _, line in zip(range(max_lines), f, strict=False):
-                event = json.loads(line)
-                if event.get("event") == "request":
-                    return float(event["ts"])
-    except (OSError, ValueError, KeyError):
-        return None
-    return None
-
-
-class Watch:
-    """What the runner watches while the agent runs: the server's close event for a spent budget, the wall
-    clock from the first request (for an agent that makes no call after its budget), and the hard deadline."""
-
-    def __init__(self, run_dir: Path, budget_s: float, startup_s: float, grace_s: float):
-        self.run_dir = run_dir
-        self.budget_s = budget_s
-        self.hard_s = startup_s + budget_s + grace_s
-        self.grace_s = grace_s
-        self.start = time.monotonic()
-        self.first_request: float | None = None
-
-    def reason_to_stop(self) -> str:
-        found = transcripts(self.run_dir)
-        closed = next((r for p in found if (r := close_reason(p))), None)
-        if closed and closed.startswith(SPENT_PREFIX):
-            return f"{closed}; agent stopped"
-        if self.first_request is None and found:
-            self.first_request = first_request_time(found[0])
-        if self.first_request is not None and time.time() > self.first_request + self.budget_s + self.grace_s:
-            return (f"{SPENT_PREFIX}: {self.budget_s / 60:g} minutes of wall clock, no tool call after it; "
-                    "agent stopped")
-        if time.monotonic() - self.start > self.hard_s:
-            return f"run timeout: the agent was still running after {self.hard_s:.0f}s; agent stopped"
-        return ""
-
-
-def supervise(launch: Launch, run_dir: Path, env: dict[str, str], watch: Watch) -> tuple[str, int | None, float]:
-    """Run the agent until it exits or `watch` says to stop it. Returns (exit reason, exit code, wall seconds)."""
-    start = time.monotonic()
-    Path(launch.cwd).mkdir(parents=True, exist_ok=True)
-    stdin = open(launch.stdin_file, "rb") if launch.stdin_file else subprocess.DEVNULL  # noqa: SIM115
-    try:
-        with (run_dir / "agent.log").open("wb") as out, (run_dir / "agent.stderr.log").open("wb") as err:
-            try:
-                proc = subprocess.Popen(launch.argv, cwd=launch.cwd, env=env, stdin=stdin, stdout=out, stderr=err,
-                                        start_new_session=True)
-            except OSError as exc:
-                return f"agent could not start: {exc.strerror or exc}: {launch.argv[0]}", None, 0.0
-            AGENT_GROUPS.add(proc.pid)
-            reason = ""
-            while proc.poll() is None:
-                reason = watch.reason_to_stop()
-                if reason:
-                    stop_group(proc, watch.grace_s)
-                    break
-                time.sleep(POLL_S)
-            code = proc.wait(watch.grace_s + 10)
-            AGENT_GROUPS.discard(proc.pid)
-    finally:
-        if stdin is not subprocess.DEVNULL:
-            stdin.close()
-    return reason or f"agent exited (code {code})", code, time.monotonic() - start
 
 
 def _subprocess(args: list[str], env: dict[str, str], timeout_s: float, log_path: Path) -> int | None:
