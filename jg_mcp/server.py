@@ -296,7 +296,12 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
             result = await session.runner.run(command, timeout_s, progress)
         finally:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(session.record_changes, ctx.request_context.request_id, "run_command")
+                try:
+                    await anyio.to_thread.run_sync(session.record_changes, ctx.request_context.request_id,
+                                                   "run_command")
+                except OSError as exc:
+                    raise ToolError(f"the command ran, but the workspace could not be scanned for its changes: "
+                                    f"{exc.strerror or exc}") from None
         return result
 
     @_tool(
