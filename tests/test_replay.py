@@ -285,3 +285,15 @@ def test_a_variable_redacted_when_recording_is_left_unset_on_rerun_and_named(tmp
     assert replay_command(transcript, tmp_path / "cli", rerun=True) == 1
     out = capsys.readouterr().out
     assert "left unset in the re-run" in out and SECRET_VAR in out
+
+
+def test_replay_never_writes_through_a_link_left_in_the_destination(tmp_path):
+    transcript, _ = scripted_session(tmp_path / "s", [call("write_file", path="d/x.txt", content="recorded\n")])
+    record = replay.load_record(transcript)
+    dest, outside = tmp_path / "dest", tmp_path / "outside"
+    dest.mkdir()
+    outside.mkdir()
+    os.symlink(outside, dest / "d")
+    report = replay.sync(record, dest, replay.END)
+    assert os.listdir(outside) == [], "nothing was written through the link"
+    assert any("d/x.txt" in p and "symbolic link" in p for p in report.problems), report.problems
