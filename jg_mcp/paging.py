@@ -57,7 +57,11 @@ def _count_rest(f, budget: int) -> int:
 
 def read_page(fd: int, size: int, offset: int, limit: int) -> Page:
     """Lines `offset`.. (from 1) of the open file `fd` of `size` bytes. Raises NotText."""
-    f = open(fd, "rb", buffering=CHUNK, closefd=False)
+    with open(fd, "rb", buffering=CHUNK, closefd=False) as f:
+        return _page(f, size, offset, limit)
+
+
+def _page(f, size: int, offset: int, limit: int) -> Page:
     if b"\0" in f.peek(SNIFF_BYTES)[:SNIFF_BYTES]:
         raise NotText
     skipped = 0

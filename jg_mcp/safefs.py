@@ -52,10 +52,13 @@ def _openat2(dir_fd: int, path: str, flags: int) -> int:
 
 
 def _probe_openat2() -> bool:
+    root = os.open("/", DIR_FLAGS)
     try:
-        os.close(_openat2(os.open("/", DIR_FLAGS), ".", DIR_FLAGS))
+        os.close(_openat2(root, ".", DIR_FLAGS))
     except (OSError, AttributeError):
         return False
+    finally:
+        os.close(root)
     return True
 
 
@@ -78,7 +81,7 @@ def refuse_link_or_kind(dir_fd: int, name: str, shown: str) -> None:
 
 
 def _walk(dir_fd: int, parts: Sequence[str], create: bool) -> int:
-    cur = os.dup(dir_fd)
+    cur = os.open(".", DIR_FLAGS, dir_fd=dir_fd)
     try:
         for i, name in enumerate(parts):
             if create:
@@ -101,10 +104,11 @@ def _walk(dir_fd: int, parts: Sequence[str], create: bool) -> int:
 
 
 def open_dir(root_fd: int, parts: Sequence[str], create: bool = False) -> int:
-    """A descriptor of the directory `parts` (clean components: no '', '.', '..') beneath `root_fd`;
-    with `create`, missing directories are made on the way. Symbolic links are refused."""
+    """A new descriptor (its own open file description, so listing it does not disturb another thread's
+    listing) of the directory `parts` (clean components: no '', '.', '..') beneath `root_fd`; with `create`,
+    missing directories are made on the way. Symbolic links are refused."""
     if not parts:
-        return os.dup(root_fd)
+        return os.open(".", DIR_FLAGS, dir_fd=root_fd)
     if create or not HAVE_OPENAT2:
         return _walk(root_fd, parts, create)
     try:

@@ -155,7 +155,13 @@ class Workspace:
         At most `limit` files (default SCAN_LIMIT) are recorded."""
         limit = SCAN_LIMIT if limit is None else limit
         out = Scan(states={})
-        stack = [(os.dup(self.fd), "", iter(sorted(os.listdir(self.fd))))]
+        top = safefs.open_dir(self.fd, ())
+        try:
+            names = iter(sorted(os.listdir(top)))
+        except BaseException:
+            os.close(top)
+            raise
+        stack = [(top, "", names)]
         try:
             while stack:
                 dfd, prefix, names = stack[-1]
