@@ -114,6 +114,8 @@ class Workspace:
     @contextmanager
     def open_file(self, parts: tuple[str, ...]) -> Iterator[tuple[int, os.stat_result]]:
         """The regular file at `parts`, open for reading, and its fstat; PathRefused for anything else."""
+        if not parts:
+            raise PathRefused("the workspace directory is not a file")
         with self.dir_fd(parts[:-1]) as dfd:
             fd, st = safefs.open_regular(dfd, parts[-1], "/".join(parts))
         try:
