@@ -229,9 +229,12 @@ class Workspace:
 
     def changes(self, hasher: Hasher = file_sha256) -> tuple[dict[str, FileState], list[str], Scan]:
         """Files written and deleted since the previous call (the first call sees everything), and the scan.
-        Callers serialise calls (Session holds a lock): the previous state is shared."""
+        A scan that skipped something (`Scan.skipped`) reports no deletions: files it did not see keep their
+        previous state. Callers serialise calls (Session holds a lock): the previous state is shared."""
         scan = self.scan(hasher)
         now = scan.states
+        if scan.skipped:
+            now = {**{p: s for p, s in self._states.items() if f"/{UNRECORDED_DIR}/" not in f"/{p}"}, **now}
         changed = {p: s for p, s in now.items() if p not in self._states or self._states[p].sha256 != s.sha256}
         deleted = sorted(set(self._states) - set(now))
         self._states = now

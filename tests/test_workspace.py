@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from jg_mcp import safefs
+from jg_mcp import safefs, workspace
 from jg_mcp.errors import PathRefused
 from jg_mcp.workspace import Workspace
 
@@ -112,3 +112,14 @@ def test_the_scan_names_what_it_does_not_record(ws):
     scan = ws.scan(limit=2)
     assert len(scan.states) == 2 and scan.unrecorded == ["a/__pycache__/m.pyc"]
     assert scan.skipped and "past the first 2" in scan.skipped[0]
+
+
+def test_a_scan_cut_short_by_the_limit_reports_no_false_deletions(ws, monkeypatch):
+    for name in ("b.txt", "c.txt"):
+        (ws.root / name).write_text(name)
+    ws.changes()
+    (ws.root / "a.txt").write_text("new")
+    monkeypatch.setattr(workspace, "SCAN_LIMIT", 2)
+    changed, deleted, scan = ws.changes()
+    assert scan.skipped and set(changed) == {"a.txt"} and deleted == []
+    assert set(ws.manifest()) == {"a.txt", "b.txt", "c.txt"}
