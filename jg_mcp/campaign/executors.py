@@ -138,7 +138,7 @@ def run_ray(tasks: list[Task], out: Path, address: str | None, use_gpus: bool, p
             run_id = pending.pop(ref)
             record = RunRecord.model_validate_json(ray.get(ref))
             records.append(record)
-            progress.finished(record, record.agent_wall_s)
+            progress.finished(record, record.agent_wall_s + record.eval_s + record.audit_s)
     return records
 
 

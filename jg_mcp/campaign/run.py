@@ -135,6 +135,10 @@ class RunRecord(BaseModel):
     """UTC end (after eval and audit)."""
     agent_wall_s: float = 0.0
     """Seconds from the agent's start to its end."""
+    eval_s: float = 0.0
+    """Seconds the eval took (0: no eval)."""
+    audit_s: float = 0.0
+    """Seconds the audit took (0: no audit)."""
     exit_reason: str = ""
     """How the agent's session ended: agent exited, budget spent, run timeout, could not start, ..."""
     agent_exit_code: int | None = None
@@ -271,10 +275,12 @@ def finish(record: RunRecord, loaded: Any, run_dir: Path, env: dict[str, str], s
     record.solution = solution.is_file()
     goal_yaml = str(loaded.yaml_path.resolve())
     if record.solution:
+        start = time.monotonic()
         code = _subprocess(["eval", "--goal", goal_yaml, "--workspace", str(run_dir / "workspace"),
                             "--json", str(run_dir / "eval.json"), "--markdown", str(run_dir / "eval.md"),
                             *spec.eval_args], env, spec.eval_timeout_s, run_dir / "eval.log")
         record.eval = summarize_eval(run_dir / "eval.json", code)
+        record.eval_s = round(time.monotonic() - start, 3)
     else:
         record.eval = EvalSummary(status="no solution", reasons=[f"no {loaded.goal.solution.file} in the workspace"])
     if found:
@@ -282,7 +288,9 @@ def finish(record: RunRecord, loaded: Any, run_dir: Path, env: dict[str, str], s
                       "--html", str(run_dir / "session.html")]
         if (run_dir / "eval.json").is_file():
             audit_args += ["--eval-report", str(run_dir / "eval.json")]
+        start = time.monotonic()
         record.audit_ok = _subprocess(["audit", *audit_args], env, 600, run_dir / "audit.log") == 0
+        record.audit_s = round(time.monotonic() - start, 3)
         record.condition_violations = check_transcript(found[0], record.condition)
     record.ended_at = now_iso()
     tmp = run_dir / (RUN_FILE + ".tmp")

@@ -15,6 +15,8 @@ from jg_mcp.campaign.run import RUN_FILE, load_record
 from tests.support import DEMO_GOAL, jg
 
 pytestmark = pytest.mark.slow
+# The sandbox is off in these campaigns (bubblewrap's set-up per session triples a scripted run's time here);
+# the stall and the Claude Code runs keep the default, auto.
 
 SOLVE = """\
 agents: [{adapter: scripted}]
@@ -23,6 +25,7 @@ conditions: [goal-only, eval-tool]
 seeds: [0, 1]
 budget: {wall_clock_minutes: 2}
 eval_args: [--domain-shapes, "0"]
+sandbox: none
 cpu_slots: 2
 grace_s: 3
 """
@@ -31,6 +34,7 @@ agents: [{adapter: scripted-idle}, {adapter: scripted-overrun}]
 goals: [axpy_copy.yaml]
 conditions: [knowledge]
 budget: {wall_clock_minutes: 0.1}
+sandbox: none
 cpu_slots: 2
 grace_s: 3
 """
