@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from jg_mcp.errors import JgError
+from jg_mcp.errors import JgError, UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from jg_mcp.campaign import table
 
+    if not args.runs.is_dir():
+        raise UsageError(f"{args.runs} is not a directory")
     records = table.load_records(args.runs)
     if not records:
         raise JgError(f"no run.json under {args.runs}")

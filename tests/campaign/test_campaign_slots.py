@@ -1,6 +1,9 @@
-"""Campaign scheduling with agents that fail fast: one run per GPU slot, the per-run timeout, dry runs."""
+"""Runs and campaigns with quick agents: GPU slots, the per-run timeout, a stall, a command template, dry runs."""
 
 from __future__ import annotations
+
+import shlex
+import sys
 
 import pytest
 
@@ -62,3 +65,16 @@ def test_a_misspelt_campaign_key_is_refused_with_its_name(tmp_path):
     assert proc.returncode == 1 and "seed" in proc.stderr and "Extra inputs are not permitted" in proc.stderr
     missing = jg("campaign", tmp_path / "nope.yaml")
     assert missing.returncode == 2 and "cannot read campaign file" in missing.stderr
+
+
+def test_a_command_template_agent_runs_end_to_end_and_its_solution_is_accepted(tmp_path):
+    template = f"{shlex.quote(sys.executable)} -m jg_mcp.campaign.scripted_agent --mcp-config {{mcp_config}} " \
+               "--prompt-file {prompt_file}"
+    proc = jg("run", "--agent", "mine", "--agent-cmd", template, "--goal", DEMO_GOAL, "--sandbox", "none",
+              "--out", tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    record = load_record(tmp_path / "mine__axpy__goal-only__s0")
+    assert record.agent == "mine" and record.eval.status == "accepted" and record.audit_ok
+    assert record.launch.argv[:3] == [sys.executable, "-m", "jg_mcp.campaign.scripted_agent"]
+    empty = jg("table", tmp_path / "nothing-here")
+    assert empty.returncode == 2 and "is not a directory" in empty.stderr
