@@ -49,8 +49,9 @@ def _last_json_lines(text: str) -> list[dict]:
 
 class ClaudeCode:
     """Claude Code headless: `claude -p` with only the jg server (`--strict-mcp-config`), built-in tools off
-    (`--tools ""`), every jg tool allowed without prompting, the prompt on stdin and the stream-json events
-    as the agent's log."""
+    (`--tools ""`), every jg tool allowed without prompting, settings from the user's only (no project or local
+    settings of whatever directory the runs are in), the prompt on stdin and the stream-json events as the
+    agent's log."""
 
     name = "claude-code"
 
@@ -68,7 +69,7 @@ class ClaudeCode:
     def launch(self, inputs: RunInputs) -> Launch:
         argv = [self._exe(), "-p", "--output-format", "stream-json", "--verbose",
                 "--mcp-config", str(inputs.mcp_config), "--strict-mcp-config", "--tools", "",
-                "--allowedTools", "mcp__jg", "--no-session-persistence"]
+                "--allowedTools", "mcp__jg", "--setting-sources", "user", "--no-session-persistence"]
         model = inputs.model or self.model
         if model:
             argv += ["--model", model]

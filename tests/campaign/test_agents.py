@@ -34,7 +34,8 @@ def test_claude_code_gets_only_the_jg_server_no_builtin_tools_and_the_prompt_on_
     launch = ClaudeCode("claude-bin").launch(inputs)
     assert shlex.join(launch.argv) == (
         f"claude-bin -p --output-format stream-json --verbose --mcp-config {tmp_path / 'mcp.json'} "
-        "--strict-mcp-config --tools '' --allowedTools mcp__jg --no-session-persistence --model m1")
+        "--strict-mcp-config --tools '' --allowedTools mcp__jg --setting-sources user --no-session-persistence "
+        "--model m1")
     assert launch.stdin_file == str(tmp_path / "prompt.md") and launch.env == {}
 
 
