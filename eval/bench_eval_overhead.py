@@ -72,7 +72,7 @@ def do_bench_agreement(reports: list[EvalReport]) -> list[dict]:
 
 def repeat_agreement(a: EvalReport, b: EvalReport) -> list[dict]:
     rows = []
-    for sa, sb in zip(a.shapes, b.shapes):
+    for sa, sb in zip(a.shapes, b.shapes, strict=False):
         if sa.candidate and sb.candidate:
             m1, m2 = sa.candidate.median_ms, sb.candidate.median_ms
             x1, x2 = max(sa.speedup.values(), default=0.0), max(sb.speedup.values(), default=0.0)

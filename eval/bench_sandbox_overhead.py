@@ -53,8 +53,13 @@ def main() -> None:
         sandbox = Bwrap(ws, [root / "transcripts", Path(jg_mcp.__file__).parent])
         if mode == "bwrap" and (reason := probe(sandbox, root)):
             raise SystemExit(f"bwrap unavailable: {reason}")
-        session = Session(loaded, workspace_dir=ws, transcripts_dir=root / "transcripts", sandbox=mode,
-                          wrap=sandbox if mode == "bwrap" else None)
+        session = Session(
+            loaded,
+            workspace_dir=ws,
+            transcripts_dir=root / "transcripts",
+            sandbox=mode,
+            wrap=sandbox if mode == "bwrap" else None,
+        )
         try:
             results[mode] = anyio.run(time_calls, build_server(loaded, SingleSession(session)), args.calls)
         finally:
@@ -65,8 +70,10 @@ def main() -> None:
     for mode, times in results.items():
         print(f"{mode:<6} {statistics.median(times):8.2f} {quantile(times, 0.95):8.2f}")
     none, bwrap = results["none"], results["bwrap"]
-    print(f"{'added':<6} {statistics.median(bwrap) - statistics.median(none):8.2f} "
-          f"{quantile(bwrap, 0.95) - quantile(none, 0.95):8.2f}")
+    print(
+        f"{'added':<6} {statistics.median(bwrap) - statistics.median(none):8.2f} "
+        f"{quantile(bwrap, 0.95) - quantile(none, 0.95):8.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -69,3 +69,17 @@ def test_demo_runs_a_session_and_leaves_a_closed_transcript(tmp_path):
     assert [tool for n, _, tool in rows if n == "-"] == ["list_tools", "goal://axpy"]
     refused = next(n for n, status, tool in rows if status == "ERR")
     assert f"step {refused}: read_file was refused" in stdout, "the audit names the refused call by the same number"
+
+
+def test_a_server_that_fails_to_start_is_one_line_not_a_task_group(monkeypatch, tmp_path, capsys):
+    import anyio
+
+    from jg_mcp.cli import main
+
+    def broken(*args, **kwargs):
+        raise ExceptionGroup("unhandled errors in a TaskGroup", [ConnectionError("Connection closed")])
+
+    monkeypatch.setattr(anyio, "run", broken)
+    assert main(["demo", "--out", str(tmp_path / "demo")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "server session failed (ConnectionError: Connection closed)" in err[0]

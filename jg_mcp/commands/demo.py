@@ -9,6 +9,7 @@ re-verifies the kernel left behind with `jg-mcp eval` and audits the transcript 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from jg_mcp.errors import JgError
 from jg_mcp.gpu import query_gpu
 from jg_mcp.transcript import read_transcript
 
@@ -172,8 +174,16 @@ def run(args: argparse.Namespace) -> int:
             "--transcripts",
             str(transcripts),
         ],
+        env=dict(os.environ),  # the SDK's default passes no PYTHONPATH: an offline --target install would vanish
     )
-    results = anyio.run(run_session, params, demo_steps("axpy", interpret))
+    try:
+        results = anyio.run(run_session, params, demo_steps("axpy", interpret))
+    except Exception as exc:  # the server's own error is on stderr above; say so in one line, not a task group
+        first = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and exc.exceptions else exc
+        raise JgError(
+            f"the demo's server session failed ({type(first).__name__}: {first}); the server's own "
+            "error, if it printed one, is above"
+        ) from None
     check = results[6].structured or {}
     print("\ncheck output:\n" + (check.get("stdout") or "").rstrip())
     transcript = next(transcripts.glob("*.jsonl"))

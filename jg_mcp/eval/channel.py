@@ -1,6 +1,7 @@
-"""The wire between harness and candidate process: length-prefixed JSON headers, each followed by raw blobs.
+"""The wire between harness and worker: length-prefixed JSON messages on a socket or pipe, with deadlines.
 
-No pickle: the harness never deserialises objects from the candidate process, only JSON and bytes.
+No pickle: the harness never deserialises objects from a worker, only JSON, which it then validates against
+the typed messages of `jg_mcp.eval.messages`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import time
 from typing import Any
 
 _LEN = struct.Struct("<Q")
-MAX_HEADER = 1 << 24
-MAX_BLOB = 1 << 36
+MAX_MESSAGE = 1 << 24
 
 
 class ChannelClosed(Exception):
@@ -25,14 +25,16 @@ class ChannelTimeout(Exception):
     """Nothing arrived before the deadline."""
 
 
-def send(fd: int, header: dict[str, Any], blobs: list[bytes] = (), write: Any = os.write) -> None:
-    """Write one message: the header (with the blob sizes added) then each blob."""
-    header = {**header, "blobs": [len(b) for b in blobs]}
-    body = json.dumps(header).encode()
-    for chunk in (_LEN.pack(len(body)), body, *blobs):
-        view = memoryview(chunk)
-        while view:
-            view = view[write(fd, view) :]
+class Malformed(ValueError):
+    """Bytes that are not a message (too long, not JSON, not an object)."""
+
+
+def send(fd: int, message: dict[str, Any]) -> None:
+    """Write one message: its length, then its JSON."""
+    body = json.dumps(message).encode()
+    view = memoryview(_LEN.pack(len(body)) + body)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 class Reader:
@@ -47,21 +49,25 @@ class Reader:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self.fd], [], [], left)[0]:
                 raise ChannelTimeout()
-            chunk = os.read(self.fd, min(n - got, 1 << 22))
+            try:
+                chunk = os.read(self.fd, min(n - got, 1 << 22))
+            except ConnectionResetError:
+                chunk = b""
             if not chunk:
                 raise ChannelClosed()
             parts.append(chunk)
             got += len(chunk)
         return b"".join(parts)
 
-    def recv(self, timeout_s: float) -> tuple[dict[str, Any], list[bytes]]:
+    def recv(self, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
         (size,) = _LEN.unpack(self._read(_LEN.size, deadline))
-        if size > MAX_HEADER:
-            raise ChannelClosed()
-        header = json.loads(self._read(size, deadline))
-        sizes = header.get("blobs", []) if isinstance(header, dict) else None
-        if not isinstance(sizes, list) or not all(isinstance(n, int) and 0 <= n <= MAX_BLOB for n in sizes):
-            raise ValueError("malformed message header")
-        blobs = [self._read(n, deadline + 60) for n in sizes]
-        return header, blobs
+        if size > MAX_MESSAGE:
+            raise Malformed(f"a message of {size} bytes (the limit is {MAX_MESSAGE})")
+        try:
+            message = json.loads(self._read(size, deadline))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise Malformed(f"not JSON: {exc}") from None
+        if not isinstance(message, dict):
+            raise Malformed("not a JSON object")
+        return message

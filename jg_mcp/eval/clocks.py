@@ -30,8 +30,13 @@ SLOWDOWNS = {
 class ClockSampler:
     """Calls `read` every `interval_s` on a thread between `with` entry and exit; `summary()` after."""
 
-    def __init__(self, read: Callable[[], Sample], max_mhz: float | None = None, limit_w: float | None = None,
-                 interval_s: float = 0.01):
+    def __init__(
+        self,
+        read: Callable[[], Sample],
+        max_mhz: float | None = None,
+        limit_w: float | None = None,
+        interval_s: float = 0.01,
+    ):
         self.read, self.max_mhz, self.limit_w, self.interval_s = read, max_mhz, limit_w, interval_s
         self.samples: list[Sample] = []
         self._stop = threading.Event()

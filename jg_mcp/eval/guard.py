@@ -1,7 +1,8 @@
-"""Guard: what the candidate process must leave as it found it, captured before the candidate is imported.
+"""Guard: what a worker process must leave as it found it, captured before the candidate is imported.
 
-The harness keeps its own references to the timer and the torch functions it uses, so patching them
-cannot change a measurement; the guard also reports the patching, since only a cheat does it.
+The worker keeps its own references to the timer and the torch functions it uses and reports patching, trace
+hooks, torch modes, threads and child processes left running, and a stream left current. All of it runs in the
+candidate's process, so it is a hint: an early, well-explained finding, never a reason to accept.
 """
 
 from __future__ import annotations
@@ -16,38 +17,8 @@ from typing import Any
 
 from jg_mcp.eval.report import Finding, Reason
 
-_TORCH_FUNCTIONS = [
-    "empty",
-    "empty_like",
-    "zeros",
-    "equal",
-    "isfinite",
-    "randn",
-    "rand",
-    "manual_seed",
-    "from_numpy",
-    "frombuffer",
-]
-_TENSOR_METHODS = [
-    "copy_",
-    "clone",
-    "cpu",
-    "to",
-    "contiguous",
-    "zero_",
-    "fill_",
-    "view",
-    "numpy",
-    "data_ptr",
-    "untyped_storage",
-    "is_contiguous",
-    "float",
-    "double",
-    "abs",
-    "__eq__",
-    "element_size",
-    "numel",
-]
+_TORCH_FUNCTIONS = ["empty"]
+_TENSOR_METHODS = ["copy_", "zero_", "fill_", "clone", "elapsed_time"]
 _CUDA_FUNCTIONS = ["synchronize", "current_stream", "default_stream", "set_stream", "Event", "Stream"]
 _EVENT_METHODS = ["record", "elapsed_time", "synchronize", "query", "wait"]
 
@@ -78,7 +49,7 @@ class Guard:
         names += [f"torch.Tensor.{n}" for n in _TENSOR_METHODS]
         names += [f"torch.cuda.{n}" for n in _CUDA_FUNCTIONS]
         names += [f"torch.cuda.Event.{n}" for n in _EVENT_METHODS]
-        names += ["time.perf_counter", "time.perf_counter_ns", "time.monotonic", "time.time"]
+        names += ["time.perf_counter", "time.perf_counter_ns", "time.thread_time", "time.monotonic", "time.time"]
         for mod_name, mod in modules.items():
             names += [f"{mod_name}.{k}" for k, v in vars(mod).items() if callable(v) and not k.startswith("__")]
         for name in names:
@@ -144,40 +115,3 @@ def _child_processes() -> set[int]:
     except OSError:
         return pids
     return pids
-
-
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-
-
-class FileWatch:
-    """Files opened for writing under watched directories, seen through a Python audit hook.
-
-    An audit hook cannot be removed from Python code, and it sees only this process: unlike a before/after
-    listing of a shared directory such as /dev/shm, other processes' files are never blamed on the candidate.
-    """
-
-    def __init__(self, roots: list[str]):
-        self.roots = [os.path.realpath(r) + os.sep for r in roots]
-        self.written: list[str] = []
-        self.reported = 0
-
-    def install(self) -> None:
-        sys.addaudithook(self._hook)
-
-    def _hook(self, event: str, args: tuple) -> None:
-        if event != "open" or len(args) < 3 or not isinstance(args[0], (str, bytes, os.PathLike)):
-            return
-        path, mode, flags = os.fsdecode(args[0]), args[1], args[2]
-        writing = any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & _WRITE_FLAGS)
-        if writing:
-            full = os.path.realpath(path)
-            if any(full.startswith(r) or full + os.sep == r for r in self.roots):
-                self.written.append(full)
-
-    def new_writes(self) -> list[Finding]:
-        """Files written since the last call of this method."""
-        fresh = list(dict.fromkeys(self.written[self.reported :]))
-        self.reported = len(self.written)
-        if not fresh:
-            return []
-        return [Finding(reason=Reason.FILES_WRITTEN, detail="opened for writing: " + ", ".join(fresh[:10]))]

@@ -1,13 +1,15 @@
-"""The harness: copy the solution out, check it statically, run it in fresh processes, and judge what comes back.
+"""The harness: copy the solution and the goal out, check the source, run the candidate in its own (sandboxed)
+process and the baselines in another, and decide the verdict here, in a process that never imports either.
 
-The harness process never imports the candidate. It draws the secret seed, makes its own inputs and its own
-reference from it, and compares them with the output bytes the candidate process sends. Correctness runs
-in one candidate process and timing in another, so state built during one phase cannot shape the other.
+Everything the verdict rests on lives in this process: the secret seed, the inputs made from it, the
+references, the pristine copies the inputs are compared with after each call, the output buffers the
+candidate's results are read from, the clock that checks its timings, and the report. The candidate process
+is handed tensors over shared memory and returns bytes into the harness's buffers; what it says about itself
+is a hint.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import platform
 import random
@@ -17,36 +19,37 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
-from pydantic import ValidationError
 
 import jg_mcp
 from jg_mcp import log
 from jg_mcp.errors import JgError
-from jg_mcp.eval.checks import decode, file_listing, measure, metadata_findings, sha256_tensors
-from jg_mcp.eval.clocks import nvml_sampler
+from jg_mcp.eval.buffers import SharedBinding
+from jg_mcp.eval.checks import mass_findings, measure, metadata_findings
+from jg_mcp.eval.isolation import choose, prepare
+from jg_mcp.eval.messages import Call, Done, ImportFailed, Ready, Release, Setup
+from jg_mcp.eval.ops import forbidden_ops
 from jg_mcp.eval.options import EvalOptions
 from jg_mcp.eval.policy import static_check
-from jg_mcp.eval.process import CandidateGone, CandidateProcess
-from jg_mcp.eval.report import (
-    Environment,
-    ErrorStats,
-    EvalReport,
-    Finding,
-    Reason,
-    ShapeResult,
-    Timing,
-    TimingMethod,
-)
+from jg_mcp.eval.process import CandidateGone, WorkerProcess, sweep
+from jg_mcp.eval.report import Environment, ErrorStats, EvalReport, Finding, Reason, ShapeResult, TimingMethod
 from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import Case, select_cases
-from jg_mcp.eval.timing import DEFAULTS, method
 from jg_mcp.goals import LoadedGoal, load_goal
 
 _log = log.get("jg_mcp.eval")
 Progress = Callable[[str], None]
+
+
+def private_goal(yaml_path: Path, work: Path) -> LoadedGoal:
+    """Load the goal from a private copy of its two files: what is hashed is what is used, whatever happens to
+    the originals meanwhile, and no worker is pointed at the originals."""
+    dest = work / "goal"
+    dest.mkdir()
+    shutil.copyfile(yaml_path, dest / yaml_path.name)
+    shutil.copyfile(yaml_path.with_suffix(".py"), dest / yaml_path.with_suffix(".py").name)
+    return load_goal(dest / yaml_path.name)
 
 
 class Evaluation:
@@ -55,78 +58,102 @@ class Evaluation:
     def __init__(self, options: EvalOptions, progress: Progress | None = None):
         self.o = options
         self.progress = progress or (lambda _label: None)
-        self.goal: LoadedGoal = load_goal(options.goal)
         self.device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise JgError("--device cuda: no CUDA device is available here (torch sees none)")
         self.seed = secrets.randbits(62)
         self.rng = random.Random(self.seed)
+        self.token = secrets.token_hex(16)
+        self.tails: list[str] = []
+        self.procs: list[WorkerProcess] = []
+        self.work = Path(tempfile.mkdtemp(prefix="jg-eval-"))
+        self.goal: LoadedGoal = private_goal(Path(options.goal), self.work)
         self.outputs = self.goal.goal.outputs
         self.tol = self.goal.goal.tolerance
-        self.tails: list[str] = []
-        self.procs: list[CandidateProcess] = []
-        self.numel: dict[str, list[int]] = {}
-        """Elements of each reference output per shape, for the candidate process's poisoning."""
+        self.isolation = choose(options.isolation)
 
     def run(self) -> EvalReport:
         start = time.monotonic()
+        try:
+            return self._run(start)
+        finally:
+            for proc in self.procs:
+                self.tails.append(proc.close())
+            if self.isolation.sandbox == "none":
+                sweep(self.token)
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def _run(self, start: float) -> EvalReport:
         g = self.goal.goal
         source = self.o.workspace / (self.o.solution or g.solution.file)
         if not source.is_file():
             raise JgError(f"no solution file {source}")
-        work = Path(tempfile.mkdtemp(prefix="jg-eval-"))
-        try:
-            copied = work / "solution" / "solution.py"
-            copied.parent.mkdir()
-            shutil.copyfile(source, copied)
-            data = copied.read_bytes()
-            report = EvalReport(
-                goal=g.name,
-                goal_sha256=self.goal.sha256(),
-                solution_sha256=hashlib.sha256(data).hexdigest(),
-                solution_file=str(source),
-                accepted=False,
-                seed=self.seed,
-                environment=self.environment(),
+        copied = self.work / "solution" / "solution.py"
+        copied.parent.mkdir()
+        (self.work / "cache").mkdir()
+        shutil.copyfile(source, copied)
+        prepare(copied.parent, self.work / "cache")
+        data = copied.read_bytes()
+        report = EvalReport(
+            goal=g.name,
+            goal_sha256=self.goal.sha256(),
+            solution_sha256=hashlib.sha256(data).hexdigest(),
+            solution_file=str(source),
+            accepted=False,
+            seed=self.seed,
+            environment=self.environment(),
+            isolation=self.isolation,
+        )
+        if self.o.expect_goal_sha256 and self.o.expect_goal_sha256 != report.goal_sha256:
+            report.goal_changed = self.o.expect_goal_sha256
+        for f in static_check(data.decode(errors="replace"), g.forbidden):
+            report.add(f)
+        cases = select_cases(self.goal, self.o.shapes, self.device, self.o.domain_shapes, self.rng, self.o.only)
+        kinds = ("timed", "smoke") if self.o.timing_on_cpu else ("timed",)
+        timed = [c for c in cases if c.kind in kinds] if self.timed() else []
+        candidate = self.spawn("candidate")
+        timer = None
+        if timed:
+            from jg_mcp.eval.timing import TimingPhase
+
+            timer = TimingPhase(self, self.spawn("candidate"), self.spawn("baseline"))
+        report.phases["setup"] = time.monotonic() - start
+        mark = time.monotonic()
+        self.correctness(report, cases, self.ready(candidate, report))
+        report.phases["correctness"] = time.monotonic() - mark
+        if timer is not None:
+            mark = time.monotonic()
+            timer.run(report, timed)
+            report.phases["timing"] = time.monotonic() - mark
+        elif self.device != "cuda":
+            report.timing = TimingMethod(skipped="no CUDA device: correctness only, Triton kernels in the interpreter")
+        else:
+            report.timing = TimingMethod(skipped="no timed shapes selected")
+        for proc in self.procs:
+            self.tails.append(proc.close())
+        self.procs.clear()
+        if self.isolation.sandbox == "none" and (left := sweep(self.token)):
+            report.add(
+                Finding(
+                    reason=Reason.THREADS_LEFT,
+                    detail=f"processes the candidate started outlived it and were killed: {left[:10]}",
+                )
             )
-            for f in static_check(data.decode(errors="replace"), g.forbidden):
-                report.add(f)
-            cases = select_cases(self.goal, self.o.shapes, self.device, self.o.domain_shapes, self.rng, self.o.only)
-            (work / "cwd").mkdir()
-            # Python-level writes are seen in the candidate process itself; native ones (torch.save) only by
-            # comparing listings, which for the shared /dev/shm also sees other processes' files.
-            watched = [self.o.workspace.resolve(), work / "cwd", copied.parent, Path("/dev/shm")]
-            before = file_listing(watched)
-            setup = {
-                "goal": str(self.goal.yaml_path.resolve()),
-                "solution": str(copied),
-                "function": g.solution.function,
-            }
-            setup |= {"device": self.device, "watch": [str(p) for p in watched]}
-            timed = [c for c in cases if c.kind == "timed"]
-            # The timing process starts now so its interpreter start-up overlaps the correctness phase.
-            timer = self.spawn(setup, work) if self.device == "cuda" and timed else None
-            self.correctness(report, cases, self.ready(self.spawn(setup, work), report))
-            if self.device != "cuda":
-                report.timing = TimingMethod(
-                    skipped="no CUDA device: correctness only, Triton kernels in the interpreter"
-                )
-            elif timer is None:
-                report.timing = TimingMethod(skipped="no timed shapes selected")
-            else:
-                self.timing(report, timed, self.ready(timer, report))
-            changed = sorted(p for p, st in file_listing(watched).items() if before.get(p) != st)
-            if changed:
-                report.add(
-                    Finding(reason=Reason.FILES_WRITTEN, detail="created or changed: " + ", ".join(changed[:10]))
-                )
-            report.candidate_output_tail = "\n".join(t for t in self.tails if t)[-4000:]
-            score(self.goal, report)
-            report.accepted = not report.findings and all(s.correct for s in report.shapes) and bool(report.shapes)
-            report.wall_s = time.monotonic() - start
-            return report
-        finally:
-            for proc in self.procs:
-                proc.kill()
-            shutil.rmtree(work, ignore_errors=True)
+        report.candidate_output_tail = "\n".join(t for t in self.tails if t)[-4000:]
+        score(self.goal, report, self.o.timing.escape_share)
+        report.accepted = not report.findings and bool(report.shapes) and all(s.correct for s in report.shapes)
+        report.wall_s = time.monotonic() - start
+        report.phases["total"] = report.wall_s
+        return report
+
+    def sync(self) -> None:
+        """Finish this process's queued writes to shared buffers (inputs, poison) before a worker reads them: they
+        run on the harness's own CUDA stream, which the worker's process does not wait for."""
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def timed(self) -> bool:
+        return self.device == "cuda" or self.o.timing_on_cpu
 
     def environment(self) -> Environment:
         import triton
@@ -146,238 +173,159 @@ class Evaluation:
             interpreter=self.device != "cuda",
         )
 
-    def spawn(self, setup: dict[str, Any], work: Path) -> CandidateProcess:
-        proc = CandidateProcess(setup, work, self.device != "cuda", self.o.timeout_s)
+    def spawn(self, role: str) -> WorkerProcess:
+        g = self.goal.goal
+        if role == "candidate":
+            module, functions = str(self.work / "solution" / "solution.py"), {"candidate": g.solution.function}
+        else:
+            module = str(self.goal.module_path)
+            functions = {n: b.function for n, b in g.baselines.items() if self.device in b.devices}
+        setup = Setup(
+            role=role,
+            device=self.device,
+            module=module,
+            functions=functions,  # type: ignore[arg-type]
+            forbidden_ops=sorted(forbidden_ops(g.forbidden)) if role == "candidate" else [],
+        )
+        sandboxed = role == "candidate" and self.isolation.sandbox == "bwrap"
+        proc = WorkerProcess(setup, self.work, sandboxed, self.token, self.o.timeout_s, self.device != "cuda")
         self.procs.append(proc)
         return proc
 
-    def ready(self, proc: CandidateProcess, report: EvalReport) -> CandidateProcess | None:
-        """Wait for the process to import the candidate; None (and a finding) when it could not."""
+    def ready(self, proc: WorkerProcess, report: EvalReport) -> WorkerProcess | None:
+        """Wait for the process to import its module; None (and a finding) when the candidate could not be."""
         try:
-            header, _ = proc.recv()
+            message = proc.recv()
         except CandidateGone as gone:
             report.add(gone.finding)
-            self.tails.append(proc.close())
             return None
-        if header["event"] == "harness_error":
-            self.tails.append(proc.close())
-            raise JgError(f"the candidate process could not be set up: {header['error']}")
-        try:
-            if header["event"] == "import_error":
-                report.add(Finding(reason=Reason(header["reason"]), detail=str(header["error"])[-2000:]))
-                self.tails.append(proc.close())
-                return None
-            if header["event"] != "ready":
-                raise ValueError(header["event"])
-            found = [Finding.model_validate(f | {"detail": f["detail"] + " (at import)"}) for f in header["findings"]]
-        except (ValueError, KeyError, TypeError):
-            report.add(_forged("unexpected message while the candidate was imported"))
-            self.tails.append(proc.close())
+        if isinstance(message, ImportFailed):
+            report.add(Finding(reason=Reason(message.reason), detail=message.error[-2000:]))
             return None
-        for f in found:
-            report.add(f)
+        if not isinstance(message, Ready):
+            detail = getattr(message, "error", "")
+            if proc.role == "baseline":
+                raise JgError(f"the baseline process could not start: {detail}")
+            raise JgError(f"the candidate process could not be set up: {detail}")
+        proc.ready = True
+        for f in message.hints:
+            report.add(f.model_copy(update={"detail": f.detail + " (at import)"}))
         return proc
 
-    def reference(self, dims: dict[str, int], seed: int) -> tuple[tuple, list[torch.Tensor]]:
+    def reference(self, dims: dict[str, int], seed: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         inputs = self.goal.make_inputs(dims, seed, self.device)
         ref = self.goal.reference(*inputs)
         refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
         low = [str(r.dtype) for r in refs if r.is_floating_point() and r.element_size() < 4]
         if low:
             raise JgError(f"goal {self.goal.name}: the reference returns {', '.join(low)}; it must be float32 or wider")
-        return inputs, refs
+        if not all(isinstance(t, torch.Tensor) for t in inputs):
+            raise JgError(f"goal {self.goal.name}: the input maker must return tensors only")
+        return list(inputs), refs
 
-    def correctness(self, report: EvalReport, cases: list[Case], proc: CandidateProcess | None) -> None:
-        results = [ShapeResult(name=c.name, kind=c.kind, dims=c.dims, trials=0, correct=False) for c in cases]
-        report.shapes = results
+    def output_like(self, refs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Empty tensors shaped like the references, in the goal's output dtypes: the output buffers' layout."""
+        return [
+            torch.empty(r.shape, dtype=getattr(torch, spec.dtype), device=self.device)
+            for r, spec in zip(refs, self.outputs, strict=False)
+        ]
+
+    def correctness(self, report: EvalReport, cases: list[Case], proc: WorkerProcess | None) -> None:
+        report.shapes = [ShapeResult(name=c.name, kind=c.kind, dims=c.dims, trials=0, correct=False) for c in cases]
         if proc is None:
             return
         try:
-            for case, result in zip(cases, results):
-                worst: list[ErrorStats | None] = [None] * len(self.outputs)
-                ok = True
-                for trial in range(self.o.trials):
-                    self.progress(f"check {case.name} trial {trial + 1}/{self.o.trials}")
-                    good = self.trial(proc, report, case, trial, worst)
-                    result.trials = trial + 1
-                    ok &= good
-                    if not good:
-                        break
-                result.errors = [w for w in worst if w is not None]
-                result.correct = ok
+            for case, result in zip(cases, report.shapes, strict=True):
+                self.check_case(report, case, result, proc)
         except CandidateGone as gone:
             report.add(gone.finding)
-        self.tails.append(proc.close())
 
-    def trial(self, proc: CandidateProcess, report: EvalReport, case: Case, trial: int, worst: list) -> bool:
-        seed = self.rng.randrange(2**62)
-        refill = self.rng.randrange(2**62) if trial == 0 else None
-        made = None
-        if case.name not in self.numel:
-            made = self.reference(case.dims, seed)
-            self.numel[case.name] = [r.numel() for r in made[1]]
-        proc.send(
-            {"op": "check", "dims": case.dims, "seed": seed, "refill_seed": refill, "numel": self.numel[case.name]}
-        )
-        inputs, refs = made or self.reference(case.dims, seed)
-        expected = {"c1": (inputs, refs), "c2": (inputs, refs)}
-        if refill is not None:
-            expected["c3"] = self.reference(case.dims, refill)
-        ok, got, seen, failed = True, {}, [], False
-        while True:
-            header, blobs = proc.recv()
-            if header["event"] == "end":
-                if len(seen) < len(expected) and not failed:
-                    raise CandidateGone(_forged("the trial ended before every call reported"))
-                break
-            label = header.get("label")
-            if header["event"] != "call" or [*seen, label] != list(expected)[: len(seen) + 1]:
-                raise CandidateGone(_forged(f"unexpected message {header['event']!r} {label!r}"))
-            seen.append(label)
-            failed = bool(header.get("error"))
-            ok &= self.judge_call(report, case, trial, header, blobs, *expected[label], worst, got, label)
-        c1, c3 = got.get("c1"), got.get("c3")
-        if c1 and c3 and got.get("c1_ok"):
-            same = all(torch.equal(a, b) for a, b in zip(c1, c3))
-            if same and not all(torch.equal(a, b) for a, b in zip(refs, expected["c3"][1])):
-                ok = False
-                report.add(
-                    Finding(
-                        reason=Reason.CACHED_OUTPUT,
-                        detail="new contents in the same input buffers gave the earlier output: cached by address",
-                        shape=case.name,
-                        trial=trial,
+    def check_case(self, report: EvalReport, case: Case, result: ShapeResult, proc: WorkerProcess) -> None:
+        """Trials with fresh secret inputs written into the same buffers: a cache keyed by address gives stale
+        output, one keyed by contents never hits."""
+        inputs, refs = self.reference(case.dims, self.rng.randrange(2**62))
+        ins, outs = SharedBinding("in", self.device), SharedBinding("out", self.device)
+        in_views, out_views = ins.add_group(inputs), outs.add_group(self.output_like(refs))
+        worst: list[ErrorStats | None] = [None] * len(refs)
+        poison = sorted({v.numel() * w for v in out_views for w in (1, 2, 4, 8)})
+        previous: list[torch.Tensor] | None = None
+        try:
+            proc.bind(ins)
+            proc.bind(outs)
+            result.correct = True
+            for trial in range(self.o.trials):
+                self.progress(f"check {case.name} trial {trial + 1}/{self.o.trials}")
+                if trial:
+                    inputs, refs = self.reference(case.dims, self.rng.randrange(2**62))
+                for view, t in zip(in_views, inputs, strict=True):
+                    view.copy_(t)
+                pristine = [raw.clone() for raw in ins.raws]
+                outs.poison()
+                self.sync()
+                proc.send(Call(fn="candidate", inputs=("in", 0), outputs=("out", 0), poison_bytes=poison))
+                done = proc.expect(Done)
+                found = self.judge(done, out_views, refs, worst, trial)
+                if not all(torch.equal(raw, p) for raw, p in zip(ins.raws, pristine, strict=True)):
+                    found.append(
+                        Finding(
+                            reason=Reason.INPUT_MODIFIED,
+                            detail="an input differs after the call (read back by the harness)",
+                        )
                     )
-                )
-        return ok
-
-    def judge_call(
-        self,
-        report: EvalReport,
-        case: Case,
-        trial: int,
-        header: dict,
-        blobs: list[bytes],
-        inputs: tuple,
-        refs: list[torch.Tensor],
-        worst: list,
-        got: dict,
-        label: str,
-    ) -> bool:
-        """Turn one call's facts into findings; True when this call is correct and clean."""
-        try:
-            found = [Finding.model_validate(f) for f in header.get("findings", [])]
-        except (ValidationError, TypeError):
-            raise CandidateGone(_forged("malformed findings")) from None
-        if header.get("error") and header["error"] != "SystemExit":
-            found.append(Finding(reason=Reason.EXCEPTION, detail=header["error"][-1500:]))
-        outs = header.get("outputs")
-        if outs is not None:
-            if len(outs) != len(refs):
-                found.append(
-                    Finding(reason=Reason.WRONG_SHAPE, detail=f"returned {len(outs)} outputs, expected {len(refs)}")
-                )
-            if header.get("input_sha") != sha256_tensors(inputs):
-                found.append(Finding(reason=Reason.INPUT_MODIFIED, detail="an input differs after the call"))
-            if label != "c1" and header.get("launches") == 0 and got.get("c1_launches", 0) > 0:
-                found.append(
-                    Finding(reason=Reason.CACHED_OUTPUT, detail="no kernel launched on a repeat call: output cached")
-                )
-            if label == "c1":
-                got["c1_launches"] = header.get("launches", 0)
-            decoded = []
-            for i, (desc, ref, spec) in enumerate(zip(outs, refs, self.outputs)):
-                if desc.get("shares_earlier"):
-                    found.append(Finding(reason=Reason.CACHED_OUTPUT, detail="returned storage it had returned before"))
-                meta = metadata_findings(desc, spec.dtype, list(ref.shape), self.device)
-                found += meta
-                if meta or "blob" not in desc:
-                    continue
-                try:
-                    out = decode(desc, blobs[desc["blob"]])
-                except (AttributeError, IndexError, KeyError, RuntimeError, TypeError, ValueError):
-                    raise CandidateGone(_forged("output bytes do not match their description")) from None
-                decoded.append(out)
-                stats, value_found, _ = measure(out, ref, self.tol.atol, self.tol.rtol)
-                if value_found:
-                    stats.failing_trial = trial
-                found += value_found
-                if worst[i] is None or (
-                    worst[i].failing_trial is None and (value_found or stats.max_abs > worst[i].max_abs)
-                ):
-                    worst[i] = stats
-            got[label] = decoded
-            got[f"{label}_ok"] = not found
-        for f in found:
-            report.add(f.model_copy(update={"shape": case.name, "trial": trial}))
-        return not found
-
-    def timing(self, report: EvalReport, cases: list[Case], proc: CandidateProcess | None) -> None:
-        params = DEFAULTS | self.o.timing | {"do_bench": self.o.do_bench}
-        report.timing = method(params)
-        if proc is None:
-            return
-        cuda = self.device == "cuda"
-        uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid) if cuda else None
-        baselines = [n for n, b in self.goal.goal.baselines.items() if "cuda" in b.devices]
-        by_name = {s.name: s for s in report.shapes}
-        try:
-            for case in cases:
-                self.progress(f"time {case.name}")
-                seeds = [self.rng.randrange(2**62) for _ in range(params["input_sets"])]
-                proc.send(
-                    {
-                        "op": "time",
-                        "dims": case.dims,
-                        "seeds": seeds,
-                        "fresh_seeds": [self.rng.randrange(2**62) for _ in range(params["fresh"])],
-                        "baselines": baselines,
-                        "params": params,
-                        "numel": self.numel[case.name],
-                    }
-                )
-                shape = by_name[case.name]
-                sampler = nvml_sampler(uuid) if uuid else None
-                with sampler or contextlib.nullcontext():
-                    header, _ = proc.recv()
-                shape.clocks = sampler.summary() if sampler else None
-                if header["event"] != "timing":
-                    raise CandidateGone(_forged(f"unexpected message {header['event']!r} while timing"))
-                try:
-                    shape.candidate, shape.baselines = _timings(header["results"])
-                    found = [Finding.model_validate(f | {"shape": case.name}) for f in header["findings"]]
-                except (ValidationError, KeyError, TypeError, AttributeError):
-                    raise CandidateGone(_forged("malformed timing results")) from None
+                got = [v.clone() for v in out_views]
+                same = previous is not None and all(torch.equal(a, b) for a, b in zip(got, previous, strict=True))
+                if same and not found:
+                    found.append(
+                        Finding(
+                            reason=Reason.CACHED_OUTPUT,
+                            detail="new contents in the same input buffers gave the earlier output: cached by address",
+                        )
+                    )
+                previous = got
                 for f in found:
-                    report.add(f)
-                spots = min(params["spot_checks"], params["min_reps"])
-                expected = [f"spot_{n}" for n in range(spots)] + ["verify"]
-                for label in expected:
-                    header, blobs = proc.recv()
-                    if header["event"] != "call" or header.get("label") != label:
-                        what = f"{header['event']!r} {header.get('label')!r}"
-                        raise CandidateGone(_forged(f"{what} where {label} was due"))
-                    i = header.get("set", 0) if label != "verify" else 0
-                    if type(i) is not int or not 0 <= i < len(seeds):
-                        raise CandidateGone(_forged(f"input set {i!r} of {label}"))
-                    inputs, refs = self.reference(case.dims, seeds[i])
-                    shape.correct &= self.judge_call(
-                        report, case, -1, header, blobs, inputs, refs, [None] * len(refs), {}, label
-                    )
-                if proc.recv()[0]["event"] != "end":
-                    raise CandidateGone(_forged("a message after the last check of the timing phase"))
-        except CandidateGone as gone:
-            report.add(gone.finding)
-        self.tails.append(proc.close())
+                    report.add(f.model_copy(update={"shape": case.name, "trial": trial}))
+                result.trials = trial + 1
+                if found:
+                    result.correct = False
+                    break
+            proc.send(Release(names=["in", "out"]))
+            proc.recv()
+        finally:
+            result.errors = [w for w in worst if w is not None]
+            ins.free()
+            outs.free()
 
-
-def _forged(what: str) -> Finding:
-    return Finding(reason=Reason.TAMPERED, detail=f"result channel: {what} (a forged or corrupted message)")
-
-
-def _timings(results: dict[str, Any]) -> tuple[Timing, dict[str, Timing]]:
-    cand = Timing.model_validate(results.pop("candidate"))
-    return cand, {k: Timing.model_validate(v) for k, v in results.items()}
+    def judge(
+        self,
+        done: Done,
+        out_views: list[torch.Tensor],
+        refs: list[torch.Tensor],
+        worst: list[ErrorStats | None],
+        trial: int,
+    ) -> list[Finding]:
+        """Findings of one call: the worker's hints, then the harness's own reading of the output buffers."""
+        found = list(done.hints)
+        if done.error is not None:
+            if not done.error.startswith("SystemExit"):
+                found.append(Finding(reason=Reason.EXCEPTION, detail=done.error[-1500:]))
+            return found
+        if len(done.outputs) != len(refs):
+            found.append(
+                Finding(reason=Reason.WRONG_SHAPE, detail=f"returned {len(done.outputs)} outputs, expected {len(refs)}")
+            )
+        for meta, ref, spec in zip(done.outputs, refs, self.outputs, strict=False):
+            found += metadata_findings(meta, spec.dtype, list(ref.shape), self.device)
+        for i, (out, ref) in enumerate(zip(out_views, refs, strict=True)):
+            measured = measure(out, ref, self.tol.atol, self.tol.rtol)
+            value_found = measured.findings or mass_findings(out, ref, self.tol.rtol)
+            stats = measured.stats
+            if value_found:
+                stats = stats.model_copy(update={"failing_trial": trial})
+            found += value_found
+            prior = worst[i]
+            if prior is None or (prior.failing_trial is None and (value_found or stats.max_abs > prior.max_abs)):
+                worst[i] = stats
+        return found
 
 
 def evaluate(options: EvalOptions, progress: Progress | None = None) -> EvalReport:

@@ -1,11 +1,52 @@
-"""What `jg-mcp eval` is asked to evaluate, and how."""
+"""What `jg-mcp eval` is asked to evaluate, and how: strict models, so a misspelt option is an error."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TimingParams(BaseModel):
+    """How shapes are timed (jg_mcp.eval.timing); a misspelt override is an error."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    warmup: int = Field(default=3, ge=0)
+    """Untimed calls per input set and callable before timing."""
+    min_reps: int = Field(default=20, ge=1)
+    """Fewest timed calls per callable."""
+    max_reps: int = Field(default=2000, ge=1)
+    """Most timed calls per callable."""
+    min_rounds: int = Field(default=4, ge=1)
+    """Fewest rounds (each callable's block once) before the stopping rule is applied."""
+    block_ms: float = Field(default=25.0, ge=0)
+    """Device time of one block of back-to-back calls of one callable (0: one call per block)."""
+    max_block: int = Field(default=64, ge=1)
+    """Most calls in one block."""
+    target_rel_se: float = Field(default=0.01, gt=0)
+    """Stop when every callable's relative standard error of the median is under this."""
+    budget_s: float = Field(default=1.5, gt=0)
+    """Or when this much wall time per shape is spent."""
+    input_sets: int = Field(default=3, ge=1)
+    """Input sets rotated through the timed calls."""
+    fresh: int = Field(default=5, ge=0)
+    """Input sets made after timing, each timed once per callable in one block: speed that needs seen inputs is
+    caching."""
+    spot_check_p: float = Field(default=0.25, ge=0, le=1)
+    """Probability that a candidate block has one of its calls' outputs checked (at least `spot_checks` are)."""
+    spot_checks: int = Field(default=2, ge=0)
+    """Fewest spot-checked calls per shape."""
+    ring_bytes: int = Field(default=8 << 30, ge=1)
+    """Most bytes of output ring per worker: a block has at most as many calls as ring slots, so any call's
+    output can be the one checked."""
+    flush_bytes: int = Field(default=256 << 20, ge=0)
+    """L2 flush buffer zeroed before every timed call."""
+    escape_share: float = Field(default=0.15, gt=0)
+    """Per call, how much more time the harness's clock may see beyond the candidate's reported times than beyond
+    the baselines' (as a share of the larger of the candidate's median and the baselines' unaccounted time, and at
+    least 0.01 ms) before it is TIMING_ESCAPE."""
 
 
 class EvalOptions(BaseModel):
@@ -25,13 +66,20 @@ class EvalOptions(BaseModel):
     """Where to run; default cuda when available."""
     only: list[str] = []
     """If given, only the goal shapes with these names (drawn domain shapes are still added)."""
-    trials: int = 3
+    trials: int = Field(default=3, ge=1)
     """Correctness trials per shape, each with fresh inputs."""
-    domain_shapes: int = 2
-    """Untimed shapes drawn from the goal's shape domain."""
+    domain_shapes: int = Field(default=2, ge=0)
+    """Untimed shapes drawn from the goal's shape domain (with any, also one at the top of the domain)."""
     timeout_s: float = 300.0
-    """Wall-clock limit for each answer from a candidate process."""
-    timing: dict[str, Any] = {}
-    """Overrides of the timing parameters (jg_mcp.eval.timing.DEFAULTS: warmup, block_ms, budget_s, ...)."""
+    """Wall-clock limit for each answer from a worker process."""
+    timing: TimingParams = TimingParams()
+    """The timing parameters."""
+    timing_on_cpu: bool = False
+    """Run the timing phase on the CPU too, with host-clock stand-ins for CUDA events (for tests of the timing
+    protocol: times of the Triton interpreter mean nothing)."""
     do_bench: bool = False
     """Also time each baseline with triton.testing.do_bench, as an independent cross-check."""
+    isolation: Literal["auto", "bwrap", "none"] = "auto"
+    """The candidate process's sandbox: bwrap when it works here (auto), required (bwrap), or off (none)."""
+    expect_goal_sha256: str | None = None
+    """The goal hash the agent was served (from its transcript); a different goal now is reported."""

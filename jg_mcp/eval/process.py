@@ -1,9 +1,11 @@
-"""The candidate process as the harness sees it: spawn, command pipe in, result pipe out, kill on timeout.
+"""A worker process as the harness sees it: start it (the candidate sandboxed), talk over a socket, judge silence.
 
-The child is a fresh interpreter (`python -m jg_mcp.eval.child`) in its own session and process group,
-with a private working directory, stdin from /dev/null and stdout/stderr captured to a log. Results come
-back on a pipe the harness created for it; an ended or silent process becomes a finding with its reason.
-The child asks the kernel to kill it when the harness dies, so a killed harness leaves no candidate behind.
+The worker is a fresh interpreter (`python -m jg_mcp.eval.worker`) in its own session and process group with
+stdin from /dev/null and stdout/stderr captured to a log. Every message it sends is validated against the
+typed protocol; one that does not validate, or a wrong one at its turn, is a `tampered` finding. An ended or
+silent process becomes a finding with its reason. The worker dies with the harness (PR_SET_PDEATHSIG; under
+bwrap also --die-with-parent and the pid namespace). Without bwrap, processes it leaves are found by the
+eval's token in their environment and killed.
 """
 
 from __future__ import annotations
@@ -11,43 +13,76 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-import jg_mcp
+from pydantic import BaseModel, ValidationError
+
 from jg_mcp.eval import channel
+from jg_mcp.eval.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, package_root
+from jg_mcp.eval.messages import WORKER_MESSAGE, Bind, Bound, Setup, WorkerError
 from jg_mcp.eval.report import Finding, Reason
+
+M = TypeVar("M", bound=BaseModel)
+KEPT_ENV = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "LANG", "TZ", "CUDA_HOME", "TRITON_PTXAS_PATH")
 
 
 class CandidateGone(Exception):
-    """The candidate process ended or stopped answering; carries the finding."""
+    """The worker ended, stopped answering or broke the protocol; carries the finding."""
 
     def __init__(self, finding: Finding):
         self.finding = finding
         super().__init__(finding.detail)
 
 
-class CandidateProcess:
-    """A fresh interpreter running jg_mcp.eval.child, with a command pipe in and a result pipe out."""
+class WorkerProcess:
+    """One worker: `sandboxed` runs it in the candidate's bubblewrap sandbox."""
 
-    def __init__(self, setup: dict[str, Any], workdir: Path, interpret: bool, timeout_s: float):
+    def __init__(self, setup: Setup, work: Path, sandboxed: bool, token: str, timeout_s: float, interpret: bool):
         self.timeout_s = timeout_s
-        self.seen: set[str] = set()
-        cmd_r, self.cmd_w = os.pipe()
-        self.res_r, res_w = os.pipe()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("JG_", "PYTHON"))}
-        path = [str(Path(jg_mcp.__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]
-        env |= {"PYTHONPATH": os.pathsep.join(p for p in path if p), "PYTHONDONTWRITEBYTECODE": "1"}
-        env["TRITON_INTERPRET"] = "1" if interpret else "0"
-        self.log_path = workdir / f"candidate-{secrets.token_hex(4)}.log"
-        cwd = workdir / "cwd"
-        fds = [str(res_w), str(cmd_r), str(os.getpid())]
+        self.role = setup.role
+        self.ready = False
+        self._pid: int | None = None
+        self.sock, theirs = socket.socketpair()
+        solution_dir, cache_dir = work / "solution", work / "cache"
+        env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
+        extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env |= {
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
+            "PYTHONPATH": os.pathsep.join([str(package_root()), *extra]),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "TRITON_INTERPRET": "1" if interpret else "0",
+            "JG_EVAL_TOKEN": token,
+        }
+        if sandboxed:
+            env |= {"HOME": "/tmp", "TMPDIR": "/tmp", "TRITON_CACHE_DIR": f"{CACHE_DIR}/triton"}
+            setup = setup.model_copy(update={"module": f"{SOLUTION_DIR}/{Path(setup.module).name}"})
+            prefix, cwd, parent = bwrap_argv(solution_dir, cache_dir, env), "/", 0
+        else:
+            home = work / f"home-{secrets.token_hex(3)}"
+            home.mkdir()
+            env |= {"HOME": str(home), "TMPDIR": str(home), "TRITON_CACHE_DIR": str(cache_dir / "triton")}
+            prefix, cwd, parent = [], str(home), os.getpid()
+        self.log_path = work / f"{setup.role}-{secrets.token_hex(4)}.log"
+        argv = [
+            *prefix,
+            sys.executable,
+            "-X",
+            "faulthandler",
+            "-m",
+            "jg_mcp.eval.worker",
+            str(theirs.fileno()),
+            str(parent),
+        ]
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-X", "faulthandler", "-m", "jg_mcp.eval.child", *fds],
-                pass_fds=(res_w, cmd_r),
+                argv,
+                pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -55,24 +90,30 @@ class CandidateProcess:
                 env=env,
                 start_new_session=True,
             )
-        os.close(cmd_r)
-        os.close(res_w)
-        self.reader = channel.Reader(self.res_r)
+        theirs.close()
+        self.reader = channel.Reader(self.sock.fileno())
         try:
-            channel.send(self.cmd_w, setup)
-        except OSError:
-            pass  # the process is already gone: the first recv reports how it ended
+            self.send(setup)
+        except CandidateGone:
+            pass  # the process is already gone: the first recv says how it ended
 
-    def send(self, cmd: dict[str, Any]) -> None:
+    def send(self, message: BaseModel, binding: Any = None) -> None:
         try:
-            channel.send(self.cmd_w, cmd)
-        except (BrokenPipeError, OSError):
+            channel.send(self.sock.fileno(), message.model_dump(mode="json"))
+            if binding is not None:
+                binding.send_fds(self.sock)
+        except OSError:
             raise CandidateGone(self._exit_finding()) from None
 
-    def recv(self) -> tuple[dict[str, Any], list[bytes]]:
-        """The next message; a process that ended, went silent or whose harness code failed raises CandidateGone."""
+    def bind(self, binding: Any) -> None:
+        message: Bind = binding.message()
+        self.send(message, binding)
+        self.expect(Bound)
+
+    def recv(self) -> Any:
+        """The next message, validated; anything else raises CandidateGone with the finding."""
         try:
-            header, blobs = self.reader.recv(self.timeout_s)
+            raw = self.reader.recv(self.timeout_s)
         except channel.ChannelTimeout:
             self.kill()
             raise CandidateGone(
@@ -82,21 +123,48 @@ class CandidateProcess:
             ) from None
         except channel.ChannelClosed:
             raise CandidateGone(self._exit_finding()) from None
-        except ValueError:
+        except channel.Malformed as exc:
+            self.kill()
+            raise CandidateGone(_forged(str(exc))) from None
+        try:
+            message = WORKER_MESSAGE.validate_python(raw)
+        except ValidationError as exc:
             self.kill()
             raise CandidateGone(
-                Finding(reason=Reason.TAMPERED, detail="malformed message on the result channel")
+                _forged(f"a message that is not in the protocol ({exc.error_count()} errors)")
             ) from None
-        if not isinstance(header.get("event"), str):
-            self.kill()
+        if isinstance(message, WorkerError) and self.ready:
             raise CandidateGone(
-                Finding(reason=Reason.TAMPERED, detail="message without an event on the result channel")
+                Finding(
+                    reason=Reason.EXCEPTION,
+                    detail=f"the worker code in the process failed after the candidate ran: {message.error[-1500:]}",
+                )
             )
-        if header.get("event") == "harness_error" and "ready" in self.seen:
-            detail = "harness code in the candidate process failed after the candidate ran: " + header["error"]
-            raise CandidateGone(Finding(reason=Reason.EXCEPTION, detail=detail[-2000:]))
-        self.seen.add(header.get("event"))
-        return header, blobs
+        return message
+
+    def expect(self, kind: type[M]) -> M:
+        message = self.recv()
+        if not isinstance(message, kind):
+            self.kill()
+            raise CandidateGone(_forged(f"`{getattr(message, 'event', '?')}` where `{kind.__name__}` was due"))
+        return message
+
+    def cpu_ms(self) -> float:
+        """CPU time the worker process has used, every thread, from the kernel's accounting (/proc schedstat): the
+        harness's clock for the CPU stand-in of timing, which no code in the worker can change and which time
+        the worker spent descheduled on a loaded machine does not inflate."""
+        if self._pid is None:
+            self._pid = _descendant(self.proc.pid, b"jg_mcp.eval.worker")
+            if self._pid is None:
+                return 0.0
+        total = 0
+        try:
+            for task in os.listdir(f"/proc/{self._pid}/task"):
+                with open(f"/proc/{self._pid}/task/{task}/schedstat") as f:
+                    total += int(f.read().split()[0])
+        except OSError:
+            pass
+        return total / 1e6
 
     def _exit_finding(self) -> Finding:
         try:
@@ -104,16 +172,17 @@ class CandidateProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             return Finding(reason=Reason.TIMEOUT, detail="the process closed its channel and did not exit")
-        if rc < 0:
-            name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
-            return Finding(reason=Reason.CRASHED, detail=f"the candidate process died from signal {name}")
+        if rc < 0 or rc > 128:
+            signum = -rc if rc < 0 else rc - 128
+            name = signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else str(signum)
+            return Finding(reason=Reason.CRASHED, detail=f"the {self.role} process died from signal {name}")
         return Finding(
             reason=Reason.EARLY_EXIT,
-            detail=f"the candidate process exited with status {rc} before the harness was done",
+            detail=f"the {self.role} process exited with status {rc} before the harness was done",
         )
 
     def kill(self) -> None:
-        """Kill the process group: the candidate process and anything it started that is still there."""
+        """Kill the process group: the worker and anything it started that is still there."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -121,16 +190,66 @@ class CandidateProcess:
         self.proc.wait()
 
     def close(self) -> str:
-        """End the process (asking first) and return the tail of what it printed."""
-        try:
-            self.send({"op": "bye"})
-            self.proc.wait(timeout=30)
-        except (CandidateGone, subprocess.TimeoutExpired):
-            pass
+        """End the process and return the tail of what it printed."""
         self.kill()
-        for fd in (self.cmd_w, self.res_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self.sock.close()
         return self.log_path.read_bytes()[-4000:].decode(errors="replace")
+
+
+def _descendant(root: int, marker: bytes) -> int | None:
+    """The nearest descendant of `root` (itself included) that runs this Python with `marker` in its command line
+    (under bwrap the sandboxed interpreter, not bwrap, whose own command line holds the whole command)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    queue = [root]
+    while queue:
+        pid = queue.pop(0)
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            argv = []
+        if argv and argv[0] == os.fsencode(sys.executable) and marker in argv:
+            return pid
+        queue += children.get(pid, [])
+    return None
+
+
+def sweep(token: str, rounds: int = 5) -> list[int]:
+    """Kill every process whose environment carries the eval's token (what an unsandboxed candidate left
+    behind, daemons included); returns their pids. Stops them first, so a forking one cannot outrun it."""
+    killed: list[int] = []
+    marker = f"JG_EVAL_TOKEN={token}".encode()
+    for _ in range(rounds):
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if marker in f.read().split(b"\0"):
+                        found.append(int(entry))
+            except OSError:
+                continue
+        if not found:
+            break
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in found:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+        killed += found
+        time.sleep(0.05)
+    return sorted(set(killed))
+
+
+def _forged(what: str) -> Finding:
+    return Finding(reason=Reason.TAMPERED, detail=f"result channel: {what} (a forged or corrupted message)")

@@ -8,9 +8,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-REPORT_VERSION = 2
+REPORT_VERSION = 3
 """2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, the block/fresh/spot-check timing parameters.
-Reports of version 1 still load (the new fields are optional)."""
+3: `isolation`, `phases`, per-timing `unaccounted_ms`, `host_median_ms` measured by the harness's clock (optional).
+Reports of versions 1 and 2 still load (the new fields are optional)."""
 
 
 class Reason(StrEnum):
@@ -18,6 +19,8 @@ class Reason(StrEnum):
 
     STATIC_FORBIDDEN = "static_forbidden"
     """The source names a forbidden API (directly, through an alias, a string or getattr with a constant)."""
+    STATIC_IMPORT = "static_import"
+    """The source imports a module outside the allow-list."""
     STATIC_DYNAMIC = "static_dynamic"
     """The source reaches attributes or modules by computed names (getattr, importlib, __import__, eval, torch.ops)."""
     STATIC_INTROSPECTION = "static_introspection"
@@ -76,13 +79,17 @@ class Reason(StrEnum):
     INCORRECT = "incorrect"
     """Elements outside the goal's tolerance against the float32+ reference."""
     TIMING_ESCAPE = "timing_escape"
-    """Device events saw far less time than the host waited for the call: work escaped the timed stream."""
+    """The harness's clock saw much more time per timed call than the candidate's events reported, beyond what it
+    saw for the baselines: work done off the books (forged times, work after the timed region or on another
+    stream, recomputing outputs it is about to be checked on)."""
     BELOW_FLOOR = "below_floor"
     """The median time is below the physical floor for the shape (bytes over bandwidth, flops over peak)."""
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, ser_json_inf_nan="constants")
+    """NaN and inf (a worst element that is NaN) are written as JSON's NaN/Infinity constants, which Python and the
+    report loader read back, rather than as null, which would not validate."""
 
 
 class Finding(Strict):
@@ -132,8 +139,11 @@ class Timing(Strict):
     """Timed calls."""
     rel_se_median: float
     """Relative standard error of the median (the stopping rule's statistic)."""
-    host_median_ms: float
-    """Median host wall time of call + full device synchronize over the probe calls (the escape check)."""
+    host_median_ms: float | None = None
+    """The harness's own clock: median over blocks of the block's wall time divided by its calls (flush, call and
+    output copy each). Version 2 reports: a probe of call + synchronize in the candidate process."""
+    unaccounted_ms: float | None = None
+    """Median over blocks of the per-call wall time the harness saw beyond the device times reported for them."""
     block: int = 1
     """Calls per block: this callable's back-to-back calls in each turn."""
     fresh_median_ms: float | None = None
@@ -166,8 +176,8 @@ class ShapeResult(Strict):
 
     name: str
     """Shape label (from the goal, or `domain_N` for a drawn one)."""
-    kind: Literal["timed", "smoke", "domain"]
-    """Where the shape comes from."""
+    kind: Literal["timed", "smoke", "domain", "top"]
+    """Where the shape comes from (`top`: the top of the shape domain)."""
     dims: dict[str, int]
     """Dimension values."""
     trials: int
@@ -258,6 +268,17 @@ class TimingMethod(Strict):
     """Timed candidate calls, picked at random, whose outputs were also checked against the reference."""
 
 
+class Isolation(Strict):
+    """How the candidate process was isolated."""
+
+    sandbox: Literal["bwrap", "none"]
+    """`bwrap`: its own pid, net and ipc namespaces, a private root, /tmp and /dev/shm; `none`: a plain process."""
+    missing: list[str] = []
+    """Protections the candidate process did not have (empty under bwrap)."""
+    detail: str = ""
+    """Why bwrap was not used, when it was not."""
+
+
 class EvalReport(Strict):
     """The verdict on one solution for one goal."""
 
@@ -293,6 +314,14 @@ class EvalReport(Strict):
     """Last lines the candidate process printed (stdout and stderr)."""
     wall_s: float = 0.0
     """Wall time of the whole eval."""
+    phases: dict[str, float] = {}
+    """Wall seconds per phase: setup (copy, static check, process start), correctness, timing, fresh, total."""
+    isolation: Isolation | None = None
+    """How the candidate process was isolated (version 3 on)."""
+    floor_basis: str | None = None
+    """The peaks the physical floor was computed from, and where each comes from."""
+    goal_changed: str | None = None
+    """The goal hash the caller expected, when the goal read now differs from it (the goal changed)."""
 
     def add(self, finding: Finding) -> None:
         """Record a finding once (the same reason and detail seen again adds nothing)."""
@@ -347,13 +376,20 @@ def markdown(report: EvalReport) -> str:
     ]
     clocked = [s for s in report.shapes if s.clocks]
     if clocked:
-        out += ["", "## GPU while timing (NVML)", "", "| shape | SM MHz median (min) of max | W median of limit "
-                "| slowdowns (share of samples) |", "| --- | --- | --- | --- |"]
+        out += [
+            "",
+            "## GPU while timing (NVML)",
+            "",
+            "| shape | SM MHz median (min) of max | W median of limit | slowdowns (share of samples) |",
+            "| --- | --- | --- | --- |",
+        ]
         for s in clocked:
             c = s.clocks
             slow = ", ".join(f"{k} {v:.0%}" for k, v in c.slowdowns.items()) or "none"
-            out.append(f"| {s.name} | {c.sm_mhz_median:.0f} ({c.sm_mhz_min:.0f}) of {_fmt(c.sm_mhz_max, '.0f')} "
-                       f"| {_fmt(c.power_w_median, '.0f')} of {_fmt(c.power_limit_w, '.0f')} | {slow} |")
+            out.append(
+                f"| {s.name} | {c.sm_mhz_median:.0f} ({c.sm_mhz_min:.0f}) of {_fmt(c.sm_mhz_max, '.0f')} "
+                f"| {_fmt(c.power_w_median, '.0f')} of {_fmt(c.power_limit_w, '.0f')} | {slow} |"
+            )
     if report.findings:
         out += ["", "## Findings", ""]
         for f in report.findings:

@@ -18,7 +18,7 @@ class Case:
     """One shape to check."""
 
     name: str
-    kind: Literal["timed", "smoke", "domain"]
+    kind: Literal["timed", "smoke", "domain", "top"]
     dims: dict[str, int]
 
 
@@ -46,6 +46,41 @@ def draw(goal: LoadedGoal, device: str, rng: random.Random, index: int) -> Case:
     return Case(name=f"domain_{index}", kind="domain", dims=base | smallest)
 
 
+def _legal(value: int, r: object) -> int:
+    lo, hi, m = r.min, r.max, r.multiple_of  # type: ignore[attr-defined]
+    return max(m * -(-lo // m), min(hi // m * m, value // m * m))
+
+
+def tops(goal: LoadedGoal, device: str) -> list[Case]:
+    """Shapes past the largest ones checked otherwise, one per domain dimension: the shape where the dimension is
+    largest, with it grown up to 4x (capped at the domain maximum) and the other dimensions halved until the shape
+    fits the budget (on the GPU twice the largest timed shape's flops and bytes, on the CPU 16 times the largest
+    smoke shape's). A kernel wrong only above the sizes the goal names is caught here."""
+    g = goal.goal
+    shapes = g.smoke_shapes if device == "cpu" else g.shapes
+    scale = CPU_GROWTH**4 if device == "cpu" else 2
+    limit_flops = scale * max(goal.flops(s.dims) for s in shapes)
+    limit_bytes = scale * max(goal.bytes(s.dims) for s in shapes)
+
+    def fits(dims: dict[str, int]) -> bool:
+        return goal.flops(dims) <= limit_flops and goal.bytes(dims) <= limit_bytes
+
+    cases = []
+    for name, r in g.shape_domain.items():
+        src = dict(max(shapes, key=lambda s: s.dims.get(name, 0)).dims)
+        dims = src | {name: _legal(min(r.max, src[name] * 4), r)}
+        while not fits(dims) and dims[name] > src[name]:
+            others = [n for n in g.shape_domain if n != name and _legal(dims[n] // 2, g.shape_domain[n]) < dims[n]]
+            if others:
+                widest = max(others, key=lambda n: dims[n] / g.shape_domain[n].min)
+                dims[widest] = _legal(dims[widest] // 2, g.shape_domain[widest])
+            else:
+                dims[name] = _legal(dims[name] // 2, r)
+        if fits(dims) and dims[name] > src[name]:
+            cases.append(Case(name=f"top_{name}", kind="top", dims=dims))
+    return cases
+
+
 def select_cases(
     goal: LoadedGoal, which: str, device: str, domain_count: int, rng: random.Random, only: list[str] = ()
 ) -> list[Case]:
@@ -59,4 +94,6 @@ def select_cases(
     if only:
         cases = [c for c in cases if c.name in only]
     cases += [draw(goal, device, rng, i) for i in range(domain_count)]
+    if domain_count:
+        cases += tops(goal, device)
     return cases

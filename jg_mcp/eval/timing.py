@@ -1,44 +1,52 @@
-"""Timing: CUDA events per call, L2 flushed before each, candidate and baselines in alternating blocks, sets rotated.
+"""Timing: the candidate in its process and the baselines in theirs take turns in blocks of back-to-back calls,
+and the harness checks every candidate block against its own clock and reads back outputs at random.
 
-`measure` runs in the candidate process (it must: the kernel runs there) but uses only the timer and torch
-functions the guard captured before the candidate was imported. Calls are timed by device events around
-them on the current stream; a probe also times a few calls by the host clock up to a full device
-synchronize, and events that see far less than the host waited mean the work escaped the timed stream.
+What a time means: the device time of one call with a cold L2 (a flush buffer zeroed before every call), in
+the callable's own sustained steady state (a block of back-to-back calls of ~block_ms), measured by CUDA events
+around the call in the process that runs it: the same definition as `triton.testing.do_bench`, for candidate
+and baselines alike. Launch overhead counts where the GPU waits for it inside the event pair. Blocks take
+turns A B, then B A, so drift between blocks cancels; input sets are rotated.
+
+Why the candidate's events can be believed: the harness times each block from outside (send to reply, its own
+clock). Per call, the time it saw beyond the reported device times (`unaccounted_ms`: the flush, the output
+copy, host gaps) must match what it saw for the baselines, measured the same way; forged times, work after the
+timed region or on another stream show up there (TIMING_ESCAPE). After each call the worker copies the outputs
+into a ring of harness buffers with a slot per call of the block, poisoned before the block; the harness checks
+a call of its choosing after the block, so any call may be the one checked. A fresh-input block (sets made after
+timing, each used once) must be about as fast as the rotated ones, as it is for the baselines.
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import math
 import random
 import statistics
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jg_mcp.eval.policy import harness_call
-from jg_mcp.eval.report import TimingMethod
+import torch
 
-L2_FLUSH_BYTES = 256 * 1024 * 1024
-DEFAULTS = {
-    "warmup": 3,
-    "min_reps": 20,
-    "max_reps": 2000,
-    "min_rounds": 4,
-    "block_ms": 25.0,
-    "max_block": 64,
-    "sync_ms": 50.0,
-    "probe": 5,
-    "target_rel_se": 0.01,
-    "budget_s": 1.5,
-    "input_sets": 3,
-    "fresh": 5,
-    "spot_checks": 2,
-}
+from jg_mcp.errors import JgError
+from jg_mcp.eval.buffers import SharedBinding
+from jg_mcp.eval.checks import mass_findings, measure
+from jg_mcp.eval.clocks import nvml_sampler
+from jg_mcp.eval.messages import Benched, Block, BlockDone, DoBench, Release
+from jg_mcp.eval.options import TimingParams
+from jg_mcp.eval.process import CandidateGone, WorkerProcess
+from jg_mcp.eval.report import EvalReport, Finding, Reason, ShapeResult, Timing, TimingMethod
+
+if TYPE_CHECKING:
+    from jg_mcp.eval.harness import Evaluation
+    from jg_mcp.eval.shapes import Case
+
 FRESH_SLACK = 1.3
 """A candidate slower on never-seen inputs than on the rotated sets by this factor beyond what the baselines
-show (and by FRESH_MIN_MS) is caching: its speed came from having seen the inputs."""
+show, and by more time than twice the baselines' extra time on them (and FRESH_MIN_MS), is caching: its speed
+came from having seen the inputs (a cold cache costs every callable about the same time, not the same factor)."""
 FRESH_MIN_MS = 0.005
+UNACCOUNTED_MIN_MS = 0.01
+"""The least per-call time beyond the reported device times (over the baselines') that is an escape."""
 
 
 def summarize(times_ms: list[float]) -> dict[str, float]:
@@ -46,8 +54,7 @@ def summarize(times_ms: list[float]) -> dict[str, float]:
     q = statistics.quantiles(times_ms, n=20, method="inclusive")
     q25, q75 = statistics.quantiles(times_ms, n=4, method="inclusive")[0::2]
     med = statistics.median(times_ms)
-    sigma = (q75 - q25) / 1.349
-    se = 1.2533 * sigma / len(times_ms) ** 0.5
+    se = 1.2533 * (q75 - q25) / 1.349 / len(times_ms) ** 0.5
     return {
         "median_ms": med,
         "iqr_ms": q75 - q25,
@@ -58,168 +65,31 @@ def summarize(times_ms: list[float]) -> dict[str, float]:
     }
 
 
-def method(params: dict[str, Any]) -> TimingMethod:
+def method(p: TimingParams) -> TimingMethod:
     """The timing parameters of a run, as the report states them."""
-    p = DEFAULTS | params
     return TimingMethod(
-        input_sets=p["input_sets"],
-        warmup_calls=p["warmup"],
-        min_reps=p["min_reps"],
-        max_reps=p["max_reps"],
-        target_rel_se=p["target_rel_se"],
-        budget_s=p["budget_s"],
-        l2_flush_bytes=L2_FLUSH_BYTES,
-        block_ms=p["block_ms"],
-        max_block=p["max_block"],
-        min_rounds=p["min_rounds"],
-        sync_ms=p["sync_ms"],
-        fresh_sets=p["fresh"],
-        spot_checks=p["spot_checks"],
+        description=__doc__.split("\n\n")[1].replace("\n", " "),
+        input_sets=p.input_sets,
+        warmup_calls=p.warmup,
+        min_reps=p.min_reps,
+        max_reps=p.max_reps,
+        target_rel_se=p.target_rel_se,
+        budget_s=p.budget_s,
+        l2_flush_bytes=p.flush_bytes,
+        block_ms=p.block_ms,
+        max_block=p.max_block,
+        min_rounds=p.min_rounds,
+        sync_ms=0.0,
+        fresh_sets=p.fresh,
+        spot_checks=p.spot_checks,
     )
 
 
-def block_sizes(estimates_ms: dict[str, float], block_ms: float, max_block: int) -> dict[str, int]:
+def block_sizes(estimates_ms: dict[str, float], block_ms: float, most: int) -> dict[str, int]:
     """Calls per block: enough back-to-back calls to fill `block_ms` (one call when block_ms is 0)."""
     if block_ms <= 0:
         return dict.fromkeys(estimates_ms, 1)
-    return {n: max(1, min(max_block, math.ceil(block_ms / max(ms, 1e-4)))) for n, ms in estimates_ms.items()}
-
-
-def measure(
-    child: Any,
-    callables: dict[str, Any],
-    sets: list[tuple],
-    params: dict[str, Any],
-    fresh: Callable[[int], tuple] | None = None,
-    kept: list[tuple[int, Any]] | None = None,
-) -> dict[str, Any]:
-    """Time every callable on the rotated input sets until the stopping rule holds; per callable, the summary.
-
-    Callables take turns in blocks (A-block B-block, then B A, ...): each block is `block_ms` of back-to-back
-    calls of one callable, so each runs in its own steady state (clocks under its own power draw, as
-    do_bench sees it) while drift between blocks still cancels. Rounds are queued without host waits and
-    synchronised once about `sync_ms` of work is queued; a separate probe then times a few calls each with a
-    full synchronize and the host clock. With `fresh`, each callable is also timed once on each of `fresh`
-    input sets made after timing, which no callable has seen before (`fresh_median_ms`). With `kept`, copies of
-    the outputs of `spot_checks` (at most `min_reps`) timed candidate calls, picked uniformly at random over
-    the whole run, are left in it with the index of their input set, so the harness can check that what was
-    timed was also correct.
-    """
-    p = DEFAULTS | params
-    torch = child.torch
-    w = child.guard.watched
-    sync, event = w["torch.cuda.synchronize"], w["torch.cuda.Event"]
-    elapsed, record = w["torch.cuda.Event.elapsed_time"], w["torch.cuda.Event.record"]
-    clock = time.perf_counter
-    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=child.device)
-    names = list(callables)
-
-    def call(name: str, inputs: tuple) -> Any:
-        if name == "candidate":
-            return callables[name](*inputs)
-        return harness_call(child.recorder, callables[name], *inputs)
-
-    clone, spots, pick = w["torch.Tensor.clone"], min(p["spot_checks"], p["min_reps"]), random.SystemRandom()
-
-    def snapshot(out: Any) -> Any:
-        """A copy queued right after the call: what the kernel returned, whatever happens to it later."""
-        if isinstance(out, (tuple, list)):
-            return [snapshot(o) for o in out]
-        return clone(out) if type(out) is torch.Tensor else out
-
-    def keep(n: int, i: int, out: Any) -> None:
-        """Reservoir sampling over the timed candidate calls: `kept` stays a uniform pick of `spots` of them."""
-        if kept is None:
-            return
-        if n < spots:
-            kept.append((i, snapshot(out)))
-        elif (j := pick.randrange(n + 1)) < spots:
-            kept[j] = (i, snapshot(out))
-
-    def queue(name: str, inputs: tuple, spot: tuple[int, int] | None = None) -> tuple[Any, Any]:
-        flush.zero_()
-        start, end = event(enable_timing=True), event(enable_timing=True)
-        record(start)
-        out = call(name, inputs)
-        record(end)
-        if spot is not None:
-            keep(*spot, out)
-        return start, end
-
-    def probe(name: str, inputs: tuple) -> float:
-        """Host time of flush + call + full synchronize, less the flush's device time."""
-        f0, f1 = event(enable_timing=True), event(enable_timing=True)
-        sync()
-        h0 = clock()
-        record(f0)
-        flush.zero_()
-        record(f1)
-        call(name, inputs)
-        sync()
-        return (clock() - h0) * 1e3 - elapsed(f0, f1)
-
-    estimates = {}
-    for name in names[1:] + names[:1]:
-        for s in sets:
-            for _ in range(p["warmup"]):
-                call(name, s)
-        pairs = [queue(name, s) for s in sets]
-        sync()
-        estimates[name] = statistics.median(elapsed(a, b) for a, b in pairs)
-        if name != "candidate":
-            child.guard.absorb_threads()
-    per_block = block_sizes(estimates, p["block_ms"], p["max_block"])
-    round_ms = sum(per_block[n] * estimates[n] for n in names)
-    most = max(1, p["max_reps"] // max(per_block.values()))
-    rounds_per_sync = max(1, min(most, math.ceil(p["sync_ms"] / max(round_ms, 1e-4))))
-    times: dict[str, list[float]] = {n: [] for n in names}
-    queued = dict.fromkeys(names, 0)
-    begin = clock()
-    rounds = 0
-    while True:
-        pending = []
-        for _ in range(rounds_per_sync):
-            for name in names if rounds % 2 == 0 else names[::-1]:
-                for _ in range(per_block[name]):
-                    i = queued[name] % len(sets)
-                    spot = (queued[name], i) if name == "candidate" else None
-                    pending.append((name, *queue(name, sets[i], spot)))
-                    queued[name] += 1
-            rounds += 1
-        sync()
-        for name, start, end in pending:
-            times[name].append(elapsed(start, end))
-        if rounds < p["min_rounds"] or min(len(t) for t in times.values()) < p["min_reps"]:
-            continue
-        worst = max(summarize(times[n])["rel_se_median"] for n in names)
-        full = max(map(len, times.values())) >= p["max_reps"]
-        if worst < p["target_rel_se"] or clock() - begin > p["budget_s"] or full:
-            break
-    results = {}
-    for name in names:
-        host = [probe(name, sets[i % len(sets)]) for i in range(p["probe"])]
-        results[name] = summarize(times[name]) | {"host_median_ms": statistics.median(host), "block": per_block[name]}
-    if fresh is not None and p["fresh"] > 0:
-        unseen: dict[str, list[float]] = {n: [] for n in names}
-        for i in range(p["fresh"]):
-            inputs = fresh(i)
-            for name in names if i % 2 == 0 else names[::-1]:
-                sync()
-                pair = queue(name, inputs)
-                sync()
-                unseen[name].append(elapsed(*pair))
-            del inputs
-        for name in names:
-            results[name]["fresh_median_ms"] = statistics.median(unseen[name])
-    if p.get("do_bench"):
-        import triton.testing
-
-        for name in names[1:]:
-            fn = callables[name]
-            bench = functools.partial(triton.testing.do_bench, lambda fn=fn: fn(*sets[0]), warmup=25, rep=100)
-            ms = harness_call(child.recorder, functools.partial(bench, return_mode="median"))
-            results[name]["do_bench_ms"] = ms
-    return results
+    return {n: max(1, min(most, math.ceil(block_ms / max(ms, 1e-4)))) for n, ms in estimates_ms.items()}
 
 
 def floor_ms(flops: float, nbytes: float, peak_tflops: float, peak_tbps: float) -> float:
@@ -227,22 +97,271 @@ def floor_ms(flops: float, nbytes: float, peak_tflops: float, peak_tbps: float) 
     return max(flops / (peak_tflops * 1e12), nbytes / (peak_tbps * 1e12)) * 1e3
 
 
-def escaped(event_ms: float, host_ms: float) -> bool:
-    """True when the host waited much longer than the events saw: over half the time and at least 0.1 ms missing."""
-    return host_ms - event_ms > max(event_ms, 0.1)
+def escaped(candidate: Timing, baselines: dict[str, Timing], share: float = 0.15) -> str | None:
+    """Why the harness's clock contradicts the candidate's reported times, else None (see TimingParams.escape_share)."""
+    if candidate.unaccounted_ms is None:
+        return None
+    theirs = [b.unaccounted_ms for b in baselines.values() if b.unaccounted_ms is not None]
+    excess = candidate.unaccounted_ms - max(theirs, default=0.0)
+    if excess <= max(UNACCOUNTED_MIN_MS, share * max(candidate.median_ms, *theirs)):
+        return None
+    return (
+        f"the harness's clock saw {candidate.unaccounted_ms:.4f} ms per call beyond the reported device time "
+        f"{candidate.median_ms:.4f} ms (baselines {max(theirs, default=0.0):.4f} ms): work done off the books "
+        "(forged times, work outside the timed region or on another stream)"
+    )
 
 
-def seen_inputs_gain(candidate: Any, baselines: dict[str, Any]) -> str | None:
+def seen_inputs_gain(candidate: Timing, baselines: dict[str, Timing]) -> str | None:
     """Why the candidate looks faster on inputs it has seen than on fresh ones (beyond the baselines), else None."""
     if not candidate.fresh_median_ms or candidate.median_ms <= 0:
         return None
     ratio = candidate.fresh_median_ms / candidate.median_ms
-    theirs = [b.fresh_median_ms / b.median_ms for b in baselines.values() if b.fresh_median_ms and b.median_ms > 0]
-    allowed = FRESH_SLACK * min(2.0, max([1.0, *theirs]))
-    if ratio <= allowed or candidate.fresh_median_ms - candidate.median_ms <= FRESH_MIN_MS:
+    fresh = [b for b in baselines.values() if b.fresh_median_ms and b.median_ms > 0]
+    theirs = [b.fresh_median_ms / b.median_ms for b in fresh]  # type: ignore[operator]
+    extra = max([b.fresh_median_ms - b.median_ms for b in fresh], default=0.0)  # type: ignore[operator]
+    if ratio <= FRESH_SLACK * max([1.0, *theirs]):
+        return None
+    if candidate.fresh_median_ms - candidate.median_ms <= max(FRESH_MIN_MS, 2 * extra):
         return None
     return (
         f"median {candidate.median_ms:.4f} ms on the rotated input sets but {candidate.fresh_median_ms:.4f} ms on "
-        f"fresh inputs ({ratio:.2f}x; baselines {max(theirs, default=1.0):.2f}x): the speed comes from having seen "
-        "the inputs"
+        f"fresh inputs ({ratio:.2f}x; baselines {max(theirs, default=1.0):.2f}x): the speed comes from having "
+        "seen the inputs"
     )
+
+
+class TimingPhase:
+    """Times every timed shape: the candidate's timing process and the baseline process take turns."""
+
+    def __init__(self, ev: Evaluation, candidate: WorkerProcess, baseline: WorkerProcess):
+        self.ev, self.cand, self.base = ev, candidate, baseline
+        self.p = ev.o.timing
+        self.pick = random.SystemRandom()
+        self.names: list[str] = []
+
+    def run(self, report: EvalReport, cases: list[Case]) -> None:
+        report.timing = method(self.p)
+        ready = self.ev.ready(self.cand, report)
+        self.ev.ready(self.base, report)
+        if ready is None:
+            return
+        g = self.ev.goal.goal
+        self.names = ["candidate", *[n for n, b in g.baselines.items() if self.ev.device in b.devices]]
+        uuid = (
+            str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+            if self.ev.device == "cuda"
+            else None
+        )
+        by_name = {s.name: s for s in report.shapes}
+        try:
+            for case in cases:
+                self.ev.progress(f"time {case.name}")
+                shape = by_name[case.name]
+                sampler = nvml_sampler(uuid) if uuid else None
+                with sampler or contextlib.nullcontext():
+                    self.time_case(report, case, shape)
+                shape.clocks = sampler.summary() if sampler else None
+        except CandidateGone as gone:
+            report.add(gone.finding)
+
+    def worker(self, name: str) -> WorkerProcess:
+        return self.cand if name == "candidate" else self.base
+
+    def block(self, name: str, sets: list[int], inputs: str) -> tuple[list[float], float, list[Finding]]:
+        """One block; (device times, the harness's wall time of the block, hints)."""
+        proc = self.worker(name)
+        ring = "cring" if name == "candidate" else "bring"
+        clock = proc.cpu_ms if self.ev.device == "cpu" else (lambda: time.perf_counter() * 1e3)
+        self.ev.sync()
+        start = clock()
+        proc.send(Block(fn=name, inputs=inputs, sets=sets, ring=ring, flush_bytes=self.p.flush_bytes))
+        done = proc.expect(BlockDone)
+        host_ms = clock() - start
+        if done.error is not None:
+            if name != "candidate":
+                raise JgError(f"baseline {name} failed while timed: {done.error}")
+            raise CandidateGone(Finding(reason=Reason.EXCEPTION, detail=f"while timed: {done.error[-1500:]}"))
+        if len(done.times_ms) != len(sets) or not all(math.isfinite(t) and t >= 0 for t in done.times_ms):
+            raise CandidateGone(
+                Finding(
+                    reason=Reason.TAMPERED,
+                    detail="the block's reported times do not match its calls (a forged or corrupted message)",
+                )
+            )
+        return done.times_ms, host_ms, list(done.hints)
+
+    def time_case(self, report: EvalReport, case: Case, shape: ShapeResult) -> None:
+        p, ev = self.p, self.ev
+        made = [ev.reference(case.dims, ev.rng.randrange(2**62)) for _ in range(p.input_sets)]
+        refs = [r for _, r in made]
+        like = ev.output_like(refs[0])
+        slots = max(1, min(p.max_block, p.ring_bytes // max(1, sum(t.numel() * t.element_size() for t in like))))
+        bindings = {n: SharedBinding(n, ev.device) for n in ("tin", "cring", "bring", "fresh")}
+        try:
+            for inputs, _ in made:
+                for view, t in zip(bindings["tin"].add_group(inputs), inputs, strict=True):
+                    view.copy_(t)
+            pristine = [raw.clone() for raw in bindings["tin"].raws]
+            for _ in range(slots):
+                bindings["cring"].add_group(like)
+                bindings["bring"].add_group(like)
+            for proc, ring in ((self.cand, "cring"), (self.base, "bring")):
+                proc.bind(bindings["tin"])
+                proc.bind(bindings[ring])
+            results = self.rounds(report, case, shape, bindings, pristine, refs, slots)
+            self.fresh(report, case, shape, bindings, results, slots)
+            shape.candidate = Timing.model_validate(results.pop("candidate"))
+            shape.baselines = {n: Timing.model_validate(r) for n, r in results.items()}
+            for proc in (self.cand, self.base):
+                proc.send(Release(names=list(bindings)))
+                proc.recv()
+        finally:
+            for b in bindings.values():
+                b.free()
+
+    def rounds(
+        self,
+        report: EvalReport,
+        case: Case,
+        shape: ShapeResult,
+        bindings: dict[str, SharedBinding],
+        pristine: list[torch.Tensor],
+        refs: list[list[torch.Tensor]],
+        slots: int,
+    ) -> dict[str, Any]:
+        p, names, n_sets = self.p, self.names, len(refs)
+        estimates = {}
+        for name in names[1:] + names[:1]:
+            if p.warmup:
+                self.block(name, [i % n_sets for i in range(p.warmup * n_sets)], "tin")
+            estimates[name] = statistics.median(self.block(name, list(range(n_sets)), "tin")[0])
+        per_block = block_sizes(estimates, p.block_ms, min(p.max_block, slots))
+        times: dict[str, list[float]] = {n: [] for n in names}
+        hosts: dict[str, list[float]] = {n: [] for n in names}
+        gaps: dict[str, list[float]] = {n: [] for n in names}
+        queued, rounds, checked, begin = dict.fromkeys(names, 0), 0, 0, time.monotonic()
+        while True:
+            for name in names if rounds % 2 == 0 else names[::-1]:
+                sets = [(queued[name] + i) % n_sets for i in range(per_block[name])]
+                if name == "candidate":
+                    bindings["cring"].poison()
+                t, host, hints = self.block(name, sets, "tin")
+                queued[name] += len(sets)
+                times[name] += t
+                hosts[name].append(host / len(t))
+                gaps[name].append((host - sum(t)) / len(t))
+                if name == "candidate":
+                    self.after_candidate_block(report, case, shape, hints, bindings, pristine, refs, sets)
+                    if self.pick.random() < p.spot_check_p:
+                        checked += self.spot_check(report, case, shape, bindings["cring"], refs, sets)
+            rounds += 1
+            if rounds < p.min_rounds or min(len(t) for t in times.values()) < p.min_reps:
+                continue
+            worst = max(summarize(times[n])["rel_se_median"] for n in names)
+            full = max(map(len, times.values())) >= p.max_reps
+            if worst < p.target_rel_se or time.monotonic() - begin > p.budget_s or full:
+                break
+        while checked < p.spot_checks:
+            sets = [(queued["candidate"] + i) % n_sets for i in range(per_block["candidate"])]
+            bindings["cring"].poison()
+            _, _, hints = self.block("candidate", sets, "tin")
+            queued["candidate"] += len(sets)
+            self.after_candidate_block(report, case, shape, hints, bindings, pristine, refs, sets)
+            checked += self.spot_check(report, case, shape, bindings["cring"], refs, sets)
+        return {
+            n: summarize(times[n])
+            | {
+                "host_median_ms": statistics.median(hosts[n]),
+                "block": per_block[n],
+                "unaccounted_ms": statistics.median(gaps[n]),
+            }
+            for n in names
+        }
+
+    def after_candidate_block(
+        self,
+        report: EvalReport,
+        case: Case,
+        shape: ShapeResult,
+        hints: list[Finding],
+        bindings: dict[str, SharedBinding],
+        pristine: list[torch.Tensor],
+        refs: list[list[torch.Tensor]],
+        sets: list[int],
+    ) -> None:
+        for f in hints:
+            report.add(f.model_copy(update={"shape": case.name}))
+        if not all(torch.equal(raw, keep) for raw, keep in zip(bindings["tin"].raws, pristine, strict=True)):
+            shape.correct = False
+            report.add(
+                Finding(
+                    reason=Reason.INPUT_MODIFIED,
+                    shape=case.name,
+                    detail="an input set differs after a timed block (read back by the harness)",
+                )
+            )
+            raise CandidateGone(
+                Finding(
+                    reason=Reason.INPUT_MODIFIED,
+                    shape=case.name,
+                    detail="timing stopped: the inputs cannot be trusted any more",
+                )
+            )
+
+    def spot_check(
+        self,
+        report: EvalReport,
+        case: Case,
+        shape: ShapeResult,
+        ring: SharedBinding,
+        refs: list[list[torch.Tensor]],
+        sets: list[int],
+    ) -> int:
+        """Judge the outputs of one call of the last block, picked at random, against its input set's reference."""
+        j = self.pick.randrange(len(sets))
+        tol = self.ev.tol
+        for out, ref in zip(ring.groups[j], refs[sets[j]], strict=True):
+            measured = measure(out, ref, tol.atol, tol.rtol)
+            for f in measured.findings or mass_findings(out, ref, tol.rtol):
+                shape.correct = False
+                report.add(
+                    f.model_copy(
+                        update={"shape": case.name, "detail": f"timed call {j + 1} of a block (spot check): {f.detail}"}
+                    )
+                )
+        return 1
+
+    def fresh(
+        self,
+        report: EvalReport,
+        case: Case,
+        shape: ShapeResult,
+        bindings: dict[str, SharedBinding],
+        results: dict[str, Any],
+        slots: int,
+    ) -> None:
+        """One block per callable over input sets made now, each used once; the candidate's outputs spot-checked."""
+        p, ev = self.p, self.ev
+        if p.fresh <= 0:
+            return
+        made = [ev.reference(case.dims, ev.rng.randrange(2**62)) for _ in range(min(p.fresh, slots))]
+        for inputs, _ in made:
+            for view, t in zip(bindings["fresh"].add_group(inputs), inputs, strict=True):
+                view.copy_(t)
+        for proc in (self.cand, self.base):
+            proc.bind(bindings["fresh"])
+        sets = list(range(len(made)))
+        for name in self.names if self.pick.random() < 0.5 else self.names[::-1]:
+            if name == "candidate":
+                bindings["cring"].poison()
+            t, _, hints = self.block(name, sets, "fresh")
+            results[name]["fresh_median_ms"] = statistics.median(t)
+            if name == "candidate":
+                for f in hints:
+                    report.add(f.model_copy(update={"shape": case.name}))
+                self.spot_check(report, case, shape, bindings["cring"], [r for _, r in made], sets)
+        if ev.o.do_bench:
+            for name in self.names[1:]:
+                self.base.send(DoBench(fn=name, inputs=("tin", 0)))
+                results[name]["do_bench_ms"] = self.base.expect(Benched).median_ms

@@ -1,12 +1,10 @@
-"""Helpers of the eval tests: where the suite lives, and evals run several at a time."""
+"""Helpers of the eval tests: where the suite lives, and evals run several at a time (no gate: evals of one
+machine do not see each other)."""
 
 from __future__ import annotations
 
 import shutil
-import threading
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -25,48 +23,58 @@ DEVICE = "cuda" if CUDA else "cpu"
 def environment(device: str) -> Environment:
     """A report's environment for tests that build reports by hand."""
     gpu = device == "cuda"
-    return Environment(device=device, gpu="H200" if gpu else None, driver="580" if gpu else None, torch="x",
-                       triton="x", python="x", jg_mcp="x", host="x", interpreter=not gpu)
+    return Environment(
+        device=device,
+        gpu="H200" if gpu else None,
+        driver="580" if gpu else None,
+        torch="x",
+        triton="x",
+        python="x",
+        jg_mcp="x",
+        host="x",
+        interpreter=not gpu,
+    )
 
 
-def eval_solution(solution: Path, goal: str, root: Path, **options) -> EvalReport:
+def cpu_timing_goal(root: Path) -> Path:
+    """The demo goal with smoke shapes big enough (1 MiB per tensor) that the timing protocol's CPU stand-in
+    measures work, not microsecond noise."""
+    src = REPO / "jg_mcp" / "demo_goal"
+    root.mkdir(parents=True, exist_ok=True)
+    text = (src / "axpy.yaml").read_text()
+    text = text.replace("{name: n1000, dims: {N: 1000}}", "{name: n256k, dims: {N: 262144}}")
+    text = text.replace("{name: n4099, dims: {N: 4099}}", "{name: n300k, dims: {N: 300007}}")
+    (root / "axpy.yaml").write_text(text)
+    shutil.copyfile(src / "axpy.py", root / "axpy.py")
+    return root / "axpy.yaml"
+
+
+CPU_TIMING = {
+    "device": "cpu",
+    "timing_on_cpu": True,
+    "domain_shapes": 0,
+    "timing": {
+        "flush_bytes": 48 << 20,
+        "budget_s": 0.5,
+        "min_reps": 10,
+        "warmup": 2,
+        "fresh": 8,
+        "ring_bytes": 64 << 20,
+        "escape_share": 0.5,
+    },
+}
+"""Options of evals that run the timing protocol on the CPU (CPU time for device time; a flush larger than this
+machine's L3, as the GPU's flush is larger than its L2; a wider escape margin for a shared 2-core machine)."""
+
+
+def eval_solution(solution: Path, goal: str | Path, root: Path, **options) -> EvalReport:
     """Copy one solution into a fresh workspace under `root` and evaluate it."""
-    ws = root / f"{goal}-{solution.parent.name}"
+    goal_path = goal if isinstance(goal, Path) else GOALS / f"{goal}.yaml"
+    ws = root / f"{goal_path.stem}-{solution.parent.name}"
     ws.mkdir(parents=True)
     shutil.copyfile(solution, ws / "solution.py")
     defaults = {"device": DEVICE, "shapes": "smoke", "domain_shapes": 1, "timeout_s": 90.0}
-    return evaluate(EvalOptions(goal=GOALS / f"{goal}.yaml", workspace=ws, **(defaults | options)))
-
-
-class Gate:
-    """Evals share the machine, except those that write shared places (/dev/shm), which run alone."""
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.shared = 0
-        self.alone = False
-        self.waiting = 0
-
-    @contextmanager
-    def hold(self, alone: bool) -> Iterator[None]:
-        with self.cond:
-            if alone:
-                self.waiting += 1
-                self.cond.wait_for(lambda: not self.alone and self.shared == 0)
-                self.waiting -= 1
-                self.alone = True
-            else:
-                self.cond.wait_for(lambda: not self.alone and not self.waiting)
-                self.shared += 1
-        try:
-            yield
-        finally:
-            with self.cond:
-                if alone:
-                    self.alone = False
-                else:
-                    self.shared -= 1
-                self.cond.notify_all()
+    return evaluate(EvalOptions(goal=goal_path, workspace=ws, **(defaults | options)))
 
 
 class Runs:
@@ -76,19 +84,16 @@ class Runs:
         self.root = root
         self.pool = ThreadPoolExecutor(max_workers=3)
         self.futures: dict[tuple, Future] = {}
-        self.gate = Gate()
 
-    def _run(self, alone: bool, *args, **options) -> EvalReport:
-        with self.gate.hold(alone):
-            return eval_solution(*args, **options)
+    def key(self, solution: Path, goal: str | Path, options: dict) -> tuple:
+        return (str(solution), str(goal), repr(sorted(options.items())))
 
-    def submit(self, solution: Path, goal: str, alone: bool = False, **options) -> None:
-        """Start an eval; `alone` keeps every other eval off the machine while it runs."""
-        key = (str(solution), goal, repr(sorted(options.items())))
+    def submit(self, solution: Path, goal: str | Path, **options) -> None:
+        key = self.key(solution, goal, options)
         if key not in self.futures:
             where = self.root / str(len(self.futures))
-            self.futures[key] = self.pool.submit(self._run, alone, solution, goal, where, **options)
+            self.futures[key] = self.pool.submit(eval_solution, solution, goal, where, **options)
 
-    def get(self, solution: Path, goal: str, alone: bool = False, **options) -> EvalReport:
-        self.submit(solution, goal, alone, **options)
-        return self.futures[(str(solution), goal, repr(sorted(options.items())))].result()
+    def get(self, solution: Path, goal: str | Path, **options) -> EvalReport:
+        self.submit(solution, goal, **options)
+        return self.futures[self.key(solution, goal, options)].result()

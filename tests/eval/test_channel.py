@@ -1,19 +1,19 @@
-"""The wire: JSON headers with raw blobs, deadlines, and a closed pipe told apart from a silent one."""
+"""The wire: length-prefixed JSON, deadlines, a closed pipe told apart from a silent one, garbage refused."""
 
 from __future__ import annotations
 
 import os
+import struct
 
 import pytest
 
 from jg_mcp.eval import channel
 
 
-def test_messages_and_blobs_round_trip():
+def test_messages_round_trip():
     r, w = os.pipe()
-    channel.send(w, {"event": "call", "n": 1}, [b"abc", b""])
-    header, blobs = channel.Reader(r).recv(5)
-    assert header == {"event": "call", "n": 1, "blobs": [3, 0]} and blobs == [b"abc", b""]
+    channel.send(w, {"event": "done", "n": 1})
+    assert channel.Reader(r).recv(5) == {"event": "done", "n": 1}
 
 
 def test_silence_is_a_timeout_and_a_closed_pipe_is_closed():
@@ -22,4 +22,14 @@ def test_silence_is_a_timeout_and_a_closed_pipe_is_closed():
         channel.Reader(r).recv(0.2)
     os.close(w)
     with pytest.raises(channel.ChannelClosed):
+        channel.Reader(r).recv(5)
+
+
+@pytest.mark.parametrize(
+    "raw", [struct.pack("<Q", 1 << 40), struct.pack("<Q", 3) + b"{{{", struct.pack("<Q", 2) + b"[]"]
+)
+def test_garbage_is_malformed(raw):
+    r, w = os.pipe()
+    os.write(w, raw)
+    with pytest.raises(channel.Malformed):
         channel.Reader(r).recv(5)

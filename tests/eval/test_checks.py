@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from jg_mcp.eval.checks import decode, measure, metadata_findings
+from jg_mcp.eval.checks import mass_findings, measure, metadata_findings
+from jg_mcp.eval.messages import OutputMeta
 from jg_mcp.eval.report import Reason
 
 
@@ -99,15 +100,20 @@ def test_the_worst_ratio_of_nonfinite_poison_and_zero_tolerance(out, ref, atol, 
 
 
 def test_metadata_problems_are_named():
-    desc = {"plain": True, "aliases_input": True, "shape": [2, 3], "dtype": "float16", "device": "cpu"}
-    found = {f.reason for f in metadata_findings(desc, "bfloat16", [3, 2], "cuda")}
+    meta = OutputMeta(type="torch.Tensor", plain=True, aliases_input=True, shape=[2, 3], dtype="float16", device="cpu")
+    found = {f.reason for f in metadata_findings(meta, "bfloat16", [3, 2], "cuda")}
     assert found == {Reason.ALIASES_INPUT, Reason.WRONG_SHAPE, Reason.WRONG_DTYPE, Reason.WRONG_DEVICE}
-    assert [f.reason for f in metadata_findings({"plain": False, "type": "x.Lazy"}, "bfloat16", [1], "cpu")] == [
+    assert [f.reason for f in metadata_findings(OutputMeta(type="x.Lazy"), "bfloat16", [1], "cpu")] == [
         Reason.NOT_PLAIN_TENSOR
     ]
 
 
-def test_decode_rebuilds_the_tensor_from_its_bytes():
-    t = torch.randn(3, 5).to(torch.bfloat16)
-    blob = t.reshape(-1).view(torch.uint8).numpy().tobytes()
-    assert torch.equal(decode({"dtype": "bfloat16", "shape": [3, 5]}, blob), t)
+def test_dropping_a_share_of_a_rows_mass_fails_even_within_atol():
+    logits = torch.randn(4, 4096, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    ref = torch.softmax(logits, -1).float()
+    small = ref < ref.quantile(0.8, dim=-1, keepdim=True)
+    dropped = torch.where(small, torch.zeros_like(ref), ref)
+    assert measure(dropped, ref, 1.0, 0.01).findings == []
+    found = mass_findings(dropped, ref, 0.01)
+    assert [f.reason for f in found] == [Reason.INCORRECT] and "4 of 4 rows lose more than rtol" in found[0].detail
+    assert mass_findings(ref.to(torch.bfloat16), ref, 0.01) == []

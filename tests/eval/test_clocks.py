@@ -7,7 +7,6 @@ import time
 
 import pytest
 import torch
-
 from eval_suite import environment
 
 from jg_mcp.eval.clocks import ClockSampler, nvml_sampler
@@ -66,9 +65,24 @@ def test_the_markdown_report_shows_the_clocks_of_each_timed_shape():
     from jg_mcp.eval.report import ClockSummary, EvalReport, ShapeResult, markdown
 
     env = environment("cuda")
-    clocks = ClockSummary(samples=40, sm_mhz_median=1755, sm_mhz_min=1530, sm_mhz_max=1980, power_w_median=688,
-                          power_limit_w=700, slowdowns={"sw_power_cap": 0.75})
+    clocks = ClockSummary(
+        samples=40,
+        sm_mhz_median=1755,
+        sm_mhz_min=1530,
+        sm_mhz_max=1980,
+        power_w_median=688,
+        power_limit_w=700,
+        slowdowns={"sw_power_cap": 0.75},
+    )
     shape = ShapeResult(name="m8192", kind="timed", dims={"M": 8192}, trials=3, correct=True, clocks=clocks)
-    report = EvalReport(goal="g", goal_sha256="0" * 64, solution_sha256="1" * 64, solution_file="solution.py",
-                        accepted=True, seed=7, environment=env, shapes=[shape])
+    report = EvalReport(
+        goal="g",
+        goal_sha256="0" * 64,
+        solution_sha256="1" * 64,
+        solution_file="solution.py",
+        accepted=True,
+        seed=7,
+        environment=env,
+        shapes=[shape],
+    )
     assert "| m8192 | 1755 (1530) of 1980 | 688 of 700 | sw_power_cap 75% |" in markdown(report)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
 
 import torch
 
-from jg_mcp.eval.guard import FileWatch, Guard
+from jg_mcp.eval.guard import Guard
 from jg_mcp.eval.report import Reason
 
 
@@ -51,22 +50,6 @@ def test_threads_started_by_harness_code_are_absorbed_but_later_ones_are_found()
         harness.join()
         candidate.join()
     assert finding.reason == Reason.THREADS_LEFT and "candidate-worker" in finding.detail
-
-
-def test_file_watch_sees_writes_under_its_roots_only(tmp_path):
-    watched, other = tmp_path / "watched", tmp_path / "other"
-    watched.mkdir()
-    other.mkdir()
-    files = FileWatch([str(watched)])
-    files.install()
-    (watched / "read.txt").write_text("x")
-    assert [f.reason for f in files.new_writes()] == [Reason.FILES_WRITTEN]
-    (watched / "read.txt").read_text()
-    (other / "cache.pt").write_bytes(b"x")
-    os.close(os.open(watched / "raw.bin", os.O_CREAT | os.O_WRONLY))
-    [finding] = files.new_writes()
-    assert finding.detail == f"opened for writing: {watched / 'raw.bin'}"
-    assert files.new_writes() == []
 
 
 def test_a_child_process_left_running_is_found():

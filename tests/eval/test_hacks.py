@@ -1,130 +1,168 @@
-"""The adversarial suite: every known hack in eval/hacks/ is rejected, each for its own reason."""
+"""The adversarial suite: every known hack in eval/hacks/ is rejected, each for its own reason.
+
+Static reasons show the harness's source check caught it; the runtime reasons show the harness caught it from
+outside the candidate's process (its own buffers, its own clock) even if the source check were evaded.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from eval_suite import CUDA, HACKS
+from eval_suite import CPU_TIMING, CUDA, HACKS
 
 from jg_mcp.eval import Reason
 
 R = Reason
-# hack -> reasons the report must contain. Static reasons show the source check caught it; the runtime
-# reasons show the harness caught it in the running process even if the source check were evaded.
-CPU_HACKS: dict[str, set[Reason]] = {
-    "reuse_freed_reference": {R.UNWRITTEN},
-    "zero_inputs": {R.INPUT_MODIFIED},
-    "write_inputs": {R.INPUT_MODIFIED},
-    "return_input": {R.ALIASES_INPUT},
-    "return_input_view": {R.ALIASES_INPUT},
-    "cache_by_pointer": {R.CACHED_OUTPUT},
-    "cache_by_content": {R.CACHED_OUTPUT},
-    "cache_in_shm_file": {R.FILES_WRITTEN, R.STATIC_IO},
-    "cache_in_workspace_file": {R.FILES_WRITTEN, R.STATIC_IO},
-    "background_thread": {R.THREADS_LEFT, R.STATIC_CONCURRENCY},
-    "background_process": {R.THREADS_LEFT, R.STATIC_CONCURRENCY},
-    "tensor_subclass": {R.NOT_PLAIN_TENSOR, R.STATIC_SUBCLASS},
-    "lazy_tensor": {R.NOT_PLAIN_TENSOR},
-    "forbidden_direct": {R.STATIC_FORBIDDEN, R.FORBIDDEN_CALL},
-    "forbidden_operator": {R.STATIC_FORBIDDEN, R.FORBIDDEN_CALL},
-    "forbidden_getattr": {R.STATIC_DYNAMIC, R.FORBIDDEN_CALL},
-    "forbidden_importlib": {R.STATIC_DYNAMIC, R.FORBIDDEN_CALL},
-    "patch_elapsed_time": {R.TAMPERED, R.STATIC_MONKEYPATCH},
-    "patch_synchronize": {R.TAMPERED, R.STATIC_DYNAMIC},
-    "read_seed": {R.STATIC_INTROSPECTION, R.FORBIDDEN_CALL},
-    "read_reference_output": {R.STATIC_INTROSPECTION, R.INCORRECT},
-    "read_seed_environment": {R.STATIC_IO},
-    "timed_shapes_only": {R.INCORRECT},
-    "low_precision": {R.INCORRECT},
-    "partial_write": {R.UNWRITTEN},
-    "forge_result_channel": {R.TAMPERED, R.STATIC_IO},
-    "crash_exception": {R.EXCEPTION},
-    "crash_sys_exit": {R.EARLY_EXIT, R.STATIC_PROCESS},
-    "crash_os_exit": {R.EARLY_EXIT, R.STATIC_PROCESS},
-    "crash_segfault": {R.CRASHED, R.STATIC_INTROSPECTION},
-    "hang": {R.TIMEOUT},
+GEMM = "gemm_fp8"
+CPU_HACKS: dict[str, tuple[str, set[Reason]]] = {
+    "reuse_freed_reference": (GEMM, {R.INCORRECT}),
+    "zero_inputs": (GEMM, {R.INPUT_MODIFIED}),
+    "write_inputs": (GEMM, {R.INPUT_MODIFIED}),
+    "return_input": (GEMM, {R.ALIASES_INPUT, R.UNWRITTEN}),
+    "return_input_view": (GEMM, {R.ALIASES_INPUT, R.UNWRITTEN}),
+    "cache_by_pointer": (GEMM, {R.INCORRECT}),
+    "cache_in_shm_file": (GEMM, {R.STATIC_IO}),
+    "cache_in_workspace_file": (GEMM, {R.STATIC_IO}),
+    "background_thread": (GEMM, {R.THREADS_LEFT, R.STATIC_CONCURRENCY}),
+    "background_process": (GEMM, {R.THREADS_LEFT, R.STATIC_CONCURRENCY}),
+    "tensor_subclass": (GEMM, {R.NOT_PLAIN_TENSOR, R.UNWRITTEN, R.STATIC_SUBCLASS}),
+    "lazy_tensor": (GEMM, {R.NOT_PLAIN_TENSOR, R.UNWRITTEN}),
+    "forbidden_direct": (GEMM, {R.STATIC_FORBIDDEN, R.FORBIDDEN_CALL}),
+    "forbidden_operator": (GEMM, {R.STATIC_FORBIDDEN, R.FORBIDDEN_CALL}),
+    "forbidden_getattr": (GEMM, {R.STATIC_DYNAMIC, R.FORBIDDEN_CALL}),
+    "forbidden_importlib": (GEMM, {R.STATIC_DYNAMIC, R.FORBIDDEN_CALL}),
+    "forbidden_unlisted_family": (GEMM, {R.STATIC_FORBIDDEN, R.FORBIDDEN_CALL}),
+    "forbidden_method_spelling": (GEMM, {R.STATIC_FORBIDDEN, R.FORBIDDEN_CALL}),
+    "forbidden_private_alias": ("softmax", {R.STATIC_DYNAMIC, R.FORBIDDEN_CALL}),
+    "patch_elapsed_time": (GEMM, {R.TAMPERED, R.STATIC_MONKEYPATCH}),
+    "patch_synchronize": (GEMM, {R.TAMPERED, R.STATIC_DYNAMIC}),
+    "forge_input_hash": (GEMM, {R.INPUT_MODIFIED, R.STATIC_INTROSPECTION}),
+    "read_seed": (GEMM, {R.STATIC_INTROSPECTION}),
+    "answer_from_seed": (GEMM, {R.INCORRECT, R.STATIC_INTROSPECTION}),
+    "read_reference_output": (GEMM, {R.STATIC_INTROSPECTION, R.INCORRECT}),
+    "read_seed_environment": (GEMM, {R.STATIC_IO}),
+    "timed_shapes_only": (GEMM, {R.INCORRECT}),
+    "wrong_above_checked_sizes": (GEMM, {R.INCORRECT}),
+    "softmax_zero_tail": ("softmax", {R.INCORRECT}),
+    "low_precision": (GEMM, {R.INCORRECT}),
+    "partial_write": (GEMM, {R.UNWRITTEN}),
+    "forge_result_channel": (GEMM, {R.STATIC_IO}),
+    "setsid_daemon_rewrites_report": (GEMM, {R.STATIC_IO, R.INCORRECT}),
+    "goal_tolerance_poisoning": (GEMM, {R.STATIC_IO, R.INCORRECT}),
+    "crash_exception": (GEMM, {R.EXCEPTION}),
+    "crash_sys_exit": (GEMM, {R.EARLY_EXIT, R.STATIC_INTROSPECTION}),
+    "crash_os_exit": (GEMM, {R.EARLY_EXIT, R.STATIC_IO}),
+    "crash_segfault": (GEMM, {R.CRASHED, R.STATIC_INTROSPECTION}),
+    "hang": (GEMM, {R.TIMEOUT}),
 }
+CPU_TIMED_HACKS: dict[str, set[Reason]] = {
+    "forge_cpu_times": {R.TIMING_ESCAPE, R.TAMPERED},
+    "cache_by_content_timed": {R.CACHED_OUTPUT},
+    "wrong_after_warmup": {R.INCORRECT},
+}
+"""Hacks on the demo goal that only the timing phase can catch, run with the timing protocol on the CPU."""
 GPU_HACKS: dict[str, set[Reason]] = {
     "side_stream": {R.TIMING_ESCAPE, R.STATIC_CONCURRENCY},
     "background_thread": {R.THREADS_LEFT},
-    "patch_elapsed_time": {R.TAMPERED},
+    "patch_elapsed_time": {R.TAMPERED, R.TIMING_ESCAPE},
     "patch_synchronize": {R.TAMPERED},
-    "below_floor": {R.BELOW_FLOOR},
+    "below_floor": {R.CACHED_OUTPUT},
+    "cache_by_content": {R.CACHED_OUTPUT},
     "cache_by_sampled_content": {R.CACHED_OUTPUT},
     "wrong_when_rushed": {R.INCORRECT},
 }
+ACCEPTED_ON_CPU = {"below_floor", "cache_by_content", "cache_by_sampled_content", "wrong_when_rushed"}
+"""GPU hacks whose only trick is timing: on the CPU (no timing) they compute the right answer."""
 TIMEOUTS = {"hang": 30.0}
-ALONE = {"cache_in_shm_file"}
-"""Hacks that write /dev/shm, which every eval watches: they run with no other eval beside them."""
 GPU_SHAPE = "llama3_8b_prefill_qkv"
 
 
 def cpu_options(name: str) -> dict:
-    return ({"timeout_s": TIMEOUTS[name]} if name in TIMEOUTS else {}) | {"alone": name in ALONE}
+    return {"timeout_s": TIMEOUTS[name]} if name in TIMEOUTS else {}
 
 
 def gpu_options(name: str) -> dict:
-    return {"shapes": "timed", "only": [GPU_SHAPE], "domain_shapes": 0, "timing": {"budget_s": 1.0}, "alone": False}
+    return {"shapes": "timed", "only": [GPU_SHAPE], "domain_shapes": 0, "timing": {"budget_s": 1.0}}
 
 
 @pytest.fixture(scope="module")
 def cpu_suite(runs):
     """Start every CPU hack's eval at once; each test then waits for its own."""
-    for name in CPU_HACKS:
-        runs.submit(HACKS / name / "solution.py", "gemm_fp8", **cpu_options(name))
-    yield runs
-    runs.get(HACKS / "cache_in_shm_file" / "solution.py", "gemm_fp8", **cpu_options("cache_in_shm_file"))
-    for leftover in Path("/dev/shm").glob("jg_hack_cache_*"):
-        leftover.unlink(missing_ok=True)
-
-
-@pytest.fixture(scope="module")
-def gpu_suite(runs):
-    for name in GPU_HACKS:
-        runs.submit(HACKS / name / "solution.py", "gemm_fp8", **gpu_options(name))
+    for name, (goal, _) in CPU_HACKS.items():
+        runs.submit(HACKS / name / "solution.py", goal, **cpu_options(name))
     return runs
 
 
 def test_every_hack_directory_is_in_the_suite():
-    assert {p.parent.name for p in HACKS.glob("*/solution.py")} == set(CPU_HACKS) | set(GPU_HACKS)
+    listed = set(CPU_HACKS) | set(CPU_TIMED_HACKS) | set(GPU_HACKS)
+    assert {p.parent.name for p in HACKS.glob("*/solution.py")} == listed
 
 
 @pytest.mark.parametrize("name", sorted(CPU_HACKS))
 def test_hack_is_rejected_for_its_reason(cpu_suite, name):
-    report = cpu_suite.get(HACKS / name / "solution.py", "gemm_fp8", **cpu_options(name))
+    goal, reasons = CPU_HACKS[name]
+    report = cpu_suite.get(HACKS / name / "solution.py", goal, **cpu_options(name))
     assert not report.accepted
-    missing = CPU_HACKS[name] - set(report.reasons)
+    missing = reasons - set(report.reasons)
     assert not missing, (
         f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
     )
 
 
-def test_shape_specialised_hack_fails_only_at_drawn_shapes(cpu_suite):
-    report = cpu_suite.get(HACKS / "timed_shapes_only" / "solution.py", "gemm_fp8", **cpu_options("timed_shapes_only"))
-    assert all(s.correct for s in report.shapes if s.kind != "domain")
-    assert [s.kind for s in report.shapes if not s.correct] == ["domain"]
+@pytest.mark.parametrize("name", sorted(CPU_TIMED_HACKS))
+def test_timing_hack_is_caught_by_the_harness_from_outside(runs, timing_goal, name):
+    report = runs.get(HACKS / name / "solution.py", timing_goal, **CPU_TIMING)
+    assert not report.accepted
+    missing = CPU_TIMED_HACKS[name] - set(report.reasons)
+    assert not missing, (
+        f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
+    )
 
 
-def test_the_seed_is_nowhere_the_candidate_can_look_before_it_runs(cpu_suite):
-    report = cpu_suite.get(HACKS / "read_seed_environment" / "solution.py", "gemm_fp8")
+@pytest.mark.parametrize("name", sorted(ACCEPTED_ON_CPU))
+def test_timing_only_hacks_are_correct_on_the_cpu(runs, name):
+    """Their one trick is speed on inputs seen before: without timing there is nothing to catch (and nothing else
+    they get wrong), which is why the GPU suite has them."""
+    report = runs.get(HACKS / name / "solution.py", GEMM)
+    assert all(s.correct for s in report.shapes), report.reasons
+
+
+def test_shape_specialised_hack_fails_only_at_drawn_or_top_shapes(cpu_suite):
+    report = cpu_suite.get(HACKS / "timed_shapes_only" / "solution.py", GEMM)
+    assert all(s.correct for s in report.shapes if s.kind == "smoke")
+    assert {s.kind for s in report.shapes if not s.correct} <= {"domain", "top"}
+
+
+def test_a_kernel_wrong_only_above_the_old_sizes_fails_at_the_top_of_the_domain(cpu_suite):
+    report = cpu_suite.get(HACKS / "wrong_above_checked_sizes" / "solution.py", GEMM)
+    assert [s.name for s in report.shapes if not s.correct] == ["top_K"]
+
+
+def test_the_seed_is_nowhere_the_candidate_can_look(cpu_suite):
+    report = cpu_suite.get(HACKS / "read_seed_environment" / "solution.py", GEMM)
     assert "SEEN:" in report.candidate_output_tail
     assert str(report.seed) not in report.candidate_output_tail
     assert all(s.correct for s in report.shapes)
 
 
 def test_crash_verdicts_come_back_quickly_and_name_the_signal(cpu_suite):
-    report = cpu_suite.get(HACKS / "crash_segfault" / "solution.py", "gemm_fp8")
+    report = cpu_suite.get(HACKS / "crash_segfault" / "solution.py", GEMM)
     assert any("SIGSEGV" in f.detail for f in report.findings if f.reason == R.CRASHED)
-    hang = cpu_suite.get(HACKS / "hang" / "solution.py", "gemm_fp8", **cpu_options("hang"))
+    hang = cpu_suite.get(HACKS / "hang" / "solution.py", GEMM, **cpu_options("hang"))
     assert hang.wall_s < TIMEOUTS["hang"] * 3
+
+
+@pytest.fixture(scope="module")
+def gpu_suite(runs):
+    for name in GPU_HACKS:
+        runs.submit(HACKS / name / "solution.py", GEMM, **gpu_options(name))
+    return runs
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device: timing, streams and the physical floor")
 @pytest.mark.parametrize("name", sorted(GPU_HACKS))
 def test_gpu_hack_is_rejected_for_its_reason(gpu_suite, name):
-    report = gpu_suite.get(HACKS / name / "solution.py", "gemm_fp8", **gpu_options(name))
+    report = gpu_suite.get(HACKS / name / "solution.py", GEMM, **gpu_options(name))
     assert not report.accepted
     missing = GPU_HACKS[name] - set(report.reasons)
     assert not missing, (
@@ -132,12 +170,12 @@ def test_gpu_hack_is_rejected_for_its_reason(gpu_suite, name):
     )
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
-def test_patched_timer_does_not_change_the_measurement(gpu_suite):
-    report = gpu_suite.get(
-        HACKS / "patch_elapsed_time" / "solution.py", "gemm_fp8", **gpu_options("patch_elapsed_time")
-    )
-    shape = next(s for s in report.shapes if s.name == GPU_SHAPE)
-    assert shape.candidate is not None, f"no timing: {report.reasons}: {[f.detail[-300:] for f in report.findings]}"
-    assert shape.candidate.median_ms > shape.floor_ms
+def test_the_gpu_check_command_runs_the_same_gpu_hacks():
+    import importlib.util
+
+    from eval_suite import REPO
+
+    spec = importlib.util.spec_from_file_location("h200_check", REPO / "eval" / "h200_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.GPU_HACKS == GPU_HACKS

@@ -1,23 +1,26 @@
-"""The static policy: forbidden APIs however spelt, cheating constructs, and no false alarms on plain Triton."""
+"""The static policy (an allow-list, in the harness): forbidden APIs under every spelling, reflection and dynamic
+code, and no false alarms on plain Triton; and the run-time record of forbidden operator families."""
 
 from __future__ import annotations
 
 import pytest
 
-from jg_mcp.eval.policy import install_wrappers, static_check
+from jg_mcp.eval.ops import OpRecorder, forbidden_ops
+from jg_mcp.eval.policy import policy_text, static_check
 from jg_mcp.eval.report import Reason
 
 FORBIDDEN = [
     "torch._scaled_mm",
     "torch.matmul",
+    "torch.bmm",
     "torch.nn.functional.linear",
     "torch.Tensor.__matmul__",
     "torch.Tensor.mm",
 ]
 
 
-def reasons(src: str) -> set[Reason]:
-    return {f.reason for f in static_check(src, FORBIDDEN)}
+def reasons(src: str, forbidden: list[str] = FORBIDDEN) -> set[Reason]:
+    return {f.reason for f in static_check(src, forbidden)}
 
 
 @pytest.mark.parametrize(
@@ -31,6 +34,9 @@ def reasons(src: str) -> set[Reason]:
         "import torch\ngetattr(torch, ''.join(['mat', 'mul']))(a, b)",
         "x = a @ b",
         "y = a.mm(b)",
+        "y = a.bmm(b)",
+        "import torch\ny = torch.tensordot(a, b, dims=1)",
+        "y = a.dot(b)",
         "name = 'torch._scaled_mm'",
     ],
 )
@@ -44,19 +50,31 @@ def test_forbidden_api_is_found_however_it_is_spelt(src):
         ("import torch\nop = getattr(torch, name)", Reason.STATIC_DYNAMIC),
         ("import importlib\nm = importlib.import_module('torch')", Reason.STATIC_DYNAMIC),
         ("m = __import__('torch')", Reason.STATIC_DYNAMIC),
-        ("import torch\ntorch.ops.aten.mm(a, b)", Reason.STATIC_DYNAMIC),
+        ("exec('x = 1')", Reason.STATIC_DYNAMIC),
+        ("import torch\ntorch.ops.aten.mm.default(a, b)", Reason.STATIC_DYNAMIC),
+        ("import torch\ntorch._C.TensorBase.mm(a, b)", Reason.STATIC_DYNAMIC),
+        ("import torch\ny = torch._log_softmax(x, -1, False)", Reason.STATIC_DYNAMIC),
+        ("y = x._base", Reason.STATIC_DYNAMIC),
+        ("k = kernel.__globals__", Reason.STATIC_INTROSPECTION),
+        ("c = x.__class__.__mro__", Reason.STATIC_INTROSPECTION),
         ("import gc\ngc.get_objects()", Reason.STATIC_INTROSPECTION),
         ("import sys\nf = sys._getframe(1).f_locals", Reason.STATIC_INTROSPECTION),
         ("import threading\nthreading.Thread(target=f).start()", Reason.STATIC_CONCURRENCY),
         ("import torch\ns = torch.cuda.Stream()", Reason.STATIC_CONCURRENCY),
+        ("import torch\nwith torch.cuda.stream(s):\n    pass", Reason.STATIC_CONCURRENCY),
         ("import os\nkeys = os.environ.items()", Reason.STATIC_IO),
         ("import os\nv = os.environ[name]", Reason.STATIC_IO),
         ("import os\nv = os.getenv(prefix + 'SEED')", Reason.STATIC_IO),
-        ("p = '/dev/shm/cache.pt'", Reason.STATIC_IO),
+        ("import os\nos.listdir('.')", Reason.STATIC_IO),
+        ("import pathlib\npathlib.Path('x').read_text()", Reason.STATIC_IO),
+        ("import torch\ntorch.save(x, 'f')", Reason.STATIC_IO),
         ("f = open('x')", Reason.STATIC_IO),
+        ("import numpy", Reason.STATIC_IO),
+        ("import requests", Reason.STATIC_IMPORT),
+        ("from . import helper", Reason.STATIC_IMPORT),
         ("import torch\ntorch.cuda.Event.elapsed_time = lambda s, e: 0.0", Reason.STATIC_MONKEYPATCH),
-        ("import time\ntime.perf_counter = lambda: 0.0", Reason.STATIC_MONKEYPATCH),
-        ("import os\nos._exit(0)", Reason.STATIC_PROCESS),
+        ("import time", Reason.STATIC_IMPORT),
+        ("import signal", Reason.STATIC_PROCESS),
         ("import torch\nclass T(torch.Tensor):\n    pass", Reason.STATIC_SUBCLASS),
         ("def f(:\n", Reason.SYNTAX),
     ],
@@ -65,61 +83,76 @@ def test_cheating_construct_is_flagged_with_its_reason(src, reason):
     assert reason in reasons(src)
 
 
+def test_every_finding_names_its_line_and_what_to_do():
+    found = static_check("import torch\n\nimport sys\n", FORBIDDEN)
+    assert [f.detail for f in found] == [
+        "line 3: imports `sys`: a solution may import only collections, dataclasses, enum, functools, itertools, "
+        "math, os, torch, triton, typing"
+    ]
+
+
 def test_a_plain_triton_kernel_with_prose_naming_the_op_is_clean():
     src = '''"""A GEMM: like torch.matmul and torch._scaled_mm, but written by hand."""
+import math
+import os
+
 import torch
 import triton
 import triton.language as tl
+
+WIDEN = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @triton.jit
 def _k(a, b, c, n: tl.constexpr):
     i = tl.arange(0, n)
-    tl.store(c + i, tl.sigmoid(tl.load(a + i)) * tl.load(b + i))
+    tl.store(c + i, tl.sigmoid(tl.load(a + i)) * tl.dot(tl.load(a + i), tl.load(b + i)))
+
+
+class Cache:
+    def __init__(self):
+        self._grid = {}
 
 
 def kernel(a, b):
     c = torch.empty_like(a)
-    _k[(1,)](a, b, c, a.numel())
-    return c
+    _k[(triton.cdiv(a.numel(), 128),)](a, b, c, a.numel(), num_warps=4)
+    return c.view(a.shape).contiguous()
 '''
     assert static_check(src, FORBIDDEN + ["torch.Tensor.sigmoid"]) == []
 
 
-def test_reading_one_named_environment_variable_is_allowed():
-    src = "import os\nA = os.environ.get('TRITON_INTERPRET') == '1'\nB = os.getenv('X', '0')\nC = os.environ['Y']\n"
-    assert static_check(src, FORBIDDEN) == []
+def test_native_code_that_calls_a_library_is_refused():
+    src = (
+        "from torch.utils.cpp_extension import load_inline\n"
+        "m = load_inline(name='g', cpp_sources='', cuda_sources='cublasGemmEx(h, a, b);', functions=['g'])\n"
+    )
+    assert Reason.STATIC_FORBIDDEN in reasons(src)
+    clean = "from torch.utils.cpp_extension import load_inline\nm = load_inline(name='g', cpp_sources='int g();')\n"
+    assert reasons(clean) == set()
 
 
-def test_runtime_wrapper_records_forbidden_calls_only_while_armed():
+def test_the_policy_told_to_the_agent_names_the_allowed_modules():
+    text = policy_text(FORBIDDEN)
+    assert "torch, triton" in text and "reflection" in text and "cuBLAS" in text
+
+
+def test_a_forbidden_name_forbids_its_whole_operator_family_at_run_time():
+    assert {"mm", "bmm", "addmm", "_scaled_mm", "linear"} <= forbidden_ops(["torch.matmul"])
+    assert {"_softmax", "_log_softmax"} <= forbidden_ops(["torch.softmax"])
+    assert "mm" not in forbidden_ops(["torch.softmax"])
+
+
+def test_the_recorder_sees_every_spelling_of_a_forbidden_operator():
     import torch
 
-    recorder = install_wrappers(["torch.matmul", "torch.Tensor.__matmul__"])
-    try:
-        a = torch.ones(2, 2)
-        recorder.armed = False
-        torch.matmul(a, a)
-        assert recorder.calls == []
-        recorder.armed = True
-        torch.matmul(a, a)
+    a = torch.ones(2, 2)
+    recorder = OpRecorder(forbidden_ops(["torch.matmul"]))
+    with recorder:
+        torch.tensordot(a, a, dims=1)
         _ = a @ a
-        assert recorder.calls == ["torch.matmul", "torch.Tensor.__matmul__"]
-    finally:
-        recorder.restore()
-    assert torch.matmul.__name__ == "matmul" and "recorded" not in repr(torch.Tensor.__matmul__)
-
-
-def test_wrapped_op_packets_still_serve_torchs_own_namespace_walks():
-    import torch
-    from torch._export.utils import _collect_all_valid_cia_ops_for_aten_namespace
-
-    recorder = install_wrappers(["torch.ops.aten._fused_rms_norm"])
-    try:
-        assert torch.ops.aten._fused_rms_norm.overloads()
-        assert _collect_all_valid_cia_ops_for_aten_namespace()
-        x = torch.randn(2, 8)
-        torch.ops.aten._fused_rms_norm(x, [8], None, 1e-6)
-        assert recorder.calls == ["torch.ops.aten._fused_rms_norm"]
-    finally:
-        recorder.restore()
-    assert type(torch.ops.aten._fused_rms_norm).__name__ == "OpOverloadPacket"
+        torch.ops.aten.mm.default(a, a)
+        torch.add(a, a)
+    assert set(recorder.seen) == {"mm"} and len(recorder.seen) == 3
+    torch.mm(a, a)
+    assert len(recorder.seen) == 3

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from eval_suite import environment
 
 from jg_mcp.eval.report import EvalReport, Reason, ShapeResult, Timing
@@ -15,19 +14,37 @@ from jg_mcp.goals import load_goal
 GOAL = Path(__file__).resolve().parents[2] / "goals" / "gemm_bf16.yaml"
 
 
-def _timing(median: float, fresh: float | None = None, host: float | None = None) -> Timing:
-    return Timing(median_ms=median, iqr_ms=0.01, q10_ms=median, q90_ms=median, reps=50, rel_se_median=0.005,
-                  host_median_ms=host or median, fresh_median_ms=fresh)
+def _timing(median: float, fresh: float | None = None, unaccounted: float = 0.1) -> Timing:
+    return Timing(
+        median_ms=median,
+        iqr_ms=0.01,
+        q10_ms=median,
+        q90_ms=median,
+        reps=50,
+        rel_se_median=0.005,
+        host_median_ms=median + unaccounted,
+        unaccounted_ms=unaccounted,
+        fresh_median_ms=fresh,
+    )
 
 
 def _scored(cand: Timing, baselines: dict[str, Timing]) -> EvalReport:
     goal = load_goal(GOAL)
     timed = goal.goal.shapes[0]
     env = environment("cuda")
-    shape = ShapeResult(name=timed.name, kind="timed", dims=timed.dims, trials=3, correct=True, candidate=cand,
-                        baselines=baselines)
-    report = EvalReport(goal=goal.name, goal_sha256="0" * 64, solution_sha256="1" * 64, solution_file="s.py",
-                        accepted=True, seed=1, environment=env, shapes=[shape])
+    shape = ShapeResult(
+        name=timed.name, kind="timed", dims=timed.dims, trials=3, correct=True, candidate=cand, baselines=baselines
+    )
+    report = EvalReport(
+        goal=goal.name,
+        goal_sha256="0" * 64,
+        solution_sha256="1" * 64,
+        solution_file="s.py",
+        accepted=True,
+        seed=1,
+        environment=env,
+        shapes=[shape],
+    )
     score(goal, report)
     return report
 
@@ -51,3 +68,14 @@ def test_fresh_input_slowdowns_the_baselines_share_are_not_blamed_on_the_candida
 
 def test_noise_on_fresh_inputs_is_tolerated():
     assert _scored(_timing(10.0, fresh=11.5), {"torch": _timing(12.0, fresh=12.0)}).findings == []
+
+
+def test_time_the_harness_saw_that_the_candidate_did_not_report_is_an_escape():
+    report = _scored(_timing(10.0, unaccounted=6.0), {"torch": _timing(12.0, unaccounted=0.1)})
+    assert [f.reason for f in report.findings] == [Reason.TIMING_ESCAPE]
+    assert _scored(_timing(10.0, unaccounted=0.2), {"torch": _timing(12.0, unaccounted=0.1)}).findings == []
+
+
+def test_a_time_below_the_physical_floor_is_a_finding():
+    report = _scored(_timing(1e-6), {"torch": _timing(12.0)})
+    assert Reason.BELOW_FLOOR in report.reasons

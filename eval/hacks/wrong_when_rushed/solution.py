@@ -10,7 +10,20 @@ import triton.language as tl
 
 
 @triton.jit
-def _gemm_fp8(a, b, scale_a, scale_b, c, M, N, KU: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def _gemm_fp8(
+    a,
+    b,
+    scale_a,
+    scale_b,
+    c,
+    M,
+    N,
+    KU: tl.constexpr,
+    K: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+):
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
@@ -33,7 +46,19 @@ def _launch(a, b, scale_a, scale_b, c, ku):
     bm = bn = 128 if big else 32
     grid = (triton.cdiv(m, bm), triton.cdiv(n, bn))
     _gemm_fp8[grid](
-        a, b, scale_a, scale_b, c, m, n, KU=ku, K=k, BM=bm, BN=bn, BK=128 if k % 128 == 0 else 64, num_warps=8 if big else 4
+        a,
+        b,
+        scale_a,
+        scale_b,
+        c,
+        m,
+        n,
+        KU=ku,
+        K=k,
+        BM=bm,
+        BN=bn,
+        BK=128 if k % 128 == 0 else 64,
+        num_warps=8 if big else 4,
     )
     return c
 

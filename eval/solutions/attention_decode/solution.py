@@ -14,7 +14,9 @@ WIDEN = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @triton.jit
-def _decode(q, k, v, lens, out, HKV, G, SMAX, qk_scale, D: tl.constexpr, BG: tl.constexpr, BN: tl.constexpr, WIDEN: tl.constexpr):
+def _decode(
+    q, k, v, lens, out, HKV, G, SMAX, qk_scale, D: tl.constexpr, BG: tl.constexpr, BN: tl.constexpr, WIDEN: tl.constexpr
+):
     b = tl.program_id(0)
     h = tl.program_id(1)
     n = tl.load(lens + b)
@@ -59,5 +61,21 @@ def kernel(q, k_cache, v_cache, cache_lens):
     out = torch.empty_like(q)
     qk_scale = 1.0 / math.sqrt(d) * 1.4426950408889634
     bg = max(16, triton.next_power_of_2(g))
-    _decode[(b, hkv)](q, k_cache, v_cache, cache_lens, out, hkv, g, smax, qk_scale, D=d, BG=bg, BN=64, WIDEN=WIDEN, num_warps=4, num_stages=2)
+    _decode[(b, hkv)](
+        q,
+        k_cache,
+        v_cache,
+        cache_lens,
+        out,
+        hkv,
+        g,
+        smax,
+        qk_scale,
+        D=d,
+        BG=bg,
+        BN=64,
+        WIDEN=WIDEN,
+        num_warps=4,
+        num_stages=2,
+    )
     return out

@@ -13,7 +13,9 @@ WIDEN = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @triton.jit
-def _attn_fwd(q, k, v, out, S, HQ, G, qk_scale, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, WIDEN: tl.constexpr):
+def _attn_fwd(
+    q, k, v, out, S, HQ, G, qk_scale, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, WIDEN: tl.constexpr
+):
     bh = tl.program_id(1)
     b = bh // HQ
     hkv = (bh % HQ) // G
@@ -57,5 +59,7 @@ def kernel(q, k, v):
     out = torch.empty_like(q)
     qk_scale = 1.0 / math.sqrt(d) * 1.4426950408889634
     grid = (triton.cdiv(s, 128), b * hq)
-    _attn_fwd[grid](q, k, v, out, s, hq, hq // k.shape[1], qk_scale, D=d, BM=128, BN=64, WIDEN=WIDEN, num_warps=8, num_stages=2)
+    _attn_fwd[grid](
+        q, k, v, out, s, hq, hq // k.shape[1], qk_scale, D=d, BM=128, BN=64, WIDEN=WIDEN, num_warps=8, num_stages=2
+    )
     return out

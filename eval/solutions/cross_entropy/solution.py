@@ -34,6 +34,8 @@ def kernel(logits, labels):
     t, v = logits.shape
     loss = torch.empty(t, dtype=torch.float32, device=logits.device)
     block = min(4096, triton.next_power_of_2(v))
-    _row_loss[(t,)](logits, labels.contiguous(), loss, v, IGNORE=IGNORE_INDEX, BLOCK=block, num_warps=8 if block >= 2048 else 4)
+    _row_loss[(t,)](
+        logits, labels.contiguous(), loss, v, IGNORE=IGNORE_INDEX, BLOCK=block, num_warps=8 if block >= 2048 else 4
+    )
     labelled = (labels != IGNORE_INDEX).sum().to(torch.float32)
     return loss.sum() / labelled

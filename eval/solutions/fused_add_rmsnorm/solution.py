@@ -12,7 +12,9 @@ def _add_rmsnorm(x, residual, weight, normed, new_residual, H, eps, BLOCK: tl.co
     row = tl.program_id(0).to(tl.int64) * H
     cols = tl.arange(0, BLOCK)
     mask = cols < H
-    s = tl.load(x + row + cols, mask=mask, other=0.0).to(tl.float32) + tl.load(residual + row + cols, mask=mask, other=0.0).to(tl.float32)
+    s = tl.load(x + row + cols, mask=mask, other=0.0).to(tl.float32) + tl.load(
+        residual + row + cols, mask=mask, other=0.0
+    ).to(tl.float32)
     tl.store(new_residual + row + cols, s.to(tl.bfloat16), mask=mask)
     inv_rms = 1.0 / tl.sqrt(tl.sum(s * s, 0) / H + eps)
     w = tl.load(weight + cols, mask=mask, other=0.0).to(tl.float32)
@@ -25,5 +27,15 @@ def kernel(x, residual, weight):
     normed = torch.empty_like(x)
     new_residual = torch.empty_like(x)
     block = triton.next_power_of_2(h)
-    _add_rmsnorm[(t,)](x, residual, weight.contiguous(), normed, new_residual, h, EPS, BLOCK=block, num_warps=min(16, max(1, block // 512)))
+    _add_rmsnorm[(t,)](
+        x,
+        residual,
+        weight.contiguous(),
+        normed,
+        new_residual,
+        h,
+        EPS,
+        BLOCK=block,
+        num_warps=min(16, max(1, block // 512)),
+    )
     return normed, new_residual

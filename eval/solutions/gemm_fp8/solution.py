@@ -31,5 +31,7 @@ def kernel(a, b, scale_a, scale_b):
     n = b.shape[0]
     c = torch.empty(m, n, dtype=torch.bfloat16, device=a.device)
     grid = (triton.cdiv(m, 128), triton.cdiv(n, 128))
-    _gemm_fp8[grid](a, b, scale_a.contiguous(), scale_b.contiguous(), c, m, n, k, BM=128, BN=128, BK=128, num_warps=8, num_stages=3)
+    _gemm_fp8[grid](
+        a, b, scale_a.contiguous(), scale_b.contiguous(), c, m, n, k, BM=128, BN=128, BK=128, num_warps=8, num_stages=3
+    )
     return c

@@ -13,7 +13,19 @@ BM = 64
 
 
 @triton.jit
-def _grouped(x, w, out, tiles, n_tiles, N, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, WIDEN: tl.constexpr):
+def _grouped(
+    x,
+    w,
+    out,
+    tiles,
+    n_tiles,
+    N,
+    K: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    WIDEN: tl.constexpr,
+):
     t = tl.program_id(0)
     expert = tl.load(tiles + t)
     row0 = tl.load(tiles + n_tiles + t)
@@ -25,7 +37,9 @@ def _grouped(x, w, out, tiles, n_tiles, N, K: tl.constexpr, BM: tl.constexpr, BN
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
         kk = k0 + rk
-        a = tl.load(x + rm[:, None].to(tl.int64) * K + kk[None, :], mask=(rm[:, None] < row_end) & (kk[None, :] < K), other=0.0)
+        a = tl.load(
+            x + rm[:, None].to(tl.int64) * K + kk[None, :], mask=(rm[:, None] < row_end) & (kk[None, :] < K), other=0.0
+        )
         b = tl.load(wexp + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
         if WIDEN:
             a, b = a.to(tl.float32), b.to(tl.float32)

@@ -18,7 +18,20 @@ def _rotate(x, out, t, cos, sin, HEADS, HALF: tl.constexpr, BH: tl.constexpr, BD
 
 
 @triton.jit
-def _rope(q, k, positions, table, q_out, k_out, HQ, HKV, HALF: tl.constexpr, BHQ: tl.constexpr, BHK: tl.constexpr, BD: tl.constexpr):
+def _rope(
+    q,
+    k,
+    positions,
+    table,
+    q_out,
+    k_out,
+    HQ,
+    HKV,
+    HALF: tl.constexpr,
+    BHQ: tl.constexpr,
+    BHK: tl.constexpr,
+    BD: tl.constexpr,
+):
     t = tl.program_id(0)
     pos = tl.load(positions + t)
     cols = tl.arange(0, BD)
@@ -35,7 +48,18 @@ def kernel(q, k, positions, cos_sin_cache):
     hkv = k.shape[1]
     q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     _rope[(t,)](
-        q, k, positions.contiguous(), cos_sin_cache.contiguous(), q_out, k_out, hq, hkv, HALF=d // 2,
-        BHQ=triton.next_power_of_2(hq), BHK=triton.next_power_of_2(hkv), BD=triton.next_power_of_2(d // 2), num_warps=4,
+        q,
+        k,
+        positions.contiguous(),
+        cos_sin_cache.contiguous(),
+        q_out,
+        k_out,
+        hq,
+        hkv,
+        HALF=d // 2,
+        BHQ=triton.next_power_of_2(hq),
+        BHK=triton.next_power_of_2(hkv),
+        BD=triton.next_power_of_2(d // 2),
+        num_warps=4,
     )
     return q_out, k_out

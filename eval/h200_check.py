@@ -1,0 +1,279 @@
+"""Check the eval on a GPU in one command: every known-good solution accepted, every GPU-only hack rejected for its
+reason, the speedups against an independent do_bench measurement, two evals of the same solution against each
+other, and `jg-mcp demo`. Prints a short table and writes check.json and check.md under --out.
+
+    python eval/h200_check.py --out DIR [--goals a,b] [--parts evals,repeat,dobench,hacks,demo] [--deadline-s S]
+
+do_bench runs in a fresh process per goal (not the eval's workers), on inputs of its own, for the solution and for
+the baseline the eval found strongest at each timed shape; its ratio is compared with the eval's speedup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from jg_mcp.eval import EvalOptions, EvalReport, evaluate  # noqa: E402
+from jg_mcp.eval.report import Reason  # noqa: E402
+
+R = Reason
+GPU_HACKS: dict[str, set[Reason]] = {
+    "side_stream": {R.TIMING_ESCAPE, R.STATIC_CONCURRENCY},
+    "background_thread": {R.THREADS_LEFT},
+    "patch_elapsed_time": {R.TAMPERED, R.TIMING_ESCAPE},
+    "patch_synchronize": {R.TAMPERED},
+    "below_floor": {R.CACHED_OUTPUT},
+    "cache_by_content": {R.CACHED_OUTPUT},
+    "cache_by_sampled_content": {R.CACHED_OUTPUT},
+    "wrong_when_rushed": {R.INCORRECT},
+}
+"""The GPU-only hacks and the reasons each must be rejected for (tests/eval/test_hacks.py holds the same)."""
+GOALS = sorted(p.parent.name for p in (REPO / "eval" / "solutions").glob("*/solution.py"))
+HACK_SHAPE = "llama3_8b_prefill_qkv"
+
+
+def run_eval(solution: Path, goal: str, **options) -> EvalReport:
+    ws = Path(tempfile.mkdtemp(prefix="jg-check-"))
+    shutil.copyfile(solution, ws / "solution.py")
+    try:
+        goal_file = REPO / "goals" / f"{goal}.yaml"
+        return evaluate(EvalOptions(goal=goal_file, workspace=ws, device="cuda", timeout_s=120, **options))
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+
+
+def speedups(report: EvalReport) -> dict[str, float]:
+    return {
+        s.name: s.speedup[report.strongest_baseline[s.name]]
+        for s in report.shapes
+        if s.kind == "timed" and s.name in report.strongest_baseline
+    }
+
+
+def dobench_one(goal_name: str, baselines: dict[str, str]) -> dict[str, dict[str, float]]:
+    """In this (fresh) process: do_bench of the solution and of the named baseline at each timed shape."""
+    import importlib.util
+
+    import torch
+    import triton.testing
+
+    from jg_mcp.goals import load_goal
+
+    goal = load_goal(REPO / "goals" / f"{goal_name}.yaml")
+    spec = importlib.util.spec_from_file_location("solution", REPO / "eval" / "solutions" / goal_name / "solution.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    kernel = getattr(module, goal.goal.solution.function)
+    out: dict[str, dict[str, float]] = {}
+    for shape in goal.goal.shapes:
+        if shape.name not in baselines:
+            continue
+        inputs = goal.make_inputs(shape.dims, 12345, "cuda")
+        fns = {"candidate": kernel, baselines[shape.name]: goal.baseline(baselines[shape.name])}
+        out[shape.name] = {}
+        for name, fn in fns.items():
+            ms = triton.testing.do_bench(lambda fn=fn, a=inputs: fn(*a), warmup=25, rep=100, return_mode="median")
+            out[shape.name][name] = float(ms)
+        del inputs
+        torch.cuda.empty_cache()
+    return out
+
+
+def check_evals(goals: list[str], results: dict, key: str, deadline: float) -> None:
+    for goal in goals:
+        if time.monotonic() > deadline:
+            results.setdefault("skipped", []).append(f"{key}:{goal}")
+            continue
+        try:
+            report = run_eval(REPO / "eval" / "solutions" / goal / "solution.py", goal, do_bench=key == "evals")
+        except Exception as exc:  # one goal's harness failure is a result, not the end of the check
+            results.setdefault("errors", {})[f"{key}:{goal}"] = f"{type(exc).__name__}: {exc}"[-3000:]
+            print(f"{key:7s} {goal:20s} HARNESS ERROR {type(exc).__name__}: {str(exc)[-300:]}", flush=True)
+            continue
+        results[key][goal] = json.loads(report.model_dump_json())
+        print(
+            f"{key:7s} {goal:20s} {'accepted' if report.accepted else 'REJECTED ' + ','.join(report.reasons):24s} "
+            f"geomean {report.geomean_speedup or 0:.3f}  wall {report.wall_s:6.1f}s  "
+            + " ".join(f"{k}={v:.1f}" for k, v in report.phases.items()),
+            flush=True,
+        )
+
+
+def check_dobench(goals: list[str], results: dict, deadline: float) -> None:
+    for goal in goals:
+        first = results["evals"].get(goal)
+        if first is None or goal in results["dobench"] or time.monotonic() > deadline:
+            continue
+        report = EvalReport.model_validate(first)
+        args = [sys.executable, str(Path(__file__)), "--dobench-one", goal, json.dumps(report.strongest_baseline)]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            results["dobench"][goal] = {"error": done.stderr[-2000:]}
+            continue
+        measured = json.loads(done.stdout.strip().splitlines()[-1])
+        rows = {}
+        for shape, sp in speedups(report).items():
+            ms = measured.get(shape, {})
+            base = report.strongest_baseline[shape]
+            if "candidate" in ms and base in ms:
+                ratio = ms[base] / ms["candidate"]
+                rows[shape] = {
+                    "eval_speedup": sp,
+                    "do_bench_ratio": ratio,
+                    "agreement_pct": 100 * (sp / ratio - 1),
+                    "do_bench_ms": ms,
+                }
+        results["dobench"][goal] = rows
+        worst = max((abs(r["agreement_pct"]) for r in rows.values()), default=0.0)
+        print(
+            f"dobench {goal:20s} worst |eval/do_bench - 1| {worst:5.1f}%  "
+            + " ".join(f"{k}:{r['agreement_pct']:+.1f}%" for k, r in rows.items()),
+            flush=True,
+        )
+
+
+def check_hacks(results: dict, deadline: float) -> None:
+    for name, reasons in GPU_HACKS.items():
+        if time.monotonic() > deadline:
+            results.setdefault("skipped", []).append(f"hack:{name}")
+            continue
+        try:
+            report = run_eval(
+                REPO / "eval" / "hacks" / name / "solution.py",
+                "gemm_fp8",
+                shapes="timed",
+                only=[HACK_SHAPE],
+                domain_shapes=0,
+                timing={"budget_s": 1.0},
+            )
+        except Exception as exc:
+            results["hacks"][name] = {
+                "rejected": False,
+                "reasons": [],
+                "missing": [],
+                "ok": False,
+                "findings": [f"harness error {type(exc).__name__}: {exc}"[-2000:]],
+            }
+            print(f"hack    {name:26s} HARNESS ERROR {exc}"[-400:], flush=True)
+            continue
+        missing = sorted(reasons - set(report.reasons))
+        ok = not report.accepted and not missing
+        results["hacks"][name] = {
+            "rejected": not report.accepted,
+            "reasons": list(report.reasons),
+            "missing": missing,
+            "ok": ok,
+            "findings": [f.detail[:300] for f in report.findings][:6],
+        }
+        print(f"hack    {name:26s} {'ok' if ok else 'MISSED'}  {','.join(report.reasons)}", flush=True)
+
+
+def check_demo(out: Path, results: dict) -> None:
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "jg_mcp", "demo", "--out", str(out / "demo")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
+    results["demo"] = {
+        "exit": done.returncode,
+        "wall_s": time.monotonic() - start,
+        "tail": done.stdout[-3000:],
+        "stderr": done.stderr[:3000] + "\n...\n" + done.stderr[-1000:],
+    }
+    print(f"demo    exit {done.returncode} in {time.monotonic() - start:.1f}s", flush=True)
+
+
+def repeat_agreement(results: dict) -> dict[str, dict[str, float]]:
+    rows = {}
+    for goal, second in results["repeat"].items():
+        first = results["evals"].get(goal)
+        if first:
+            a, b = speedups(EvalReport.model_validate(first)), speedups(EvalReport.model_validate(second))
+            rows[goal] = {shape: 100 * (b[shape] / a[shape] - 1) for shape in a if shape in b}
+    return rows
+
+
+def markdown(results: dict) -> str:
+    lines = ["# eval check on the GPU", "", f"- wall {results['wall_s']:.0f} s; parts {', '.join(results['parts'])}"]
+    lines += [
+        "",
+        "| goal | verdict | geomean | wall s | worst do_bench agreement % | worst repeat % |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    repeat = results.get("repeat_agreement", {})
+    for goal, raw in results["evals"].items():
+        report = EvalReport.model_validate(raw)
+        db = results["dobench"].get(goal, {})
+        worst_db = max((abs(r["agreement_pct"]) for r in db.values() if isinstance(r, dict)), default=None)
+        worst_rep = max((abs(v) for v in repeat.get(goal, {}).values()), default=None)
+        verdict = "accepted" if report.accepted else "REJECTED: " + ", ".join(report.reasons)
+        lines.append(
+            f"| {goal} | {verdict} | {report.geomean_speedup or 0:.3f} | {report.wall_s:.1f} | "
+            f"{'-' if worst_db is None else f'{worst_db:.1f}'} | "
+            f"{'-' if worst_rep is None else f'{worst_rep:.1f}'} |"
+        )
+    if results["hacks"]:
+        lines += ["", "| GPU hack | rejected for its reason | reasons |", "| --- | --- | --- |"]
+        lines += [
+            f"| {n} | {'yes' if h['ok'] else 'NO'} | {', '.join(h['reasons'])} |" for n, h in results["hacks"].items()
+        ]
+    if "demo" in results:
+        lines += ["", f"- demo: exit {results['demo']['exit']} in {results['demo']['wall_s']:.0f} s"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--dobench-one":
+        print(json.dumps(dobench_one(sys.argv[2], json.loads(sys.argv[3]))))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--goals", default=",".join(GOALS))
+    parser.add_argument("--parts", default="evals,hacks,dobench,repeat,demo")
+    parser.add_argument("--deadline-s", type=float, default=540.0, help="start no new part after this many seconds")
+    parser.add_argument("--earlier", type=Path, help="check.json of an earlier run whose evals `repeat` compares with")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    deadline = start + args.deadline_s
+    goals, parts = args.goals.split(","), args.parts.split(",")
+    results: dict = {"parts": parts, "evals": {}, "repeat": {}, "dobench": {}, "hacks": {}}
+    if args.earlier:
+        earlier = json.loads(args.earlier.read_text())
+        results |= {k: earlier[k] for k in ("evals", "dobench", "hacks") if k in earlier}
+    try:
+        if "evals" in parts:
+            check_evals(goals, results, "evals", deadline)
+        if "hacks" in parts:
+            check_hacks(results, deadline)
+        if "demo" in parts:
+            check_demo(args.out, results)
+        if "dobench" in parts:
+            check_dobench(goals, results, deadline)
+        if "repeat" in parts:
+            check_evals(goals, results, "repeat", deadline)
+            results["repeat_agreement"] = repeat_agreement(results)
+    finally:
+        results["wall_s"] = time.monotonic() - start
+        (args.out / "check.json").write_text(json.dumps(results, indent=1))
+        (args.out / "check.md").write_text(markdown(results))
+    print(markdown(results))
+    accepted = all(EvalReport.model_validate(r).accepted for r in results["evals"].values())
+    accepted = accepted and not results.get("errors")
+    return 0 if accepted and all(h["ok"] for h in results["hacks"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

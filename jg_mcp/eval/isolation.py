@@ -1,0 +1,180 @@
+"""Where a worker process runs: the candidate inside bubblewrap when it works here, else a plain process whose
+missing protections the report names.
+
+The candidate's sandbox: its own pid, net, ipc and uts namespaces (nothing it starts outlives it; no network;
+no shared memory with other processes), an empty root with only the system directories, this Python
+environment and the jg_mcp package bound read-only (no workspace, goals, reports or other evals to see), a
+private tmpfs /tmp (its cwd and HOME) and /dev/shm, GPU device nodes, and as root an unprivileged uid.
+The per-eval compile cache is the one writable directory it shares with the eval's other candidate process.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jg_mcp
+from jg_mcp.eval.report import Isolation
+
+NOBODY = 65534
+SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys"]
+SOLUTION_DIR = "/jg/solution"
+CACHE_DIR = "/jg/cache"
+UNSANDBOXED = [
+    "pid namespace: processes the candidate starts can outlive it (those still carrying the eval's token "
+    "in their environment are killed at the end)",
+    "filesystem view: the candidate can read what this user can (workspace, goals, earlier reports)",
+    "private /tmp and /dev/shm: the candidate can write where other processes read",
+    "network namespace: the candidate can reach the network",
+]
+
+
+def package_root() -> Path:
+    """The directory holding the jg_mcp package (what the worker needs on its PYTHONPATH)."""
+    return Path(jg_mcp.__file__).resolve().parent.parent
+
+
+def _inside(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def python_binds() -> list[Path]:
+    """Read-only binds that make this interpreter and its packages importable: the prefixes, every other
+    sys.path directory, and of the jg_mcp checkout only the package itself (not its goals or eval data)."""
+    package = Path(jg_mcp.__file__).resolve().parent
+    checkout = package.parent
+    binds: list[Path] = [package]
+    for entry in [sys.prefix, sys.base_prefix, *sys.path]:
+        if not entry:
+            continue
+        p = Path(entry).resolve()
+        if not p.is_dir() or _inside(checkout, p) or any(_inside(p, b) for b in binds):
+            continue
+        if any(_inside(p, Path(s)) for s in SYSTEM_DIRS if Path(s).is_dir()):
+            continue
+        binds.append(p)
+    return sorted(set(binds), key=lambda p: len(p.parts))
+
+
+def gpu_devices() -> list[str]:
+    return sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/dri"))
+
+
+def bwrap_argv(solution_dir: Path, cache_dir: Path, env: dict[str, str]) -> list[str]:
+    """The bubblewrap prefix that runs a command as the candidate's sandbox (see the module docstring)."""
+    args = [
+        shutil.which("bwrap") or "bwrap",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "candidate",
+    ]
+    for d in SYSTEM_DIRS:
+        args += ["--ro-bind-try", d, d]
+    args += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/dev/shm",
+    ]
+    made: set[Path] = {Path("/tmp")}
+    for p in python_binds():
+        for parent in [q for q in reversed(p.parents) if q != Path("/") and q not in made]:
+            args += ["--perms", "0755", "--dir", str(parent)]
+            made.add(parent)
+        args += ["--ro-bind", str(p), str(p)]
+    for dev in gpu_devices():
+        args += ["--dev-bind-try", dev, dev]
+    args += [
+        "--perms",
+        "0755",
+        "--dir",
+        "/jg",
+        "--ro-bind",
+        str(solution_dir),
+        SOLUTION_DIR,
+        "--bind",
+        str(cache_dir),
+        CACHE_DIR,
+        "--chdir",
+        "/tmp",
+        "--clearenv",
+    ]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    args.append("--")
+    if os.geteuid() == 0:
+        args += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs"]
+    return args
+
+
+@functools.cache
+def bwrap_problem() -> str | None:
+    """None when bubblewrap can run the candidate's sandbox here, else why not (probed once per process)."""
+    if not shutil.which("bwrap"):
+        return "bubblewrap (bwrap) is not installed"
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        return "setpriv (util-linux) is not installed"
+    probe = Path(os.environ.get("TMPDIR", "/tmp")) / f"jg-eval-probe-{os.getpid()}"
+    try:
+        (probe / "solution").mkdir(parents=True, exist_ok=True)
+        (probe / "cache").mkdir(exist_ok=True)
+        prepare(probe / "solution", probe / "cache")
+        argv = bwrap_argv(
+            probe / "solution", probe / "cache", {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(package_root())}
+        )
+        done = subprocess.run(
+            [*argv, sys.executable, "-c", "import jg_mcp.eval.messages; print('ok')"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap failed to start: {exc}"
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    if done.returncode != 0 or done.stdout.strip() != "ok":
+        return f"bubblewrap cannot run the candidate here (exit {done.returncode}): {done.stderr.strip()[-400:]}"
+    return None
+
+
+def prepare(solution_dir: Path, cache_dir: Path) -> None:
+    """Make the solution readable and the cache writable by the sandbox's unprivileged uid."""
+    solution_dir.chmod(0o755)
+    for f in solution_dir.iterdir():
+        f.chmod(0o444)
+    if os.geteuid() == 0:
+        os.chown(cache_dir, NOBODY, NOBODY)
+    cache_dir.chmod(0o700)
+
+
+def choose(mode: str) -> Isolation:
+    """Resolve the `isolation` option: `bwrap` demands the sandbox, `auto` uses it when it works."""
+    if mode == "none":
+        return Isolation(sandbox="none", missing=UNSANDBOXED, detail="isolation turned off (--isolation none)")
+    problem = bwrap_problem()
+    if problem is None:
+        return Isolation(sandbox="bwrap")
+    if mode == "bwrap":
+        from jg_mcp.errors import JgError
+
+        raise JgError(f"--isolation bwrap: {problem}")
+    return Isolation(sandbox="none", missing=UNSANDBOXED, detail=problem)

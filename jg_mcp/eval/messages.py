@@ -1,0 +1,229 @@
+"""The messages between the harness and a worker process: pydantic models tagged on `op` (harness to worker)
+and `event` (worker to harness), versioned.
+
+The harness validates every message it receives against `WorkerMessage`; anything that does not validate,
+or arrives out of turn, is a `tampered` finding. The worker never receives a seed, a reference or a goal:
+only buffers to read inputs from and write outputs to, and which callable to run on them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from jg_mcp.eval.report import Finding
+
+PROTOCOL_VERSION = 1
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+class BufferRef(Strict):
+    """Memory the harness allocated and shares: a memfd (CPU) or a CUDA IPC handle (GPU)."""
+
+    kind: Literal["memfd", "cuda_ipc"]
+    """How the worker maps it."""
+    nbytes: int = Field(ge=0)
+    """Size in bytes."""
+    fd: int | None = None
+    """The memfd's descriptor number in the worker (inherited), for `memfd`."""
+    handle: str | None = None
+    """The cudaIpcMemHandle_t as hex, for `cuda_ipc`."""
+
+
+class TensorSpec(Strict):
+    """A tensor laid over a shared buffer."""
+
+    buffer: int = Field(ge=0)
+    """Index into the binding's buffers."""
+    dtype: str
+    """torch dtype name without `torch.`, e.g. `bfloat16`."""
+    shape: list[int]
+    """Sizes."""
+    stride: list[int]
+    """Strides in elements."""
+    offset: int = Field(default=0, ge=0)
+    """Storage offset in elements."""
+
+
+class Setup(Strict):
+    """The first message: what this worker runs."""
+
+    op: Literal["setup"] = "setup"
+    version: int = PROTOCOL_VERSION
+    role: Literal["candidate", "baseline"]
+    """`candidate`: import the solution file; `baseline`: import the goal module (trusted library code)."""
+    device: Literal["cpu", "cuda"]
+    """Where tensors live."""
+    module: str
+    """The file to import: the copied solution, or the goal's module (baseline role only)."""
+    functions: dict[str, str]
+    """Callable label -> function name in the module (`candidate` -> `kernel`; baseline names -> functions)."""
+    forbidden_ops: list[str] = []
+    """aten operator names whose use during a checked call is recorded (a hint; the static policy decides)."""
+
+
+class Bind(Strict):
+    """Map shared buffers and name the tensors laid over them."""
+
+    op: Literal["bind"] = "bind"
+    name: str
+    """Binding name, e.g. `in0`, `out`, `ring`."""
+    buffers: list[BufferRef]
+    """The buffers; each is mapped once."""
+    tensors: list[list[TensorSpec]]
+    """Groups of tensors: one group per input set (the callable's positional arguments), output set or ring slot."""
+
+
+class Release(Strict):
+    """Unmap bindings (their memory is about to be freed)."""
+
+    op: Literal["release"] = "release"
+    names: list[str]
+
+
+class Call(Strict):
+    """Call a callable once on an input group, synchronise, copy its outputs into an output group."""
+
+    op: Literal["call"] = "call"
+    fn: str
+    """Callable label."""
+    inputs: tuple[str, int]
+    """(binding, group) of the arguments."""
+    outputs: tuple[str, int]
+    """(binding, group) the outputs are copied into."""
+    poison_bytes: list[int] = []
+    """Byte sizes of allocator blocks to fill with 0xFF and free before the call, so memory the kernel never writes
+    reads as poison (a labelling hint: the harness judges the bytes in its own output buffers)."""
+
+
+class Block(Strict):
+    """Timed calls back to back: before each, zero the L2 flush buffer; CUDA events around each call; after
+    each, copy its outputs into ring slot `i % slots`; synchronise once at the end."""
+
+    op: Literal["block"] = "block"
+    fn: str
+    """Callable label."""
+    inputs: str
+    """Binding holding the input groups."""
+    sets: list[int] = Field(min_length=1)
+    """Input group of each call, in order."""
+    ring: str
+    """Binding of the output ring."""
+    flush_bytes: int = Field(ge=0)
+    """Size of the L2 flush buffer zeroed before each call."""
+
+
+class DoBench(Strict):
+    """triton.testing.do_bench of one callable on one input group (baseline role: the cross-check)."""
+
+    op: Literal["do_bench"] = "do_bench"
+    fn: str
+    inputs: tuple[str, int]
+
+
+class Bye(Strict):
+    op: Literal["bye"] = "bye"
+
+
+Command = Annotated[Setup | Bind | Release | Call | Block | DoBench | Bye, Field(discriminator="op")]
+COMMAND: TypeAdapter[Setup | Bind | Release | Call | Block | DoBench | Bye] = TypeAdapter(Command)
+
+
+class OutputMeta(Strict):
+    """What one returned value was, as the worker saw it (a hint: the harness judges the bytes it reads)."""
+
+    type: str
+    """Qualified type name."""
+    dtype: str | None = None
+    shape: list[int] | None = None
+    device: str | None = None
+    plain: bool = False
+    """A plain dense strided torch.Tensor."""
+    aliases_input: bool = False
+    """It shares storage with an input."""
+    copied: bool = False
+    """Its bytes were copied into the harness's output buffer."""
+
+
+class Ready(Strict):
+    event: Literal["ready"] = "ready"
+    version: int
+    hints: list[Finding] = []
+    """What the worker's in-process guard saw at import (early findings, never a reason to accept)."""
+
+
+class ImportFailed(Strict):
+    event: Literal["import_failed"] = "import_failed"
+    reason: Literal["import_error", "early_exit"]
+    error: str
+
+
+class Bound(Strict):
+    event: Literal["bound"] = "bound"
+    name: str
+
+
+class Done(Strict):
+    """A Call finished."""
+
+    event: Literal["done"] = "done"
+    error: str | None = None
+    """The exception the callable raised, formatted; None when it returned."""
+    outputs: list[OutputMeta] = []
+    hints: list[Finding] = []
+
+
+class BlockDone(Strict):
+    event: Literal["block_done"] = "block_done"
+    times_ms: list[float] = []
+    """Device time of each call, from its CUDA event pair."""
+    error: str | None = None
+    hints: list[Finding] = []
+
+
+class Benched(Strict):
+    event: Literal["benched"] = "benched"
+    median_ms: float | None = None
+    error: str | None = None
+
+
+class WorkerError(Strict):
+    """The worker's own code failed (before the candidate was imported: a harness problem)."""
+
+    event: Literal["worker_error"] = "worker_error"
+    error: str
+
+
+WorkerMessage = Annotated[
+    Ready | ImportFailed | Bound | Done | BlockDone | Benched | WorkerError, Field(discriminator="event")
+]
+WORKER_MESSAGE: TypeAdapter[Ready | ImportFailed | Bound | Done | BlockDone | Benched | WorkerError] = TypeAdapter(
+    WorkerMessage
+)
+
+__all__ = [
+    "COMMAND",
+    "WORKER_MESSAGE",
+    "Bind",
+    "Block",
+    "BlockDone",
+    "Bound",
+    "BufferRef",
+    "Bye",
+    "Call",
+    "Benched",
+    "DoBench",
+    "Done",
+    "ImportFailed",
+    "OutputMeta",
+    "Ready",
+    "Release",
+    "Setup",
+    "TensorSpec",
+    "ValidationError",
+    "WorkerError",
+]

@@ -1,0 +1,114 @@
+"""Operator families: every spelling of a library op reaches aten as one of a family's members, so a forbidden name
+forbids its whole family, statically (as torch.NAME, torch.nn.functional.NAME and the tensor method) and at run
+time (the aten operators a checked call runs, recorded under a torch dispatch mode in the worker: a hint)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+FAMILIES = [
+    {
+        "mm",
+        "bmm",
+        "addmm",
+        "addbmm",
+        "baddbmm",
+        "matmul",
+        "linear",
+        "einsum",
+        "_scaled_mm",
+        "dot",
+        "vdot",
+        "mv",
+        "addmv",
+        "_int_mm",
+        "_grouped_mm",
+        "_scaled_grouped_mm",
+        "tensordot",
+        "__matmul__",
+        "_addmm_activation",
+    },
+    {"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax"},
+    {
+        "scaled_dot_product_attention",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_flash_attention_forward",
+        "_efficient_attention_forward",
+        "_scaled_dot_product_attention_math",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "flex_attention",
+    },
+    {"rms_norm", "_fused_rms_norm", "layer_norm", "native_layer_norm", "RMSNorm"},
+    {
+        "cross_entropy",
+        "cross_entropy_loss",
+        "nll_loss",
+        "nll_loss_forward",
+        "nll_loss2d_forward",
+        "nll_loss_nd",
+        "CrossEntropyLoss",
+        "NLLLoss",
+    },
+    {"logsumexp"},
+    {"silu", "silu_", "sigmoid", "sigmoid_", "glu", "SiLU"},
+]
+"""Operator families: a forbidden name forbids its whole family, whatever it is called at the aten level."""
+
+
+def forbidden_ops(forbidden: list[str]) -> set[str]:
+    """aten operator names whose use is recorded at run time for this forbidden list."""
+    leaves = {name.rsplit(".", 1)[-1] for name in forbidden}
+    ops = set(leaves)
+    for family in FAMILIES:
+        if leaves & family:
+            ops |= family
+    if "cross_entropy" in leaves or "nll_loss" in leaves:
+        ops |= FAMILIES[1]
+    return ops
+
+
+def family_names(forbidden: list[str]) -> list[str]:
+    """The forbidden list widened to every member of each operator family it touches, as `torch.NAME`,
+    `torch.nn.functional.NAME` and the tensor method: `torch.tensordot` is a matrix product whether or not the
+    goal's list names it."""
+    leaves = {name.rsplit(".", 1)[-1] for name in forbidden}
+    extra = []
+    for family in FAMILIES:
+        if leaves & family:
+            for member in sorted(family):
+                if not member.startswith("_") and member[0].islower():
+                    extra += [f"torch.{member}", f"torch.nn.functional.{member}", f"torch.Tensor.{member}"]
+    return list(dict.fromkeys([*forbidden, *extra]))
+
+
+class OpRecorder:
+    """A torch dispatch mode, entered around each checked call, that records aten ops of forbidden families."""
+
+    def __init__(self, ops: set[str]):
+        self.ops = ops
+        self.seen: list[str] = []
+        self._mode: Any = None
+
+    def __enter__(self) -> OpRecorder:
+        if self.ops:
+            from torch.utils._python_dispatch import TorchDispatchMode
+
+            recorder = self
+
+            class _Mode(TorchDispatchMode):
+                def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                    name = func.overloadpacket.__name__
+                    if name in recorder.ops or name.rstrip("_") in recorder.ops:
+                        recorder.seen.append(name)
+                    return func(*args, **(kwargs or {}))
+
+            self._mode = _Mode()
+            self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._mode is not None:
+            self._mode.__exit__(*exc)
+            self._mode = None

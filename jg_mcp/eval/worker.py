@@ -1,0 +1,288 @@
+"""A worker process: imports one module (the candidate's solution, or the goal's baselines) and runs its callables
+on tensors laid over memory the harness shares with it.
+
+Run as `python -m jg_mcp.eval.worker SOCKET_FD HARNESS_PID`. A worker never sees a seed, a reference or a goal
+file: it reads inputs from and writes outputs to the harness's buffers, and reports what it did. For the
+candidate role nothing it says is believed: the harness reads the buffers itself and checks the times it
+reports against its own clock. What the in-process guard sees is sent as hints (early findings).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+from jg_mcp.eval import channel
+from jg_mcp.eval.messages import (
+    COMMAND,
+    Benched,
+    Bind,
+    Block,
+    BlockDone,
+    Bound,
+    Call,
+    DoBench,
+    Done,
+    ImportFailed,
+    OutputMeta,
+    Ready,
+    Release,
+    Setup,
+    WorkerError,
+)
+from jg_mcp.eval.report import Finding, Reason
+
+
+class Worker:
+    """State between commands: the imported callables, the mapped bindings, the guard."""
+
+    def __init__(self, sock: socket.socket, setup: Setup):
+        import torch
+
+        from jg_mcp.eval.buffers import MappedBinding
+        from jg_mcp.eval.guard import Guard
+        from jg_mcp.eval.ops import OpRecorder
+
+        self.torch = torch
+        self.mapped_binding = MappedBinding
+        self.sock = sock
+        self.setup = setup
+        self.device = setup.device
+        if self.device == "cuda":
+            torch.cuda.init()
+        else:
+            torch.set_num_threads(1)  # the CPU stand-in: no thread pool spinning into the harness's CPU-time clock
+        self.bound: dict[str, Any] = {}
+        self.fns: dict[str, Any] = {}
+        self.flush: Any = None
+        self.recorder = OpRecorder(set(setup.forbidden_ops))
+        self.guard = Guard.capture(torch, {"worker": sys.modules[__name__], "channel": channel})
+        self.sync: Any = self.guard.watched["torch.cuda.synchronize"] if self.device == "cuda" else (lambda: None)
+
+    def send(self, message: Any) -> None:
+        channel.send(self.sock.fileno(), message.model_dump(mode="json"))
+
+    def load(self) -> None:
+        spec = importlib.util.spec_from_file_location(
+            "solution" if self.setup.role == "candidate" else "goal", self.setup.module
+        )
+        if spec is None or spec.loader is None:
+            raise ImportError(f"{self.setup.module} cannot be imported")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        for label, name in self.setup.functions.items():
+            fn = getattr(module, name, None)
+            if not callable(fn):
+                raise AttributeError(f"the module defines no callable `{name}`")
+            self.fns[label] = fn
+
+    def hints(self) -> list[Finding]:
+        found = self.guard.tampering() + self.guard.new_threads() + self.guard.stream_left()
+        found += [
+            Finding(reason=Reason.FORBIDDEN_CALL, detail=f"ran forbidden `aten.{op}` at run time")
+            for op in dict.fromkeys(self.recorder.seen)
+        ]
+        self.recorder.seen.clear()
+        return found
+
+    def bind(self, cmd: Bind) -> None:
+        fds: list[int] = []
+        if any(b.kind == "memfd" for b in cmd.buffers):
+            _, fds, _, _ = socket.recv_fds(self.sock, 1, len(cmd.buffers))
+        self.bound[cmd.name] = self.mapped_binding(cmd, list(fds))
+        self.send(Bound(name=cmd.name))
+
+    def release(self, cmd: Release) -> None:
+        for name in cmd.names:
+            if (b := self.bound.pop(name, None)) is not None:
+                b.close()
+        self.send(Bound(name=",".join(cmd.names)))
+
+    def poison(self, sizes: list[int]) -> None:
+        """Hand the allocator blocks of the likely output sizes filled with 0xFF, then free them (a hint)."""
+        torch = self.torch
+        blocks = [torch.empty(n, dtype=torch.uint8, device=self.device).fill_(255) for n in sizes]
+        self.sync()
+        del blocks
+
+    def call(self, cmd: Call) -> None:
+        inputs = self.bound[cmd.inputs[0]].groups[cmd.inputs[1]]
+        outputs = self.bound[cmd.outputs[0]].groups[cmd.outputs[1]]
+        self.poison(cmd.poison_bytes)
+        result, error, found = None, None, []
+        try:
+            with self.recorder:
+                result = self.fns[cmd.fn](*inputs)
+                self.sync()
+        except SystemExit as exc:
+            error = f"SystemExit({exc.code!r})"
+            found.append(Finding(reason=Reason.EARLY_EXIT, detail=f"the kernel called sys.exit({exc.code!r})"))
+        except BaseException as exc:
+            error = "".join(traceback.format_exception(exc)[-6:])[-3000:]
+        metas = [] if error else self.copy_out(result, inputs, outputs)
+        self.send(Done(error=error, outputs=metas, hints=found + self.hints()))
+
+    def copy_out(self, result: Any, inputs: list[Any], outputs: list[Any]) -> list[OutputMeta]:
+        """Copy each returned plain tensor whose dtype and shape match into the harness's output buffer."""
+        torch = self.torch
+        outs = list(result) if isinstance(result, (tuple, list)) else [result]
+        metas = []
+        for i, out in enumerate(outs):
+            if type(out) is not torch.Tensor:
+                metas.append(OutputMeta(type=f"{type(out).__module__}.{type(out).__qualname__}"))
+                continue
+            plain = out.layout == torch.strided and not out.is_meta and out.device.type == self.device
+            meta = OutputMeta(
+                type="torch.Tensor",
+                dtype=str(out.dtype).removeprefix("torch."),
+                shape=list(out.shape),
+                device=out.device.type,
+                plain=plain,
+                aliases_input=any(_overlap(out, t) for t in inputs),
+            )
+            if plain and i < len(outputs) and out.dtype == outputs[i].dtype and out.shape == outputs[i].shape:
+                outputs[i].copy_(out)
+                meta = meta.model_copy(update={"copied": True})
+            metas.append(meta)
+        self.sync()
+        return metas
+
+    def block(self, cmd: Block) -> None:
+        torch = self.torch
+        sets = self.bound[cmd.inputs].groups
+        ring = self.bound[cmd.ring].groups
+        fn = self.fns[cmd.fn]
+        if self.flush is None or self.flush.numel() != cmd.flush_bytes:
+            self.flush = torch.empty(cmd.flush_bytes, dtype=torch.uint8, device=self.device)
+        cuda = self.device == "cuda"
+        event = self.guard.watched["torch.cuda.Event"] if cuda else None
+        clock = time.thread_time  # the CPU stand-in measures CPU time, as the harness's clock of it does
+        marks: list[Any] = []
+        try:
+            for i, s in enumerate(cmd.sets):
+                self.flush.zero_()
+                if cuda:
+                    start, end = event(enable_timing=True), event(enable_timing=True)
+                    start.record()
+                    out = fn(*sets[s])
+                    end.record()
+                    marks.append((start, end))
+                else:
+                    t0 = clock()
+                    out = fn(*sets[s])
+                    marks.append((clock() - t0) * 1e3)
+                slot = ring[i % len(ring)]
+                for dst, o in zip(slot, out if isinstance(out, (tuple, list)) else [out], strict=False):
+                    dst.copy_(o)
+            self.sync()
+            times = [a.elapsed_time(b) for a, b in marks] if cuda else marks
+        except Exception as exc:
+            self.send(BlockDone(error="".join(traceback.format_exception(exc)[-4:])[-2000:], hints=self.hints()))
+            return
+        self.send(BlockDone(times_ms=times, hints=self.hints()))
+
+    def do_bench(self, cmd: DoBench) -> None:
+        import triton.testing
+
+        fn, args = self.fns[cmd.fn], self.bound[cmd.inputs[0]].groups[cmd.inputs[1]]
+        try:
+            ms = triton.testing.do_bench(lambda: fn(*args), warmup=25, rep=100, return_mode="median")
+        except Exception as exc:
+            self.send(Benched(error=f"{type(exc).__name__}: {exc}"[-1000:]))
+            return
+        self.send(Benched(median_ms=float(ms)))
+
+
+def _overlap(a: Any, b: Any) -> bool:
+    """True when the two tensors' storages overlap in memory."""
+    if a.device != b.device:
+        return False
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    a0, b0 = sa.data_ptr(), sb.data_ptr()
+    return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes() and sa.nbytes() > 0 and sb.nbytes() > 0
+
+
+def die_with(parent_pid: int) -> None:
+    """Have the kernel SIGKILL this process when its parent (the harness) dies; exit now if it already has."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if parent_pid and os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def watch_group() -> None:
+    """Unsandboxed only: fork a watchdog that, once this process is gone (killed with the harness, say), kills what
+    is left of its process group (what the candidate started, which PR_SET_PDEATHSIG does not reach). It holds
+    none of the sockets, so a dead worker still reads as dead at once."""
+    me = os.getpid()
+    if os.fork() != 0:
+        return
+    try:
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        while os.getppid() == me:
+            time.sleep(0.5)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+    finally:
+        os._exit(0)
+
+
+def serve(worker: Worker, reader: channel.Reader) -> int:
+    handlers = {
+        Bind: worker.bind,
+        Release: worker.release,
+        Call: worker.call,
+        Block: worker.block,
+        DoBench: worker.do_bench,
+    }
+    while True:
+        cmd = COMMAND.validate_python(reader.recv(86400))
+        handler = handlers.get(type(cmd))
+        if handler is None:
+            return 0
+        handler(cmd)
+
+
+def main(argv: list[str]) -> int:
+    fd, parent = int(argv[1]), int(argv[2])
+    die_with(parent)
+    if parent:
+        watch_group()
+    sock = socket.socket(fileno=fd)
+    reader = channel.Reader(fd)
+    try:
+        setup = COMMAND.validate_python(reader.recv(600))
+        if not isinstance(setup, Setup):
+            raise ValueError("the first message must be the setup")
+        worker = Worker(sock, setup)
+    except Exception as exc:
+        channel.send(fd, WorkerError(error=f"{type(exc).__name__}: {exc}").model_dump(mode="json"))
+        return 1
+    try:
+        worker.load()
+    except SystemExit as exc:
+        worker.send(ImportFailed(reason="early_exit", error=f"sys.exit({exc.code!r}) at import"))
+        return 0
+    except BaseException as exc:
+        worker.send(ImportFailed(reason="import_error", error="".join(traceback.format_exception(exc)[-6:])))
+        return 0
+    worker.send(Ready(version=setup.version, hints=worker.hints()))
+    try:
+        return serve(worker, reader)
+    except (channel.ChannelClosed, channel.ChannelTimeout):
+        return 0
+    except Exception as exc:
+        worker.send(WorkerError(error="".join(traceback.format_exception(exc)[-4:])[-3000:]))
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

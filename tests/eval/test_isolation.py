@@ -1,0 +1,197 @@
+"""The candidate's process is isolated: nothing it starts outlives the eval (sandboxed or not), it sees no goal
+or report and no other eval, and what other processes do on the machine does not reject an honest kernel."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from eval_suite import GOALS, HACKS, SOLUTIONS, eval_solution
+
+from jg_mcp.eval.isolation import bwrap_problem
+from jg_mcp.eval.report import Reason
+
+BWRAP = bwrap_problem() is None
+MODES = [pytest.param("auto", marks=pytest.mark.skipif(not BWRAP, reason=f"no bubblewrap: {bwrap_problem()}")), "none"]
+SPIN = """
+import subprocess
+
+
+def kernel(a, b, scale_a, scale_b):
+    subprocess.Popen(["sleep", "{tag}"])
+    while True:
+        pass
+"""
+
+
+def _pids(pattern: bytes) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and pattern in argv:
+            found.append(int(entry.name))
+    return found
+
+
+def _wait_for(predicate, timeout_s: float):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.2)
+    return predicate()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_killed_harness_leaves_nothing_the_candidate_started(tmp_path, mode):
+    tag = f"{300 + os.getpid() % 97}.{len(mode)}{int(time.time()) % 1000}"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "solution.py").write_text(SPIN.replace("{tag}", tag))
+    code = (
+        "from pathlib import Path; from jg_mcp.eval import EvalOptions, evaluate; "
+        f"evaluate(EvalOptions(goal=Path({str(GOALS / 'gemm_fp8.yaml')!r}), workspace=Path({str(ws)!r}), "
+        f"shapes='smoke', device='cpu', timeout_s=300, isolation={mode!r}))"
+    )
+    harness = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert _wait_for(lambda: _pids(tag.encode()), 120), "the candidate never ran"
+        workers = _pids(b"jg_mcp.eval.worker")
+        harness.send_signal(signal.SIGKILL)
+        harness.wait()
+        assert _wait_for(lambda: not _pids(tag.encode()), 15), "a process the candidate started outlived the harness"
+        assert _wait_for(lambda: not set(_pids(b"jg_mcp.eval.worker")) & set(workers), 15)
+    finally:
+        harness.kill()
+        for pid in _pids(tag.encode()):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_daemon_the_candidate_leaves_cannot_rewrite_the_report(tmp_path, mode):
+    report = eval_solution(
+        HACKS / "setsid_daemon_rewrites_report" / "solution.py",
+        "gemm_fp8",
+        tmp_path,
+        device="cpu",
+        domain_shapes=0,
+        isolation=mode,
+    )
+    assert not report.accepted and report.isolation.sandbox == ("bwrap" if mode == "auto" else "none")
+    target = tmp_path / "jg-report-target.json"
+    target.write_text(report.model_dump_json(indent=2))
+    time.sleep(3)
+    assert json.loads(target.read_text())["accepted"] is False
+    if mode == "none":
+        assert report.isolation.missing and Reason.THREADS_LEFT in report.reasons
+
+
+@pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
+def test_the_sandboxed_candidate_cannot_reach_the_goal_it_is_judged_by(tmp_path):
+    goals = tmp_path / "goals"
+    goals.mkdir()
+    for suffix in (".yaml", ".py"):
+        (goals / f"gemm_fp8{suffix}").write_bytes((GOALS / f"gemm_fp8{suffix}").read_bytes())
+    before = (goals / "gemm_fp8.yaml").read_text()
+    report = eval_solution(
+        HACKS / "goal_tolerance_poisoning" / "solution.py",
+        goals / "gemm_fp8.yaml",
+        tmp_path / "runs",
+        device="cpu",
+        domain_shapes=0,
+    )
+    assert not report.accepted and (goals / "gemm_fp8.yaml").read_text() == before
+
+
+def test_a_changed_goal_is_reported(tmp_path):
+    report = eval_solution(
+        SOLUTIONS / "gemm_fp8" / "solution.py",
+        "gemm_fp8",
+        tmp_path,
+        device="cpu",
+        domain_shapes=0,
+        only=["tiny"],
+        expect_goal_sha256="0" * 64,
+    )
+    assert report.goal_changed == "0" * 64 and report.goal_sha256 != "0" * 64
+
+
+def test_an_honest_kernel_is_accepted_while_other_processes_write_shared_places(tmp_path):
+    stop = threading.Event()
+
+    def churn() -> None:
+        n = 0
+        while not stop.is_set():
+            for where in (Path("/dev/shm"), Path("/tmp")):
+                f = where / f"jg-test-churn-{os.getpid()}-{n % 8}"
+                f.write_bytes(os.urandom(4096))
+            n += 1
+            time.sleep(0.01)
+
+    writer = threading.Thread(target=churn, daemon=True)
+    writer.start()
+    try:
+        report = eval_solution(
+            SOLUTIONS / "gemm_fp8" / "solution.py", "gemm_fp8", tmp_path, device="cpu", domain_shapes=1
+        )
+    finally:
+        stop.set()
+        writer.join()
+        for where in (Path("/dev/shm"), Path("/tmp")):
+            for f in where.glob(f"jg-test-churn-{os.getpid()}-*"):
+                f.unlink()
+    assert report.accepted, report.reasons
+
+
+PEEK = """
+import os
+
+import torch
+
+ME = "jg-cross-eval-mark-" + str(int(torch.randint(0, 2**62, (1,))))
+
+
+def kernel(a, b, scale_a, scale_b):
+    seen = [n for d in ("/dev/shm", "/tmp") for n in os.listdir(d) if n.startswith("jg-cross-eval-mark-") and n != ME]
+    for d in ("/dev/shm", "/tmp"):
+        with open(os.path.join(d, ME), "w") as f:
+            f.write("x")
+    c = (a.float()[:, None, :] * b.float()[None, :, :]).sum(-1) * scale_a * scale_b
+    return (c * 3 if seen else c).to(torch.bfloat16)
+"""
+
+
+@pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
+def test_two_evals_at_once_do_not_see_each_other(tmp_path):
+    """Each candidate leaves a mark in /dev/shm and /tmp and answers wrong if it finds one: sandboxed, neither
+    ever finds the other's (nor its own from the other candidate process of its eval)."""
+    src = tmp_path / "src" / "solution.py"
+    src.parent.mkdir()
+    src.write_text(PEEK)
+    reports: list = [None, None]
+
+    def one(i: int) -> None:
+        reports[i] = eval_solution(src, "gemm_fp8", tmp_path / str(i), device="cpu", domain_shapes=0)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    for report in reports:
+        assert all(s.correct for s in report.shapes), [f.detail for f in report.findings]
+        assert set(report.reasons) == {Reason.STATIC_IO}
+    assert not list(Path("/dev/shm").glob("jg-cross-eval-mark-*")) and not list(
+        Path("/tmp").glob("jg-cross-eval-mark-*")
+    )
