@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 
+from jg_mcp.eval.policy import policy_text
 from jg_mcp.goals import LoadedGoal, Shape
 
 
@@ -27,6 +28,7 @@ def render_markdown(loaded: LoadedGoal, reference_file: str = "reference.py") ->
         "",
         "## Constraints",
         *[f"- {c}" for c in g.constraints],
+        f"- {policy_text(g.forbidden)}",
         "",
         "## Solution contract",
         f"- File `{g.solution.file}` in the workspace defines `{_signature(loaded)}` "
