@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
 from jg_mcp.goals import load_goal
 from jg_mcp.server import SingleSession, build_server
 from jg_mcp.session import Session
+from tests.support import DEMO_GOAL, GEMM_FP8, REPO, TOOLS_BIN, copy_goal, node_tool
 
-REPO = Path(__file__).resolve().parent.parent
-GEMM_FP8 = REPO / "goals" / "gemm_fp8.yaml"
-DEMO_GOAL = REPO / "jg_mcp" / "demo_goal" / "axpy.yaml"
-TOOLS_BIN = REPO / ".tools" / "node_modules" / ".bin"
+__all__ = ["DEMO_GOAL", "GEMM_FP8", "REPO", "TOOLS_BIN", "copy_goal", "node_tool"]
 
 
 @pytest.fixture(scope="session")
@@ -32,18 +27,3 @@ def session(gemm_goal, tmp_path):
 @pytest.fixture
 def server(gemm_goal, session):
     return build_server(gemm_goal, SingleSession(session))
-
-
-def node_tool(name: str) -> Path:
-    """A tool installed by .ci/run into .tools/ (npm); tests that need it skip with the reason."""
-    path = TOOLS_BIN / name
-    if not path.exists():
-        pytest.skip(f"{name} not installed: run .ci/run (npm install into .tools/)")
-    return path
-
-
-def copy_goal(tmp_path: Path, name: str = "gemm_fp8") -> Path:
-    """A writable copy of a goal pair, for tests that corrupt it."""
-    for suffix in (".yaml", ".py"):
-        shutil.copy(REPO / "goals" / f"{name}{suffix}", tmp_path / f"{name}{suffix}")
-    return tmp_path / f"{name}.yaml"

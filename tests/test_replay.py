@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import atexit
-import functools
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import anyio
@@ -21,13 +17,14 @@ from jg_mcp import replay
 from jg_mcp.commands import replay as replay_cli
 from jg_mcp.errors import TranscriptError
 from jg_mcp.goals import load_goal
+from jg_mcp.integrity import diagnose
 from jg_mcp.sandbox import Bwrap, SandboxLimits
 from jg_mcp.scripted import Step, call, run_script
 from jg_mcp.server import SingleSession, build_server
 from jg_mcp.session import Session
-from jg_mcp.integrity import diagnose
-from jg_mcp.transcript import FORMAT_VERSION, GENESIS, blobs_dir, read_transcript, sha256_bytes
+from jg_mcp.transcript import FORMAT_VERSION, GENESIS, read_transcript, sha256_bytes
 from jg_mcp.workspace import Workspace
+from tests.support import copy_transcript, demo_dir, demo_run
 from tests.test_sandbox_escapes import BWRAP_MISSING, SECRET_VAR
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,44 +32,17 @@ DEMO_GOAL = REPO / "jg_mcp" / "demo_goal" / "axpy.yaml"
 EXAMPLE = REPO / "transcripts" / "examples" / "demo-axpy.jsonl"
 
 
-@functools.cache
-def demo_dir() -> Path:
-    """`jg-mcp demo` run once per test process, as a user runs it (a real stdio server subprocess).
-
-    Keyed by process id, so that this module imported under two names (by pytest and by the other
-    test files) still runs it once."""
-    out = Path(tempfile.gettempdir()) / f"jg-mcp-test-demo-{os.getpid()}"
-    if not (out / "done").exists():
-        shutil.rmtree(out, ignore_errors=True)
-        atexit.register(shutil.rmtree, out, True)
-        done = subprocess.run([sys.executable, "-m", "jg_mcp", "--log-level", "WARNING", "demo", "--out", str(out)],
-                              capture_output=True, text=True, timeout=300, cwd=REPO)
-        assert done.returncode == 0, done.stdout + done.stderr
-        (out / "done").touch()
-    return out
-
-
-def demo_run() -> Path:
-    return next((demo_dir() / "transcripts").glob("*.jsonl"))
-
-
-def copy_transcript(src: Path, dest_dir: Path) -> Path:
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    dest = dest_dir / src.name
-    shutil.copyfile(src, dest)
-    shutil.copytree(blobs_dir(src), blobs_dir(dest))
-    return dest
-
-
-def scripted_session(tmp_path: Path, steps: list[Step], goal: Path = DEMO_GOAL,
-                     sandbox: str = "none", key: bytes | None = None) -> tuple[Path, Path]:
+def scripted_session(
+    tmp_path: Path, steps: list[Step], goal: Path = DEMO_GOAL, sandbox: str = "none", key: bytes | None = None
+) -> tuple[Path, Path]:
     """An in-process session on the demo goal driven by the scripted client, its commands run unsandboxed or
     (`sandbox="bwrap"`) in bubblewrap, its transcript keyed with `key`; returns (transcript, workspace)."""
     loaded = load_goal(goal)
     ws, transcripts = tmp_path / "ws", tmp_path / "transcripts"
     wrap = Bwrap(ws, [transcripts]).wrap if sandbox == "bwrap" else None
-    session = Session(loaded, workspace_dir=ws, transcripts_dir=transcripts, sandbox=sandbox, wrap=wrap,
-                      transcript_key=key)
+    session = Session(
+        loaded, workspace_dir=ws, transcripts_dir=transcripts, sandbox=sandbox, wrap=wrap, transcript_key=key
+    )
     try:
         anyio.run(run_script, build_server(loaded, SingleSession(session), sandboxed=sandbox == "bwrap"), steps, 120)
     finally:
@@ -82,8 +52,15 @@ def scripted_session(tmp_path: Path, steps: list[Step], goal: Path = DEMO_GOAL,
 
 def jg(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """The command line, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "jg_mcp", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, cwd=REPO, env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "jg_mcp", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def replay_command(transcript: Path, to: Path, step: int | None = None, rerun: bool = False) -> int:
@@ -131,11 +108,21 @@ def test_rerun_reports_every_demo_command_as_matching(tmp_path):
 
 def test_a_step_is_the_nth_tool_call_and_step_zero_is_the_session_start(tmp_path):
     record = replay.load_record(demo_run())
-    assert [c.tool for c in record.calls] == ["query_gpu", "read_file", "write_file", "write_file", "run_command",
-                                              "run_command", "read_file"]
-    for step, expected in [(0, {"reference.py"}), (3, {"reference.py", "solution.py"}),
-                           (5, {"reference.py", "solution.py", "check.py"}),
-                           (6, {"reference.py", "solution.py", "check.py", "listing.txt"})]:
+    assert [c.tool for c in record.calls] == [
+        "query_gpu",
+        "read_file",
+        "write_file",
+        "write_file",
+        "run_command",
+        "run_command",
+        "read_file",
+    ]
+    for step, expected in [
+        (0, {"reference.py"}),
+        (3, {"reference.py", "solution.py"}),
+        (5, {"reference.py", "solution.py", "check.py"}),
+        (6, {"reference.py", "solution.py", "check.py", "listing.txt"}),
+    ]:
         report = replay.rebuild(record, tmp_path / str(step), step)
         assert set(files(tmp_path / str(step))) == expected, step
         assert not report.problems
@@ -154,11 +141,14 @@ def test_replay_refuses_a_directory_that_is_not_empty(tmp_path):
 
 
 def test_commands_that_delete_and_overwrite_files_are_replayed_at_each_step(tmp_path):
-    transcript, ws = scripted_session(tmp_path, [
-        call("write_file", path="a.txt", content="one\n"),
-        call("run_command", command="echo two > a.txt && mkdir -p d && echo three > d/b.txt"),
-        call("run_command", command="rm a.txt"),
-    ])
+    transcript, ws = scripted_session(
+        tmp_path,
+        [
+            call("write_file", path="a.txt", content="one\n"),
+            call("run_command", command="echo two > a.txt && mkdir -p d && echo three > d/b.txt"),
+            call("run_command", command="rm a.txt"),
+        ],
+    )
     record = replay.load_record(transcript)
     replay.rebuild(record, tmp_path / "s2", 2)
     assert (tmp_path / "s2" / "a.txt").read_text() == "two\n"
@@ -179,10 +169,13 @@ def test_a_file_over_the_blob_cap_is_reported_as_not_reconstructible(tmp_path, c
 def test_rerun_tells_output_that_changes_from_an_exit_code_that_changes(tmp_path, capsys):
     flag = tmp_path / "flag"
     flag.write_text("present while recording")
-    transcript, _ = scripted_session(tmp_path, [
-        call("run_command", command="date +%s%N"),
-        call("run_command", command=f"test -e {flag}"),
-    ])
+    transcript, _ = scripted_session(
+        tmp_path,
+        [
+            call("run_command", command="date +%s%N"),
+            call("run_command", command=f"test -e {flag}"),
+        ],
+    )
     flag.unlink()
     results = replay.rerun_commands(replay.load_record(transcript), _rebuilt(transcript, tmp_path / "r")).results
     assert [r.verdict for r in results] == ["output differs", "exit code differs"]

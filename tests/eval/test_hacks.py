@@ -7,12 +7,23 @@ outside the candidate's process (its own buffers, its own clock) even if the sou
 from __future__ import annotations
 
 import pytest
-from eval_suite import CPU_TIMING, CUDA, HACKS
+from eval_suite import CPU_TIMING, CUDA, HACKS, REPO
 
 from jg_mcp.eval import Reason
 
 R = Reason
 GEMM = "gemm_fp8"
+
+
+def _gpu_check():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("h200_check", REPO / "eval" / "h200_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 CPU_HACKS: dict[str, tuple[str, set[Reason]]] = {
     "reuse_freed_reference": (GEMM, {R.INCORRECT}),
     "zero_inputs": (GEMM, {R.INPUT_MODIFIED}),
@@ -60,16 +71,8 @@ CPU_TIMED_HACKS: dict[str, set[Reason]] = {
     "wrong_after_warmup": {R.INCORRECT},
 }
 """Hacks on the demo goal that only the timing phase can catch, run with the timing protocol on the CPU."""
-GPU_HACKS: dict[str, set[Reason]] = {
-    "side_stream": {R.TIMING_ESCAPE, R.STATIC_CONCURRENCY},
-    "background_thread": {R.THREADS_LEFT},
-    "patch_elapsed_time": {R.TAMPERED, R.TIMING_ESCAPE},
-    "patch_synchronize": {R.TAMPERED},
-    "below_floor": {R.CACHED_OUTPUT},
-    "cache_by_content": {R.CACHED_OUTPUT},
-    "cache_by_sampled_content": {R.CACHED_OUTPUT},
-    "wrong_when_rushed": {R.INCORRECT},
-}
+GPU_HACKS = _gpu_check().GPU_HACKS
+"""The GPU-only hacks and their reasons: the same table eval/h200_check.py runs on a GPU."""
 ACCEPTED_ON_CPU = {"below_floor", "cache_by_content", "cache_by_sampled_content", "wrong_when_rushed"}
 """GPU hacks whose only trick is timing: on the CPU (no timing) they compute the right answer."""
 TIMEOUTS = {"hang": 30.0}
@@ -168,14 +171,3 @@ def test_gpu_hack_is_rejected_for_its_reason(gpu_suite, name):
     assert not missing, (
         f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
     )
-
-
-def test_the_gpu_check_command_runs_the_same_gpu_hacks():
-    import importlib.util
-
-    from eval_suite import REPO
-
-    spec = importlib.util.spec_from_file_location("h200_check", REPO / "eval" / "h200_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.GPU_HACKS == GPU_HACKS
