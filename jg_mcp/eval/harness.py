@@ -24,7 +24,7 @@ import torch
 
 import jg_mcp
 from jg_mcp import log
-from jg_mcp.errors import JgError
+from jg_mcp.errors import JgError, PathRefused
 from jg_mcp.eval.buffers import SharedBinding
 from jg_mcp.eval.checks import mass_findings, measure, metadata_findings
 from jg_mcp.eval.isolation import choose, prepare
@@ -37,6 +37,8 @@ from jg_mcp.eval.report import Environment, ErrorStats, EvalReport, Finding, Rea
 from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import Case, select_cases
 from jg_mcp.goals import LoadedGoal, load_goal
+from jg_mcp.safefs import read_bounded
+from jg_mcp.workspace import Workspace
 
 _log = log.get("jg_mcp.eval")
 Progress = Callable[[str], None]
@@ -50,6 +52,24 @@ def private_goal(yaml_path: Path, work: Path) -> LoadedGoal:
     shutil.copyfile(yaml_path, dest / yaml_path.name)
     shutil.copyfile(yaml_path.with_suffix(".py"), dest / yaml_path.with_suffix(".py").name)
     return load_goal(dest / yaml_path.name)
+
+
+MAX_SOLUTION_BYTES = 16 * 1024 * 1024
+"""The largest solution file read (the server's write_file limit)."""
+
+
+def read_solution(workspace: Path, rel: str) -> bytes:
+    """The solution's bytes, read once through the workspace's directory descriptor: the agent controls the
+    workspace, so a link (to a host file the harness, often root, could read) or a FIFO is refused, not followed,
+    and nothing is checked by name and then reopened."""
+    try:
+        ws = Workspace(workspace)
+        with ws.open_file(ws.parts(rel)) as (fd, st):
+            if st.st_size > MAX_SOLUTION_BYTES:
+                raise JgError(f"solution file {workspace / rel} is {st.st_size} bytes, over {MAX_SOLUTION_BYTES}")
+            return b"".join(read_bounded(fd, st.st_size))
+    except (PathRefused, OSError) as exc:
+        raise JgError(f"no solution file {workspace / rel} to evaluate: {exc}") from None
 
 
 class Evaluation:
@@ -86,14 +106,12 @@ class Evaluation:
     def _run(self, start: float) -> EvalReport:
         g = self.goal.goal
         source = self.o.workspace / (self.o.solution or g.solution.file)
-        if not source.is_file():
-            raise JgError(f"no solution file {source}")
+        data = read_solution(self.o.workspace, self.o.solution or g.solution.file)
         copied = self.work / "solution" / "solution.py"
         copied.parent.mkdir()
         (self.work / "cache").mkdir()
-        shutil.copyfile(source, copied)
+        copied.write_bytes(data)
         prepare(copied.parent, self.work / "cache")
-        data = copied.read_bytes()
         report = EvalReport(
             goal=g.name,
             goal_sha256=self.goal.sha256(),

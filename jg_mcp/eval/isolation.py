@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import jg_mcp
@@ -133,10 +134,10 @@ def bwrap_problem() -> str | None:
         return "bubblewrap (bwrap) is not installed"
     if os.geteuid() == 0 and not shutil.which("setpriv"):
         return "setpriv (util-linux) is not installed"
-    probe = Path(os.environ.get("TMPDIR", "/tmp")) / f"jg-eval-probe-{os.getpid()}"
+    probe = Path(tempfile.mkdtemp(prefix="jg-eval-probe-"))  # private (0700), never a name planted beforehand
     try:
-        (probe / "solution").mkdir(parents=True, exist_ok=True)
-        (probe / "cache").mkdir(exist_ok=True)
+        (probe / "solution").mkdir()
+        (probe / "cache").mkdir()
         prepare(probe / "solution", probe / "cache")
         argv = bwrap_argv(
             probe / "solution", probe / "cache", {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(package_root())}

@@ -195,3 +195,22 @@ def test_two_evals_at_once_do_not_see_each_other(tmp_path):
     assert not list(Path("/dev/shm").glob("jg-cross-eval-mark-*")) and not list(
         Path("/tmp").glob("jg-cross-eval-mark-*")
     )
+
+
+@pytest.mark.parametrize("planted", ["link", "fifo"])
+def test_the_solution_is_read_once_beneath_the_workspace_never_through_a_link_or_a_special_file(tmp_path, planted):
+    """The agent controls the workspace: a solution.py that is a link to a host file (which the harness, often root,
+    would otherwise copy into the candidate's sandbox and quote in the report) or a FIFO is refused."""
+    from jg_mcp.errors import JgError
+    from jg_mcp.eval import EvalOptions, evaluate
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-HOST-FILE")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    if planted == "link":
+        (ws / "solution.py").symlink_to(secret)
+    else:
+        os.mkfifo(ws / "solution.py")
+    with pytest.raises(JgError, match="solution"):
+        evaluate(EvalOptions(goal=GOALS / "gemm_fp8.yaml", workspace=ws, device="cpu", shapes="smoke", domain_shapes=0))
