@@ -11,7 +11,6 @@ The per-eval compile cache is the one writable directory it shares with the eval
 from __future__ import annotations
 
 import functools
-import glob
 import os
 import shutil
 import subprocess
@@ -21,9 +20,9 @@ from pathlib import Path
 
 import jg_mcp
 from jg_mcp.eval.report import Isolation
+from jg_mcp.sandbox import SYSTEM_DIRS, gpu_devices
 
 NOBODY = 65534
-SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys"]
 SOLUTION_DIR = "/jg/solution"
 CACHE_DIR = "/jg/cache"
 UNSANDBOXED = [
@@ -60,10 +59,6 @@ def python_binds() -> list[Path]:
             continue
         binds.append(p)
     return sorted(set(binds), key=lambda p: len(p.parts))
-
-
-def gpu_devices() -> list[str]:
-    return sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/dri"))
 
 
 def bwrap_argv(solution_dir: Path, cache_dir: Path, env: dict[str, str]) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from jg_mcp.eval.report import Finding
 
@@ -22,14 +22,13 @@ class Strict(BaseModel):
 
 
 class BufferRef(Strict):
-    """Memory the harness allocated and shares: a memfd (CPU) or a CUDA IPC handle (GPU)."""
+    """Memory the harness allocated and shares: a memfd (CPU, its descriptor passed after the Bind message, in buffer
+    order) or a CUDA IPC handle (GPU)."""
 
     kind: Literal["memfd", "cuda_ipc"]
     """How the worker maps it."""
     nbytes: int = Field(ge=0)
     """Size in bytes."""
-    fd: int | None = None
-    """The memfd's descriptor number in the worker (inherited), for `memfd`."""
     handle: str | None = None
     """The cudaIpcMemHandle_t as hex, for `cuda_ipc`."""
 
@@ -224,6 +223,5 @@ __all__ = [
     "Release",
     "Setup",
     "TensorSpec",
-    "ValidationError",
     "WorkerError",
 ]

@@ -241,20 +241,27 @@ class TimingPhase:
         hosts: dict[str, list[float]] = {n: [] for n in names}
         gaps: dict[str, list[float]] = {n: [] for n in names}
         queued, rounds, checked, begin = dict.fromkeys(names, 0), 0, 0, time.monotonic()
+
+        def run(name: str) -> tuple[list[float], float, list[int]]:
+            """One block of `name` on the next input sets; a candidate block into a freshly poisoned ring, its
+            inputs read back after it."""
+            sets = [(queued[name] + i) % n_sets for i in range(per_block[name])]
+            queued[name] += len(sets)
+            if name != "candidate":
+                return *self.block(name, sets, "tin")[:2], sets
+            bindings["cring"].poison()
+            t, host, hints = self.block(name, sets, "tin")
+            self.after_candidate_block(report, case, shape, hints, bindings, pristine, refs, sets)
+            return t, host, sets
+
         while True:
             for name in names if rounds % 2 == 0 else names[::-1]:
-                sets = [(queued[name] + i) % n_sets for i in range(per_block[name])]
-                if name == "candidate":
-                    bindings["cring"].poison()
-                t, host, hints = self.block(name, sets, "tin")
-                queued[name] += len(sets)
+                t, host, sets = run(name)
                 times[name] += t
                 hosts[name].append(host / len(t))
                 gaps[name].append((host - sum(t)) / len(t))
-                if name == "candidate":
-                    self.after_candidate_block(report, case, shape, hints, bindings, pristine, refs, sets)
-                    if self.pick.random() < p.spot_check_p:
-                        checked += self.spot_check(report, case, shape, bindings["cring"], refs, sets)
+                if name == "candidate" and self.pick.random() < p.spot_check_p:
+                    checked += self.spot_check(report, case, shape, bindings["cring"], refs, sets)
             rounds += 1
             if rounds < p.min_rounds or min(len(t) for t in times.values()) < p.min_reps:
                 continue
@@ -263,12 +270,7 @@ class TimingPhase:
             if worst < p.target_rel_se or time.monotonic() - begin > p.budget_s or full:
                 break
         while checked < p.spot_checks:
-            sets = [(queued["candidate"] + i) % n_sets for i in range(per_block["candidate"])]
-            bindings["cring"].poison()
-            _, _, hints = self.block("candidate", sets, "tin")
-            queued["candidate"] += len(sets)
-            self.after_candidate_block(report, case, shape, hints, bindings, pristine, refs, sets)
-            checked += self.spot_check(report, case, shape, bindings["cring"], refs, sets)
+            checked += self.spot_check(report, case, shape, bindings["cring"], refs, run("candidate")[2])
         return {
             n: summarize(times[n])
             | {

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from jg_mcp.eval import EvalOptions, EvalReport, evaluate
-from jg_mcp.eval.report import Environment
+from jg_mcp.eval.report import Environment, Timing
 
 REPO = Path(__file__).resolve().parents[2]
 HACKS = REPO / "eval" / "hacks"
@@ -33,6 +33,21 @@ def environment(device: str) -> Environment:
         jg_mcp="x",
         host="x",
         interpreter=not gpu,
+    )
+
+
+def timing(median: float, fresh: float | None = None, unaccounted: float = 0.1) -> Timing:
+    """A callable's timing for tests that build reports by hand."""
+    return Timing(
+        median_ms=median,
+        iqr_ms=0.01,
+        q10_ms=median,
+        q90_ms=median,
+        reps=50,
+        rel_se_median=0.005,
+        host_median_ms=median + unaccounted,
+        unaccounted_ms=unaccounted,
+        fresh_median_ms=fresh,
     )
 
 

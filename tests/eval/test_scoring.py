@@ -5,27 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from eval_suite import environment
+from eval_suite import environment, timing
 
 from jg_mcp.eval.report import EvalReport, Reason, ShapeResult, Timing
 from jg_mcp.eval.scoring import score
 from jg_mcp.goals import load_goal
 
 GOAL = Path(__file__).resolve().parents[2] / "goals" / "gemm_bf16.yaml"
-
-
-def _timing(median: float, fresh: float | None = None, unaccounted: float = 0.1) -> Timing:
-    return Timing(
-        median_ms=median,
-        iqr_ms=0.01,
-        q10_ms=median,
-        q90_ms=median,
-        reps=50,
-        rel_se_median=0.005,
-        host_median_ms=median + unaccounted,
-        unaccounted_ms=unaccounted,
-        fresh_median_ms=fresh,
-    )
 
 
 def _scored(cand: Timing, baselines: dict[str, Timing]) -> EvalReport:
@@ -50,32 +36,32 @@ def _scored(cand: Timing, baselines: dict[str, Timing]) -> EvalReport:
 
 
 def test_speedup_is_against_the_strongest_baseline():
-    report = _scored(_timing(10.0), {"slow": _timing(30.0), "fast": _timing(12.0)})
+    report = _scored(timing(10.0), {"slow": timing(30.0), "fast": timing(12.0)})
     assert report.geomean_speedup == pytest.approx(1.2)
     assert report.strongest_baseline == {report.shapes[0].name: "fast"} and report.findings == []
 
 
 def test_a_candidate_much_faster_on_inputs_it_has_seen_is_caching():
-    report = _scored(_timing(10.0, fresh=25.0), {"torch": _timing(12.0, fresh=12.3)})
+    report = _scored(timing(10.0, fresh=25.0), {"torch": timing(12.0, fresh=12.3)})
     assert [f.reason for f in report.findings] == [Reason.CACHED_OUTPUT]
     assert "fresh" in report.findings[0].detail and "25.0" in report.findings[0].detail
 
 
 def test_fresh_input_slowdowns_the_baselines_share_are_not_blamed_on_the_candidate():
-    report = _scored(_timing(10.0, fresh=13.5), {"torch": _timing(12.0, fresh=15.6)})
+    report = _scored(timing(10.0, fresh=13.5), {"torch": timing(12.0, fresh=15.6)})
     assert report.findings == []
 
 
 def test_noise_on_fresh_inputs_is_tolerated():
-    assert _scored(_timing(10.0, fresh=11.5), {"torch": _timing(12.0, fresh=12.0)}).findings == []
+    assert _scored(timing(10.0, fresh=11.5), {"torch": timing(12.0, fresh=12.0)}).findings == []
 
 
 def test_time_the_harness_saw_that_the_candidate_did_not_report_is_an_escape():
-    report = _scored(_timing(10.0, unaccounted=6.0), {"torch": _timing(12.0, unaccounted=0.1)})
+    report = _scored(timing(10.0, unaccounted=6.0), {"torch": timing(12.0, unaccounted=0.1)})
     assert [f.reason for f in report.findings] == [Reason.TIMING_ESCAPE]
-    assert _scored(_timing(10.0, unaccounted=0.2), {"torch": _timing(12.0, unaccounted=0.1)}).findings == []
+    assert _scored(timing(10.0, unaccounted=0.2), {"torch": timing(12.0, unaccounted=0.1)}).findings == []
 
 
 def test_a_time_below_the_physical_floor_is_a_finding():
-    report = _scored(_timing(1e-6), {"torch": _timing(12.0)})
+    report = _scored(timing(1e-6), {"torch": timing(12.0)})
     assert Reason.BELOW_FLOOR in report.reasons
