@@ -45,7 +45,9 @@ def baseline_sdpa(q, k_cache, v_cache, cache_lens):
     b, hq, d = q.shape
     hkv, smax = k_cache.shape[1], k_cache.shape[2]
     valid = torch.arange(smax, device=q.device)[None, :] < cache_lens[:, None]
-    out = F.scaled_dot_product_attention(q.view(b, hkv, hq // hkv, d), k_cache, v_cache, attn_mask=valid[:, None, None, :])
+    out = F.scaled_dot_product_attention(
+        q.view(b, hkv, hq // hkv, d), k_cache, v_cache, attn_mask=valid[:, None, None, :]
+    )
     return out.reshape(b, hq, d)
 
 

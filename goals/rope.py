@@ -21,7 +21,7 @@ def make_inputs(dims: dict, seed: int, device: str):
         k = torch.randn(t, hkv, d, generator=g) * 2.0
         lengths = [t // seqs + (1 if i < t % seqs else 0) for i in range(seqs)]
         starts = torch.randint(0, p - max(lengths) + 1, (seqs,), generator=g)
-        positions = torch.cat([s + torch.arange(n) for s, n in zip(starts.tolist(), lengths)])
+        positions = torch.cat([s + torch.arange(n) for s, n in zip(starts.tolist(), lengths, strict=True)])
         inv_freq = THETA ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
         angles = torch.arange(p, dtype=torch.float64)[:, None] * inv_freq[None, :]
         cos_sin = torch.cat((angles.cos(), angles.sin()), dim=-1).float()

@@ -35,8 +35,19 @@ NETWORK = re.compile(
 )
 ABSOLUTE_PATH = re.compile(r"(?<![\w.\-/:])(/[\w.~-][^\s'\";|&<>()]*)")
 ESCAPE = re.compile(r"(^|[\s=:'\"])(\.\.(/|\s|$)|~/|\$HOME\b|\$\{HOME\})")
-ALLOWED_OUTSIDE = ("/dev/null", "/dev/zero", "/dev/std", "/dev/urandom", "/dev/random", "/dev/fd/", "/proc/self/",
-                   "/bin/", "/usr/bin/", "/usr/local/bin/", "/usr/local/cuda")
+ALLOWED_OUTSIDE = (
+    "/dev/null",
+    "/dev/zero",
+    "/dev/std",
+    "/dev/urandom",
+    "/dev/random",
+    "/dev/fd/",
+    "/proc/self/",
+    "/bin/",
+    "/usr/bin/",
+    "/usr/local/bin/",
+    "/usr/local/cuda",
+)
 EVAL_KEYS = ("solution_sha256",)
 EVAL_PARENTS = ("", "environment", "solution")
 
@@ -129,12 +140,26 @@ def check_blobs(path: Path) -> list[Finding]:
         if isinstance(event, FileChange) and event.op == "write" and event.stored:
             blob = blobs_dir(path) / str(event.sha256)
             if not blob.is_file():
-                out.append(Finding(area="integrity", kind="blob", severity="error", line=i,
-                                   message=f"blob {event.sha256} of '{event.path}' (line {i}) is missing"))
+                out.append(
+                    Finding(
+                        area="integrity",
+                        kind="blob",
+                        severity="error",
+                        line=i,
+                        message=f"blob {event.sha256} of '{event.path}' (line {i}) is missing",
+                    )
+                )
             elif sha256_bytes(blob.read_bytes()) != event.sha256:
-                out.append(Finding(area="integrity", kind="blob", severity="error", line=i,
-                                   message=f"blob {event.sha256} of '{event.path}' (line {i}) was altered: its "
-                                   "content no longer matches its hash"))
+                out.append(
+                    Finding(
+                        area="integrity",
+                        kind="blob",
+                        severity="error",
+                        line=i,
+                        message=f"blob {event.sha256} of '{event.path}' (line {i}) was altered: its "
+                        "content no longer matches its hash",
+                    )
+                )
     return out
 
 
@@ -142,9 +167,15 @@ def check_authenticity(path: Path, key: bytes | None) -> list[Finding]:
     """With the transcript key, every line must carry a valid HMAC under it: a line without one was written,
     or the chain re-made, by someone without the key. Without the key, a warning that this was not checked."""
     if key is None:
-        return [Finding(area="integrity", kind="authenticity", severity="warning",
-                        message="authenticity not checked (no key given): the hash chain shows edits, but anyone "
-                        "able to write the file could have re-chained it; audit with the transcript key to check")]
+        return [
+            Finding(
+                area="integrity",
+                kind="authenticity",
+                severity="warning",
+                message="authenticity not checked (no key given): the hash chain shows edits, but anyone "
+                "able to write the file could have re-chained it; audit with the transcript key to check",
+            )
+        ]
     lines = path.read_bytes().split(b"\n")[:-1]
     out: list[Finding] = []
     try:
@@ -153,9 +184,20 @@ def check_authenticity(path: Path, key: bytes | None) -> list[Finding]:
         head = {}
     recorded_id = head.get("key_id") if isinstance(head, dict) else None
     if recorded_id != key_id(key):
-        out.append(Finding(area="integrity", kind="authenticity", severity="error", line=1, message=(
-            "the transcript was not keyed" if recorded_id is None else
-            f"the transcript was keyed with another key (key id {recorded_id}, this key's is {key_id(key)})")))
+        out.append(
+            Finding(
+                area="integrity",
+                kind="authenticity",
+                severity="error",
+                line=1,
+                message=(
+                    "the transcript was not keyed"
+                    if recorded_id is None
+                    else "the transcript was keyed with another key "
+                    f"(key id {recorded_id}, this key's is {key_id(key)})"
+                ),
+            )
+        )
     bad = []
     for i, line in enumerate(lines, start=1):
         try:
@@ -164,12 +206,26 @@ def check_authenticity(path: Path, key: bytes | None) -> list[Finding]:
             data = None
         if not isinstance(data, dict) or not mac_ok(line, data.get("mac"), key):
             bad.append(i)
-    out += [Finding(area="integrity", kind="authenticity", severity="error", line=i,
-                    message=f"line {i} carries no valid MAC under the key: it was written or re-chained without it")
-            for i in bad[:20]]
+    out += [
+        Finding(
+            area="integrity",
+            kind="authenticity",
+            severity="error",
+            line=i,
+            message=f"line {i} carries no valid MAC under the key: it was written or re-chained without it",
+        )
+        for i in bad[:20]
+    ]
     if len(bad) > 20:
-        out.append(Finding(area="integrity", kind="authenticity", severity="error", line=bad[20],
-                           message=f"{len(bad) - 20} more lines carry no valid MAC under the key"))
+        out.append(
+            Finding(
+                area="integrity",
+                kind="authenticity",
+                severity="error",
+                line=bad[20],
+                message=f"{len(bad) - 20} more lines carry no valid MAC under the key",
+            )
+        )
     return out
 
 
@@ -180,17 +236,34 @@ def _seconds(start: str, end: str) -> float:
 def summarize(record: Record, solution_file: str) -> Summary:
     h = record.header
     commands = [
-        CommandRun(step=c.step, line=c.line, command=str(c.arguments.get("command", "")),
-                   exit_code=c.structured.get("exit_code"), timed_out=bool(c.structured.get("timed_out")),
-                   duration_s=c.structured.get("duration_s", None if c.duration_ms is None else c.duration_ms / 1000))
-        for c in record.calls if c.tool == "run_command"
+        CommandRun(
+            step=c.step,
+            line=c.line,
+            command=str(c.arguments.get("command", "")),
+            exit_code=c.structured.get("exit_code"),
+            timed_out=bool(c.structured.get("timed_out")),
+            duration_s=c.structured.get("duration_s", None if c.duration_ms is None else c.duration_ms / 1000),
+        )
+        for c in record.calls
+        if c.tool == "run_command"
     ]
     if record.close is not None:
         wall = _seconds(h.started_at, record.close.ended_at)
     else:
         wall = record.events[-1].ts - h.ts
-    writes = [FileWrite(step=c.step, line=c.line, path=c.event.path, op=c.event.op, cause=c.event.cause,
-                        sha256=c.event.sha256, size=c.event.size, stored=c.event.stored) for c in record.changes]
+    writes = [
+        FileWrite(
+            step=c.step,
+            line=c.line,
+            path=c.event.path,
+            op=c.event.op,
+            cause=c.event.cause,
+            sha256=c.event.sha256,
+            size=c.event.size,
+            stored=c.event.stored,
+        )
+        for c in record.changes
+    ]
     if record.close is not None:
         entry = record.close.manifest.get(solution_file)
         sha, source = (entry or {}).get("sha256"), f"close manifest (line {record.close.seq + 1})"
@@ -200,12 +273,23 @@ def summarize(record: Record, solution_file: str) -> Summary:
         sha, source = (last.sha256 if last else None), f"last file change (line {line})"
     tools = Counter(c.tool for c in record.calls)
     return Summary(
-        run_id=h.run_id, goal=h.goal, goal_sha256=h.goal_sha256, condition=h.condition, sandbox=h.sandbox,
-        started_at=h.started_at, ended_at=record.close.ended_at if record.close else None,
-        end_reason=record.close.reason if record.close else "cut short", wall_time_s=round(wall, 3),
-        command_time_s=round(sum(c.duration_s or 0.0 for c in commands), 3), calls_per_tool=dict(tools),
-        gpu_queries=tools.get("query_gpu", 0), commands=commands, files_written=writes,
-        solution_file=solution_file, solution_sha256=sha, solution_source=source,
+        run_id=h.run_id,
+        goal=h.goal,
+        goal_sha256=h.goal_sha256,
+        condition=h.condition,
+        sandbox=h.sandbox,
+        started_at=h.started_at,
+        ended_at=record.close.ended_at if record.close else None,
+        end_reason=record.close.reason if record.close else "cut short",
+        wall_time_s=round(wall, 3),
+        command_time_s=round(sum(c.duration_s or 0.0 for c in commands), 3),
+        calls_per_tool=dict(tools),
+        gpu_queries=tools.get("query_gpu", 0),
+        commands=commands,
+        files_written=writes,
+        solution_file=solution_file,
+        solution_sha256=sha,
+        solution_source=source,
     )
 
 
@@ -261,8 +345,15 @@ def check_manifest(record: Record) -> list[Finding]:
     bad = sorted(p for p in set(manifest) | set(final) if manifest.get(p) != final.get(p))
     if not bad:
         return []
-    return [Finding(area="integrity", kind="manifest", severity="error", line=record.close.seq + 1,
-                    message=f"the close manifest disagrees with the recorded file changes on: {', '.join(bad)}")]
+    return [
+        Finding(
+            area="integrity",
+            kind="manifest",
+            severity="error",
+            line=record.close.seq + 1,
+            message=f"the close manifest disagrees with the recorded file changes on: {', '.join(bad)}",
+        )
+    ]
 
 
 def check_policy(record: Record, summary: Summary, goal: LoadedGoal | None) -> list[Finding]:
@@ -278,30 +369,59 @@ def check_policy(record: Record, summary: Summary, goal: LoadedGoal | None) -> l
         if c.duration_ms is None:
             add("no response", "warning", c.line, f"step {c.step}: {c.tool} has no recorded response")
         for what in command_findings(str(c.arguments.get("command", "")), workspace) if c.tool == "run_command" else []:
-            add("network" if what.startswith("tries") else "outside workspace", "error", c.line,
-                f"step {c.step}: the command {what}")
+            add(
+                "network" if what.startswith("tries") else "outside workspace",
+                "error",
+                c.line,
+                f"step {c.step}: the command {what}",
+            )
         if c.tool == "write_file" and _workspace_rel(str(c.arguments.get("path", "")), workspace) == REFERENCE_FILE:
-            add("protected file", "warning" if c.is_error else "error", c.line,
-                f"step {c.step}: write_file to the protected {REFERENCE_FILE}" + (" (refused)" if c.is_error else ""))
+            add(
+                "protected file",
+                "warning" if c.is_error else "error",
+                c.line,
+                f"step {c.step}: write_file to the protected {REFERENCE_FILE}" + (" (refused)" if c.is_error else ""),
+            )
     for event in record.events:
         if isinstance(event, Notice) and event.level != "info":
-            add("notice", "error" if event.level == "error" else "warning", event.seq + 1,
-                f"the server noted: {event.message}")
+            add(
+                "notice",
+                "error" if event.level == "error" else "warning",
+                event.seq + 1,
+                f"the server noted: {event.message}",
+            )
     for ch in record.changes:
         if ch.event.path == REFERENCE_FILE and ch.step != 0:
-            add("protected file", "error", ch.line,
-                f"the protected {REFERENCE_FILE} was changed ({ch.event.op} by {ch.event.cause})")
+            add(
+                "protected file",
+                "error",
+                ch.line,
+                f"the protected {REFERENCE_FILE} was changed ({ch.event.op} by {ch.event.cause})",
+            )
     if goal is None:
-        add("goal", "error", 1, f"goal '{record.header.goal}' not found: pass --goal; budget and forbidden-API "
-            "checks skipped")
+        add(
+            "goal",
+            "error",
+            1,
+            f"goal '{record.header.goal}' not found: pass --goal; budget and forbidden-API checks skipped",
+        )
         return out
     if goal.sha256() != record.header.goal_sha256:
-        add("goal", "error", 1, f"goal {goal.yaml_path} has sha256 {goal.sha256()}, the session was served "
-            f"{record.header.goal_sha256}: the goal changed since")
+        add(
+            "goal",
+            "error",
+            1,
+            f"goal {goal.yaml_path} has sha256 {goal.sha256()}, the session was served "
+            f"{record.header.goal_sha256}: the goal changed since",
+        )
     budget_s = goal.goal.budget.wall_clock_minutes * 60
     if summary.wall_time_s > budget_s:
-        add("budget", "error", None, f"budget overrun: the session took {summary.wall_time_s:.0f}s, the goal "
-            f"allows {budget_s}s")
+        add(
+            "budget",
+            "error",
+            None,
+            f"budget overrun: the session took {summary.wall_time_s:.0f}s, the goal allows {budget_s}s",
+        )
     return out + check_solution(record, summary, goal)
 
 
@@ -324,8 +444,11 @@ def check_solution(record: Record, summary: Summary, goal: LoadedGoal) -> list[F
         uses = forbidden_uses(source.decode(errors="replace"), goal.goal.forbidden)
     except SyntaxError as exc:
         return note("warning", f"the final {summary.solution_file} does not parse ({exc.msg}, line {exc.lineno})")
-    return [f for lineno, what in uses
-            for f in note("error", f"forbidden API in the final {summary.solution_file}, its line {lineno}: {what}")]
+    return [
+        f
+        for lineno, what in uses
+        for f in note("error", f"forbidden API in the final {summary.solution_file}, its line {lineno}: {what}")
+    ]
 
 
 def eval_solution_sha256(report: dict[str, Any]) -> str | None:
@@ -353,22 +476,32 @@ def check_eval(report_path: Path, summary: Summary | None) -> tuple[list[Finding
     if summary is None:
         return error("the transcript's final solution is unknown (integrity failed): no match possible"), judged
     if judged != summary.solution_sha256:
-        return error(f"the eval judged a solution with sha256 {judged}, but the transcript's final "
-                     f"{summary.solution_file} has {summary.solution_sha256}"), judged
+        return error(
+            f"the eval judged a solution with sha256 {judged}, but the transcript's final "
+            f"{summary.solution_file} has {summary.solution_sha256}"
+        ), judged
     if data.get("goal_sha256") not in (None, summary.goal_sha256):
-        return error(f"the eval judged against goal sha256 {data['goal_sha256']}, the session was served "
-                     f"{summary.goal_sha256}"), judged
+        return error(
+            f"the eval judged against goal sha256 {data['goal_sha256']}, the session was served {summary.goal_sha256}"
+        ), judged
     return [], judged
 
 
-def audit(path: Path, eval_report: Path | None = None, goal_path: Path | None = None,
-          key: bytes | None = None) -> AuditReport:
+def audit(
+    path: Path, eval_report: Path | None = None, goal_path: Path | None = None, key: bytes | None = None
+) -> AuditReport:
     """Integrity (with the transcript key, authenticity too), then (when the chain holds) summary and policy,
     then the eval report's solution hash. A server notice of level error (a workspace scan that could not
     record everything) is an error."""
     lines = diagnose(path)
-    findings = [Finding(area="integrity", kind=p.kind, severity="error", line=p.line, message=p.message)
-                for p in lines.problems] + check_blobs(path) + check_authenticity(path, key)
+    findings = (
+        [
+            Finding(area="integrity", kind=p.kind, severity="error", line=p.line, message=p.message)
+            for p in lines.problems
+        ]
+        + check_blobs(path)
+        + check_authenticity(path, key)
+    )
     summary = None
     if not any(f.kind not in ("cut short", "truncated", "blob", "authenticity") for f in findings):
         record = load_record(path)
@@ -384,6 +517,13 @@ def audit(path: Path, eval_report: Path | None = None, goal_path: Path | None = 
     if eval_report is not None:
         eval_findings, judged = check_eval(eval_report, summary)
         findings += eval_findings
-    return AuditReport(transcript=str(path), lines=lines.lines, head_sha256=lines.head_sha256, closed=lines.closed,
-                       findings=findings, summary=summary, eval_report=str(eval_report) if eval_report else None,
-                       eval_solution_sha256=judged)
+    return AuditReport(
+        transcript=str(path),
+        lines=lines.lines,
+        head_sha256=lines.head_sha256,
+        closed=lines.closed,
+        findings=findings,
+        summary=summary,
+        eval_report=str(eval_report) if eval_report else None,
+        eval_solution_sha256=judged,
+    )

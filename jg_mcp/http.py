@@ -125,7 +125,8 @@ class Gate:
         version = request.headers.get("mcp-protocol-version")
         if refusal is None and version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             refusal = _jsonrpc_error(
-                400, f"protocol version {version} is not served: use the initialize handshake "
+                400,
+                f"protocol version {version} is not served: use the initialize handshake "
                 f"({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}); every connection gets its own workspace",
             )
         session_id = request.headers.get(SESSION_ID)
@@ -174,8 +175,10 @@ def connection_of(request_session: ServerSession) -> Connection:
     so an SDK upgrade that moves it fails there; then use the public accessor it brings."""
     connection = getattr(request_session, "_connection", None)
     if not isinstance(connection, Connection):
-        raise RuntimeError(f"mcp {version('mcp')}: ServerSession._connection is {type(connection).__name__}, "
-                           "not a Connection; jg_mcp.http.connection_of needs the SDK's new accessor")
+        raise RuntimeError(
+            f"mcp {version('mcp')}: ServerSession._connection is {type(connection).__name__}, "
+            "not a Connection; jg_mcp.http.connection_of needs the SDK's new accessor"
+        )
     return connection
 
 
@@ -195,8 +198,13 @@ class ConnectionPool:
     makes no tool call within `first_call_s`, or at shutdown; at most `max_sessions` live at once.
     `make_session` returns the Session and what frees its sandbox (its uid)."""
 
-    def __init__(self, make_session: Callable[[], tuple[Session, Callable[[], None]]],
-                 max_sessions: int | None = None, first_call_s: float | None = None, idle_s: float | None = None):
+    def __init__(
+        self,
+        make_session: Callable[[], tuple[Session, Callable[[], None]]],
+        max_sessions: int | None = None,
+        first_call_s: float | None = None,
+        idle_s: float | None = None,
+    ):
         self.make_session = make_session
         self.max_sessions = max_sessions
         self.first_call_s = first_call_s
@@ -229,12 +237,18 @@ class ConnectionPool:
             self.live[session_id].seen = time.monotonic()
         if session_id is not None and session_id in self.ended:
             return _jsonrpc_error(404, f"this session ended ({self.ended[session_id]}): initialize a new one")
-        if session_id is None and method == "POST" and self.max_sessions is not None \
-                and len(self.live) >= self.max_sessions:
+        if (
+            session_id is None
+            and method == "POST"
+            and self.max_sessions is not None
+            and len(self.live) >= self.max_sessions
+        ):
             return _jsonrpc_error(
-                503, f"jg-mcp serves at most {self.max_sessions} sessions at once (--max-sessions) and all are "
+                503,
+                f"jg-mcp serves at most {self.max_sessions} sessions at once (--max-sessions) and all are "
                 f"open: end one (HTTP DELETE) or retry later; a session without a tool call ends after "
-                f"{self.first_call_s}s, an idle one after {self.idle_s}s", {"Retry-After": "10"},
+                f"{self.first_call_s}s, an idle one after {self.idle_s}s",
+                {"Retry-After": "10"},
             )
         return None
 
@@ -290,9 +304,20 @@ async def end_without_first_call(pool: ConnectionPool, app: ASGIApp, host: str, 
 async def _delete_session(app: ASGIApp, session_id: str, host: str) -> None:
     """Send the SDK app the `DELETE /mcp` that ends `session_id` (its transport, its connection's exit stack)."""
     headers = [(b"host", host.encode()), (SESSION_ID.encode(), session_id.encode())]
-    scope = {"type": "http", "method": "DELETE", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"",
-             "headers": headers, "http_version": "1.1", "scheme": "http", "server": None, "client": None,
-             "root_path": "", "asgi": {"version": "3.0"}}
+    scope = {
+        "type": "http",
+        "method": "DELETE",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "query_string": b"",
+        "headers": headers,
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": None,
+        "client": None,
+        "root_path": "",
+        "asgi": {"version": "3.0"},
+    }
     sent = False
 
     async def receive() -> Message:
@@ -313,8 +338,9 @@ async def _delete_session(app: ASGIApp, session_id: str, host: str) -> None:
 def listen(host: str, port: int) -> socket.socket:
     """The listening socket, bound before anything is announced; HttpRefused saying why it cannot be."""
     try:
-        return socket.create_server((host.strip("[]"), port), family=socket.AF_INET6 if ":" in host else
-                                    socket.AF_INET, backlog=128)
+        return socket.create_server(
+            (host.strip("[]"), port), family=socket.AF_INET6 if ":" in host else socket.AF_INET, backlog=128
+        )
     except OSError as exc:
         raise HttpRefused(f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc}") from None
 
@@ -333,20 +359,33 @@ class HttpLimits(BaseModel):
     """Open connections; one past it is closed on accept."""
 
 
-async def serve_http(server: MCPServer, listener: socket.socket, host: str, token: str, stop: anyio.Event,
-                     pool: ConnectionPool, allowed_hosts: list[str] | None = None,
-                     limits: HttpLimits | None = None) -> None:
+async def serve_http(
+    server: MCPServer,
+    listener: socket.socket,
+    host: str,
+    token: str,
+    stop: anyio.Event,
+    pool: ConnectionPool,
+    allowed_hosts: list[str] | None = None,
+    limits: HttpLimits | None = None,
+) -> None:
     """Serve `server` over streamable HTTP on `listener` (http://host:port/mcp) until `stop` is set, then
     shut down within a few seconds (open streams are cut after SHUTDOWN_GRACE_S)."""
     limits = limits or HttpLimits()
     settings = security_settings(host, allowed_hosts)
-    sdk = server.streamable_http_app(transport_security=settings, host=host, session_idle_timeout=limits.idle_s,
-                                     max_sessions=limits.max_sessions)
+    sdk = server.streamable_http_app(
+        transport_security=settings, host=host, session_idle_timeout=limits.idle_s, max_sessions=limits.max_sessions
+    )
     app = Gate(sdk, token, settings, pool)
     config = uvicorn.Config(
-        app, log_level="warning", lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-        timeout_keep_alive=CONNECTION_IDLE_S, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-        limit_concurrency=limits.max_connections + 1, http=_bounded_h11(limits.max_connections),
+        app,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        timeout_keep_alive=CONNECTION_IDLE_S,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        limit_concurrency=limits.max_connections + 1,
+        http=_bounded_h11(limits.max_connections),
     )
     http = _Uvicorn(config)
     async with anyio.create_task_group() as tg:

@@ -51,8 +51,11 @@ def diagnose(path: str | Path) -> Diagnosis:
         except (json.JSONDecodeError, ValidationError, UnicodeDecodeError) as exc:
             bad(i, "invalid line", f"line {i} is not a valid event (edited or corrupted): {str(exc).splitlines()[0]}")
     if rest:
-        bad(len(body) + 1, "truncated", f"line {len(body) + 1} is incomplete (no newline at its end): the "
-            "transcript was truncated mid-line")
+        bad(
+            len(body) + 1,
+            "truncated",
+            f"line {len(body) + 1} is incomplete (no newline at its end): the transcript was truncated mid-line",
+        )
     seqs = [e.seq if e is not None else i for i, e in enumerate(events)]
     missing = sorted(set(range(max(seqs, default=-1) + 1)) - set(seqs))
     for m in missing:
@@ -75,8 +78,12 @@ def diagnose(path: str | Path) -> Diagnosis:
         if i == 1 and event.prev != GENESIS:
             bad(1, "edited", "line 1's prev is not the genesis hash")
         elif i > 1 and event.prev != sha256_bytes(body[i - 2]):
-            bad(i - 1, "edited", f"line {i - 1} was altered after it was written: its sha256 no longer matches "
-                f"the prev hash on line {i}")
+            bad(
+                i - 1,
+                "edited",
+                f"line {i - 1} was altered after it was written: its sha256 no longer matches "
+                f"the prev hash on line {i}",
+            )
     for i, event in enumerate(events, start=1):
         if (i == 1) != isinstance(event, Header) and event is not None:
             bad(i, "header", "the header must be the first line" if i == 1 else f"line {i} is a second header")
@@ -86,7 +93,12 @@ def diagnose(path: str | Path) -> Diagnosis:
         bad(1, "header", "empty transcript: no header")
     closed = bool(events) and isinstance(events[-1], Close)
     if not closed:
-        bad(len(body), "cut short", f"cut short: no close event; the record ends at line {len(body)} (the server "
-            "was killed, or the end was removed)")
-    return Diagnosis(problems=out, lines=len(body), head_sha256=sha256_bytes(body[-1]) if body else GENESIS,
-                     closed=closed)
+        bad(
+            len(body),
+            "cut short",
+            f"cut short: no close event; the record ends at line {len(body)} (the server "
+            "was killed, or the end was removed)",
+        )
+    return Diagnosis(
+        problems=out, lines=len(body), head_sha256=sha256_bytes(body[-1]) if body else GENESIS, closed=closed
+    )

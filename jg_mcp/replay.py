@@ -101,8 +101,13 @@ def load_record(path: str | Path) -> Record:
         line = event.seq + 1
         if isinstance(event, Request) and event.method == "tools/call":
             params = event.params or {}
-            call = ToolCall(step=len(calls) + 1, line=line, request_id=event.request_id,
-                            tool=str(params.get("name", "")), arguments=params.get("arguments") or {})
+            call = ToolCall(
+                step=len(calls) + 1,
+                line=line,
+                request_id=event.request_id,
+                tool=str(params.get("name", "")),
+                arguments=params.get("arguments") or {},
+            )
             calls.append(call)
             by_id[str(event.request_id)] = call
         elif isinstance(event, Response) and event.method == "tools/call" and str(event.request_id) in by_id:
@@ -114,8 +119,15 @@ def load_record(path: str | Path) -> Record:
             step = owner.step if owner else (0 if event.cause == "session start" else END)
             changes.append(Change(step=step, line=line, event=event))
     close = read.events[-1] if read.closed else None
-    return Record(path=path, header=read.events[0], calls=calls, changes=changes, close=close,
-                  events=read.events, truncated=read.truncated)
+    return Record(
+        path=path,
+        header=read.events[0],
+        calls=calls,
+        changes=changes,
+        close=close,
+        events=read.events,
+        truncated=read.truncated,
+    )
 
 
 def _included(change: Change, step: int) -> bool:
@@ -243,8 +255,9 @@ class Rerun(BaseModel):
 
 
 def _diff(label: str, recorded: str, rerun: str) -> str:
-    lines = difflib.unified_diff(recorded.splitlines(keepends=True), rerun.splitlines(keepends=True),
-                                 f"recorded {label}", f"re-run {label}")
+    lines = difflib.unified_diff(
+        recorded.splitlines(keepends=True), rerun.splitlines(keepends=True), f"recorded {label}", f"re-run {label}"
+    )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
@@ -269,29 +282,50 @@ def rerun_call(record: Record, root: Path, call: ToolCall, runner: Runner) -> Re
     skipped = ""
     if before.not_reconstructible or before.problems:
         skipped = "the workspace before it cannot be rebuilt exactly: " + "; ".join(
-            [r["path"] for r in before.not_reconstructible] + before.problems)
+            [r["path"] for r in before.not_reconstructible] + before.problems
+        )
     elif "exit_code" not in recorded:
         skipped = "no recorded result to compare with (the call was refused or the session was cut short)"
     if skipped:
-        return Rerun(step=call.step, command=command, recorded_exit=recorded.get("exit_code"), rerun_exit=None,
-                     exit_matches=False, stdout_matches=False, stderr_matches=False, files_differ=[], diff="",
-                     skipped=skipped)
+        return Rerun(
+            step=call.step,
+            command=command,
+            recorded_exit=recorded.get("exit_code"),
+            rerun_exit=None,
+            exit_matches=False,
+            stdout_matches=False,
+            stderr_matches=False,
+            files_differ=[],
+            diff="",
+            skipped=skipped,
+        )
     timeout = float(call.arguments.get("timeout_s", 600))
     result: CommandResult = anyio.run(runner.run, command, timeout)
     after = state_at(record, call.step)
     present = Workspace(root).scan().states
-    differ = sorted(p for p in set(after) | set(present)
-                    if (after[p].sha256 if p in after else None) != (present[p].sha256 if p in present else None))
-    parts = [_diff("exit code", f"{recorded['exit_code']}\n", f"{result.exit_code}\n"),
-             _diff("stdout", recorded.get("stdout", ""), result.stdout),
-             _diff("stderr", recorded.get("stderr", ""), result.stderr)]
+    differ = sorted(
+        p
+        for p in set(after) | set(present)
+        if (after[p].sha256 if p in after else None) != (present[p].sha256 if p in present else None)
+    )
+    parts = [
+        _diff("exit code", f"{recorded['exit_code']}\n", f"{result.exit_code}\n"),
+        _diff("stdout", recorded.get("stdout", ""), result.stdout),
+        _diff("stderr", recorded.get("stderr", ""), result.stderr),
+    ]
     for rel in differ:
         parts.append(_diff(rel, *_file_text(root, record, rel, after.get(rel))) or f"binary or unreadable: {rel}\n")
-    return Rerun(step=call.step, command=command, recorded_exit=recorded["exit_code"], rerun_exit=result.exit_code,
-                 exit_matches=result.exit_code == recorded["exit_code"],
-                 stdout_matches=result.stdout == recorded.get("stdout", ""),
-                 stderr_matches=result.stderr == recorded.get("stderr", ""),
-                 files_differ=differ, diff="".join(parts))
+    return Rerun(
+        step=call.step,
+        command=command,
+        recorded_exit=recorded["exit_code"],
+        rerun_exit=result.exit_code,
+        exit_matches=result.exit_code == recorded["exit_code"],
+        stdout_matches=result.stdout == recorded.get("stdout", ""),
+        stderr_matches=result.stderr == recorded.get("stderr", ""),
+        files_differ=differ,
+        diff="".join(parts),
+    )
 
 
 class RerunReport(BaseModel):
@@ -324,12 +358,18 @@ def rerun_env(record: Record) -> tuple[dict[str, str] | None, list[str]]:
     returns notes on what differs from the recording."""
     header = record.header
     if header.env is None:
-        return None, [(f"this transcript (format {header.format_version}) did not record the commands' "
-                       "environment: they run with this machine's, so output that depends on it may differ")]
+        return None, [
+            (
+                f"this transcript (format {header.format_version}) did not record the commands' "
+                "environment: they run with this machine's, so output that depends on it may differ"
+            )
+        ]
     notes = []
     if header.env_redacted:
-        notes.append("values redacted when recording, so left unset in the re-run (output that depends on "
-                     f"them may differ): {', '.join(header.env_redacted)}")
+        notes.append(
+            "values redacted when recording, so left unset in the re-run (output that depends on "
+            f"them may differ): {', '.join(header.env_redacted)}"
+        )
     missing = [d for d in header.env.get("PATH", "").split(os.pathsep) if d and not os.path.isdir(d)]
     if missing:
         notes.append(f"directories on the recorded PATH that do not exist here: {', '.join(missing)}")
@@ -353,10 +393,13 @@ def rerun_commands(record: Record, root: Path, step: int = END) -> RerunReport:
     if env is not None:
         sandbox.env = env
         if mode != record.header.sandbox:
-            notes.append(f"recorded with sandbox {record.header.sandbox}, re-run with {mode}: paths in the recorded "
-                         "environment (HOME, caches, TMPDIR) may be missing or read-only here")
-    runner = Runner(root, wrap=sandbox.wrap if mode == "bwrap" else (lambda argv: argv),
-                    env=env if mode == "none" else None)
+            notes.append(
+                f"recorded with sandbox {record.header.sandbox}, re-run with {mode}: paths in the recorded "
+                "environment (HOME, caches, TMPDIR) may be missing or read-only here"
+            )
+    runner = Runner(
+        root, wrap=sandbox.wrap if mode == "bwrap" else (lambda argv: argv), env=env if mode == "none" else None
+    )
     results = []
     try:
         for call in record.calls:
@@ -367,6 +410,4 @@ def rerun_commands(record: Record, root: Path, step: int = END) -> RerunReport:
         runner.kill_all()
         sandbox.release()
         sync(record, root, step)
-    return RerunReport(sandbox=mode, warning=warning, env_recorded=env is not None, notes=notes,
-                       results=results)
-
+    return RerunReport(sandbox=mode, warning=warning, env_recorded=env is not None, notes=notes, results=results)

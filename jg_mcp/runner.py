@@ -140,9 +140,11 @@ def quota_notice(root: Path, quota: int) -> str | None:
     held = tree_bytes(root, quota)
     if held <= quota:
         return None
-    return (f"the workspace holds more than its quota of {quota} bytes (counted {held} so far): delete large "
-            "files (build outputs, checkpoints, caches) before writing more; files are capped one by one, the "
-            "total is only checked after each command")
+    return (
+        f"the workspace holds more than its quota of {quota} bytes (counted {held} so far): delete large "
+        "files (build outputs, checkpoints, caches) before writing more; files are capped one by one, the "
+        "total is only checked after each command"
+    )
 
 
 class Runner:

@@ -41,8 +41,13 @@ _libc.syscall.restype = ctypes.c_long
 def _openat2(dir_fd: int, path: str, flags: int) -> int:
     how = _OpenHow(flags, 0, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
     for _ in range(EAGAIN_RETRIES):
-        fd = _libc.syscall(ctypes.c_long(SYS_OPENAT2), ctypes.c_int(dir_fd), ctypes.c_char_p(os.fsencode(path)),
-                           ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
+        fd = _libc.syscall(
+            ctypes.c_long(SYS_OPENAT2),
+            ctypes.c_int(dir_fd),
+            ctypes.c_char_p(os.fsencode(path)),
+            ctypes.byref(how),
+            ctypes.c_size_t(ctypes.sizeof(how)),
+        )
         if fd >= 0:
             return int(fd)
         err = ctypes.get_errno()
@@ -74,8 +79,10 @@ def refuse_link_or_kind(dir_fd: int, name: str, shown: str) -> None:
     except OSError:
         return
     if stat.S_ISLNK(st.st_mode):
-        raise PathRefused(f"'{shown}' is or passes through a symbolic link; the file tools do not follow links "
-                          "(use the path it points to, inside the workspace)")
+        raise PathRefused(
+            f"'{shown}' is or passes through a symbolic link; the file tools do not follow links "
+            "(use the path it points to, inside the workspace)"
+        )
     if not stat.S_ISDIR(st.st_mode):
         raise PathRefused(f"'{shown}' is not a directory")
 
@@ -120,9 +127,14 @@ def open_dir(root_fd: int, parts: Sequence[str], create: bool = False) -> int:
 
 
 def kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device")):
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return name
     return "a special file"
@@ -135,8 +147,9 @@ def open_regular(dir_fd: int, name: str, shown: str) -> tuple[int, os.stat_resul
     try:
         st = os.fstat(path_fd)
         if not stat.S_ISREG(st.st_mode):
-            raise PathRefused(f"'{shown}' is {kind(st.st_mode)}, not a regular file; the file tools act on regular "
-                              "files only")
+            raise PathRefused(
+                f"'{shown}' is {kind(st.st_mode)}, not a regular file; the file tools act on regular files only"
+            )
         try:
             fd = os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
         except FileNotFoundError:  # no /proc: open by name, then check it is the same file
@@ -171,15 +184,16 @@ def write_atomic(dir_fd: int, name: str, data: bytes, shown: str) -> bool:
     except FileNotFoundError:
         old = None
     if old is not None and not stat.S_ISREG(old.st_mode) and not stat.S_ISLNK(old.st_mode):
-        raise PathRefused(f"'{shown}' is {kind(old.st_mode)}, not a regular file; the file tools act on regular "
-                          "files only")
+        raise PathRefused(
+            f"'{shown}' is {kind(old.st_mode)}, not a regular file; the file tools act on regular files only"
+        )
     tmp = f".jg-{secrets.token_hex(8)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
     try:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             if old is not None and stat.S_ISREG(old.st_mode):
                 os.fchmod(fd, stat.S_IMODE(old.st_mode))
                 try:

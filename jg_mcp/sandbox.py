@@ -100,11 +100,7 @@ def is_secret(name: str, value: str = "") -> bool:
 def sandbox_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The environment inside the sandbox: an allow-list of harmless variables, never one whose name or
     value looks like a secret."""
-    env = {
-        k: v
-        for k, v in environ.items()
-        if (k in KEPT_NAMES or k.startswith(KEPT_PREFIXES)) and not is_secret(k, v)
-    }
+    env = {k: v for k, v in environ.items() if (k in KEPT_NAMES or k.startswith(KEPT_PREFIXES)) and not is_secret(k, v)}
     env.update(
         PATH=os.pathsep.join([str(Path(sys.executable).parent), SYSTEM_PATH]),
         HOME=SANDBOX_HOME,
@@ -240,10 +236,30 @@ class Bwrap:
         lim = self.limits
         tmpfs = ["--perms", "1777", "--size", str(lim.max_tmp_bytes), "--tmpfs"]
         options = [
-            "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--new-session", "--hostname", "sandbox",
-            "--dev", "/dev", "--proc", "/proc", *tmpfs, "/dev/shm", *tmpfs, "/tmp",
-            "--perms", "1777", "--dir", SANDBOX_HOME, "--bind", str(self._cache_dir(ws)), SANDBOX_CACHE,
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--die-with-parent",
+            "--new-session",
+            "--hostname",
+            "sandbox",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            *tmpfs,
+            "/dev/shm",
+            *tmpfs,
+            "/tmp",
+            "--perms",
+            "1777",
+            "--dir",
+            SANDBOX_HOME,
+            "--bind",
+            str(self._cache_dir(ws)),
+            SANDBOX_CACHE,
         ]
         for dev in gpu_devices():
             options += ["--dev-bind-try", dev, dev]
@@ -256,8 +272,14 @@ class Bwrap:
         args_file.write(b"".join(os.fsencode(o) + b"\0" for o in options))
         args_file.flush()
         args_file.seek(0)
-        head = ["prlimit", f"--nproc={lim.max_processes}", f"--fsize={lim.max_file_bytes}", self.bwrap,
-                "--args", str(args_file.fileno())]
+        head = [
+            "prlimit",
+            f"--nproc={lim.max_processes}",
+            f"--fsize={lim.max_file_bytes}",
+            self.bwrap,
+            "--args",
+            str(args_file.fileno()),
+        ]
         if self.as_root:
             uid = self.uid()
             head += ["--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
@@ -271,16 +293,16 @@ class Bwrap:
         links = [d for d in wanted if d.is_symlink()]
         named = [d for d in named_dirs(self.env) if not any(_inside(d, h) for h in self.hidden)]
         roots = [*(d for d in wanted if d not in links), *python_dirs(), *named]
-        masked = [h for h in self.hidden
-                  if h.is_dir() and not _inside(h, ws) and any(_inside(h, r) for r in roots)]
+        masked = [h for h in self.hidden if h.is_dir() and not _inside(h, ws) and any(_inside(h, r) for r in roots)]
 
         def needed(root: Path) -> bool:
             covered = [r for r in roots if r != root and _inside(root, r)]
             hiding = [m for m in masked if _inside(root, m)]
             return (not covered or bool(hiding)) and root not in masked
 
-        keep = [ws / name for name in sorted(self.keep_root_owned) if (ws / name).is_file()
-                and not (ws / name).is_symlink()]
+        keep = [
+            ws / name for name in sorted(self.keep_root_owned) if (ws / name).is_file() and not (ws / name).is_symlink()
+        ]
         plan = [(r, "--ro-bind") for r in dict.fromkeys(roots) if needed(r)]
         plan += [(m, "--tmpfs") for m in masked] + [(ws, "--bind")] + [(k, "--ro-bind") for k in keep]
         from_host = [p for p, how in plan if how != "--tmpfs"]
@@ -291,8 +313,11 @@ class Bwrap:
         for path, how in sorted(plan, key=lambda p: len(p[0].parts)):
             for parent in reversed(path.parents[:-1]):
                 # bwrap would make a missing parent 0700: make it searchable, unless the host's is mounted
-                mounted = max((m for m in [*from_host, *masked, Path("/tmp")] if _inside(parent, m)),
-                              key=lambda m: len(m.parts), default=None)
+                mounted = max(
+                    (m for m in [*from_host, *masked, Path("/tmp")] if _inside(parent, m)),
+                    key=lambda m: len(m.parts),
+                    default=None,
+                )
                 if parent not in made and mounted not in from_host:
                     args += ["--perms", "0755", "--dir", str(parent)]
                     made.add(parent)
@@ -336,8 +361,7 @@ def probe(sandbox: Bwrap, where: Path) -> str | None:
         try:
             argv = trial.wrap(["/bin/sh", "-c", "echo ok > probe && cat $PWD/probe"])
             try:
-                done = subprocess.run(argv, cwd=ws, capture_output=True, text=True, timeout=30,
-                                      pass_fds=argv.pass_fds)
+                done = subprocess.run(argv, cwd=ws, capture_output=True, text=True, timeout=30, pass_fds=argv.pass_fds)
             finally:
                 argv.close()
         finally:

@@ -43,8 +43,9 @@ async def _one(client: Client, step: Step) -> StepResult:
     if step.kind == "list_tools":
         tools = await client.list_tools()
         names = [t.name for t in tools.tools]
-        return StepResult(step=step, ok=True, text=", ".join(names), structured={"tools": names},
-                          duration_s=time.monotonic() - start)
+        return StepResult(
+            step=step, ok=True, text=", ".join(names), structured={"tools": names}, duration_s=time.monotonic() - start
+        )
     if step.kind == "read_resource":
         res = await client.read_resource(step.name)
         return StepResult(step=step, ok=True, text=res.contents[0].text, duration_s=time.monotonic() - start)
@@ -53,8 +54,13 @@ async def _one(client: Client, step: Step) -> StepResult:
         return StepResult(step=step, ok=True, text=res.messages[0].content.text, duration_s=time.monotonic() - start)
     res = await client.call_tool(step.name, step.arguments)
     text = res.content[0].text if res.content else ""
-    return StepResult(step=step, ok=not res.is_error, text=text, structured=res.structured_content,
-                      duration_s=time.monotonic() - start)
+    return StepResult(
+        step=step,
+        ok=not res.is_error,
+        text=text,
+        structured=res.structured_content,
+        duration_s=time.monotonic() - start,
+    )
 
 
 async def run_script(server: Any, steps: list[Step], timeout_s: float = 600) -> list[StepResult]:

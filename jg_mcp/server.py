@@ -125,16 +125,22 @@ class TranscriptMiddleware:
         except BaseException as exc:
             session.writer.record(
                 Response(
-                    request_id=rid, method=ctx.method, duration_ms=(time.monotonic() - start) * 1000,
-                    is_error=True, error=_storable(f"{type(exc).__name__}: {exc}"),
+                    request_id=rid,
+                    method=ctx.method,
+                    duration_ms=(time.monotonic() - start) * 1000,
+                    is_error=True,
+                    error=_storable(f"{type(exc).__name__}: {exc}"),
                 )
             )
             raise
         dumped = _storable(_dump(result))
         session.writer.record(
             Response(
-                request_id=rid, method=ctx.method, duration_ms=(time.monotonic() - start) * 1000,
-                is_error=bool(dumped and dumped.get("isError")), result=dumped,
+                request_id=rid,
+                method=ctx.method,
+                duration_ms=(time.monotonic() - start) * 1000,
+                is_error=bool(dumped and dumped.get("isError")),
+                result=dumped,
             )
         )
         return result
@@ -146,8 +152,10 @@ class TranscriptMiddleware:
             method, size, unit = str(params.get("method", "unknown")), int(params.get("size", 0)), "bytes"
         else:
             size, unit = _size(params, MAX_REQUEST_CHARS), "characters or more"
-        message = (f"request refused: its params hold {size} {unit}, over the limit of {MAX_REQUEST_CHARS} "
-                   f"(write_file content may be at most {MAX_WRITE_BYTES} bytes)")
+        message = (
+            f"request refused: its params hold {size} {unit}, over the limit of {MAX_REQUEST_CHARS} "
+            f"(write_file content may be at most {MAX_WRITE_BYTES} bytes)"
+        )
         session.writer.record(Request(request_id=rid, method=method, params=None, params_size=size))
         session.writer.record(Response(request_id=rid, method=method, duration_ms=0.0, is_error=True, error=message))
         raise MCPError(INVALID_PARAMS, message)
@@ -180,8 +188,13 @@ def _read_text(session: Session, path: str, offset: int, limit: int) -> FileText
         raise _refused(path, exc, "read") from None
     end = offset - 1 + len(page.lines)
     return FileText(
-        path="/".join(parts), content="".join(page.lines), start_line=offset, end_line=end,
-        total_lines=page.total, next_offset=end + 1 if page.more else None, cut_line=page.cut,
+        path="/".join(parts),
+        content="".join(page.lines),
+        start_line=offset,
+        end_line=end,
+        total_lines=page.total,
+        next_offset=end + 1 if page.more else None,
+        cut_line=page.cut,
     )
 
 
@@ -231,7 +244,7 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
         server,
         ToolAnnotations(
             title="Read a workspace file", read_only_hint=True, idempotent_hint=True, open_world_hint=False
-        )
+        ),
     )
     def read_file(
         path: Annotated[str, Field(description="File path, relative to the workspace root.")],
@@ -250,9 +263,12 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
     @_tool(
         server,
         ToolAnnotations(
-            title="Write a workspace file", read_only_hint=False, destructive_hint=True,
-            idempotent_hint=True, open_world_hint=False,
-        )
+            title="Write a workspace file",
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),
     )
     def write_file(
         path: Annotated[str, Field(description="File path, relative to the workspace root.")],
@@ -268,9 +284,12 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
     @_tool(
         server,
         ToolAnnotations(
-            title="Run a shell command in the workspace", read_only_hint=False, destructive_hint=True,
-            idempotent_hint=False, open_world_hint=not sandboxed,
-        )
+            title="Run a shell command in the workspace",
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=not sandboxed,
+        ),
     )
     async def run_command(
         command: Annotated[str, Field(min_length=1, description="A bash command line, run in the workspace root.")],
@@ -297,18 +316,19 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
         finally:
             with anyio.CancelScope(shield=True):
                 try:
-                    await anyio.to_thread.run_sync(session.record_changes, ctx.request_context.request_id,
-                                                   "run_command")
+                    await anyio.to_thread.run_sync(
+                        session.record_changes, ctx.request_context.request_id, "run_command"
+                    )
                 except OSError as exc:
-                    raise ToolError(f"the command ran, but the workspace could not be scanned for its changes: "
-                                    f"{exc.strerror or exc}") from None
+                    raise ToolError(
+                        f"the command ran, but the workspace could not be scanned for its changes: "
+                        f"{exc.strerror or exc}"
+                    ) from None
         return result
 
     @_tool(
         server,
-        ToolAnnotations(
-            title="Query the GPUs", read_only_hint=True, idempotent_hint=False, open_world_hint=False
-        )
+        ToolAnnotations(title="Query the GPUs", read_only_hint=True, idempotent_hint=False, open_world_hint=False),
     )
     def query_gpu() -> GpuReport:
         """Report the machine's NVIDIA GPUs through NVML: name, driver and CUDA version, compute capability,
@@ -322,7 +342,9 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
         return render_markdown(loaded)
 
     @server.resource(
-        f"goal://{goal.name}/{REFERENCE_FILE}", name="reference", title="Reference implementation",
+        f"goal://{goal.name}/{REFERENCE_FILE}",
+        name="reference",
+        title="Reference implementation",
         mime_type="text/x-python",
     )
     def reference_resource() -> str:

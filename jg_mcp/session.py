@@ -10,7 +10,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +29,11 @@ Wrap = Callable[[list[str]], list[str]]
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def new_run_id(goal_name: str) -> str:
-    return f"{goal_name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+    return f"{goal_name}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
 def host_info() -> dict[str, str]:
@@ -131,8 +131,15 @@ class Session:
 
             changed, deleted, scan = self.workspace.changes(hasher)
             events: list[FileChange | Notice] = [
-                FileChange(request_id=request_id, path=rel, op="write", sha256=state.sha256, size=state.size,
-                           stored=stored.get(state.sha256, (self.writer.blobs / state.sha256).is_file()), cause=cause)
+                FileChange(
+                    request_id=request_id,
+                    path=rel,
+                    op="write",
+                    sha256=state.sha256,
+                    size=state.size,
+                    stored=stored.get(state.sha256, (self.writer.blobs / state.sha256).is_file()),
+                    cause=cause,
+                )
                 for rel, state in changed.items()
             ]
             events += [FileChange(request_id=request_id, path=rel, op="delete", cause=cause) for rel in deleted]
@@ -146,8 +153,13 @@ class Session:
         out = [Notice(level="error", message=f"workspace scan incomplete: {s}") for s in scan.skipped]
         if scan.unrecorded and scan.unrecorded != self._unrecorded:
             shown = ", ".join(scan.unrecorded[:20]) + (" ..." if len(scan.unrecorded) > 20 else "")
-            out.append(Notice(level="warning", message=f"{len(scan.unrecorded)} files under __pycache__ are not "
-                              f"recorded (bytecode; a replay will not have them): {shown}"))
+            out.append(
+                Notice(
+                    level="warning",
+                    message=f"{len(scan.unrecorded)} files under __pycache__ are not "
+                    f"recorded (bytecode; a replay will not have them): {shown}",
+                )
+            )
         self._unrecorded = scan.unrecorded
         return out
 

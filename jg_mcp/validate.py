@@ -45,7 +45,9 @@ class Check(BaseModel):
     max_abs_err: float | None = None
     """Largest |out - ref| over the finite elements of all outputs."""
     worst_ratio: float | None = None
-    """Largest |out - ref| / (atol + rtol * |ref|) over all outputs, inf for a NaN or inf: above 1 is out of tolerance."""
+    """Largest |out - ref| / (atol + rtol * |ref|) over all outputs, inf for a NaN or inf.
+
+    Above 1 is out of tolerance."""
     error: str = ""
     """Why it failed or was skipped."""
 
@@ -94,17 +96,23 @@ def check_outputs(goal: Goal, out: Any, ref: Any) -> tuple[float | None, float |
     outs, refs = _as_tuple(out), _as_tuple(ref)
     if len(outs) != len(goal.outputs):
         return None, None, f"returned {len(outs)} outputs, expected {len(goal.outputs)}"
-    for o, r, spec in zip(outs, refs, goal.outputs):
+    for o, r, spec in zip(outs, refs, goal.outputs, strict=True):
         if type(o) is not torch.Tensor:
             return None, None, f"output {spec.name} is a {type(o).__name__}, not a torch.Tensor"
         if o.dtype != getattr(torch, spec.dtype):
             return None, None, f"output {spec.name} is {o.dtype}, expected {spec.dtype}"
         if o.shape != r.shape or o.device != r.device:
-            return None, None, f"output {spec.name} is {tuple(o.shape)} on {o.device}, expected {tuple(r.shape)} on {r.device}"
+            return (
+                None,
+                None,
+                f"output {spec.name} is {tuple(o.shape)} on {o.device}, expected {tuple(r.shape)} on {r.device}",
+            )
     tol = goal.tolerance
-    measured = [measure(o, r, tol.atol, tol.rtol) for o, r in zip(outs, refs)]
+    measured = [measure(o, r, tol.atol, tol.rtol) for o, r in zip(outs, refs, strict=True)]
     problems = [
-        f"{spec.name}: {'; '.join(f.detail for f in m.findings)}" for m, spec in zip(measured, goal.outputs) if m.findings
+        f"{spec.name}: {'; '.join(f.detail for f in m.findings)}"
+        for m, spec in zip(measured, goal.outputs, strict=True)
+        if m.findings
     ]
     max_abs = max(m.stats.max_abs for m in measured)
     worst = max(m.worst_ratio for m in measured)
@@ -115,7 +123,7 @@ def _reference_problem(goal: Goal, ref: Any) -> str:
     refs = _as_tuple(ref)
     if len(refs) != len(goal.outputs):
         return f"reference returned {len(refs)} outputs, the goal declares {len(goal.outputs)}"
-    for r, spec in zip(refs, goal.outputs):
+    for r, spec in zip(refs, goal.outputs, strict=True):
         if type(r) is not torch.Tensor or r.dtype != torch.float32:
             return f"reference output {spec.name} is not a float32 tensor"
         if not bool(torch.isfinite(r).all()):
@@ -130,22 +138,40 @@ def _run_check(goal: Goal, shape: Shape, label: str, fn: Callable, inputs: tuple
         if inputs[0].is_cuda:
             torch.cuda.synchronize()
     except Exception as exc:
-        return Check(goal=goal.name, shape=shape.name, check=label, status="failed", error=f"{type(exc).__name__}: {exc}")
+        return Check(
+            goal=goal.name, shape=shape.name, check=label, status="failed", error=f"{type(exc).__name__}: {exc}"
+        )
     max_abs, worst, problem = check_outputs(goal, out, ref)
     status = "failed" if problem else "ok"
-    return Check(goal=goal.name, shape=shape.name, check=label, status=status, max_abs_err=max_abs, worst_ratio=worst, error=problem)
+    return Check(
+        goal=goal.name,
+        shape=shape.name,
+        check=label,
+        status=status,
+        max_abs_err=max_abs,
+        worst_ratio=worst,
+        error=problem,
+    )
 
 
 def _time(loaded: LoadedGoal, shape: Shape, name: str, fn: Callable, inputs: tuple) -> Timing:
     import triton.testing
 
-    median, p20, p80 = triton.testing.do_bench(lambda: fn(*inputs), warmup=WARMUP_MS, rep=REP_MS, quantiles=list(QUANTILES))
+    median, p20, p80 = triton.testing.do_bench(
+        lambda: fn(*inputs), warmup=WARMUP_MS, rep=REP_MS, quantiles=list(QUANTILES)
+    )
     hw = loaded.goal.hardware
     flops, nbytes, seconds = loaded.flops(shape.dims), loaded.bytes(shape.dims), median * 1e-3
     floor = max(flops / (hw.peak_tflops * 1e12), nbytes / (hw.peak_bandwidth_tbps * 1e12))
     return Timing(
-        goal=loaded.name, shape=shape.name, baseline=name, median_ms=median, p20_ms=p20, p80_ms=p80,
-        tflops=flops / seconds / 1e12, tbps=nbytes / seconds / 1e12,
+        goal=loaded.name,
+        shape=shape.name,
+        baseline=name,
+        median_ms=median,
+        p20_ms=p20,
+        p80_ms=p80,
+        tflops=flops / seconds / 1e12,
+        tbps=nbytes / seconds / 1e12,
         pct_peak_flops=100 * flops / seconds / 1e12 / hw.peak_tflops,
         pct_peak_bandwidth=100 * nbytes / seconds / 1e12 / hw.peak_bandwidth_tbps,
         pct_roofline=100 * floor / seconds,
@@ -172,7 +198,9 @@ def check_shape(
         problem = _reference_problem(goal, ref)
     except Exception as exc:
         problem = f"inputs or reference raised {type(exc).__name__}: {exc}"
-    checks = [Check(goal=goal.name, shape=shape.name, check="reference", status="failed" if problem else "ok", error=problem)]
+    checks = [
+        Check(goal=goal.name, shape=shape.name, check="reference", status="failed" if problem else "ok", error=problem)
+    ]
     timings = []
     if problem:
         return checks, timings
@@ -185,19 +213,29 @@ def check_shape(
             timings.append(_time(loaded, shape, label.removeprefix("baseline:"), fn, inputs))
         except Exception as exc:
             error = f"timing raised {type(exc).__name__}: {exc}"
-            checks.append(Check(goal=goal.name, shape=shape.name, check=f"timing:{label}", status="failed", error=error))
+            checks.append(
+                Check(goal=goal.name, shape=shape.name, check=f"timing:{label}", status="failed", error=error)
+            )
     return checks, timings
 
 
 def interpreted_solution_checks(loaded: LoadedGoal, solution: Path, full: bool) -> list[Check]:
     """Run the solution under TRITON_INTERPRET=1 on the CPU in a child process; one Check per shape."""
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        TRITON_INTERPRET="1",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
     cmd = [sys.executable, "-m", "jg_mcp.validate", str(loaded.yaml_path), str(solution)] + (["--full"] if full else [])
     label = "solution:interpreted"
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return [Check(goal=loaded.name, shape="*", check=label, status="failed", error=f"timed out after {CHILD_TIMEOUT_S} s")]
+        return [
+            Check(
+                goal=loaded.name, shape="*", check=label, status="failed", error=f"timed out after {CHILD_TIMEOUT_S} s"
+            )
+        ]
     checks = [Check.model_validate_json(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     shapes = loaded.goal.shapes if full else loaded.goal.smoke_shapes
     done = sum(c.check == label for c in checks)
@@ -208,7 +246,9 @@ def interpreted_solution_checks(loaded: LoadedGoal, solution: Path, full: bool) 
     return checks
 
 
-def validate_goal(loaded: LoadedGoal, device: str, full: bool, solutions: Path = SOLUTIONS) -> tuple[list[Check], list[Timing]]:
+def validate_goal(
+    loaded: LoadedGoal, device: str, full: bool, solutions: Path = SOLUTIONS
+) -> tuple[list[Check], list[Timing]]:
     goal = loaded.goal
     candidates: dict[str, Callable] = {
         f"baseline:{name}": loaded.baseline(name) for name, b in goal.baselines.items() if device in b.devices
@@ -222,7 +262,15 @@ def validate_goal(loaded: LoadedGoal, device: str, full: bool, solutions: Path =
         try:
             candidates["solution"] = import_solution(solution, goal.solution.function)
         except Exception as exc:
-            checks.append(Check(goal=goal.name, shape="*", check="solution", status="failed", error=f"import failed: {type(exc).__name__}: {exc}"))
+            checks.append(
+                Check(
+                    goal=goal.name,
+                    shape="*",
+                    check="solution",
+                    status="failed",
+                    error=f"import failed: {type(exc).__name__}: {exc}",
+                )
+            )
     timings: list[Timing] = []
     for shape in goal.shapes if full else goal.smoke_shapes:
         logger.info("checking", goal=goal.name, shape=shape.name, device=device, candidates=len(candidates))
@@ -279,7 +327,9 @@ def run(
         "quantiles": list(QUANTILES),
         "seed": "crc32 of 'goal/shape'",
     }
-    report = Report(device=device, full=full, environment=environment(device), method=method, wall_seconds=0, checks=[], timings=[])
+    report = Report(
+        device=device, full=full, environment=environment(device), method=method, wall_seconds=0, checks=[], timings=[]
+    )
     for path in paths:
         checks, timings = validate_goal(load_goal(path), device, full, solutions)
         for c in checks:
@@ -295,7 +345,11 @@ def run(
 
 
 def check_line(c: Check) -> str:
-    err = "" if c.max_abs_err is None or c.worst_ratio is None else f" max_abs_err={c.max_abs_err:.3g} max_err/tol={c.worst_ratio:.3g}"
+    err = (
+        ""
+        if c.max_abs_err is None or c.worst_ratio is None
+        else f" max_abs_err={c.max_abs_err:.3g} max_err/tol={c.worst_ratio:.3g}"
+    )
     why = f"  {c.error}" if c.error else ""
     return f"{c.status:8s}{c.goal:20s} {c.shape:44s} {c.check:24s}{err}{why}".rstrip()
 
@@ -324,13 +378,15 @@ def markdown(report: Report) -> str:
         f"Correctness: {ok} of {len(report.checks)} checks passed ({len(report.failures)} failed); "
         f"the whole validation took {report.wall_seconds:.0f} s.",
         "",
-        "| goal | shape | baseline | median ms | p20-p80 ms | TFLOP/s | TB/s | % peak FLOP/s | % peak BW | % roofline |",
+        "| goal | shape | baseline | median ms | p20-p80 ms | TFLOP/s | TB/s "
+        "| % peak FLOP/s | % peak BW | % roofline |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for t in report.timings:
         lines.append(
             f"| {t.goal} | {t.shape} | {t.baseline} | {t.median_ms:.4f} | {t.p20_ms:.4f}-{t.p80_ms:.4f} | "
-            f"{t.tflops:.1f} | {t.tbps:.2f} | {t.pct_peak_flops:.1f} | {t.pct_peak_bandwidth:.1f} | {t.pct_roofline:.1f} |"
+            f"{t.tflops:.1f} | {t.tbps:.2f} | {t.pct_peak_flops:.1f} | {t.pct_peak_bandwidth:.1f} "
+            f"| {t.pct_roofline:.1f} |"
         )
     return "\n".join(lines) + "\n"
 

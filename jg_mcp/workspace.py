@@ -70,8 +70,9 @@ def clean_parts(path: str, root: Path) -> tuple[str, ...]:
         try:
             p = p.relative_to(root)
         except ValueError:
-            raise PathRefused(f"'{path}' is outside the workspace {root}; use a path relative to the "
-                              "workspace") from None
+            raise PathRefused(
+                f"'{path}' is outside the workspace {root}; use a path relative to the workspace"
+            ) from None
     parts: list[str] = []
     for part in p.parts:
         if part == "..":
@@ -210,8 +211,12 @@ class Workspace:
 
     def _hash(self, out: Scan, dfd: int, name: str, rel: str, st: os.stat_result, hasher: Hasher) -> None:
         old = self._states.get(rel)
-        if old and (old.size, old.mtime_ns, old.ctime_ns, old.ino) == (st.st_size, st.st_mtime_ns, st.st_ctime_ns,
-                                                                       st.st_ino):
+        if old and (old.size, old.mtime_ns, old.ctime_ns, old.ino) == (
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+            st.st_ino,
+        ):
             out.states[rel] = old
             return
         try:

@@ -6,7 +6,7 @@ import argparse
 import json
 import shutil
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -20,7 +20,7 @@ from jg_mcp.scripted import call
 from jg_mcp.transcript import Close, Header, TranscriptWriter, blobs_dir, sha256_bytes
 from tests.test_replay import DEMO_GOAL, copy_transcript, demo_dir, demo_run, jg, scripted_session
 
-SOLUTION_WITH_ADD = '''import torch
+SOLUTION_WITH_ADD = """import torch
 import torch as t
 from torch import add as plus
 
@@ -30,7 +30,7 @@ def kernel(x, y, alpha):
     b = plus(y, x)
     c = getattr(torch, "add")(y, x)
     return y.add(x * alpha) + a - b - c
-'''
+"""
 
 
 def tampered(tmp_path: Path, edit) -> tuple[Path, set[tuple[str, int | None]]]:
@@ -106,9 +106,15 @@ def _edit_the_close_manifest(lines):
     return b"\n".join([*lines[:-1], json.dumps(close).encode()]) + b"\n", {("manifest", len(lines))}
 
 
-EDITS = {"one byte changed": _change_a_byte, "line made invalid": _break_json, "line deleted": _delete_line,
-         "lines swapped": _swap_lines, "truncated mid-line": _truncate_mid_line, "end removed": _drop_the_end,
-         "close manifest edited": _edit_the_close_manifest}
+EDITS = {
+    "one byte changed": _change_a_byte,
+    "line made invalid": _break_json,
+    "line deleted": _delete_line,
+    "lines swapped": _swap_lines,
+    "truncated mid-line": _truncate_mid_line,
+    "end removed": _drop_the_end,
+    "close manifest edited": _edit_the_close_manifest,
+}
 
 
 @pytest.mark.parametrize("name", EDITS)
@@ -140,8 +146,11 @@ def test_an_edit_is_blamed_on_the_edited_line_alone(tmp_path):
 
 def test_a_changed_stored_blob_is_detected_and_named(tmp_path):
     t = copy_transcript(demo_run(), tmp_path / "t")
-    record_line = next(i for i, line in enumerate(t.read_text().splitlines(), 1) if '"path":"solution.py"' in line
-                       and '"file_change"' in line)
+    record_line = next(
+        i
+        for i, line in enumerate(t.read_text().splitlines(), 1)
+        if '"path":"solution.py"' in line and '"file_change"' in line
+    )
     blob = next(p for p in blobs_dir(t).iterdir() if p.read_bytes().startswith(b"import torch\nimport triton"))
     blob.write_bytes(blob.read_bytes().replace(b"alpha * x + y", b"alpha * x - y"))
     report = audit.audit(t)
@@ -155,11 +164,27 @@ def test_a_changed_stored_blob_is_detected_and_named(tmp_path):
 
 def eval_report(solution_sha256: str, goal_sha256: str, speedup: float = 1.25) -> dict:
     """The fields of `jg-mcp eval`'s EvalReport that the audit and the page read."""
-    return {"version": 1, "goal": "axpy", "goal_sha256": goal_sha256, "solution_sha256": solution_sha256,
-            "solution_file": "solution.py", "accepted": True, "reasons": [], "findings": [],
-            "shapes": [{"name": "n16m", "kind": "timed", "dims": {"N": 16777216}, "trials": 3, "correct": True,
-                        "speedup": {"torch_add": speedup}}],
-            "geomean_speedup": speedup}
+    return {
+        "version": 1,
+        "goal": "axpy",
+        "goal_sha256": goal_sha256,
+        "solution_sha256": solution_sha256,
+        "solution_file": "solution.py",
+        "accepted": True,
+        "reasons": [],
+        "findings": [],
+        "shapes": [
+            {
+                "name": "n16m",
+                "kind": "timed",
+                "dims": {"N": 16777216},
+                "trials": 3,
+                "correct": True,
+                "speedup": {"torch_add": speedup},
+            }
+        ],
+        "geomean_speedup": speedup,
+    }
 
 
 def test_audit_eval_report_accepts_the_same_solution_and_catches_a_swapped_one(tmp_path, capsys):
@@ -169,8 +194,9 @@ def test_audit_eval_report_accepts_the_same_solution_and_catches_a_swapped_one(t
     same.write_text(json.dumps(eval_report(final, goal_sha)))
     swapped.write_text(json.dumps(eval_report(sha256_bytes(b"def kernel(x, y, alpha):\n    return x\n"), goal_sha)))
     assert audit.audit(demo_run(), same).ok
-    args = argparse.Namespace(transcript=demo_run(), eval_report=swapped, goal=None, json=None, html=None,
-                              key_file=None)
+    args = argparse.Namespace(
+        transcript=demo_run(), eval_report=swapped, goal=None, json=None, html=None, key_file=None
+    )
     assert audit_cli.run(args) == 1
     out = capsys.readouterr().out
     assert "ERROR   eval/eval" in out and final in out
@@ -180,14 +206,17 @@ def test_audit_eval_report_accepts_the_same_solution_and_catches_a_swapped_one(t
 
 
 def test_policy_flags_network_escapes_protected_writes_and_forbidden_apis(tmp_path):
-    transcript, _ = scripted_session(tmp_path, [
-        call("run_command", command="true || curl -s https://example.invalid/x"),
-        call("run_command", command="cat /etc/hostname > host.txt; cd .. && ls > /dev/null"),
-        call("write_file", path="reference.py", content="# mine now\n"),
-        call("run_command", command="chmod u+w reference.py; echo '# changed' >> reference.py"),
-        call("write_file", path="solution.py", content=SOLUTION_WITH_ADD),
-        call("run_command", command='python -c "print(4 / 2)" 2>/dev/null && sed "s/a/b/" solution.py > /dev/null'),
-    ])
+    transcript, _ = scripted_session(
+        tmp_path,
+        [
+            call("run_command", command="true || curl -s https://example.invalid/x"),
+            call("run_command", command="cat /etc/hostname > host.txt; cd .. && ls > /dev/null"),
+            call("write_file", path="reference.py", content="# mine now\n"),
+            call("run_command", command="chmod u+w reference.py; echo '# changed' >> reference.py"),
+            call("write_file", path="solution.py", content=SOLUTION_WITH_ADD),
+            call("run_command", command='python -c "print(4 / 2)" 2>/dev/null && sed "s/a/b/" solution.py > /dev/null'),
+        ],
+    )
     report = audit.audit(transcript)
     errors = [f for f in report.findings if f.severity == "error"]
     by_kind = {k: [f.message for f in errors if f.kind == k] for k in {f.kind for f in errors}}
@@ -205,12 +234,23 @@ def test_policy_flags_network_escapes_protected_writes_and_forbidden_apis(tmp_pa
 
 def test_a_session_over_its_budget_and_a_changed_goal_are_policy_errors(tmp_path):
     loaded = load_goal(DEMO_GOAL)
-    start = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
     path = tmp_path / "t" / "long.jsonl"
     w = TranscriptWriter(path)
-    w.append(Header(jg_mcp_version="0.1.0", run_id="long", goal="axpy", goal_sha256=loaded.sha256(),
-                    condition="goal-only", sandbox="none", workspace=str(tmp_path / "ws"), host={}, gpu={},
-                    started_at=start.isoformat()))
+    w.append(
+        Header(
+            jg_mcp_version="0.1.0",
+            run_id="long",
+            goal="axpy",
+            goal_sha256=loaded.sha256(),
+            condition="goal-only",
+            sandbox="none",
+            workspace=str(tmp_path / "ws"),
+            host={},
+            gpu={},
+            started_at=start.isoformat(),
+        )
+    )
     w.append(Close(reason="client disconnected", ended_at=(start + timedelta(minutes=11)).isoformat(), manifest={}))
     report = audit.audit(path)
     assert [f.kind for f in report.findings if f.severity == "error"] == ["budget"]
@@ -224,19 +264,39 @@ def test_a_session_over_its_budget_and_a_changed_goal_are_policy_errors(tmp_path
     assert {f.kind for f in report.findings if f.severity == "error"} == {"budget", "goal"}
 
 
-@pytest.mark.parametrize("command", [
-    "pip install numpy", "python -m pip download x", "wget http://x", "ssh host", "git clone repo",
-    "ls /home", "cat ~/.ssh/id_rsa", "cd .. ", "echo $HOME",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "pip install numpy",
+        "python -m pip download x",
+        "wget http://x",
+        "ssh host",
+        "git clone repo",
+        "ls /home",
+        "cat ~/.ssh/id_rsa",
+        "cd .. ",
+        "echo $HOME",
+    ],
+)
 def test_command_text_patterns_that_leave_the_sandbox_are_recognised(command):
     assert audit.command_findings(command, "/ws")
 
 
-@pytest.mark.parametrize("command", [
-    "python check.py", "ls -la > listing.txt && wc -l listing.txt", "TRITON_INTERPRET=1 python check.py 2>/dev/null",
-    "cat /ws/solution.py", "nvidia-smi", "python -c 'print(1 / 2)'", "sed 's/a/b/' x.py", "/usr/bin/env python x.py",
-    "cp a.py b.py", "./run.sh",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python check.py",
+        "ls -la > listing.txt && wc -l listing.txt",
+        "TRITON_INTERPRET=1 python check.py 2>/dev/null",
+        "cat /ws/solution.py",
+        "nvidia-smi",
+        "python -c 'print(1 / 2)'",
+        "sed 's/a/b/' x.py",
+        "/usr/bin/env python x.py",
+        "cp a.py b.py",
+        "./run.sh",
+    ],
+)
 def test_ordinary_commands_are_not_flagged(command):
     assert audit.command_findings(command, "/ws") == []
 
@@ -244,16 +304,25 @@ def test_ordinary_commands_are_not_flagged(command):
 def test_the_forbidden_api_scan_resolves_aliases_and_getattr():
     uses = audit.forbidden_uses(SOLUTION_WITH_ADD, ["torch.add", "torch.Tensor.add"])
     assert {line for line, _ in uses} == {3, 7, 8, 9, 10}
-    assert audit.forbidden_uses("import torch\n\ndef kernel(x):\n    return torch.mul(x, 2) + x\n",
-                                ["torch.add", "torch.Tensor.add"]) == []
+    assert (
+        audit.forbidden_uses(
+            "import torch\n\ndef kernel(x):\n    return torch.mul(x, 2) + x\n", ["torch.add", "torch.Tensor.add"]
+        )
+        == []
+    )
 
 
 def test_files_the_scan_could_not_record_fail_the_audit_and_pycache_is_named(tmp_path, monkeypatch):
     from jg_mcp import workspace
 
     monkeypatch.setattr(workspace, "SCAN_LIMIT", 3)
-    steps = [call("run_command", command="mkdir -p a/__pycache__ && echo b > a/__pycache__/m.pyc && "
-                  "for i in 1 2 3 4 5; do echo $i > f$i.txt; done")]
+    steps = [
+        call(
+            "run_command",
+            command="mkdir -p a/__pycache__ && echo b > a/__pycache__/m.pyc && "
+            "for i in 1 2 3 4 5; do echo $i > f$i.txt; done",
+        )
+    ]
     transcript, _ = scripted_session(tmp_path, steps)
     report = audit.audit(transcript, goal_path=DEMO_GOAL)
     errors = [f.message for f in report.findings if f.severity == "error"]
@@ -271,9 +340,24 @@ def test_serve_with_a_transcript_key_then_audit_with_it_catches_a_rechained_edit
     key = tmp_path / "key"
     key.write_bytes(b"a transcript key of some length\n")
     key.chmod(0o600)
-    params = StdioServerParameters(command=sys.executable, args=[
-        "-m", "jg_mcp", "serve", "--goal", str(DEMO_GOAL), "--workspace", str(tmp_path / "ws"),
-        "--transcripts", str(tmp_path / "tr"), "--sandbox", "none", "--transcript-key-file", str(key)])
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "jg_mcp",
+            "serve",
+            "--goal",
+            str(DEMO_GOAL),
+            "--workspace",
+            str(tmp_path / "ws"),
+            "--transcripts",
+            str(tmp_path / "tr"),
+            "--sandbox",
+            "none",
+            "--transcript-key-file",
+            str(key),
+        ],
+    )
     anyio.run(run_script, params, [call("run_command", command="echo made > out.txt")], 120)
     transcript = next((tmp_path / "tr").glob("*.jsonl"))
     assert jg("audit", transcript, "--goal", DEMO_GOAL, "--key-file", key).returncode == 0

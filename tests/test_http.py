@@ -26,8 +26,12 @@ from tests.test_sandbox_escapes import BWRAP_MISSING
 
 pytestmark = pytest.mark.slow
 TOKEN = "test-token-" + "x" * 32
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -44,9 +48,23 @@ class HttpServer:
         self.root, self.port = root, free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.transcripts = root / "tr"
-        args = [sys.executable, "-m", "jg_mcp", "serve", "--goal", str(GEMM_FP8), "--transport", "http",
-                "--port", str(self.port), "--runs", str(root / "runs"), "--transcripts", str(self.transcripts),
-                *extra]
+        args = [
+            sys.executable,
+            "-m",
+            "jg_mcp",
+            "serve",
+            "--goal",
+            str(GEMM_FP8),
+            "--transport",
+            "http",
+            "--port",
+            str(self.port),
+            "--runs",
+            str(root / "runs"),
+            "--transcripts",
+            str(self.transcripts),
+            *extra,
+        ]
         if token is not None:
             (root / "token").write_text(token + "\n")
             args += ["--token-file", str(root / "token")]
@@ -114,10 +132,29 @@ def test_a_foreign_origin_gets_403_and_a_foreign_host_421_even_with_the_token(se
 
 def test_binding_a_non_loopback_address_without_a_token_is_refused(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "jg_mcp", "serve", "--goal", str(GEMM_FP8), "--transport", "http", "--host",
-         "0.0.0.0", "--port", str(free_port()), "--runs", str(tmp_path / "runs"), "--transcripts",
-         str(tmp_path / "tr"), "--sandbox", "none"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "jg_mcp",
+            "serve",
+            "--goal",
+            str(GEMM_FP8),
+            "--transport",
+            "http",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(free_port()),
+            "--runs",
+            str(tmp_path / "runs"),
+            "--transcripts",
+            str(tmp_path / "tr"),
+            "--sandbox",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 1 and "needs an explicit token" in done.stderr
     assert not list((tmp_path).glob("tr/*.jsonl"))
@@ -255,14 +292,17 @@ while not pathlib.Path("go").exists():
 EOF"""
 
 
-@pytest.mark.skipif(BWRAP_MISSING is not None or os.geteuid() != 0,
-                    reason=BWRAP_MISSING or "per-session process caps need a root server (one uid per session)")
+@pytest.mark.skipif(
+    BWRAP_MISSING is not None or os.geteuid() != 0,
+    reason=BWRAP_MISSING or "per-session process caps need a root server (one uid per session)",
+)
 def test_a_session_at_its_process_cap_leaves_the_other_sessions_free_to_fork(tmp_path):
     async def fill_a_then_fork_in_b(server: HttpServer):
         with anyio.fail_after(120):
             async with client(server) as a, client(server) as b:
-                where_a, uid_a = (await a.call_tool("run_command", {"command": "pwd; id -u"})).structured_content[
-                    "stdout"].split()
+                where_a, uid_a = (
+                    (await a.call_tool("run_command", {"command": "pwd; id -u"})).structured_content["stdout"].split()
+                )
                 uid_b = (await b.call_tool("run_command", {"command": "id -u"})).structured_content["stdout"].strip()
                 filled = {}
                 async with anyio.create_task_group() as tg:
@@ -275,7 +315,8 @@ def test_a_session_at_its_process_cap_leaves_the_other_sessions_free_to_fork(tmp
                     while not (Path(where_a) / "full").exists():
                         await anyio.sleep(0.05)
                     forked = await b.call_tool(
-                        "run_command", {"command": "for i in $(seq 20); do sleep 1 & done; wait; echo forked"})
+                        "run_command", {"command": "for i in $(seq 20); do sleep 1 & done; wait; echo forked"}
+                    )
                     a_still_full = not filled
                     (Path(where_a) / "go").touch()
                 full = (Path(where_a) / "full").read_text().split()

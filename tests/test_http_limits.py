@@ -40,8 +40,9 @@ def test_sessions_past_the_cap_are_refused_with_a_reason_until_one_ends(tmp_path
         refused = initialize(server)
         assert refused.status_code == 503
         assert "at most 2 sessions at once (--max-sessions)" in refused.json()["error"]["message"]
-        ended = httpx.delete(server.url, headers={**AUTH, "mcp-session-id": first.headers["mcp-session-id"]},
-                             timeout=10)
+        ended = httpx.delete(
+            server.url, headers={**AUTH, "mcp-session-id": first.headers["mcp-session-id"]}, timeout=10
+        )
         assert ended.status_code < 300
         wait_until(lambda: closed_reasons(server) == ["client disconnected"], 20)
         assert initialize(server).status_code == 200
@@ -54,14 +55,19 @@ def test_a_session_without_a_tool_call_is_ended_and_one_with_a_call_is_kept(tmp_
                 await c.call_tool("run_command", {"command": "true"})
                 await anyio.sleep(4)  # past --first-call-timeout, within the idle timeout
                 assert (await c.call_tool("run_command", {"command": "echo kept"})).structured_content[
-                    "stdout"] == "kept\n"
+                    "stdout"
+                ] == "kept\n"
 
     with HttpServer(tmp_path, "--sandbox", "none", "--first-call-timeout", "2", "--max-sessions", "2") as server:
         idle = initialize(server)
         anyio.run(one_call, server)
         wait_until(lambda: any("no tool call within 2.0s" in r for r in closed_reasons(server)), 20)
-        again = httpx.post(server.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-                           headers={**AUTH, "mcp-session-id": idle.headers["mcp-session-id"]}, timeout=10)
+        again = httpx.post(
+            server.url,
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            headers={**AUTH, "mcp-session-id": idle.headers["mcp-session-id"]},
+            timeout=10,
+        )
         assert again.status_code == 404 and "no tool call within" in again.json()["error"]["message"]
         # the ended session freed its place, in the SDK too (which also caps at --max-sessions)
         assert [initialize(server).status_code for _ in range(2)] == [200, 200]
@@ -96,9 +102,25 @@ def test_half_open_and_surplus_connections_are_closed(tmp_path):
 
 def serve(tmp_path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "jg_mcp", "serve", "--goal", str(GEMM_FP8), "--runs", str(tmp_path / "runs"),
-         "--transcripts", str(tmp_path / "tr"), "--sandbox", "none", *extra],
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "jg_mcp",
+            "serve",
+            "--goal",
+            str(GEMM_FP8),
+            "--runs",
+            str(tmp_path / "runs"),
+            "--transcripts",
+            str(tmp_path / "tr"),
+            "--sandbox",
+            "none",
+            *extra,
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -108,22 +130,26 @@ def test_a_taken_port_is_one_clear_line_and_exit_1_before_any_token_is_printed(t
         done = serve(tmp_path, "--transport", "http", "--port", str(port))
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        f"jg-mcp serve: cannot listen on 127.0.0.1:{port}: Address already in use"]
+        f"jg-mcp serve: cannot listen on 127.0.0.1:{port}: Address already in use"
+    ]
     assert not list(tmp_path.glob("tr/*.jsonl"))
 
 
 def test_http_options_under_stdio_are_refused_and_help_shows_defaults(tmp_path):
     done = serve(tmp_path, "--port", str(free_port()))
     assert done.returncode == 2 and "--host and --port apply to --transport http only" in done.stderr
-    shown = subprocess.run([sys.executable, "-m", "jg_mcp", "serve", "--help"], capture_output=True, text=True,
-                           timeout=60).stdout
+    shown = subprocess.run(
+        [sys.executable, "-m", "jg_mcp", "serve", "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
     flat = " ".join(shown.split())
     assert "streamable HTTP at http://HOST:PORT/mcp" in flat and "(default: stdio)" in flat
     assert "(default: 32)" in flat and "(default: 120)" in flat and "[8765; http only]" in flat
 
 
-@pytest.mark.skipif(BWRAP_MISSING is not None or os.geteuid() != 0,
-                    reason=BWRAP_MISSING or "sandbox uids are used only by a root server")
+@pytest.mark.skipif(
+    BWRAP_MISSING is not None or os.geteuid() != 0,
+    reason=BWRAP_MISSING or "sandbox uids are used only by a root server",
+)
 def test_an_idle_session_is_ended_and_gives_its_sandbox_uid_back(tmp_path):
     def rpc(server: HttpServer, session_id: str, message: dict) -> str:
         headers = {**AUTH, "mcp-session-id": session_id, "mcp-protocol-version": INIT["params"]["protocolVersion"]}
@@ -132,8 +158,11 @@ def test_an_idle_session_is_ended_and_gives_its_sandbox_uid_back(tmp_path):
     with HttpServer(tmp_path, "--sandbox", "bwrap", "--idle-timeout", "2") as server:
         session_id = initialize(server).headers["mcp-session-id"]
         rpc(server, session_id, {"method": "notifications/initialized"})
-        answer = rpc(server, session_id, {"id": 2, "method": "tools/call",
-                                          "params": {"name": "run_command", "arguments": {"command": "id -u"}}})
+        answer = rpc(
+            server,
+            session_id,
+            {"id": 2, "method": "tools/call", "params": {"name": "run_command", "arguments": {"command": "id -u"}}},
+        )
         uid = int(json.loads(answer.split("data: ", 1)[1].split("\n", 1)[0])["result"]["structuredContent"]["stdout"])
         wait_until(lambda: any(r.startswith("idle: no request for 2.0s") for r in closed_reasons(server)), 20)
     with open(LOCK_DIR / str(uid), "a") as lock:

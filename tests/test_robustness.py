@@ -34,8 +34,12 @@ json_values = st.recursive(
 odd_text = st.one_of(
     st.text(max_size=300),
     st.text(alphabet=st.characters(codec="utf-8"), max_size=300),
-    st.just("\0"), st.just("a\0b"), st.just("\udcff\ud800"), st.just("x" * 200_000),
-    st.builds(lambda n: "d/" * n + "f", st.integers(1, 400)), st.just("d/" * 3000 + "f"),
+    st.just("\0"),
+    st.just("a\0b"),
+    st.just("\udcff\ud800"),
+    st.just("x" * 200_000),
+    st.builds(lambda n: "d/" * n + "f", st.integers(1, 400)),
+    st.just("d/" * 3000 + "f"),
     st.sampled_from(["/", "..", "../../etc/passwd", "/etc/shadow", "~", "reference.py", ".", ""]),
 )
 wrong_or_odd = st.one_of(json_values, odd_text)
@@ -134,12 +138,32 @@ def test_invalid_utf8_and_nul_bytes_are_refused_with_a_message(robust):
 
 
 def _stdio_server(tmp_path: Path, sandbox: str) -> subprocess.Popen:
-    args = [sys.executable, "-m", "jg_mcp", "serve", "--goal", str(GEMM_FP8), "--workspace", str(tmp_path / "ws"),
-            "--transcripts", str(tmp_path / "tr"), "--sandbox", sandbox]
+    args = [
+        sys.executable,
+        "-m",
+        "jg_mcp",
+        "serve",
+        "--goal",
+        str(GEMM_FP8),
+        "--workspace",
+        str(tmp_path / "ws"),
+        "--transcripts",
+        str(tmp_path / "tr"),
+        "--sandbox",
+        sandbox,
+    ]
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     messages = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
     ]
     for m in messages:
@@ -150,8 +174,12 @@ def _stdio_server(tmp_path: Path, sandbox: str) -> subprocess.Popen:
 
 
 def _start_command(proc: subprocess.Popen, command: str) -> None:
-    call_msg = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "run_command", "arguments": {"command": command}}}
+    call_msg = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "run_command", "arguments": {"command": command}},
+    }
     proc.stdin.write(json.dumps(call_msg).encode() + b"\n")
     proc.stdin.flush()
 
@@ -241,8 +269,12 @@ def test_a_stdio_message_over_the_limit_is_refused_unread_and_the_server_keeps_s
 
     proc = _stdio_server(tmp_path, "none")
     try:
-        huge = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                "params": {"name": "write_file", "arguments": {"path": "a", "content": "x" * (LINE_LIMIT_BYTES + 10)}}}
+        huge = {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "write_file", "arguments": {"path": "a", "content": "x" * (LINE_LIMIT_BYTES + 10)}},
+        }
         proc.stdin.write(json.dumps(huge).encode() + b"\n")
         _start_command(proc, "echo alive")
         answers = [json.loads(proc.stdout.readline()) for _ in range(2)]

@@ -83,7 +83,11 @@ def test_progress_reports_elapsed_time_and_last_line(tmp_path):
     async def progress(elapsed, line):
         seen.append((elapsed, line))
 
-    r = run(Runner(tmp_path, progress_every_s=0.2), "for i in 1 2 3 4 5; do echo step$i; sleep 0.2; done", on_progress=progress)
+    r = run(
+        Runner(tmp_path, progress_every_s=0.2),
+        "for i in 1 2 3 4 5; do echo step$i; sleep 0.2; done",
+        on_progress=progress,
+    )
     assert r.exit_code == 0
     assert len(seen) >= 2
     assert seen[-1][0] > seen[0][0] > 0

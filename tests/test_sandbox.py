@@ -37,9 +37,25 @@ def serve_stdio(tmp_path, sandbox: str, path: str | None = None) -> subprocess.C
     """A stdio server whose client leaves at once (stdin closed): it starts, records, closes."""
     env = {**os.environ, "PATH": path} if path is not None else None
     return subprocess.run(
-        [sys.executable, "-m", "jg_mcp", "serve", "--goal", str(GEMM_FP8), "--workspace", str(tmp_path / "ws"),
-         "--transcripts", str(tmp_path / "tr"), "--sandbox", sandbox],
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, env=env,
+        [
+            sys.executable,
+            "-m",
+            "jg_mcp",
+            "serve",
+            "--goal",
+            str(GEMM_FP8),
+            "--workspace",
+            str(tmp_path / "ws"),
+            "--transcripts",
+            str(tmp_path / "tr"),
+            "--sandbox",
+            sandbox,
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
 
 
@@ -49,13 +65,26 @@ def only_transcript(tmp_path):
 
 
 def test_secret_variables_are_dropped_and_a_minimal_environment_is_kept():
-    environ = {"PATH": "/x", "HOME": "/root", "AWS_ACCESS_KEY_ID": "a", "GITHUB_TOKEN": "b", "HF_HOME": "c",
-               "CUDA_VISIBLE_DEVICES": "0", "TRITON_CACHE_DIR": "/t", "CUDA_API_KEY": "d", "LANG": "en_US.UTF-8",
-               "DB_PASSWORD": "e", "RANDOM_APP_SETTING": "f", "LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}
+    environ = {
+        "PATH": "/x",
+        "HOME": "/root",
+        "AWS_ACCESS_KEY_ID": "a",
+        "GITHUB_TOKEN": "b",
+        "HF_HOME": "c",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "TRITON_CACHE_DIR": "/t",
+        "CUDA_API_KEY": "d",
+        "LANG": "en_US.UTF-8",
+        "DB_PASSWORD": "e",
+        "RANDOM_APP_SETTING": "f",
+        "LD_LIBRARY_PATH": "/usr/local/nvidia/lib64",
+    }
     env = sandbox_env(environ)
     assert {"CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR", "LANG", "LD_LIBRARY_PATH"} <= env.keys()
-    assert not {"AWS_ACCESS_KEY_ID", "GITHUB_TOKEN", "HF_HOME", "CUDA_API_KEY", "DB_PASSWORD",
-                "RANDOM_APP_SETTING"} & env.keys()
+    assert (
+        not {"AWS_ACCESS_KEY_ID", "GITHUB_TOKEN", "HF_HOME", "CUDA_API_KEY", "DB_PASSWORD", "RANDOM_APP_SETTING"}
+        & env.keys()
+    )
     assert env["HOME"] == "/tmp/home" and env["PATH"].startswith(os.path.dirname(sys.executable))
     assert all(is_secret(n) for n in ("OPENAI_API_KEY", "MY_SECRET", "SSH_AUTH_SOCK", "ANTHROPIC_BASE_URL"))
 
@@ -128,8 +157,11 @@ def test_a_uid_that_names_an_account_or_runs_a_process_is_not_handed_out():
         pool.take(0, 1)  # root: an account, and it runs processes
     if os.geteuid() != 0:
         pytest.skip("starting a process under another uid needs root")
-    busy = subprocess.Popen(["setpriv", "--reuid=62100", "--regid=62100", "--clear-groups", "sh", "-c",
-                             "echo up; exec sleep 60"], stdout=subprocess.PIPE, text=True)
+    busy = subprocess.Popen(
+        ["setpriv", "--reuid=62100", "--regid=62100", "--clear-groups", "sh", "-c", "echo up; exec sleep 60"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert busy.stdout.readline() == "up\n"  # now running as 62100
         assert pool.take(62100, 2) == 62101
@@ -138,8 +170,10 @@ def test_a_uid_that_names_an_account_or_runs_a_process_is_not_handed_out():
         busy.wait()
 
 
-@pytest.mark.skipif(BWRAP_MISSING is not None or os.geteuid() != 0,
-                    reason=BWRAP_MISSING or "sandbox uids are used only by a root server")
+@pytest.mark.skipif(
+    BWRAP_MISSING is not None or os.geteuid() != 0,
+    reason=BWRAP_MISSING or "sandbox uids are used only by a root server",
+)
 def test_a_workspace_handed_to_a_sandbox_with_another_uid_stays_writable_compile_cache_included(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -149,10 +183,12 @@ def test_a_workspace_handed_to_a_sandbox_with_another_uid_stays_writable_compile
     async def commands():
         with anyio.fail_after(60):
             wrote = await Runner(ws, wrap=first.wrap).run(
-                "mkdir -p d $TRITON_CACHE_DIR && echo 1 > d/f && echo 1 > $TRITON_CACHE_DIR/k && id -u", 30)
+                "mkdir -p d $TRITON_CACHE_DIR && echo 1 > d/f && echo 1 > $TRITON_CACHE_DIR/k && id -u", 30
+            )
             (ws / "from_server.txt").write_text("server\n")
             again = await Runner(ws, wrap=second.wrap).run(
-                "echo 2 >> d/f && echo 2 >> $TRITON_CACHE_DIR/k && echo ok >> from_server.txt && id -u", 30)
+                "echo 2 >> d/f && echo 2 >> $TRITON_CACHE_DIR/k && echo ok >> from_server.txt && id -u", 30
+            )
             return wrote, again
 
     wrote, again = anyio.run(commands)
@@ -178,8 +214,9 @@ def test_the_header_records_exactly_the_environment_the_sandboxed_command_saw(ge
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("LC_JG_PLAIN", "plain")
     ws = tmp_path / "ws"
-    session = Session(gemm_goal, workspace_dir=ws, transcripts_dir=tmp_path / "tr", sandbox="bwrap",
-                      wrap=Bwrap(ws, [tmp_path / "tr"]))
+    session = Session(
+        gemm_goal, workspace_dir=ws, transcripts_dir=tmp_path / "tr", sandbox="bwrap", wrap=Bwrap(ws, [tmp_path / "tr"])
+    )
 
     async def go():
         with anyio.fail_after(60):
@@ -200,10 +237,20 @@ def test_the_header_records_exactly_the_environment_the_sandboxed_command_saw(ge
 
 def test_sandbox_uids_are_unique_across_server_processes(tmp_path):
     """Two processes, each with its own UidPool (as two servers have), take uids while both hold theirs."""
-    take = ("import sys; from jg_mcp.sandbox import UidPool; pool = UidPool(); "
-            "print(pool.take(62300, 4), flush=True); sys.stdin.readline()")
-    procs = [subprocess.Popen([sys.executable, "-c", take], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    take = (
+        "import sys; from jg_mcp.sandbox import UidPool; pool = UidPool(); "
+        "print(pool.take(62300, 4), flush=True); sys.stdin.readline()"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", take],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     try:
         uids = [int(p.stdout.readline() or -1) for p in procs]
     finally:

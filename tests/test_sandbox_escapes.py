@@ -27,8 +27,9 @@ def bwrap_unavailable() -> str | None:
     """Why bubblewrap cannot run at all here (not installed, or namespaces forbidden), else None."""
     if not shutil.which("bwrap"):
         return "bwrap is not installed (Debian package `bubblewrap`)"
-    done = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"], capture_output=True, text=True
+    )
     return f"bwrap cannot create namespaces here: {done.stderr.strip()}" if done.returncode else None
 
 
@@ -59,8 +60,15 @@ class Env:
         if self.mode == "bwrap":
             self.sandboxes.append(self.template.for_workspace(ws))
             wrap = self.sandboxes[-1].wrap
-        return Session(self.goal, workspace_dir=ws, transcripts_dir=self.transcripts, runs_dir=self.runs,
-                       run_id=run_id, sandbox=self.mode, wrap=wrap)
+        return Session(
+            self.goal,
+            workspace_dir=ws,
+            transcripts_dir=self.transcripts,
+            runs_dir=self.runs,
+            run_id=run_id,
+            sandbox=self.mode,
+            wrap=wrap,
+        )
 
     def run(self, command: str, which: int = 0, timeout_s: float = 30) -> dict:
         server = build_server(self.goal, SingleSession(self.sessions[which]), sandboxed=self.mode == "bwrap")
@@ -136,7 +144,7 @@ def test_the_network_is_unreachable_even_on_loopback(env):
         port = listener.extra(anyio.abc.SocketAttribute.local_port)
         async with listener:
             code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('connected')"
-            return await anyio.to_thread.run_sync(env.run, f"python -c \"{code}\"")
+            return await anyio.to_thread.run_sync(env.run, f'python -c "{code}"')
 
     out = anyio.run(attempt)
     assert ("connected" in out["stdout"]) is not sandboxed(env)
@@ -156,8 +164,10 @@ def _pids_named(marker: str) -> list[int]:
 
 def test_no_background_process_outlives_the_session(env):
     plain, daemon = f"jgplain-{uuid.uuid4().hex}", f"jgdaemon-{uuid.uuid4().hex}"
-    env.run(f"(exec -a {plain} sleep 300) > /dev/null 2>&1 & setsid bash -c 'exec -a {daemon} sleep 300' "
-            "> /dev/null 2>&1 < /dev/null & echo started")
+    env.run(
+        f"(exec -a {plain} sleep 300) > /dev/null 2>&1 & setsid bash -c 'exec -a {daemon} sleep 300' "
+        "> /dev/null 2>&1 < /dev/null & echo started"
+    )
     env.close()
     survivors = _pids_named(daemon)
     for pid in survivors:
@@ -198,8 +208,7 @@ def test_a_unix_socket_listening_on_the_host_cannot_be_reached(env, where):
         listener.bind(str(path))
         path.chmod(0o777)  # reachable by the sandbox uid as far as permissions go
         listener.listen()
-        code = ("import socket; s = socket.socket(socket.AF_UNIX); "
-                f"s.connect('{path}'); print('connected')")
+        code = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{path}'); print('connected')"
         out = env.run(f'python -c "{code}"')
     finally:
         listener.close()
@@ -214,8 +223,10 @@ def test_only_what_a_kernel_developer_needs_is_mounted_and_the_toolchain_works(e
         pytest.skip("unsandboxed commands see the whole host by design")
     pytest.importorskip("torch")
     pytest.importorskip("triton")
-    out = env.run("echo $(ls -A /); ls /run /var /home 2>&1; python -c 'import torch, triton; print(\"toolchain ok\")'",
-                  timeout_s=120)
+    out = env.run(
+        "echo $(ls -A /); ls /run /var /home 2>&1; python -c 'import torch, triton; print(\"toolchain ok\")'",
+        timeout_s=120,
+    )
     top = out["stdout"].split("\n", 1)[0].split()
     assert "toolchain ok" in out["stdout"], out["stderr"]
     assert {"usr", "etc", "tmp", "dev", "proc"} <= set(top) and not {"run", "var", "home", "srv"} & set(top)
@@ -234,8 +245,9 @@ def test_pid_1s_command_line_names_no_hidden_path(env):
 
 def test_the_workspace_is_private_and_the_goal_copy_cannot_be_changed_or_deleted(env):
     ws = env.sessions[0].workspace.root
-    out = env.run("rm -f reference.py; mv reference.py moved.py; echo '# tampered' >> reference.py; "
-                  "chmod 666 reference.py; ls")
+    out = env.run(
+        "rm -f reference.py; mv reference.py moved.py; echo '# tampered' >> reference.py; chmod 666 reference.py; ls"
+    )
     reference = ws / "reference.py"
     if sandboxed(env):
         assert reference.exists() and "# tampered" not in reference.read_text()

@@ -18,7 +18,7 @@ pytestmark = [
     pytest.mark.skipif(BWRAP_MISSING is not None, reason=BWRAP_MISSING or ""),
 ]
 
-KERNEL = '''
+KERNEL = """
 import torch, triton, triton.language as tl
 
 @triton.jit
@@ -34,13 +34,18 @@ add[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
 torch.cuda.synchronize()
 assert torch.equal(out, x + y)
 print("triton ok", torch.cuda.get_device_name(), triton.__version__)
-'''
+"""
 
 
 def test_a_triton_kernel_compiles_and_runs_inside_the_sandbox(gemm_goal, tmp_path):
     ws = tmp_path / "ws"
-    session = Session(gemm_goal, workspace_dir=ws, transcripts_dir=tmp_path / "tr", sandbox="bwrap",
-                      wrap=Bwrap(ws, [tmp_path / "tr"]).wrap)
+    session = Session(
+        gemm_goal,
+        workspace_dir=ws,
+        transcripts_dir=tmp_path / "tr",
+        sandbox="bwrap",
+        wrap=Bwrap(ws, [tmp_path / "tr"]).wrap,
+    )
 
     async def go():
         with anyio.fail_after(300):

@@ -47,7 +47,10 @@ def test_write_then_read_round_trips_with_size_and_hash(server, session):
     w, r = session_run(server, fn)
     data = content.encode()
     assert w.structured_content == {
-        "path": "deep/dir/a.txt", "size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "created": True,
+        "path": "deep/dir/a.txt",
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "created": True,
     }
     assert r.structured_content["content"] == content
     assert (session.workspace.root / "deep/dir/a.txt").read_bytes() == data
@@ -166,8 +169,17 @@ def test_goal_resources_and_prompt(server, gemm_goal):
 
     listed, goal, ref, prompt, prompts = session_run(server, fn)
     assert listed == ["goal://gemm_fp8", "goal://gemm_fp8/reference.py"]
-    for part in ("## Objective", "## Constraints", "## Solution contract", "## Tolerance", "## Timed shapes",
-                 "## Hardware", "## Budget", "kernel(a, b, scale_a, scale_b)", "llama3_8b_prefill_qkv"):
+    for part in (
+        "## Objective",
+        "## Constraints",
+        "## Solution contract",
+        "## Tolerance",
+        "## Timed shapes",
+        "## Hardware",
+        "## Budget",
+        "kernel(a, b, scale_a, scale_b)",
+        "llama3_8b_prefill_qkv",
+    ):
         assert part in goal
     assert ref == gemm_goal.module_path.read_text()
     assert prompts == ["goal"] and len(prompt) == 1 and prompt[0].content.text == goal

@@ -19,8 +19,17 @@ pytestmark = pytest.mark.slow
 
 
 def serve_args(tmp_path):
-    return ["-m", "jg_mcp", "serve", "--goal", str(GEMM_FP8), "--workspace", str(tmp_path / "ws"),
-            "--transcripts", str(tmp_path / "tr")]
+    return [
+        "-m",
+        "jg_mcp",
+        "serve",
+        "--goal",
+        str(GEMM_FP8),
+        "--workspace",
+        str(tmp_path / "ws"),
+        "--transcripts",
+        str(tmp_path / "tr"),
+    ]
 
 
 def only_transcript(tmp_path):
@@ -49,16 +58,21 @@ def test_scripted_session_over_stdio_is_recorded_and_closed(tmp_path):
 
 
 def _start(tmp_path):
-    proc = subprocess.Popen([sys.executable, *serve_args(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    init = ('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
-            '"capabilities":{},"clientInfo":{"name":"t","version":"0"}}}\n')
+    proc = subprocess.Popen(
+        [sys.executable, *serve_args(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    init = (
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        '"capabilities":{},"clientInfo":{"name":"t","version":"0"}}}\n'
+    )
     proc.stdin.write(init.encode())
     proc.stdin.flush()
     assert b'"result"' in proc.stdout.readline()
     proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-    proc.stdin.write(b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file",'
-                     b'"arguments":{"path":"s.py","content":"x=1"}}}\n')
+    proc.stdin.write(
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file",'
+        b'"arguments":{"path":"s.py","content":"x=1"}}}\n'
+    )
     proc.stdin.flush()
     assert b'"result"' in proc.stdout.readline()
     return proc

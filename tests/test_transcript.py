@@ -28,8 +28,16 @@ from jg_mcp.transcript import (
 
 def header() -> Header:
     return Header(
-        jg_mcp_version="0", run_id="r", goal="g", goal_sha256="0" * 64, condition="goal-only",
-        sandbox="none", workspace="/w", host={}, gpu={}, started_at="t",
+        jg_mcp_version="0",
+        run_id="r",
+        goal="g",
+        goal_sha256="0" * 64,
+        condition="goal-only",
+        sandbox="none",
+        workspace="/w",
+        host={},
+        gpu={},
+        started_at="t",
     )
 
 
@@ -100,8 +108,11 @@ def test_head_hash_is_the_hash_of_the_last_line(tmp_path):
     assert w.head_sha256 == sha256_bytes(w.path.read_bytes().splitlines()[-1])
 
 
-SECRETS = {"JG_TEST_API_TOKEN": "s3cret-token-value", "JG_TEST_DB_PASSWORD": "s3cret-password-value",
-           "JG_TEST_INDEX_URL": "https://user:s3cret-url-password@example.invalid/simple"}
+SECRETS = {
+    "JG_TEST_API_TOKEN": "s3cret-token-value",
+    "JG_TEST_DB_PASSWORD": "s3cret-password-value",
+    "JG_TEST_INDEX_URL": "https://user:s3cret-url-password@example.invalid/simple",
+}
 """Secrets by name (token, password) and by value (a password in a URL)."""
 BASH_OWN = {"PWD", "OLDPWD", "SHLVL", "_"}
 """Variables bash sets itself in every command."""
@@ -140,8 +151,10 @@ def test_the_header_records_the_environment_commands_see(tmp_path, monkeypatch, 
 @pytest.mark.parametrize("sandbox", ["none", "bwrap"])
 def test_no_secret_in_the_servers_environment_reaches_the_transcript(tmp_path, monkeypatch, sandbox):
     # The command checks each secret by its hash, so that the command text itself does not hold it.
-    checks = " && ".join(f'test "$(printf %s "${name}" | sha256sum)" = "{sha256_bytes(value.encode())}  -"'
-                         for name, value in SECRETS.items())
+    checks = " && ".join(
+        f'test "$(printf %s "${name}" | sha256sum)" = "{sha256_bytes(value.encode())}  -"'
+        for name, value in SECRETS.items()
+    )
     transcript, head, response = recorded(tmp_path, monkeypatch, sandbox, f"{checks}; echo $?")
     saw_them = response.result["structuredContent"]["stdout"] == "0\n"
     assert saw_them == (sandbox == "none"), "unsandboxed commands see the secrets, sandboxed ones do not"
@@ -155,9 +168,18 @@ def test_no_secret_in_the_servers_environment_reaches_the_transcript(tmp_path, m
 
 
 def test_recordable_env_leaves_out_secret_looking_names_and_values():
-    env, redacted = recordable_env({"HOME": "/root", "GITHUB_TOKEN": "x", "MY_API_KEY": "x", "AWS_PROFILE": "x",
-                                    "PIP_INDEX_URL": "https://u:pw@host/simple", "NOTE": "ghp_" + "a" * 36,
-                                    "PROXY": "http://proxy:3128", "PATH": "/usr/bin"})
+    env, redacted = recordable_env(
+        {
+            "HOME": "/root",
+            "GITHUB_TOKEN": "x",
+            "MY_API_KEY": "x",
+            "AWS_PROFILE": "x",
+            "PIP_INDEX_URL": "https://u:pw@host/simple",
+            "NOTE": "ghp_" + "a" * 36,
+            "PROXY": "http://proxy:3128",
+            "PATH": "/usr/bin",
+        }
+    )
     assert env == {"HOME": "/root", "PATH": "/usr/bin", "PROXY": "http://proxy:3128"}
     assert redacted == ["AWS_PROFILE", "GITHUB_TOKEN", "MY_API_KEY", "NOTE", "PIP_INDEX_URL"]
 

@@ -28,8 +28,7 @@ def mcp_config(server_argv: list[str]) -> dict:
 
 def _version_of(argv: list[str]) -> str:
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
-                              check=False)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"unknown ({exc})"
     return (proc.stdout.strip() or proc.stderr.strip()).splitlines()[0] if proc.returncode == 0 else "unknown"
@@ -67,15 +66,32 @@ class ClaudeCode:
         return _version_of([self._exe(), "--version"])
 
     def launch(self, inputs: RunInputs) -> Launch:
-        argv = [self._exe(), "-p", "--output-format", "stream-json", "--verbose",
-                "--mcp-config", str(inputs.mcp_config), "--strict-mcp-config", "--tools", "",
-                "--allowedTools", "mcp__jg", "--setting-sources", "user", "--no-session-persistence"]
+        argv = [
+            self._exe(),
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--mcp-config",
+            str(inputs.mcp_config),
+            "--strict-mcp-config",
+            "--tools",
+            "",
+            "--allowedTools",
+            "mcp__jg",
+            "--setting-sources",
+            "user",
+            "--no-session-persistence",
+        ]
         model = inputs.model or self.model
         if model:
             argv += ["--model", model]
-        return Launch(argv=[*argv, *self.extra_args], cwd=str(inputs.run_dir / "agent"),
-                      files={str(inputs.mcp_config): inputs.mcp_config.read_text()},
-                      stdin_file=str(inputs.prompt_file))
+        return Launch(
+            argv=[*argv, *self.extra_args],
+            cwd=str(inputs.run_dir / "agent"),
+            files={str(inputs.mcp_config): inputs.mcp_config.read_text()},
+            stdin_file=str(inputs.prompt_file),
+        )
 
     def diagnose(self, log_text: str, stderr_text: str) -> str | None:
         events = _last_json_lines(log_text)
@@ -106,12 +122,21 @@ class CommandTemplate:
         return _version_of(shlex.split(self.version_cmd)) if self.version_cmd else "unknown"
 
     def launch(self, inputs: RunInputs) -> Launch:
-        values = {"mcp_config": str(inputs.mcp_config), "prompt_file": str(inputs.prompt_file),
-                  "prompt": inputs.prompt_file.read_text(), "workspace": str(inputs.run_dir / "workspace"),
-                  "model": inputs.model or "", "run_dir": str(inputs.run_dir), "seed": str(inputs.seed)}
+        values = {
+            "mcp_config": str(inputs.mcp_config),
+            "prompt_file": str(inputs.prompt_file),
+            "prompt": inputs.prompt_file.read_text(),
+            "workspace": str(inputs.run_dir / "workspace"),
+            "model": inputs.model or "",
+            "run_dir": str(inputs.run_dir),
+            "seed": str(inputs.seed),
+        }
         line = self.template.format(**{k: shlex.quote(v) for k, v in values.items()})
-        return Launch(argv=shlex.split(line), cwd=str(inputs.run_dir / "agent"),
-                      files={str(inputs.mcp_config): inputs.mcp_config.read_text()})
+        return Launch(
+            argv=shlex.split(line),
+            cwd=str(inputs.run_dir / "agent"),
+            files={str(inputs.mcp_config): inputs.mcp_config.read_text()},
+        )
 
     def diagnose(self, log_text: str, stderr_text: str) -> str | None:
         tail = stderr_text.strip().splitlines()
@@ -133,18 +158,27 @@ class Scripted:
         return f"jg-mcp {jg_mcp.__version__} scripted"
 
     def launch(self, inputs: RunInputs) -> Launch:
-        argv = [sys.executable, "-m", "jg_mcp.campaign.scripted_agent", "--mcp-config", str(inputs.mcp_config),
-                "--prompt-file", str(inputs.prompt_file), "--behaviour", self.behaviour]
-        return Launch(argv=argv, cwd=str(inputs.run_dir / "agent"),
-                      files={str(inputs.mcp_config): inputs.mcp_config.read_text()})
+        argv = [
+            sys.executable,
+            "-m",
+            "jg_mcp.campaign.scripted_agent",
+            "--mcp-config",
+            str(inputs.mcp_config),
+            "--prompt-file",
+            str(inputs.prompt_file),
+            "--behaviour",
+            self.behaviour,
+        ]
+        return Launch(
+            argv=argv, cwd=str(inputs.run_dir / "agent"), files={str(inputs.mcp_config): inputs.mcp_config.read_text()}
+        )
 
     def diagnose(self, log_text: str, stderr_text: str) -> str | None:
         tail = stderr_text.strip().splitlines()
         return f"scripted: {tail[-1][:300]}" if tail else None
 
 
-def make_agent(name: str, model: str | None = None, agent_cmd: str | None = None,
-               executable: str | None = None):
+def make_agent(name: str, model: str | None = None, agent_cmd: str | None = None, executable: str | None = None):
     """The adapter for an agent name: claude-code, command (with agent_cmd), scripted[-idle|-overrun]."""
     if name == "claude-code":
         return ClaudeCode(executable or "claude", model)
@@ -154,5 +188,7 @@ def make_agent(name: str, model: str | None = None, agent_cmd: str | None = None
         return CommandTemplate(agent_cmd, name=name)
     if name == "scripted" or name.startswith("scripted-"):
         return Scripted(name.removeprefix("scripted").removeprefix("-") or "solve")
-    raise JgError(f"unknown agent '{name}': claude-code, command (with --agent-cmd), scripted, scripted-idle, "
-                  "scripted-overrun, scripted-stall")
+    raise JgError(
+        f"unknown agent '{name}': claude-code, command (with --agent-cmd), scripted, scripted-idle, "
+        "scripted-overrun, scripted-stall"
+    )

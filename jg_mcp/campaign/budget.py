@@ -59,8 +59,11 @@ class BudgetState:
     def spent(self) -> str | None:
         if self.reason is None:
             b = self.budget
-            if b.wall_clock_minutes is not None and self.started is not None \
-                    and self.clock() - self.started >= b.wall_clock_minutes * 60:
+            if (
+                b.wall_clock_minutes is not None
+                and self.started is not None
+                and self.clock() - self.started >= b.wall_clock_minutes * 60
+            ):
                 self.reason = f"{SPENT_PREFIX}: {b.wall_clock_minutes:g} minutes of wall clock"
             elif b.max_tool_calls is not None and self.tool_calls >= b.max_tool_calls:
                 self.reason = f"{SPENT_PREFIX}: {b.max_tool_calls} tool calls"

@@ -96,8 +96,9 @@ def load_campaign(path: Path) -> Campaign:
     except (yaml.YAMLError, ValidationError) as exc:
         raise JgError(f"{path}: {exc}") from None
     base = path.resolve().parent
-    campaign.goals = [str(base / g) if g.endswith((".yaml", ".yml")) and not Path(g).is_absolute() else g
-                      for g in campaign.goals]
+    campaign.goals = [
+        str(base / g) if g.endswith((".yaml", ".yml")) and not Path(g).is_absolute() else g for g in campaign.goals
+    ]
     return campaign
 
 
@@ -116,11 +117,18 @@ def expand(campaign: Campaign) -> list[tuple[str, RunSpec]]:
             for condition in campaign.conditions:
                 for seed in campaign.seeds:
                     spec = RunSpec(
-                        agent=agent.adapter, goal=goal, condition=condition, seed=seed,
+                        agent=agent.adapter,
+                        goal=goal,
+                        condition=condition,
+                        seed=seed,
                         budget_minutes=b.wall_clock_minutes or loaded[goal].goal.budget.wall_clock_minutes,
                         max_tool_calls=b.max_tool_calls,
-                        max_command_seconds=b.max_command_seconds, model=agent.model, agent_cmd=agent.agent_cmd,
-                        agent_executable=agent.executable, grace_s=campaign.grace_s, eval_args=campaign.eval_args,
+                        max_command_seconds=b.max_command_seconds,
+                        model=agent.model,
+                        agent_cmd=agent.agent_cmd,
+                        agent_executable=agent.executable,
+                        grace_s=campaign.grace_s,
+                        eval_args=campaign.eval_args,
                         sandbox=campaign.sandbox,
                     )
                     runs.append((default_run_id(agent.name(), loaded[goal].name, condition, seed), spec))

@@ -62,16 +62,25 @@ CONDITIONS: dict[str, Condition] = {
     for c in (
         Condition(name="goal-only", tools=BASE_TOOLS, resource_prefixes=("goal://",), prompts=("goal",)),
         Condition(
-            name="eval-tool", tools=(*BASE_TOOLS, "evaluate"), resource_prefixes=("goal://",), prompts=("goal",),
+            name="eval-tool",
+            tools=(*BASE_TOOLS, "evaluate"),
+            resource_prefixes=("goal://",),
+            prompts=("goal",),
             addendum="An `evaluate` tool re-verifies your current solution with the official harness and "
             "returns its report.",
         ),
         Condition(
-            name="knowledge", tools=BASE_TOOLS, resource_prefixes=("goal://", KNOWLEDGE_URI), prompts=("goal",),
+            name="knowledge",
+            tools=BASE_TOOLS,
+            resource_prefixes=("goal://", KNOWLEDGE_URI),
+            prompts=("goal",),
             addendum=f"A read-only resource, {KNOWLEDGE_URI}, holds short notes on GPU kernel optimisation.",
         ),
         Condition(
-            name="workflow", tools=BASE_TOOLS, resource_prefixes=("goal://",), prompts=("goal", "workflow"),
+            name="workflow",
+            tools=BASE_TOOLS,
+            resource_prefixes=("goal://",),
+            prompts=("goal", "workflow"),
             addendum="## Workflow\n" + WORKFLOW,
         ),
     )
@@ -91,9 +100,25 @@ def run_eval(goal_yaml: Path, workspace: Path, timeout_s: float = EVALUATE_TIMEO
         md = Path(tmp) / "eval.md"
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "jg_mcp", "--log-level", "WARNING", "eval", "--goal", str(goal_yaml),
-                 "--workspace", str(workspace), "--markdown", str(md)],
-                check=False, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout_s,
+                [
+                    sys.executable,
+                    "-m",
+                    "jg_mcp",
+                    "--log-level",
+                    "WARNING",
+                    "eval",
+                    "--goal",
+                    str(goal_yaml),
+                    "--workspace",
+                    str(workspace),
+                    "--markdown",
+                    str(md),
+                ],
+                check=False,
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout_s,
             )
         except subprocess.TimeoutExpired:
             return 124, f"the eval did not finish within {timeout_s:.0f}s"
@@ -107,12 +132,15 @@ def install(server: Any, loaded: Any, pool: Any, condition: str) -> None:
     if condition == "eval-tool":
         _install_evaluate(server, loaded, pool)
     elif condition == "knowledge":
-        @server.resource(KNOWLEDGE_URI, name="kernel-notes", title="Kernel optimisation notes",
-                         mime_type="text/markdown")
+
+        @server.resource(
+            KNOWLEDGE_URI, name="kernel-notes", title="Kernel optimisation notes", mime_type="text/markdown"
+        )
         def kernel_notes() -> str:
             """Short factual notes on GPU kernel optimisation (read-only)."""
             return KNOWLEDGE_FILE.read_text()
     elif condition == "workflow":
+
         @server.prompt(name="workflow", title="A prescribed plan")
         def workflow_prompt() -> str:
             """The plan to follow, step by step."""
@@ -135,9 +163,11 @@ def _install_evaluate(server: Any, loaded: Any, pool: Any) -> None:
 
     evaluate.__annotations__ = {"ctx": Context, "return": str}  # resolved here: the SDK is imported lazily
     server.add_tool(
-        evaluate, description=(evaluate.__doc__ or "").replace("\n        ", "\n"),
-        annotations=ToolAnnotations(title="Evaluate the current solution", read_only_hint=True,
-                                    idempotent_hint=False, open_world_hint=False),
+        evaluate,
+        description=(evaluate.__doc__ or "").replace("\n        ", "\n"),
+        annotations=ToolAnnotations(
+            title="Evaluate the current solution", read_only_hint=True, idempotent_hint=False, open_world_hint=False
+        ),
     )
 
 

@@ -59,13 +59,30 @@ def run_worker(run_id: str, spec: RunSpec, out: Path, timeout_s: float, slot_env
     """One run as a worker subprocess, bounded by `timeout_s`; always returns a record."""
     import signal
 
-    argv = [sys.executable, "-m", "jg_mcp.campaign.run", "--spec", spec.model_dump_json(), "--out", str(out),
-            "--run-id", run_id, "--parent-pid", str(os.getpid())]
+    argv = [
+        sys.executable,
+        "-m",
+        "jg_mcp.campaign.run",
+        "--spec",
+        spec.model_dump_json(),
+        "--out",
+        str(out),
+        "--run-id",
+        run_id,
+        "--parent-pid",
+        str(os.getpid()),
+    ]
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / f".{run_id}.worker.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, env={**os.environ, **slot_env}, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            env={**os.environ, **slot_env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             proc.wait(timeout_s)
             reason = f"run worker exited with status {proc.returncode} without a run.json"
@@ -89,7 +106,7 @@ def run_worker(run_id: str, spec: RunSpec, out: Path, timeout_s: float, slot_env
 def run_local(tasks: list[Task], out: Path, gpus: list[int], cpu_slots: int, progress: Progress) -> list[RunRecord]:
     """Run tasks on a pool of slots: one per GPU (CUDA_VISIBLE_DEVICES set per run) or `cpu_slots` on CPU."""
     slots: queue.Queue[dict[str, str]] = queue.Queue()
-    for env in ([{"CUDA_VISIBLE_DEVICES": str(g)} for g in gpus] or [{} for _ in range(cpu_slots)]):
+    for env in [{"CUDA_VISIBLE_DEVICES": str(g)} for g in gpus] or [{} for _ in range(cpu_slots)]:
         slots.put(env)
     todo: queue.Queue[Task] = queue.Queue()
     for task in tasks:
@@ -117,8 +134,14 @@ def run_local(tasks: list[Task], out: Path, gpus: list[int], cpu_slots: int, pro
     return records
 
 
-def run_ray(tasks: list[Task], out: Path, address: str | None, use_gpus: bool, progress: Progress,
-            init: Callable[..., object] | None = None) -> list[RunRecord]:
+def run_ray(
+    tasks: list[Task],
+    out: Path,
+    address: str | None,
+    use_gpus: bool,
+    progress: Progress,
+    init: Callable[..., object] | None = None,
+) -> list[RunRecord]:
     """Submit each run as a Ray task (num_gpus=1 when the campaign has GPUs; Ray sets CUDA_VISIBLE_DEVICES).
     `out` must be on a filesystem every Ray node shares."""
     try:
@@ -127,8 +150,9 @@ def run_ray(tasks: list[Task], out: Path, address: str | None, use_gpus: bool, p
         raise JgError("--executor ray needs Ray: pip install 'ray[default]' (or jg-mcp[ray])") from None
     (init or ray.init)(address=address)
     remote = ray.remote(num_gpus=1 if use_gpus else 0, num_cpus=1, max_retries=0)(_ray_run)
-    pending = {remote.remote(run_id, spec.model_dump_json(), str(out), timeout_s): run_id
-               for run_id, spec, timeout_s in tasks}
+    pending = {
+        remote.remote(run_id, spec.model_dump_json(), str(out), timeout_s): run_id for run_id, spec, timeout_s in tasks
+    }
     for run_id in pending.values():
         progress.line(f"{run_id}: submitted")
     records = []

@@ -177,9 +177,15 @@ def _subprocess(args: list[str], env: dict[str, str], timeout_s: float, log_path
     """`python -m jg_mcp ARGS` with its output in log_path; None when it timed out."""
     with log_path.open("wb") as out:
         try:
-            return subprocess.run([sys.executable, "-m", "jg_mcp", "--log-level", "WARNING", *args], env=env,
-                                  stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  timeout=timeout_s, check=False).returncode
+            return subprocess.run(
+                [sys.executable, "-m", "jg_mcp", "--log-level", "WARNING", *args],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout_s,
+                check=False,
+            ).returncode
         except subprocess.TimeoutExpired:
             return None
 
@@ -191,13 +197,20 @@ def summarize_eval(path: Path, code: int | None) -> EvalSummary:
         report: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
         return EvalSummary(status="error", exit_code=code, reasons=[f"eval exit {code}, no report"])
-    roof = sorted(s["roofline_pct"] for s in report.get("shapes", [])
-                  if s.get("kind") == "timed" and s.get("roofline_pct") is not None)
+    roof = sorted(
+        s["roofline_pct"]
+        for s in report.get("shapes", [])
+        if s.get("kind") == "timed" and s.get("roofline_pct") is not None
+    )
     status = "accepted" if code == 0 and report.get("accepted") else "rejected" if code == 1 else "error"
-    return EvalSummary(status=status, exit_code=code, reasons=[str(r) for r in report.get("reasons", [])],
-                       geomean_speedup=report.get("geomean_speedup"),
-                       roofline_pct=roof[len(roof) // 2] if roof else None,
-                       device=(report.get("environment") or {}).get("device"))
+    return EvalSummary(
+        status=status,
+        exit_code=code,
+        reasons=[str(r) for r in report.get("reasons", [])],
+        geomean_speedup=report.get("geomean_speedup"),
+        roofline_pct=roof[len(roof) // 2] if roof else None,
+        device=(report.get("environment") or {}).get("device"),
+    )
 
 
 def execute(spec: RunSpec, out: Path, run_id: str | None = None) -> RunRecord:
@@ -217,12 +230,33 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None) -> RunRecord:
     if run_dir.exists():
         shutil.rmtree(run_dir)
     (run_dir / "agent").mkdir(parents=True)
-    budget = Budget(wall_clock_minutes=spec.budget_minutes or loaded.goal.budget.wall_clock_minutes,
-                    max_tool_calls=spec.max_tool_calls, max_command_seconds=spec.max_command_seconds)
-    server_argv = [sys.executable, "-m", "jg_mcp", "--log-level", "WARNING", "serve",
-                   "--goal", str(loaded.yaml_path.resolve()), "--workspace", str(run_dir / "workspace"),
-                   "--transcripts", str(run_dir / "transcripts"), "--runs", str(out), "--sandbox", spec.sandbox,
-                   "--condition", spec.condition, "--budget-minutes", f"{budget.wall_clock_minutes:g}"]
+    budget = Budget(
+        wall_clock_minutes=spec.budget_minutes or loaded.goal.budget.wall_clock_minutes,
+        max_tool_calls=spec.max_tool_calls,
+        max_command_seconds=spec.max_command_seconds,
+    )
+    server_argv = [
+        sys.executable,
+        "-m",
+        "jg_mcp",
+        "--log-level",
+        "WARNING",
+        "serve",
+        "--goal",
+        str(loaded.yaml_path.resolve()),
+        "--workspace",
+        str(run_dir / "workspace"),
+        "--transcripts",
+        str(run_dir / "transcripts"),
+        "--runs",
+        str(out),
+        "--sandbox",
+        spec.sandbox,
+        "--condition",
+        spec.condition,
+        "--budget-minutes",
+        f"{budget.wall_clock_minutes:g}",
+    ]
     if budget.max_tool_calls:
         server_argv += ["--max-tool-calls", str(budget.max_tool_calls)]
     if budget.max_command_seconds:
@@ -235,12 +269,29 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None) -> RunRecord:
         config["mcpServers"]["jg"]["env"]["CUDA_VISIBLE_DEVICES"] = env["CUDA_VISIBLE_DEVICES"]
     (run_dir / "mcp.json").write_text(json.dumps(config, indent=2) + "\n")
     (run_dir / "prompt.md").write_text(agent_instruction(instruction(loaded), spec.condition))
-    inputs = RunInputs(run_dir=run_dir, mcp_config=run_dir / "mcp.json", server_argv=server_argv,
-                       prompt_file=run_dir / "prompt.md", model=spec.model, seed=spec.seed)
-    record = RunRecord(run_id=run_id, spec=spec, agent=agent.name, model=spec.model, condition=spec.condition,
-                       goal=loaded.name, goal_sha256=loaded.sha256(), budget=budget,
-                       gpu=env.get("CUDA_VISIBLE_DEVICES"), server_argv=server_argv, started_at=now_iso(),
-                       eval=EvalSummary(status="error"), host=host_info())
+    inputs = RunInputs(
+        run_dir=run_dir,
+        mcp_config=run_dir / "mcp.json",
+        server_argv=server_argv,
+        prompt_file=run_dir / "prompt.md",
+        model=spec.model,
+        seed=spec.seed,
+    )
+    record = RunRecord(
+        run_id=run_id,
+        spec=spec,
+        agent=agent.name,
+        model=spec.model,
+        condition=spec.condition,
+        goal=loaded.name,
+        goal_sha256=loaded.sha256(),
+        budget=budget,
+        gpu=env.get("CUDA_VISIBLE_DEVICES"),
+        server_argv=server_argv,
+        started_at=now_iso(),
+        eval=EvalSummary(status="error"),
+        host=host_info(),
+    )
     logger.info("run started", run_id=run_id, agent=agent.name, condition=spec.condition)
     watch = Watch(run_dir, budget.wall_clock_minutes * 60, spec.startup_s, spec.grace_s)
     try:
@@ -251,8 +302,10 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None) -> RunRecord:
         reason, code, wall = f"run error: {type(exc).__name__}: {exc}", None, 0.0
     record.exit_reason, record.agent_exit_code, record.agent_wall_s = reason, code, round(wall, 3)
     if code not in (0, None) or reason.startswith("agent could not start"):
-        logs = [(run_dir / n).read_text(errors="replace") if (run_dir / n).exists() else ""
-                for n in ("agent.log", "agent.stderr.log")]
+        logs = [
+            (run_dir / n).read_text(errors="replace") if (run_dir / n).exists() else ""
+            for n in ("agent.log", "agent.stderr.log")
+        ]
         why = agent.diagnose(*logs)
         record.exit_reason += f": {why}" if why and not reason.startswith("agent could not start") else ""
     finish(record, loaded, run_dir, env, spec)
@@ -262,8 +315,9 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None) -> RunRecord:
 def finish(record: RunRecord, loaded: Any, run_dir: Path, env: dict[str, str], spec: RunSpec) -> None:
     """Wait (bounded) for the transcript to close, then eval, audit, check the condition; write run.json."""
     waited = time.monotonic()
-    while transcripts(run_dir) and not close_reason(transcripts(run_dir)[0]) \
-            and time.monotonic() - waited < CLOSE_WAIT_S:
+    while (
+        transcripts(run_dir) and not close_reason(transcripts(run_dir)[0]) and time.monotonic() - waited < CLOSE_WAIT_S
+    ):
         time.sleep(POLL_S)
     found = transcripts(run_dir)
     if found:
@@ -276,16 +330,37 @@ def finish(record: RunRecord, loaded: Any, run_dir: Path, env: dict[str, str], s
     goal_yaml = str(loaded.yaml_path.resolve())
     if record.solution:
         start = time.monotonic()
-        code = _subprocess(["eval", "--goal", goal_yaml, "--workspace", str(run_dir / "workspace"),
-                            "--json", str(run_dir / "eval.json"), "--markdown", str(run_dir / "eval.md"),
-                            *spec.eval_args], env, spec.eval_timeout_s, run_dir / "eval.log")
+        code = _subprocess(
+            [
+                "eval",
+                "--goal",
+                goal_yaml,
+                "--workspace",
+                str(run_dir / "workspace"),
+                "--json",
+                str(run_dir / "eval.json"),
+                "--markdown",
+                str(run_dir / "eval.md"),
+                *spec.eval_args,
+            ],
+            env,
+            spec.eval_timeout_s,
+            run_dir / "eval.log",
+        )
         record.eval = summarize_eval(run_dir / "eval.json", code)
         record.eval_s = round(time.monotonic() - start, 3)
     else:
         record.eval = EvalSummary(status="no solution", reasons=[f"no {loaded.goal.solution.file} in the workspace"])
     if found:
-        audit_args = [str(found[0]), "--goal", goal_yaml, "--json", str(run_dir / "audit.json"),
-                      "--html", str(run_dir / "session.html")]
+        audit_args = [
+            str(found[0]),
+            "--goal",
+            goal_yaml,
+            "--json",
+            str(run_dir / "audit.json"),
+            "--html",
+            str(run_dir / "session.html"),
+        ]
         if (run_dir / "eval.json").is_file():
             audit_args += ["--eval-report", str(run_dir / "eval.json")]
         start = time.monotonic()
@@ -307,14 +382,28 @@ def record_failure(spec: RunSpec, out: Path, run_id: str, reason: str) -> RunRec
     run_dir = out / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     found = transcripts(run_dir)
-    record = RunRecord(run_id=run_id, spec=spec, agent=spec.agent, model=spec.model, condition=spec.condition,
-                       goal=loaded.name, goal_sha256=loaded.sha256(),
-                       budget=Budget(wall_clock_minutes=spec.budget_minutes or loaded.goal.budget.wall_clock_minutes,
-                                     max_tool_calls=spec.max_tool_calls, max_command_seconds=spec.max_command_seconds),
-                       server_argv=[], started_at=now_iso(), ended_at=now_iso(), exit_reason=reason,
-                       transcript=str(found[0].relative_to(run_dir)) if found else None,
-                       close_reason=close_reason(found[0]) if found else None,
-                       eval=EvalSummary(status="error", reasons=[reason]), host=host_info())
+    record = RunRecord(
+        run_id=run_id,
+        spec=spec,
+        agent=spec.agent,
+        model=spec.model,
+        condition=spec.condition,
+        goal=loaded.name,
+        goal_sha256=loaded.sha256(),
+        budget=Budget(
+            wall_clock_minutes=spec.budget_minutes or loaded.goal.budget.wall_clock_minutes,
+            max_tool_calls=spec.max_tool_calls,
+            max_command_seconds=spec.max_command_seconds,
+        ),
+        server_argv=[],
+        started_at=now_iso(),
+        ended_at=now_iso(),
+        exit_reason=reason,
+        transcript=str(found[0].relative_to(run_dir)) if found else None,
+        close_reason=close_reason(found[0]) if found else None,
+        eval=EvalSummary(status="error", reasons=[reason]),
+        host=host_info(),
+    )
     (run_dir / RUN_FILE).write_text(record.model_dump_json(indent=2) + "\n")
     return record
 

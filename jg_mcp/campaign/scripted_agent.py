@@ -28,11 +28,18 @@ def steps(behaviour: str, goal_name: str):
     from jg_mcp.commands.demo import SOLUTION
     from jg_mcp.scripted import Step, call
 
-    look = [Step(kind="list_tools"), Step(kind="read_resource", name=f"goal://{goal_name}"), call("query_gpu"),
-            call("read_file", path="reference.py", limit=40)]
+    look = [
+        Step(kind="list_tools"),
+        Step(kind="read_resource", name=f"goal://{goal_name}"),
+        call("query_gpu"),
+        call("read_file", path="reference.py", limit=40),
+    ]
     if behaviour == "solve":
-        return [*look, call("write_file", path="solution.py", content=SOLUTION),
-                call("run_command", command="python -c 'import ast; ast.parse(open(\"solution.py\").read())'")]
+        return [
+            *look,
+            call("write_file", path="solution.py", content=SOLUTION),
+            call("run_command", command="python -c 'import ast; ast.parse(open(\"solution.py\").read())'"),
+        ]
     return look
 
 

@@ -11,14 +11,28 @@ from jg_mcp.campaign.conditions import NAMES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--condition", choices=NAMES, default="goal-only", help="the named condition: goal-only "
-                   "(default), eval-tool (an `evaluate` tool), knowledge (a notes resource), workflow (a plan "
-                   "prompt); recorded in the transcript header")
-    p.add_argument("--budget-minutes", type=float, metavar="M", help="wall-clock budget from the first request; "
-                   "after it every tool call is refused and the session closes (default: none)")
+    p.add_argument(
+        "--condition",
+        choices=NAMES,
+        default="goal-only",
+        help="the named condition: goal-only "
+        "(default), eval-tool (an `evaluate` tool), knowledge (a notes resource), workflow (a plan "
+        "prompt); recorded in the transcript header",
+    )
+    p.add_argument(
+        "--budget-minutes",
+        type=float,
+        metavar="M",
+        help="wall-clock budget from the first request; "
+        "after it every tool call is refused and the session closes (default: none)",
+    )
     p.add_argument("--max-tool-calls", type=int, metavar="N", help="most tool calls answered (default: none)")
-    p.add_argument("--max-command-seconds", type=float, metavar="S", help="most seconds spent in run_command, "
-                   "summed (default: none)")
+    p.add_argument(
+        "--max-command-seconds",
+        type=float,
+        metavar="S",
+        help="most seconds spent in run_command, summed (default: none)",
+    )
 
 
 def apply(server: Any, loaded: Any, pool: Any, args: argparse.Namespace) -> Any:
@@ -26,8 +40,11 @@ def apply(server: Any, loaded: Any, pool: Any, args: argparse.Namespace) -> Any:
     from jg_mcp.campaign import budget, conditions
 
     conditions.install(server, loaded, pool, args.condition)
-    limits = budget.Budget(wall_clock_minutes=args.budget_minutes, max_tool_calls=args.max_tool_calls,
-                           max_command_seconds=args.max_command_seconds)
+    limits = budget.Budget(
+        wall_clock_minutes=args.budget_minutes,
+        max_tool_calls=args.max_tool_calls,
+        max_command_seconds=args.max_command_seconds,
+    )
     if limits.enforced():
         budget.install(server, pool, limits)
     return server

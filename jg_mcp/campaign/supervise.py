@@ -112,8 +112,7 @@ class Watch:
         if self.first_request is None and found:
             self.first_request = first_request_time(found[0])
         if self.first_request is not None and time.time() > self.first_request + self.budget_s + self.grace_s:
-            return (f"{SPENT_PREFIX}: {self.budget_s / 60:g} minutes of wall clock, no tool call after it; "
-                    "agent stopped")
+            return f"{SPENT_PREFIX}: {self.budget_s / 60:g} minutes of wall clock, no tool call after it; agent stopped"
         if time.monotonic() - self.start > self.hard_s:
             return f"run timeout: the agent was still running after {self.hard_s:.0f}s; agent stopped"
         return ""
@@ -127,8 +126,9 @@ def supervise(launch: Launch, run_dir: Path, env: dict[str, str], watch: Watch) 
     try:
         with (run_dir / "agent.log").open("wb") as out, (run_dir / "agent.stderr.log").open("wb") as err:
             try:
-                proc = subprocess.Popen(launch.argv, cwd=launch.cwd, env=env, stdin=stdin, stdout=out, stderr=err,
-                                        start_new_session=True)
+                proc = subprocess.Popen(
+                    launch.argv, cwd=launch.cwd, env=env, stdin=stdin, stdout=out, stderr=err, start_new_session=True
+                )
             except OSError as exc:
                 return f"agent could not start: {exc.strerror or exc}: {launch.argv[0]}", None, 0.0
             AGENT_GROUPS.add(proc.pid)

@@ -92,15 +92,26 @@ def build(records: list[RunRecord]) -> Table:
                 ok = [r for r in group if r.eval.status == "accepted"]
                 speedups = [r.eval.geomean_speedup for r in ok if r.eval.geomean_speedup]
                 roof = [r.eval.roofline_pct for r in ok if r.eval.roofline_pct is not None]
-                cells.append(Cell(
-                    agent=agent, goal=goal, condition=condition, runs=len(group), accepted=len(ok),
-                    best_speedup=max(speedups) if speedups else None,
-                    median_speedup=statistics.median(speedups) if speedups else None,
-                    median_roofline_pct=statistics.median(roof) if roof else None,
-                    rejections=dict(Counter(rejection(r) for r in group if r.eval.status != "accepted")),
-                ))
-    geomean = {a: {c: _geomean([x.median_speedup for x in cells if x.agent == a and x.condition == c
-                                and x.median_speedup]) for c in conditions} for a in agents}
+                cells.append(
+                    Cell(
+                        agent=agent,
+                        goal=goal,
+                        condition=condition,
+                        runs=len(group),
+                        accepted=len(ok),
+                        best_speedup=max(speedups) if speedups else None,
+                        median_speedup=statistics.median(speedups) if speedups else None,
+                        median_roofline_pct=statistics.median(roof) if roof else None,
+                        rejections=dict(Counter(rejection(r) for r in group if r.eval.status != "accepted")),
+                    )
+                )
+    geomean = {
+        a: {
+            c: _geomean([x.median_speedup for x in cells if x.agent == a and x.condition == c and x.median_speedup])
+            for c in conditions
+        }
+        for a in agents
+    }
     return Table(agents=agents, goals=goals, conditions=conditions, cells=cells, geomean=geomean)
 
 
@@ -111,13 +122,19 @@ def _x(value: float | None, suffix: str = "x") -> str:
 def _row_values(cell: Cell | None) -> list[str]:
     if cell is None:
         return ["-"] * 4
-    return [f"{cell.accepted}/{cell.runs}", _x(cell.best_speedup), _x(cell.median_speedup),
-            _x(cell.median_roofline_pct, "%")]
+    return [
+        f"{cell.accepted}/{cell.runs}",
+        _x(cell.best_speedup),
+        _x(cell.median_speedup),
+        _x(cell.median_roofline_pct, "%"),
+    ]
 
 
 COLUMNS = ("accepted", "best", "median", "% roofline")
-NOTE = ("Speedup: verified, against the strongest baseline (geometric mean over timed shapes), accepted runs only; "
-        "best and median over seeds. geomean: across goals, of the medians.")
+NOTE = (
+    "Speedup: verified, against the strongest baseline (geometric mean over timed shapes), accepted runs only; "
+    "best and median over seeds. geomean: across goals, of the medians."
+)
 
 
 def rows(table: Table) -> tuple[list[str], list[list[str]]]:
@@ -129,14 +146,18 @@ def rows(table: Table) -> tuple[list[str], list[list[str]]]:
             if any(v != "-" for v in values):
                 body.append([goal, condition, *values])
     for condition in table.conditions:
-        body.append(["geomean", condition, *[v for a in table.agents
-                                             for v in ("", "", _x(table.geomean[a][condition]), "")]])
+        body.append(
+            ["geomean", condition, *[v for a in table.agents for v in ("", "", _x(table.geomean[a][condition]), "")]]
+        )
     return header, body
 
 
 def rejections(table: Table) -> list[str]:
-    return [f"{c.agent} / {c.goal} / {c.condition}: " + "; ".join(f"{n}x {why}" for why, n in c.rejections.items())
-            for c in table.cells if c.rejections]
+    return [
+        f"{c.agent} / {c.goal} / {c.condition}: " + "; ".join(f"{n}x {why}" for why, n in c.rejections.items())
+        for c in table.cells
+        if c.rejections
+    ]
 
 
 def markdown(table: Table) -> str:
@@ -152,11 +173,33 @@ def markdown(table: Table) -> str:
 def to_csv(table: Table) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["agent", "goal", "condition", "runs", "accepted", "best_speedup", "median_speedup",
-                "median_roofline_pct", "rejections"])
+    w.writerow(
+        [
+            "agent",
+            "goal",
+            "condition",
+            "runs",
+            "accepted",
+            "best_speedup",
+            "median_speedup",
+            "median_roofline_pct",
+            "rejections",
+        ]
+    )
     for c in table.cells:
-        w.writerow([c.agent, c.goal, c.condition, c.runs, c.accepted, c.best_speedup or "", c.median_speedup or "",
-                    c.median_roofline_pct or "", "; ".join(f"{n}x {why}" for why, n in c.rejections.items())])
+        w.writerow(
+            [
+                c.agent,
+                c.goal,
+                c.condition,
+                c.runs,
+                c.accepted,
+                c.best_speedup or "",
+                c.median_speedup or "",
+                c.median_roofline_pct or "",
+                "; ".join(f"{n}x {why}" for why, n in c.rejections.items()),
+            ]
+        )
     return buf.getvalue()
 
 
@@ -167,8 +210,7 @@ def svg_chart(table: Table) -> str:
     """Grouped bars per goal x condition, one bar per agent: the median speedup when any run has one, else the
     acceptance rate."""
     speed = any(c.median_speedup for c in table.cells)
-    groups = [(g, c) for g in table.goals for c in table.conditions
-              if any(table.cell(a, g, c) for a in table.agents)]
+    groups = [(g, c) for g in table.goals for c in table.conditions if any(table.cell(a, g, c) for a in table.agents)]
 
     def value(cell: Cell | None) -> float:
         if cell is None:
@@ -179,30 +221,39 @@ def svg_chart(table: Table) -> str:
     bar, gap, h, left, bottom = 18, 24, 220, 50, 90
     width = left + len(groups) * (len(table.agents) * bar + gap) + 20
     title = "median verified speedup (x)" if speed else "accepted runs (fraction)"
-    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h + bottom + 40}" '
-             'font-family="sans-serif" font-size="11">'),
-             f'<text x="{left}" y="14" font-size="13">{title}</text>',
-             f'<line x1="{left}" y1="{20 + h}" x2="{width - 10}" y2="{20 + h}" stroke="#333"/>']
+    parts = [
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h + bottom + 40}" '
+            'font-family="sans-serif" font-size="11">'
+        ),
+        f'<text x="{left}" y="14" font-size="13">{title}</text>',
+        f'<line x1="{left}" y1="{20 + h}" x2="{width - 10}" y2="{20 + h}" stroke="#333"/>',
+    ]
     for tick in (0.0, top / 2, top):
         y = 20 + h - tick / top * h
         parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:.2g}</text>')
     if speed and top >= 1:
         y = 20 + h - 1 / top * h
-        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - 10}" y2="{y:.1f}" stroke="#999" '
-                     'stroke-dasharray="4"/>')
+        parts.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{width - 10}" y2="{y:.1f}" stroke="#999" stroke-dasharray="4"/>'
+        )
     for i, (g, c) in enumerate(groups):
         x0 = left + 10 + i * (len(table.agents) * bar + gap)
         for j, a in enumerate(table.agents):
             v = value(table.cell(a, g, c))
             bh = v / top * h
-            parts.append(f'<rect x="{x0 + j * bar}" y="{20 + h - bh:.1f}" width="{bar - 2}" height="{bh:.1f}" '
-                         f'fill="{PALETTE[j % len(PALETTE)]}"><title>{html.escape(a)}: {v:.3g}</title></rect>')
+            parts.append(
+                f'<rect x="{x0 + j * bar}" y="{20 + h - bh:.1f}" width="{bar - 2}" height="{bh:.1f}" '
+                f'fill="{PALETTE[j % len(PALETTE)]}"><title>{html.escape(a)}: {v:.3g}</title></rect>'
+            )
         label = html.escape(f"{g} / {c}")
         parts.append(f'<text transform="translate({x0 + 4},{28 + h}) rotate(35)">{label}</text>')
     for j, a in enumerate(table.agents):
         y = h + bottom + 20
-        parts.append(f'<rect x="{left + j * 150}" y="{y}" width="10" height="10" fill="{PALETTE[j % len(PALETTE)]}"/>'
-                     f'<text x="{left + j * 150 + 14}" y="{y + 9}">{html.escape(a)}</text>')
+        parts.append(
+            f'<rect x="{left + j * 150}" y="{y}" width="10" height="10" fill="{PALETTE[j % len(PALETTE)]}"/>'
+            f'<text x="{left + j * 150 + 14}" y="{y + 9}">{html.escape(a)}</text>'
+        )
     return "\n".join([*parts, "</svg>"])
 
 
@@ -217,5 +268,6 @@ def to_html(table: Table) -> str:
         "padding:3px 8px;text-align:right}td:first-child,td:nth-child(2){text-align:left}</style></head><body>"
         f"<h1>Campaign results</h1>{svg_chart(table)}<table><tr>{th}</tr>{trs}</table>"
         f"<p>{html.escape(NOTE)}</p>"
-        + (f"<h2>Runs that count for nothing</h2><ul>{rej}</ul>" if rej else "") + "</body></html>\n"
+        + (f"<h2>Runs that count for nothing</h2><ul>{rej}</ul>" if rej else "")
+        + "</body></html>\n"
     )

@@ -25,28 +25,37 @@ def register(sub: argparse._SubParsersAction) -> None:
         "audit",
         help="check a transcript's integrity and policy; match it against an eval report",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Audit a recorded session.\n\n" + "\n".join(textwrap.fill(
-            p, 100, subsequent_indent="           ", break_on_hyphens=False) for p in (
-            "integrity: sequence numbers, hash chain, header, close event (else 'cut short'); every edited, "
-            "deleted, reordered, duplicated or truncated line is named; every stored blob is checked against "
-            "its hash; the close manifest against the file changes.",
-            "summary:   goal, condition, wall time, time in commands, calls per tool, GPU queries, commands "
-            "with exit codes and durations, files written, the final solution's sha256.",
-            "policy:    refused tool calls and server notices (warnings), commands that look like network use "
-            "or name paths outside the workspace (by their text), changes to the protected reference.py, "
-            "budget overrun, the goal's forbidden APIs in the final solution (AST scan), the goal's hash "
-            "against the one served.",
-            "eval:      with --eval-report, the solution_sha256 (and goal_sha256) the eval judged must be the "
-            "transcript's final ones.",
-        )) + "\n\nExit status: 0 when clean (warnings allowed), 1 on any integrity, policy or eval error.",
+        description="Audit a recorded session.\n\n"
+        + "\n".join(
+            textwrap.fill(p, 100, subsequent_indent="           ", break_on_hyphens=False)
+            for p in (
+                "integrity: sequence numbers, hash chain, header, close event (else 'cut short'); every edited, "
+                "deleted, reordered, duplicated or truncated line is named; every stored blob is checked against "
+                "its hash; the close manifest against the file changes.",
+                "summary:   goal, condition, wall time, time in commands, calls per tool, GPU queries, commands "
+                "with exit codes and durations, files written, the final solution's sha256.",
+                "policy:    refused tool calls and server notices (warnings), commands that look like network use "
+                "or name paths outside the workspace (by their text), changes to the protected reference.py, "
+                "budget overrun, the goal's forbidden APIs in the final solution (AST scan), the goal's hash "
+                "against the one served.",
+                "eval:      with --eval-report, the solution_sha256 (and goal_sha256) the eval judged must be the "
+                "transcript's final ones.",
+            )
+        )
+        + "\n\nExit status: 0 when clean (warnings allowed), 1 on any integrity, policy or eval error.",
     )
     p.add_argument("transcript", type=Path, metavar="TRANSCRIPT", help="the RUN.jsonl file")
     p.add_argument("--eval-report", type=Path, metavar="R", help="a `jg-mcp eval` report JSON")
     p.add_argument("--goal", type=Path, help="the goal YAML, when its name is not found in ./goals")
     p.add_argument("--json", type=Path, metavar="PATH", help="write the audit report as JSON")
     p.add_argument("--html", type=Path, metavar="PATH", help="write a self-contained HTML page of the session")
-    p.add_argument("--key-file", type=Path, metavar="F", help="the transcript key the server was given "
-                   "(--transcript-key-file): every line's HMAC is checked; without it, authenticity is not checked")
+    p.add_argument(
+        "--key-file",
+        type=Path,
+        metavar="F",
+        help="the transcript key the server was given "
+        "(--transcript-key-file): every line's HMAC is checked; without it, authenticity is not checked",
+    )
     p.set_defaults(func=run)
 
 
@@ -83,8 +92,11 @@ def render_text(report: audit.AuditReport) -> str:
             f"wall time {s.wall_time_s:.1f}s, inside commands {s.command_time_s:.1f}s, ended: {s.end_reason}",
             f"calls: {tools}; GPU queries {s.gpu_queries}",
         ]
-        out += [f"  step {c.step:3d} exit {c.exit_code} {c.duration_s or 0:.2f}s{' TIMED OUT' if c.timed_out else ''}"
-                f"  $ {c.command[:100]}" for c in s.commands]
+        out += [
+            f"  step {c.step:3d} exit {c.exit_code} {c.duration_s or 0:.2f}s{' TIMED OUT' if c.timed_out else ''}"
+            f"  $ {c.command[:100]}"
+            for c in s.commands
+        ]
         written = sorted({w.path for w in s.files_written if w.step != 0})
         out.append(f"files written: {', '.join(written) or 'none'}")
         out.append(f"final {s.solution_file}: sha256 {s.solution_sha256} (from the {s.solution_source})")

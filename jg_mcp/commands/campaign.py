@@ -34,8 +34,10 @@ def run(args: argparse.Namespace) -> int:
     out = (args.out or Path("runs") / args.campaign.stem).resolve()
     runs = expand(campaign)
     todo = [(run_id, spec, run_timeout_s(campaign, spec)) for run_id, spec in runs if not is_finished(out / run_id)]
-    print(f"campaign {args.campaign}: {len(runs)} runs, {len(runs) - len(todo)} finished, {len(todo)} to run; "
-          f"out {out}", file=sys.stderr)
+    print(
+        f"campaign {args.campaign}: {len(runs)} runs, {len(runs) - len(todo)} finished, {len(todo)} to run; out {out}",
+        file=sys.stderr,
+    )
     if args.dry_run:
         for run_id, _ in runs:
             print(f"{'done' if is_finished(out / run_id) else 'todo'} {run_id}")
@@ -46,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         run_local(todo, out, campaign.gpus, campaign.cpu_slots, progress)
     missing = [run_id for run_id, _ in runs if not is_finished(out / run_id)]
-    print(f"campaign done: {len(runs) - len(missing)}/{len(runs)} runs recorded in {out}; "
-          f"`jg-mcp table {out}` for the table", file=sys.stderr)
+    print(
+        f"campaign done: {len(runs) - len(missing)}/{len(runs)} runs recorded in {out}; "
+        f"`jg-mcp table {out}` for the table",
+        file=sys.stderr,
+    )
     return 0 if not missing else 1

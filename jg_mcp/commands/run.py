@@ -9,19 +9,35 @@ from pathlib import Path
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """The flags a run shares with `jg-mcp campaign`'s per-run settings."""
     p.add_argument("--condition", default="goal-only", help="goal-only (default), eval-tool, knowledge, workflow")
-    p.add_argument("--budget-minutes", type=float, help="wall-clock budget from the first request (default: the "
-                   "goal's); the server refuses every tool call after it and the agent is stopped")
+    p.add_argument(
+        "--budget-minutes",
+        type=float,
+        help="wall-clock budget from the first request (default: the "
+        "goal's); the server refuses every tool call after it and the agent is stopped",
+    )
     p.add_argument("--max-tool-calls", type=int, help="optional cap on tool calls")
     p.add_argument("--max-command-seconds", type=float, help="optional cap on seconds spent in run_command")
     p.add_argument("--model", help="the model, for agents that take one (claude-code: --model)")
-    p.add_argument("--agent-cmd", help="command template for --agent command: {mcp_config} {prompt_file} {prompt} "
-                   "{workspace} {model} {run_dir} {seed} are substituted, shell-quoted")
+    p.add_argument(
+        "--agent-cmd",
+        help="command template for --agent command: {mcp_config} {prompt_file} {prompt} "
+        "{workspace} {model} {run_dir} {seed} are substituted, shell-quoted",
+    )
     p.add_argument("--agent-executable", help="the agent's executable when not on PATH (claude-code)")
-    p.add_argument("--eval-arg", action="append", default=[], metavar="ARG",
-                   help="an extra argument for `jg-mcp eval` (repeatable, e.g. --eval-arg=--shapes --eval-arg=smoke)")
+    p.add_argument(
+        "--eval-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an extra argument for `jg-mcp eval` (repeatable, e.g. --eval-arg=--shapes --eval-arg=smoke)",
+    )
     p.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default="auto", help="the server's sandbox mode")
-    p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL when stopping the "
-                   "agent (default 10)")
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=10.0,
+        help="seconds between SIGTERM and SIGKILL when stopping the agent (default 10)",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,8 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "OUT/RUN_ID/ (run.json last). Failures (no credentials, crash, no solution) are recorded results. "
         "Exit 0 when the solution was accepted, 1 otherwise.",
     )
-    p.add_argument("--agent", required=True,
-                   help="claude-code, command, scripted, scripted-idle, scripted-overrun, scripted-stall")
+    p.add_argument(
+        "--agent", required=True, help="claude-code, command, scripted, scripted-idle, scripted-overrun, scripted-stall"
+    )
     p.add_argument("--goal", required=True, help="goal name or YAML path")
     p.add_argument("--seed", type=int, default=0, help="replicate index (part of the run id)")
     p.add_argument("--gpu", type=int, help="GPU index: CUDA_VISIBLE_DEVICES for the agent, server and eval")
@@ -48,20 +65,34 @@ def register(sub: argparse._SubParsersAction) -> None:
 def spec_from_args(args: argparse.Namespace, **overrides):
     from jg_mcp.campaign.run import RunSpec
 
-    return RunSpec(agent=args.agent, goal=args.goal, condition=args.condition, seed=args.seed,
-                   budget_minutes=args.budget_minutes, max_tool_calls=args.max_tool_calls,
-                   max_command_seconds=args.max_command_seconds, model=args.model, agent_cmd=args.agent_cmd,
-                   agent_executable=args.agent_executable, gpu=args.gpu, eval_args=args.eval_arg,
-                   sandbox=args.sandbox, grace_s=args.grace, **overrides)
+    return RunSpec(
+        agent=args.agent,
+        goal=args.goal,
+        condition=args.condition,
+        seed=args.seed,
+        budget_minutes=args.budget_minutes,
+        max_tool_calls=args.max_tool_calls,
+        max_command_seconds=args.max_command_seconds,
+        model=args.model,
+        agent_cmd=args.agent_cmd,
+        agent_executable=args.agent_executable,
+        gpu=args.gpu,
+        eval_args=args.eval_arg,
+        sandbox=args.sandbox,
+        grace_s=args.grace,
+        **overrides,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from jg_mcp.campaign.run import execute
 
     record = execute(spec_from_args(args), args.out, args.run_id)
-    print(f"{record.run_id}: {record.exit_reason}; eval {record.eval.status}"
-          + (f" ({', '.join(record.eval.reasons)})" if record.eval.reasons else "")
-          + f"; audit {'clean' if record.audit_ok else 'FAILED' if record.audit_ok is False else '-'}"
-          + (f"; condition violations: {len(record.condition_violations)}" if record.condition_violations else ""))
+    print(
+        f"{record.run_id}: {record.exit_reason}; eval {record.eval.status}"
+        + (f" ({', '.join(record.eval.reasons)})" if record.eval.reasons else "")
+        + f"; audit {'clean' if record.audit_ok else 'FAILED' if record.audit_ok is False else '-'}"
+        + (f"; condition violations: {len(record.condition_violations)}" if record.condition_violations else "")
+    )
     print(f"run directory: {args.out / record.run_id}")
     return 0 if record.eval.status == "accepted" else 1

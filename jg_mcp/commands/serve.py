@@ -45,44 +45,91 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=DefaultsShown,
     )
     p.add_argument("--goal", required=True, help="goal name (gemm_fp8) or path to its YAML")
-    p.add_argument("--workspace", type=Path, help="workspace directory (default: runs/RUN_ID/workspace; "
-                   "stdio only)")
+    p.add_argument("--workspace", type=Path, help="workspace directory (default: runs/RUN_ID/workspace; stdio only)")
     p.add_argument("--transcripts", type=Path, default=Path("transcripts"), help="where RUN.jsonl goes")
     p.add_argument("--runs", type=Path, default=Path("runs"), help="parent of per-run workspaces")
-    p.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="stdio: one client, the "
-                   "process that started this one; http: streamable HTTP at http://HOST:PORT/mcp, one session "
-                   "per client connection")
-    p.add_argument("--host", help=f"HTTP bind address (non-loopback needs --token-file) [{DEFAULT_HOST}; "
-                   "http only]")
+    p.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default="stdio",
+        help="stdio: one client, the "
+        "process that started this one; http: streamable HTTP at http://HOST:PORT/mcp, one session "
+        "per client connection",
+    )
+    p.add_argument("--host", help=f"HTTP bind address (non-loopback needs --token-file) [{DEFAULT_HOST}; http only]")
     p.add_argument("--port", type=int, help=f"HTTP port [{DEFAULT_PORT}; http only]")
-    p.add_argument("--token-file", type=Path, help="file holding the HTTP bearer token (default: a fresh "
-                   "token, printed to stderr)")
-    p.add_argument("--allow-host", action="append", default=[], help="a host name clients use to reach a "
-                   "non-loopback bind; accepted in Host and Origin (repeatable)")
-    p.add_argument("--sandbox", choices=MODES, default="auto", help="isolate run_command with bubblewrap: "
-                   "auto (bwrap when it works, else none with a loud warning), bwrap (refuse to start "
-                   "without it), none")
-    p.add_argument("--hide", type=Path, action="append", default=[], help="another directory the sandbox "
-                   "hides from commands (repeatable)")
-    p.add_argument("--max-processes", type=int, default=SandboxLimits().max_processes,
-                   help="process/thread cap inside the sandbox")
-    p.add_argument("--max-file-bytes", type=int, default=SandboxLimits().max_file_bytes,
-                   help="largest file a command may write inside the sandbox")
-    p.add_argument("--max-tmp-bytes", type=int, default=SandboxLimits().max_tmp_bytes,
-                   help="size of each of the sandbox's tmpfs mounts (/tmp with HOME, /dev/shm)")
-    p.add_argument("--max-workspace-bytes", type=int, default=SandboxLimits().max_workspace_bytes,
-                   help="workspace quota, checked after each command (its result carries a notice past it)")
-    p.add_argument("--max-sessions", type=int, default=32, help="HTTP: sessions served at once; a client "
-                   "asking for another gets 503")
-    p.add_argument("--first-call-timeout", type=float, default=120, help="HTTP: seconds a session may go "
-                   "without its first tool call before it is ended")
-    p.add_argument("--idle-timeout", type=float, default=900, help="HTTP: seconds a session may go without a "
-                   "request in flight before it is ended")
-    p.add_argument("--max-connections", type=int, default=256, help="HTTP: open connections; more are "
-                   "closed on accept")
-    p.add_argument("--transcript-key-file", type=Path, metavar="F", help="a file (mode 600, 16+ bytes) holding "
-                   "the transcript key: every event then carries an HMAC, and `jg-mcp audit --key-file F` detects "
-                   "a transcript re-chained by anyone without the key; keep it where commands cannot read it")
+    p.add_argument(
+        "--token-file", type=Path, help="file holding the HTTP bearer token (default: a fresh token, printed to stderr)"
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        help="a host name clients use to reach a non-loopback bind; accepted in Host and Origin (repeatable)",
+    )
+    p.add_argument(
+        "--sandbox",
+        choices=MODES,
+        default="auto",
+        help="isolate run_command with bubblewrap: "
+        "auto (bwrap when it works, else none with a loud warning), bwrap (refuse to start "
+        "without it), none",
+    )
+    p.add_argument(
+        "--hide",
+        type=Path,
+        action="append",
+        default=[],
+        help="another directory the sandbox hides from commands (repeatable)",
+    )
+    p.add_argument(
+        "--max-processes", type=int, default=SandboxLimits().max_processes, help="process/thread cap inside the sandbox"
+    )
+    p.add_argument(
+        "--max-file-bytes",
+        type=int,
+        default=SandboxLimits().max_file_bytes,
+        help="largest file a command may write inside the sandbox",
+    )
+    p.add_argument(
+        "--max-tmp-bytes",
+        type=int,
+        default=SandboxLimits().max_tmp_bytes,
+        help="size of each of the sandbox's tmpfs mounts (/tmp with HOME, /dev/shm)",
+    )
+    p.add_argument(
+        "--max-workspace-bytes",
+        type=int,
+        default=SandboxLimits().max_workspace_bytes,
+        help="workspace quota, checked after each command (its result carries a notice past it)",
+    )
+    p.add_argument(
+        "--max-sessions",
+        type=int,
+        default=32,
+        help="HTTP: sessions served at once; a client asking for another gets 503",
+    )
+    p.add_argument(
+        "--first-call-timeout",
+        type=float,
+        default=120,
+        help="HTTP: seconds a session may go without its first tool call before it is ended",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=900,
+        help="HTTP: seconds a session may go without a request in flight before it is ended",
+    )
+    p.add_argument("--max-connections", type=int, default=256, help="HTTP: open connections; more are closed on accept")
+    p.add_argument(
+        "--transcript-key-file",
+        type=Path,
+        metavar="F",
+        help="a file (mode 600, 16+ bytes) holding "
+        "the transcript key: every event then carries an HMAC, and `jg-mcp audit --key-file F` detects "
+        "a transcript re-chained by anyone without the key; keep it where commands cannot read it",
+    )
     serving.add_arguments(p)
     p.set_defaults(func=run)
 
@@ -92,8 +139,13 @@ def hidden_dirs(loaded: LoadedGoal, args: argparse.Namespace) -> list[Path]:
     source checkout, eval data included, when it runs from one; the environment is bound back)."""
     package = Path(jg_mcp.__file__).resolve().parent
     source = package.parent if (package.parent / "pyproject.toml").exists() else package
-    dirs = [loaded.yaml_path.resolve().parent, Path(args.transcripts).resolve(), Path(args.runs).resolve(),
-            source, *[Path(h).resolve() for h in args.hide]]
+    dirs = [
+        loaded.yaml_path.resolve().parent,
+        Path(args.transcripts).resolve(),
+        Path(args.runs).resolve(),
+        source,
+        *[Path(h).resolve() for h in args.hide],
+    ]
     return list(dict.fromkeys(dirs))
 
 
@@ -103,15 +155,20 @@ def run(args: argparse.Namespace) -> int:
     from jg_mcp.server import SingleSession, build_server
 
     if args.transport == "stdio" and (args.host is not None or args.port is not None):
-        raise UsageError("--host and --port apply to --transport http only; stdio serves the process that "
-                         "started this one")
+        raise UsageError(
+            "--host and --port apply to --transport http only; stdio serves the process that started this one"
+        )
     host = args.host or DEFAULT_HOST
     token, generated = read_token(args.token_file, host) if args.transport == "http" else (None, False)
     listener = listen(host, DEFAULT_PORT if args.port is None else args.port) if args.transport == "http" else None
     loaded = load_goal(find_goal(args.goal))
     key = read_key(args.transcript_key_file) if args.transcript_key_file else None
-    limits = SandboxLimits(max_processes=args.max_processes, max_file_bytes=args.max_file_bytes,
-                           max_tmp_bytes=args.max_tmp_bytes, max_workspace_bytes=args.max_workspace_bytes)
+    limits = SandboxLimits(
+        max_processes=args.max_processes,
+        max_file_bytes=args.max_file_bytes,
+        max_tmp_bytes=args.max_tmp_bytes,
+        max_workspace_bytes=args.max_workspace_bytes,
+    )
     template = Bwrap(Path(args.runs), hidden_dirs(loaded, args), limits)
     probe_dir = args.workspace.parent if args.workspace and args.transport == "stdio" else args.runs
     mode, warning = choose(args.sandbox, template, Path(probe_dir))
@@ -125,8 +182,15 @@ def run(args: argparse.Namespace) -> int:
         sandbox = template.for_workspace(ws) if mode == "bwrap" else NoSandbox()
         try:
             session = Session(
-                loaded, workspace_dir=ws, transcripts_dir=args.transcripts, runs_dir=args.runs,
-                transport=args.transport, run_id=run_id, sandbox=mode, condition=args.condition, wrap=sandbox,
+                loaded,
+                workspace_dir=ws,
+                transcripts_dir=args.transcripts,
+                runs_dir=args.runs,
+                transport=args.transport,
+                run_id=run_id,
+                sandbox=mode,
+                condition=args.condition,
+                wrap=sandbox,
                 transcript_key=key,
             )
         except BaseException:
@@ -138,8 +202,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.transport == "stdio":
         session, _ = make_session(args.workspace)
-        logger.info("session started", run_id=session.run_id, workspace=str(session.workspace.root),
-                    transcript=str(session.transcript_path), sandbox=mode)
+        logger.info(
+            "session started",
+            run_id=session.run_id,
+            workspace=str(session.workspace.root),
+            transcript=str(session.transcript_path),
+            sandbox=mode,
+        )
         pool = SingleSession(session)
         close_all = session.close
     else:
@@ -158,8 +227,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(server, args, token: str | None, close_all: Callable[[str], None], pool,
-                 listener: socket.socket | None) -> str | None:
+async def _serve(
+    server, args, token: str | None, close_all: Callable[[str], None], pool, listener: socket.socket | None
+) -> str | None:
     """Serve until the client goes away or a signal arrives; returns the end reason. On a signal the
     sessions are closed (commands killed, close events written) before anything is cancelled."""
     reason: str | None = None
@@ -185,10 +255,15 @@ async def _serve(server, args, token: str | None, close_all: Callable[[str], Non
             else:
                 from jg_mcp.http import HttpLimits, serve_http
 
-                limits = HttpLimits(max_sessions=args.max_sessions, first_call_s=args.first_call_timeout,
-                                    idle_s=args.idle_timeout, max_connections=args.max_connections)
-                await serve_http(server, listener, args.host or DEFAULT_HOST, token, stop, pool, args.allow_host,
-                                 limits)
+                limits = HttpLimits(
+                    max_sessions=args.max_sessions,
+                    first_call_s=args.first_call_timeout,
+                    idle_s=args.idle_timeout,
+                    max_connections=args.max_connections,
+                )
+                await serve_http(
+                    server, listener, args.host or DEFAULT_HOST, token, stop, pool, args.allow_host, limits
+                )
             tg.cancel_scope.cancel()
 
         tg.start_soon(watch_signals)

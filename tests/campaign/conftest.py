@@ -18,4 +18,3 @@ def axpy_copy(tmp_path) -> Path:
     assert "name: axpy_copy" in text
     (tmp_path / "axpy_copy.yaml").write_text(text)
     return tmp_path / "axpy_copy.yaml"
-

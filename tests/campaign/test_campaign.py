@@ -69,8 +69,9 @@ def test_a_killed_campaign_resumes_skipping_finished_runs_then_the_table_renders
         assert (out / run_id / RUN_FILE).read_text() == text, f"{run_id} was redone"
         assert f"{run_id}: started" not in resumed.stderr
     records = [load_record(p.parent) for p in sorted(out.glob(f"*/{RUN_FILE}"))]
-    assert sorted(r.run_id for r in records) == [f"scripted__axpy__{c}__s{s}" for c in ("eval-tool", "goal-only")
-                                                  for s in (0, 1)]
+    assert sorted(r.run_id for r in records) == [
+        f"scripted__axpy__{c}__s{s}" for c in ("eval-tool", "goal-only") for s in (0, 1)
+    ]
     for r in records:
         assert r.eval.status == "accepted", (r.run_id, r.eval, (out / r.run_id / "eval.log").read_text()[-2000:])
         assert r.exit_reason == "agent exited (code 0)" and r.close_reason == "client disconnected"
@@ -78,7 +79,8 @@ def test_a_killed_campaign_resumes_skipping_finished_runs_then_the_table_renders
         header = json.loads((out / r.run_id / r.transcript).read_text().splitlines()[0])
         assert header["condition"] == r.condition
         assert {"eval.json", "eval.md", "audit.json", "session.html", "agent.log", "mcp.json"} <= {
-            p.name for p in (out / r.run_id).iterdir()}
+            p.name for p in (out / r.run_id).iterdir()
+        }
 
     failing = tmp_path / "failing.yaml"
     failing.write_text(FAILING)
@@ -96,8 +98,10 @@ def test_a_killed_campaign_resumes_skipping_finished_runs_then_the_table_renders
     table = jg("table", str(out), "--csv", str(tmp_path / "t.csv"), "--html", str(tmp_path / "t.html"))
     assert table.returncode == 0, table.stderr
     md = table.stdout
-    assert md.startswith("| goal | condition | scripted: accepted | scripted: best | scripted: median | "
-                         "scripted: % roofline | scripted-idle: accepted |")
+    assert md.startswith(
+        "| goal | condition | scripted: accepted | scripted: best | scripted: median | "
+        "scripted: % roofline | scripted-idle: accepted |"
+    )
     assert "| axpy | goal-only | 2/2 | - | - | - | - | - | - | - | - | - | - | - |" in md
     assert "| axpy_copy | knowledge | - | - | - | - | 0/1 | - | - | - | 0/1 | - | - | - |" in md
     assert "scripted-idle / axpy_copy / knowledge: 1x no solution (agent exited (code 0))" in md
@@ -109,8 +113,18 @@ def test_a_killed_campaign_resumes_skipping_finished_runs_then_the_table_renders
 
 
 def test_an_agent_that_cannot_start_leaves_a_run_directory_with_the_reason(tmp_path):
-    proc = jg("run", "--agent", "command", "--agent-cmd", "no-such-agent-binary {mcp_config}", "--goal",
-              str(DEMO_GOAL), "--out", str(tmp_path), timeout=120)
+    proc = jg(
+        "run",
+        "--agent",
+        "command",
+        "--agent-cmd",
+        "no-such-agent-binary {mcp_config}",
+        "--goal",
+        str(DEMO_GOAL),
+        "--out",
+        str(tmp_path),
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stderr
     record = load_record(tmp_path / "command__axpy__goal-only__s0")
     assert record.exit_reason.startswith("agent could not start: No such file or directory: no-such-agent-binary")

@@ -27,8 +27,15 @@ grace_s: 1
 """)
     dry = jg("campaign", campaign, "--out", tmp_path / "runs", "--dry-run")
     assert dry.returncode == 0 and dry.stdout.split() == [
-        "todo", "crash__axpy__goal-only__s0", "todo", "crash__axpy__goal-only__s1",
-        "todo", "hang__axpy__goal-only__s0", "todo", "hang__axpy__goal-only__s1"]
+        "todo",
+        "crash__axpy__goal-only__s0",
+        "todo",
+        "crash__axpy__goal-only__s1",
+        "todo",
+        "hang__axpy__goal-only__s0",
+        "todo",
+        "hang__axpy__goal-only__s1",
+    ]
     proc = jg("campaign", campaign, "--out", tmp_path / "runs", timeout=240)
     assert proc.returncode == 0, proc.stderr
     for seed in (0, 1):
@@ -42,8 +49,20 @@ grace_s: 1
 
 
 def test_an_agent_that_stops_calling_after_its_budget_is_stopped_at_budget_plus_grace(tmp_path):
-    proc = jg("run", "--agent", "scripted-stall", "--goal", DEMO_GOAL, "--budget-minutes", "0.05", "--grace", "1",
-              "--out", tmp_path, timeout=120)
+    proc = jg(
+        "run",
+        "--agent",
+        "scripted-stall",
+        "--goal",
+        DEMO_GOAL,
+        "--budget-minutes",
+        "0.05",
+        "--grace",
+        "1",
+        "--out",
+        tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stderr
     record = load_record(tmp_path / "scripted-stall__axpy__goal-only__s0")
     assert record.exit_reason == ("budget spent: 0.05 minutes of wall clock, no tool call after it; agent stopped")
@@ -68,10 +87,24 @@ def test_a_misspelt_campaign_key_is_refused_with_its_name(tmp_path):
 
 
 def test_a_command_template_agent_runs_end_to_end_and_its_solution_is_accepted(tmp_path):
-    template = f"{shlex.quote(sys.executable)} -m jg_mcp.campaign.scripted_agent --mcp-config {{mcp_config}} " \
-               "--prompt-file {prompt_file}"
-    proc = jg("run", "--agent", "mine", "--agent-cmd", template, "--goal", DEMO_GOAL, "--sandbox", "none",
-              "--out", tmp_path, timeout=240)
+    template = (
+        f"{shlex.quote(sys.executable)} -m jg_mcp.campaign.scripted_agent --mcp-config {{mcp_config}} "
+        "--prompt-file {prompt_file}"
+    )
+    proc = jg(
+        "run",
+        "--agent",
+        "mine",
+        "--agent-cmd",
+        template,
+        "--goal",
+        DEMO_GOAL,
+        "--sandbox",
+        "none",
+        "--out",
+        tmp_path,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr
     record = load_record(tmp_path / "mine__axpy__goal-only__s0")
     assert record.agent == "mine" and record.eval.status == "accepted" and record.audit_ok

@@ -15,8 +15,13 @@ from jg_mcp.campaign.run import load_record
 from tests.support import DEMO_GOAL, jg, node_tool
 
 pytestmark = pytest.mark.slow
-CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK",
-               "CLAUDE_CODE_USE_VERTEX")
+CREDENTIALS = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+)
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +32,21 @@ def headless(tmp_path_factory):
     (tmp / "home").mkdir()
     env = {k: v for k, v in os.environ.items() if k not in CREDENTIALS} | {"HOME": str(tmp / "home")}
     start = time.monotonic()
-    proc = jg("run", "--agent", "claude-code", "--agent-executable", str(claude), "--model", "claude-sonnet-4-5",
-              "--goal", str(DEMO_GOAL), "--out", str(tmp / "runs"), env=env, timeout=180)
+    proc = jg(
+        "run",
+        "--agent",
+        "claude-code",
+        "--agent-executable",
+        str(claude),
+        "--model",
+        "claude-sonnet-4-5",
+        "--goal",
+        str(DEMO_GOAL),
+        "--out",
+        str(tmp / "runs"),
+        env=env,
+        timeout=180,
+    )
     return tmp, env, proc, time.monotonic() - start
 
 
@@ -58,8 +76,16 @@ def test_the_generated_mcp_config_lists_the_jg_server_connected(headless, tmp_pa
     home = tmp_path / "home"
     (home / ".claude").mkdir(parents=True)
     (home / ".claude" / "settings.json").write_text(json.dumps({"enableAllProjectMcpServers": True}))
-    listed = subprocess.run([str(node_tool("claude")), "mcp", "list"], cwd=tmp_path, env={**env, "HOME": str(home)},
-                            capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL, check=False)
+    listed = subprocess.run(
+        [str(node_tool("claude")), "mcp", "list"],
+        cwd=tmp_path,
+        env={**env, "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     line = next(ln for ln in listed.stdout.splitlines() if ln.startswith("jg:"))
     assert "Connected" in line, listed.stdout
     shutil.rmtree(tmp_path / "home")

@@ -23,10 +23,21 @@ def test_without_ray_the_ray_executor_fails_with_one_clear_line(monkeypatch, tmp
 def test_a_campaign_runs_as_ray_tasks_on_a_local_instance(tmp_path):
     pytest.importorskip("ray")
     campaign = tmp_path / "c.yaml"
-    campaign.write_text(f"agents: [{{adapter: scripted}}]\ngoals: [{DEMO_GOAL}]\nbudget: {{wall_clock_minutes: 2}}\n"
-                        "eval_args: [--domain-shapes, '0']\n")
-    proc = jg("campaign", str(campaign), "--out", str(tmp_path / "runs"), "--executor", "ray", "--ray-address",
-              "local", timeout=400)
+    campaign.write_text(
+        f"agents: [{{adapter: scripted}}]\ngoals: [{DEMO_GOAL}]\nbudget: {{wall_clock_minutes: 2}}\n"
+        "eval_args: [--domain-shapes, '0']\n"
+    )
+    proc = jg(
+        "campaign",
+        str(campaign),
+        "--out",
+        str(tmp_path / "runs"),
+        "--executor",
+        "ray",
+        "--ray-address",
+        "local",
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "scripted__axpy__goal-only__s0: submitted" in proc.stderr
     record = load_record(tmp_path / "runs" / "scripted__axpy__goal-only__s0")

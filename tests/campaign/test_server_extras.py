@@ -33,8 +33,7 @@ def axpy():
 def make(axpy, tmp_path, condition="goal-only", **limits):
     session = Session(axpy, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr", condition=condition)
     pool = SingleSession(session)
-    args = argparse.Namespace(condition=condition, budget_minutes=None, max_tool_calls=None,
-                              max_command_seconds=None)
+    args = argparse.Namespace(condition=condition, budget_minutes=None, max_tool_calls=None, max_command_seconds=None)
     server = serving.apply(build_server(axpy, pool), axpy, pool, args)
     return session, pool, server
 
@@ -56,8 +55,10 @@ def test_past_the_wall_clock_every_tool_call_is_refused_and_the_session_closes_w
     async def fn(c):
         first = await c.call_tool("query_gpu", {})
         clock.now += 61
-        late = [await c.call_tool(name, args) for name, args in
-                (("query_gpu", {}), ("write_file", {"path": "solution.py", "content": "x"}))]
+        late = [
+            await c.call_tool(name, args)
+            for name, args in (("query_gpu", {}), ("write_file", {"path": "solution.py", "content": "x"}))
+        ]
         return first, late
 
     first, late = drive(server, fn)
@@ -77,8 +78,10 @@ def test_tool_call_cap_counts_calls_and_run_command_timeout_is_cut_to_what_is_le
     budget.install(server, pool, budget.Budget(max_tool_calls=2, max_command_seconds=1.5))
 
     async def fn(c):
-        return [await c.call_tool("run_command", {"command": "sleep 5", "timeout_s": 600}),
-                await c.call_tool("query_gpu", {})]
+        return [
+            await c.call_tool("run_command", {"command": "sleep 5", "timeout_s": 600}),
+            await c.call_tool("query_gpu", {}),
+        ]
 
     slept, refused = drive(server, fn)
     assert slept.structured_content["timed_out"] is True and slept.structured_content["duration_s"] < 4

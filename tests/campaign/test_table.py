@@ -9,12 +9,28 @@ from jg_mcp.campaign.budget import Budget
 from jg_mcp.campaign.run import EvalSummary, RunRecord, RunSpec
 
 
-def record(agent: str, goal: str, condition: str, seed: int, status: str, speedup: float | None = None,
-           roofline: float | None = None, reasons: tuple[str, ...] = (), exit_reason: str = "agent exited (code 0)"):
+def record(
+    agent: str,
+    goal: str,
+    condition: str,
+    seed: int,
+    status: str,
+    speedup: float | None = None,
+    roofline: float | None = None,
+    reasons: tuple[str, ...] = (),
+    exit_reason: str = "agent exited (code 0)",
+):
     return RunRecord(
-        run_id=f"{agent}__{goal}__{condition}__s{seed}", spec=RunSpec(agent="scripted", goal=goal), agent="scripted",
-        condition=condition, goal=goal, goal_sha256="0" * 64, budget=Budget(wall_clock_minutes=10), server_argv=[],
-        started_at="", exit_reason=exit_reason,
+        run_id=f"{agent}__{goal}__{condition}__s{seed}",
+        spec=RunSpec(agent="scripted", goal=goal),
+        agent="scripted",
+        condition=condition,
+        goal=goal,
+        goal_sha256="0" * 64,
+        budget=Budget(wall_clock_minutes=10),
+        server_argv=[],
+        started_at="",
+        exit_reason=exit_reason,
         eval=EvalSummary(status=status, reasons=list(reasons), geomean_speedup=speedup, roofline_pct=roofline),
     )
 
