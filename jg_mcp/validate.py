@@ -201,7 +201,7 @@ def check_shape(
     checks = [
         Check(goal=goal.name, shape=shape.name, check="reference", status="failed" if problem else "ok", error=problem)
     ]
-    timings = []
+    timings: list[Timing] = []
     if problem:
         return checks, timings
     for label, fn in candidates.items():

@@ -202,7 +202,7 @@ class Evaluation:
             role=role,
             device=self.device,
             module=module,
-            functions=functions,  # type: ignore[arg-type]
+            functions=functions,
             forbidden_ops=sorted(forbidden_ops(g.forbidden)) if role == "candidate" else [],
         )
         sandboxed = role == "candidate" and self.isolation.sandbox == "bwrap"

@@ -350,8 +350,9 @@ def table(report: EvalReport) -> str:
         base = ", ".join(f"{k} {t.median_ms:.4f}" for k, t in s.baselines.items()) or "-"
         speed = ", ".join(f"{v:.2f}x" for v in s.speedup.values()) or "-"
         lines.append(
-            f"| {s.name} | {s.kind} | {dims} | {'yes' if s.correct else 'NO'} | {_fmt(err and err.max_abs, '.3g')} "
-            f"| {_fmt(err and err.max_rel, '.3g')} | {_fmt(s.candidate and s.candidate.median_ms, '.4f')} | {base} "
+            f"| {s.name} | {s.kind} | {dims} | {'yes' if s.correct else 'NO'} "
+            f"| {_fmt(err.max_abs if err else None, '.3g')} | {_fmt(err.max_rel if err else None, '.3g')} "
+            f"| {_fmt(s.candidate.median_ms if s.candidate else None, '.4f')} | {base} "
             f"| {speed} | {_fmt(s.roofline_pct, '.1f')} |"
         )
     return "\n".join(lines)
@@ -366,7 +367,7 @@ def markdown(report: EvalReport) -> str:
         "",
         f"- solution `{report.solution_file}` sha256 `{report.solution_sha256}`",
         f"- goal sha256 `{report.goal_sha256}`, seed `{report.seed}`",
-        f"- {env.gpu or 'no GPU'} (driver {env.driver}), torch {env.torch}, triton {env.triton}, "
+        f"- {f'{env.gpu} (driver {env.driver})' if env.gpu else 'no GPU'}, torch {env.torch}, triton {env.triton}, "
         f"jg-mcp {env.jg_mcp}, interpreter {env.interpreter}",
         f"- geometric-mean speedup vs strongest baseline: {_fmt(report.geomean_speedup, '.3f')}",
         f"- timing: {report.timing.skipped or report.timing.description}",
@@ -374,7 +375,7 @@ def markdown(report: EvalReport) -> str:
         "",
         table(report),
     ]
-    clocked = [s for s in report.shapes if s.clocks]
+    clocked = [(s.name, s.clocks) for s in report.shapes if s.clocks]
     if clocked:
         out += [
             "",
@@ -383,11 +384,10 @@ def markdown(report: EvalReport) -> str:
             "| shape | SM MHz median (min) of max | W median of limit | slowdowns (share of samples) |",
             "| --- | --- | --- | --- |",
         ]
-        for s in clocked:
-            c = s.clocks
+        for name, c in clocked:
             slow = ", ".join(f"{k} {v:.0%}" for k, v in c.slowdowns.items()) or "none"
             out.append(
-                f"| {s.name} | {c.sm_mhz_median:.0f} ({c.sm_mhz_min:.0f}) of {_fmt(c.sm_mhz_max, '.0f')} "
+                f"| {name} | {c.sm_mhz_median:.0f} ({c.sm_mhz_min:.0f}) of {_fmt(c.sm_mhz_max, '.0f')} "
                 f"| {_fmt(c.power_w_median, '.0f')} of {_fmt(c.power_limit_w, '.0f')} | {slow} |"
             )
     if report.findings:

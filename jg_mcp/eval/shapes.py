@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -82,7 +83,7 @@ def tops(goal: LoadedGoal, device: str) -> list[Case]:
 
 
 def select_cases(
-    goal: LoadedGoal, which: str, device: str, domain_count: int, rng: random.Random, only: list[str] = ()
+    goal: LoadedGoal, which: str, device: str, domain_count: int, rng: random.Random, only: Sequence[str] = ()
 ) -> list[Case]:
     """Timed shapes (skipped on the CPU unless asked for alone), smoke shapes, then drawn domain shapes."""
     g = goal.goal

@@ -349,8 +349,8 @@ class TimingPhase:
             return
         made = [ev.reference(case.dims, ev.rng.randrange(2**62)) for _ in range(min(p.fresh, slots))]
         for inputs, _ in made:
-            for view, t in zip(bindings["fresh"].add_group(inputs), inputs, strict=True):
-                view.copy_(t)
+            for view, tensor in zip(bindings["fresh"].add_group(inputs), inputs, strict=True):
+                view.copy_(tensor)
         for proc in (self.cand, self.base):
             proc.bind(bindings["fresh"])
         sets = list(range(len(made)))

@@ -16,6 +16,7 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from jg_mcp.eval import channel
@@ -162,7 +163,7 @@ class Worker:
         if self.flush is None or self.flush.numel() != cmd.flush_bytes:
             self.flush = torch.empty(cmd.flush_bytes, dtype=torch.uint8, device=self.device)
         cuda = self.device == "cuda"
-        event = self.guard.watched["torch.cuda.Event"] if cuda else None
+        event = self.guard.watched["torch.cuda.Event"]
         clock = time.thread_time  # the CPU stand-in measures CPU time, as the harness's clock of it does
         marks: list[Any] = []
         try:
@@ -236,7 +237,7 @@ def watch_group() -> None:
 
 
 def serve(worker: Worker, reader: channel.Reader) -> int:
-    handlers = {
+    handlers: dict[type, Callable[[Any], object]] = {
         Bind: worker.bind,
         Release: worker.release,
         Call: worker.call,
