@@ -17,6 +17,7 @@ CONNECTION_IDLE_S, a fresh one whose request headers are incomplete included, is
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import json
@@ -25,7 +26,7 @@ import secrets
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -406,7 +407,8 @@ def _bounded_h11(max_connections: int) -> type[H11Protocol]:
         request in flight CONNECTION_IDLE_S after it opened or its last response ended, incomplete headers
         included (uvicorn's own keep-alive timer stops at the first byte received)."""
 
-        def connection_made(self, transport) -> None:  # type: ignore[override]
+        # uvicorn's own signature, which narrows asyncio's BaseTransport to Transport (and ignores the override)
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             if len(self.connections) > max_connections:
                 transport.close()
@@ -432,5 +434,6 @@ def _bounded_h11(max_connections: int) -> type[H11Protocol]:
 class _Uvicorn(uvicorn.Server):
     """uvicorn without its own signal handlers: `jg-mcp serve` handles signals and closes sessions."""
 
-    def capture_signals(self) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield

@@ -25,7 +25,8 @@ def configure(level: str = "INFO") -> None:
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.dev.ConsoleRenderer(colors=False),
         ],
-        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),
+        # PrintLogger only print()s to its file (write and flush); its stub asks for a whole TextIO
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
         cache_logger_on_first_use=False,
     )

@@ -119,10 +119,15 @@ def sandbox_env(environ: Mapping[str, str]) -> dict[str, str]:
 class Sandbox(Protocol):
     """Where run_command's commands run."""
 
-    env: dict[str, str]
-    """The environment commands see."""
-    limits: SandboxLimits | None
-    """The limits they run under; None for none."""
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment commands see."""
+        ...
+
+    @property
+    def limits(self) -> SandboxLimits | None:
+        """The limits they run under; None for none."""
+        ...
 
     def wrap(self, argv: list[str]) -> list[str]:
         """The argv that runs `argv` inside (an `Argv` when the process must inherit files)."""

@@ -21,6 +21,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -201,7 +202,7 @@ class TranscriptWriter:
         with self.lock:
             return self._append(event)
 
-    def append_all(self, events: list[EventBase]) -> None:
+    def append_all(self, events: Sequence[EventBase]) -> None:
         """Append `events` with no other event between them, unless the transcript is closed."""
         with self.lock:
             for event in events:

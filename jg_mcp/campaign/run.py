@@ -230,8 +230,9 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None) -> RunRecord:
     if run_dir.exists():
         shutil.rmtree(run_dir)
     (run_dir / "agent").mkdir(parents=True)
+    minutes = spec.budget_minutes or loaded.goal.budget.wall_clock_minutes
     budget = Budget(
-        wall_clock_minutes=spec.budget_minutes or loaded.goal.budget.wall_clock_minutes,
+        wall_clock_minutes=minutes,
         max_tool_calls=spec.max_tool_calls,
         max_command_seconds=spec.max_command_seconds,
     )
@@ -255,7 +256,7 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None) -> RunRecord:
         "--condition",
         spec.condition,
         "--budget-minutes",
-        f"{budget.wall_clock_minutes:g}",
+        f"{minutes:g}",
     ]
     if budget.max_tool_calls:
         server_argv += ["--max-tool-calls", str(budget.max_tool_calls)]
@@ -293,7 +294,7 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None) -> RunRecord:
         host=host_info(),
     )
     logger.info("run started", run_id=run_id, agent=agent.name, condition=spec.condition)
-    watch = Watch(run_dir, budget.wall_clock_minutes * 60, spec.startup_s, spec.grace_s)
+    watch = Watch(run_dir, minutes * 60, spec.startup_s, spec.grace_s)
     try:
         record.agent_version = agent.version()
         record.launch = agent.launch(inputs)

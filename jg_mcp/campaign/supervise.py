@@ -142,6 +142,6 @@ def supervise(launch: Launch, run_dir: Path, env: dict[str, str], watch: Watch) 
             code = proc.wait(watch.grace_s + 10)
             AGENT_GROUPS.discard(proc.pid)
     finally:
-        if stdin is not subprocess.DEVNULL:
+        if not isinstance(stdin, int):
             stdin.close()
     return reason or f"agent exited (code {code})", code, time.monotonic() - start

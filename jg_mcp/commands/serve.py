@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -16,9 +16,14 @@ from jg_mcp import log
 from jg_mcp.campaign import serving
 from jg_mcp.errors import UsageError
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
-from jg_mcp.sandbox import MODES, Bwrap, NoSandbox, SandboxLimits, choose
+from jg_mcp.sandbox import MODES, Bwrap, NoSandbox, Sandbox, SandboxLimits, choose
 from jg_mcp.session import Session, new_run_id
 from jg_mcp.transcript import read_key
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
+
+    from jg_mcp.server import SessionPool
 
 logger = log.get("jg_mcp.serve")
 DEFAULT_HOST = "127.0.0.1"
@@ -149,76 +154,119 @@ def hidden_dirs(loaded: LoadedGoal, args: argparse.Namespace) -> list[Path]:
     return list(dict.fromkeys(dirs))
 
 
-def run(args: argparse.Namespace) -> int:
-    # Imported here, not at the top: the MCP SDK is needed to serve, not to run the other commands.
-    from jg_mcp.http import ConnectionPool, listen, read_token
-    from jg_mcp.server import SingleSession, build_server
+class Sessions:
+    """Makes the sessions of one server: the goal is loaded and the sandbox mode chosen once, at start."""
 
-    if args.transport == "stdio" and (args.host is not None or args.port is not None):
-        raise UsageError(
-            "--host and --port apply to --transport http only; stdio serves the process that started this one"
+    def __init__(self, args: argparse.Namespace, probe_dir: Path):
+        self.args = args
+        self.loaded = load_goal(find_goal(args.goal))
+        self.key = read_key(args.transcript_key_file) if args.transcript_key_file else None
+        limits = SandboxLimits(
+            max_processes=args.max_processes,
+            max_file_bytes=args.max_file_bytes,
+            max_tmp_bytes=args.max_tmp_bytes,
+            max_workspace_bytes=args.max_workspace_bytes,
         )
-    host = args.host or DEFAULT_HOST
-    token, generated = read_token(args.token_file, host) if args.transport == "http" else (None, False)
-    listener = listen(host, DEFAULT_PORT if args.port is None else args.port) if args.transport == "http" else None
-    loaded = load_goal(find_goal(args.goal))
-    key = read_key(args.transcript_key_file) if args.transcript_key_file else None
-    limits = SandboxLimits(
-        max_processes=args.max_processes,
-        max_file_bytes=args.max_file_bytes,
-        max_tmp_bytes=args.max_tmp_bytes,
-        max_workspace_bytes=args.max_workspace_bytes,
-    )
-    template = Bwrap(Path(args.runs), hidden_dirs(loaded, args), limits)
-    probe_dir = args.workspace.parent if args.workspace and args.transport == "stdio" else args.runs
-    mode, warning = choose(args.sandbox, template, Path(probe_dir))
-    if generated:
-        logger.warning("HTTP bearer token (send as 'Authorization: Bearer TOKEN')", token=token)
+        self.template = Bwrap(Path(args.runs), hidden_dirs(self.loaded, args), limits)
+        self.mode, self.warning = choose(args.sandbox, self.template, probe_dir)
 
-    def make_session(workspace: Path | None = None) -> tuple[Session, Callable[[], None]]:
+    def make(self, workspace: Path | None = None) -> tuple[Session, Callable[[], None]]:
         """A new session and what gives its sandbox's uid back."""
-        run_id = new_run_id(loaded.name)
-        ws = workspace or Path(args.runs) / run_id / "workspace"
-        sandbox = template.for_workspace(ws) if mode == "bwrap" else NoSandbox()
+        run_id = new_run_id(self.loaded.name)
+        ws = workspace or Path(self.args.runs) / run_id / "workspace"
+        sandbox: Sandbox = self.template.for_workspace(ws) if self.mode == "bwrap" else NoSandbox()
         try:
             session = Session(
-                loaded,
+                self.loaded,
                 workspace_dir=ws,
-                transcripts_dir=args.transcripts,
-                runs_dir=args.runs,
-                transport=args.transport,
+                transcripts_dir=self.args.transcripts,
+                runs_dir=self.args.runs,
+                transport=self.args.transport,
                 run_id=run_id,
-                sandbox=mode,
-                condition=args.condition,
+                sandbox=self.mode,
+                condition=self.args.condition,
                 wrap=sandbox,
-                transcript_key=key,
+                transcript_key=self.key,
             )
         except BaseException:
             sandbox.release()
             raise
-        if warning:
-            session.notice("warning", warning)
+        if self.warning:
+            session.notice("warning", self.warning)
         return session, sandbox.release
 
+
+Serve = Callable[["MCPServer", anyio.Event], Awaitable[None]]
+"""Serves a built server until the client goes away or the event is set."""
+
+
+def run(args: argparse.Namespace) -> int:
     if args.transport == "stdio":
-        session, _ = make_session(args.workspace)
-        logger.info(
-            "session started",
-            run_id=session.run_id,
-            workspace=str(session.workspace.root),
-            transcript=str(session.transcript_path),
-            sandbox=mode,
-        )
-        pool = SingleSession(session)
-        close_all = session.close
-    else:
-        pool = ConnectionPool(make_session, args.max_sessions, args.first_call_timeout, args.idle_timeout)
-        close_all = pool.close_all
-        logger.info("serving over HTTP", url=f"http://{host}:{listener.getsockname()[1]}/mcp", sandbox=mode)
-    server = serving.apply(build_server(loaded, pool, sandboxed=mode == "bwrap"), loaded, pool, args)
-    reason = "client disconnected" if args.transport == "stdio" else "server stopped"
+        if args.host is not None or args.port is not None:
+            raise UsageError(
+                "--host and --port apply to --transport http only; stdio serves the process that started this one"
+            )
+        return run_stdio(args)
+    return run_http(args)
+
+
+def run_stdio(args: argparse.Namespace) -> int:
+    """Serve one session to the process that started this one."""
+    # Imported here, not at the top: the MCP SDK is needed to serve, not to run the other commands.
+    from jg_mcp.server import SingleSession
+
+    sessions = Sessions(args, Path(args.workspace.parent if args.workspace else args.runs))
+    session, _ = sessions.make(args.workspace)
+    logger.info(
+        "session started",
+        run_id=session.run_id,
+        workspace=str(session.workspace.root),
+        transcript=str(session.transcript_path),
+        sandbox=sessions.mode,
+    )
+
+    async def serve(server: MCPServer, stop: anyio.Event) -> None:
+        await server.run_stdio_async()
+
+    return serve_until_stopped(sessions, SingleSession(session), session.close, serve, "client disconnected")
+
+
+def run_http(args: argparse.Namespace) -> int:
+    """Serve streamable HTTP, one session per client connection."""
+    from jg_mcp.http import ConnectionPool, HttpLimits, listen, read_token, serve_http
+
+    host = args.host or DEFAULT_HOST
+    token, generated = read_token(args.token_file, host)
+    listener = listen(host, DEFAULT_PORT if args.port is None else args.port)
+    sessions = Sessions(args, Path(args.runs))
+    if generated:
+        logger.warning("HTTP bearer token (send as 'Authorization: Bearer TOKEN')", token=token)
+    pool = ConnectionPool(sessions.make, args.max_sessions, args.first_call_timeout, args.idle_timeout)
+    logger.info("serving over HTTP", url=f"http://{host}:{listener.getsockname()[1]}/mcp", sandbox=sessions.mode)
+    limits = HttpLimits(
+        max_sessions=args.max_sessions,
+        first_call_s=args.first_call_timeout,
+        idle_s=args.idle_timeout,
+        max_connections=args.max_connections,
+    )
+
+    async def serve(server: MCPServer, stop: anyio.Event) -> None:
+        await serve_http(server, listener, host, token, stop, pool, args.allow_host, limits)
+
+    return serve_until_stopped(sessions, pool, pool.close_all, serve, "server stopped")
+
+
+def serve_until_stopped(
+    sessions: Sessions, pool: SessionPool, close_all: Callable[[str], None], serve: Serve, default_reason: str
+) -> int:
+    """Build the server on `pool`, serve it, and close every session at the end, whatever ended it."""
+    from jg_mcp.server import build_server
+
+    args, loaded = sessions.args, sessions.loaded
+    server = serving.apply(build_server(loaded, pool, sandboxed=sessions.mode == "bwrap"), loaded, pool, args)
+    reason = default_reason
     try:
-        reason = anyio.run(_serve, server, args, token, close_all, pool, listener) or reason
+        reason = anyio.run(_serve, server, args.transport == "stdio", close_all, serve) or reason
     except KeyboardInterrupt:
         reason = "SIGINT"
     finally:
@@ -227,9 +275,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(
-    server, args, token: str | None, close_all: Callable[[str], None], pool, listener: socket.socket | None
-) -> str | None:
+async def _serve(server: MCPServer, stdio: bool, close_all: Callable[[str], None], serve: Serve) -> str | None:
     """Serve until the client goes away or a signal arrives; returns the end reason. On a signal the
     sessions are closed (commands killed, close events written) before anything is cancelled."""
     reason: str | None = None
@@ -242,30 +288,17 @@ async def _serve(
                 async for signum in signals:
                     reason = signal.Signals(signum).name
                     close_all(reason)
-                    if args.transport == "stdio":
+                    if stdio:
                         # The SDK reads stdin in a thread that no cancellation can interrupt.
                         logger.info("server stopped", reason=reason)
                         os._exit(0)
                     stop.set()
                     return
 
-        async def serve() -> None:
-            if args.transport == "stdio":
-                await server.run_stdio_async()
-            else:
-                from jg_mcp.http import HttpLimits, serve_http
-
-                limits = HttpLimits(
-                    max_sessions=args.max_sessions,
-                    first_call_s=args.first_call_timeout,
-                    idle_s=args.idle_timeout,
-                    max_connections=args.max_connections,
-                )
-                await serve_http(
-                    server, listener, args.host or DEFAULT_HOST, token, stop, pool, args.allow_host, limits
-                )
+        async def serve_then_cancel() -> None:
+            await serve(server, stop)
             tg.cancel_scope.cancel()
 
         tg.start_soon(watch_signals)
-        tg.start_soon(serve)
+        tg.start_soon(serve_then_cancel)
     return reason
