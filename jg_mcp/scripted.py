@@ -7,10 +7,12 @@ real `mcp` client over whatever transport it is given (a stdio subprocess, a URL
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import anyio
 from mcp import Client
+from mcp.types import TextContent, TextResourceContents
 from pydantic import BaseModel, ConfigDict
 
 
@@ -38,7 +40,21 @@ def call(name: str, note: str = "", **arguments: Any) -> Step:
     return Step(kind="call_tool", name=name, arguments=arguments, note=note)
 
 
-async def _one(client: Client, step: Step) -> StepResult:
+def first_text(items: Sequence[object]) -> str:
+    """The text of the first text item in a tool result's `content` or a resource's `contents`, else ""."""
+    for item in items:
+        if isinstance(item, TextContent | TextResourceContents):
+            return item.text
+    return ""
+
+
+async def run_step(client: Client, step: Step) -> StepResult:
+    """Run one step against a connected `client` and time it.
+
+    A tool's error comes back as a result with `ok=False`, not as an exception, so a script can go on
+    after a refusal the way an agent would; errors of the protocol itself (an unknown resource or
+    prompt) are raised.
+    """
     start = time.monotonic()
     if step.kind == "list_tools":
         tools = await client.list_tools()
@@ -47,18 +63,18 @@ async def _one(client: Client, step: Step) -> StepResult:
             step=step, ok=True, text=", ".join(names), structured={"tools": names}, duration_s=time.monotonic() - start
         )
     if step.kind == "read_resource":
-        res = await client.read_resource(step.name)
-        return StepResult(step=step, ok=True, text=res.contents[0].text, duration_s=time.monotonic() - start)
+        resource = await client.read_resource(step.name)
+        return StepResult(step=step, ok=True, text=first_text(resource.contents), duration_s=time.monotonic() - start)
     if step.kind == "get_prompt":
-        res = await client.get_prompt(step.name, step.arguments or None)
-        return StepResult(step=step, ok=True, text=res.messages[0].content.text, duration_s=time.monotonic() - start)
-    res = await client.call_tool(step.name, step.arguments)
-    text = res.content[0].text if res.content else ""
+        prompt = await client.get_prompt(step.name, step.arguments or None)
+        text = first_text([m.content for m in prompt.messages])
+        return StepResult(step=step, ok=True, text=text, duration_s=time.monotonic() - start)
+    result = await client.call_tool(step.name, step.arguments)
     return StepResult(
         step=step,
-        ok=not res.is_error,
-        text=text,
-        structured=res.structured_content,
+        ok=not result.is_error,
+        text=first_text(result.content),
+        structured=result.structured_content,
         duration_s=time.monotonic() - start,
     )
 
@@ -69,5 +85,5 @@ async def run_script(server: Any, steps: list[Step], timeout_s: float = 600) -> 
     with anyio.fail_after(timeout_s):
         async with Client(server) as client:
             for step in steps:
-                results.append(await _one(client, step))
+                results.append(await run_step(client, step))
     return results

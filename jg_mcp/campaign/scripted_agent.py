@@ -46,7 +46,7 @@ def steps(behaviour: str, goal_name: str):
 async def drive(params, behaviour: str) -> int:
     from mcp import Client
 
-    from jg_mcp.scripted import _one
+    from jg_mcp.scripted import first_text, run_step
 
     def emit(**record) -> None:
         print(json.dumps(record), flush=True)
@@ -55,14 +55,14 @@ async def drive(params, behaviour: str) -> int:
         goal = next(r for r in (await client.list_resources()).resources if r.name == "goal")
         goal_name = str(goal.uri).removeprefix("goal://")
         for step in steps(behaviour, goal_name):
-            r = await _one(client, step)
+            r = await run_step(client, step)
             emit(step=step.kind, name=step.name, ok=r.ok, text=r.text[:200], duration_s=round(r.duration_s, 3))
         if behaviour == "stall":
             await anyio.sleep(STALL_S)
         if behaviour == "overrun":
             for i in range(OVERRUN_MAX_CALLS):
                 res = await client.call_tool("run_command", {"command": "sleep 0.2", "timeout_s": 30})
-                text = res.content[0].text if res.content else ""
+                text = first_text(res.content)
                 emit(step="call_tool", name="run_command", call=i, ok=not res.is_error, text=text[:200])
     return 0
 

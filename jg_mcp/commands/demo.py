@@ -128,7 +128,7 @@ async def run_session(params: StdioServerParameters, steps: list[Step]) -> list[
     """Drive the session, printing each step as it completes, numbered as replay and audit number them."""
     from mcp import Client
 
-    from jg_mcp.scripted import _one as run_step
+    from jg_mcp.scripted import run_step
 
     results: list[StepResult] = []
     calls = 0
