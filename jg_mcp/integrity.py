@@ -34,71 +34,102 @@ def diagnose(path: str | Path) -> Diagnosis:
     (read_transcript stops at the first): edits, deletions, reorderings, duplicates, cuts, headers."""
     raw = Path(path).read_bytes()
     body, rest = raw.split(b"\n")[:-1], raw.split(b"\n")[-1]
-    out: list[LineProblem] = []
+    events, out = _parse(body)
+    if rest:
+        n = len(body) + 1
+        message = f"line {n} is incomplete (no newline at its end): the transcript was truncated mid-line"
+        out.append(_problem(n, "truncated", message))
+    seqs = [e.seq if e is not None else i for i, e in enumerate(events)]
+    order, misplaced = _order_problems(seqs)
+    out += order
+    out += _chain_problems(events, body, misplaced)
+    out += _placement_problems(events)
+    if not body:
+        out.append(_problem(1, "header", "empty transcript: no header"))
+    closed = bool(events) and isinstance(events[-1], Close)
+    if not closed:
+        message = (
+            f"cut short: no close event; the record ends at line {len(body)} (the server was killed, or the end "
+            "was removed)"
+        )
+        out.append(_problem(len(body), "cut short", message))
+    return Diagnosis(
+        problems=out, lines=len(body), head_sha256=sha256_bytes(body[-1]) if body else GENESIS, closed=closed
+    )
 
-    def bad(line: int, kind: str, message: str) -> None:
-        out.append(LineProblem(line=line, kind=kind, message=message))
 
+def _problem(line: int, kind: str, message: str) -> LineProblem:
+    return LineProblem(line=line, kind=kind, message=message)
+
+
+def _parse(body: list[bytes]) -> tuple[list[Any], list[LineProblem]]:
+    """Each complete line as an event (None where it is not a valid one), and the problems of those that are not."""
     events: list[Any] = []
+    out: list[LineProblem] = []
     for i, line in enumerate(body, start=1):
         events.append(None)
         try:
             data = json.loads(line)
             if (newer := newer_version(data)) is not None:
-                bad(i, "header", f"format version {newer} is newer than this reader's {FORMAT_VERSION}")
+                out.append(
+                    _problem(i, "header", f"format version {newer} is newer than this reader's {FORMAT_VERSION}")
+                )
                 continue
             events[-1] = EVENT.validate_python(data)
         except (json.JSONDecodeError, ValidationError, UnicodeDecodeError) as exc:
-            bad(i, "invalid line", f"line {i} is not a valid event (edited or corrupted): {str(exc).splitlines()[0]}")
-    if rest:
-        bad(
-            len(body) + 1,
-            "truncated",
-            f"line {len(body) + 1} is incomplete (no newline at its end): the transcript was truncated mid-line",
-        )
-    seqs = [e.seq if e is not None else i for i, e in enumerate(events)]
+            message = f"line {i} is not a valid event (edited or corrupted): {str(exc).splitlines()[0]}"
+            out.append(_problem(i, "invalid line", message))
+    return events, out
+
+
+def _order_problems(seqs: list[int]) -> tuple[list[LineProblem], set[int]]:
+    """Deleted, duplicated and reordered lines, from each line's seq (an invalid line counts as in place);
+    and the lines out of place, whose prev hashes say nothing about their neighbours."""
+    out: list[LineProblem] = []
     missing = sorted(set(range(max(seqs, default=-1) + 1)) - set(seqs))
     for m in missing:
         after = next((i for i, s in enumerate(seqs, start=1) if s > m), len(seqs) + 1)
-        bad(after, "deleted", f"seq {m} is missing: a line was deleted before line {after}")
+        out.append(_problem(after, "deleted", f"seq {m} is missing: a line was deleted before line {after}"))
     misplaced: set[int] = set()
     first_line: dict[int, int] = {}
     for i, s in enumerate(seqs, start=1):
         if s in first_line:
-            bad(i, "duplicated", f"line {i} repeats seq {s} of line {first_line[s]}: a line was duplicated")
+            message = f"line {i} repeats seq {s} of line {first_line[s]}: a line was duplicated"
+            out.append(_problem(i, "duplicated", message))
             misplaced.add(i)
         first_line.setdefault(s, i)
         if s != i - 1 and s - (i - 1) != sum(m < s for m in missing):
-            bad(i, "reordered", f"line {i} holds seq {s} where seq {i - 1} belongs: lines were reordered")
+            message = f"line {i} holds seq {s} where seq {i - 1} belongs: lines were reordered"
+            out.append(_problem(i, "reordered", message))
         if s != i - 1:
             misplaced.add(i)
+    return out, misplaced
+
+
+def _chain_problems(events: list[Any], body: list[bytes], misplaced: set[int]) -> list[LineProblem]:
+    """Edited lines: a valid line in place whose prev hash does not match the line before it."""
+    out: list[LineProblem] = []
     for i, event in enumerate(events, start=1):
         if event is None or i in misplaced or i - 1 in misplaced or (i > 1 and events[i - 2] is None):
             continue
         if i == 1 and event.prev != GENESIS:
-            bad(1, "edited", "line 1's prev is not the genesis hash")
+            out.append(_problem(1, "edited", "line 1's prev is not the genesis hash"))
         elif i > 1 and event.prev != sha256_bytes(body[i - 2]):
-            bad(
-                i - 1,
-                "edited",
-                f"line {i - 1} was altered after it was written: its sha256 no longer matches "
-                f"the prev hash on line {i}",
+            message = (
+                f"line {i - 1} was altered after it was written: its sha256 no longer matches the prev hash on line {i}"
             )
+            out.append(_problem(i - 1, "edited", message))
+    return out
+
+
+def _placement_problems(events: list[Any]) -> list[LineProblem]:
+    """A header anywhere but first (or none first), a close event anywhere but last."""
+    out: list[LineProblem] = []
     for i, event in enumerate(events, start=1):
         if (i == 1) != isinstance(event, Header) and event is not None:
-            bad(i, "header", "the header must be the first line" if i == 1 else f"line {i} is a second header")
+            message = "the header must be the first line" if i == 1 else f"line {i} is a second header"
+            out.append(_problem(i, "header", message))
         if isinstance(event, Close) and i != len(events):
-            bad(i, "reordered", f"the close event on line {i} is followed by {len(events) - i} more lines")
-    if not body:
-        bad(1, "header", "empty transcript: no header")
-    closed = bool(events) and isinstance(events[-1], Close)
-    if not closed:
-        bad(
-            len(body),
-            "cut short",
-            f"cut short: no close event; the record ends at line {len(body)} (the server "
-            "was killed, or the end was removed)",
-        )
-    return Diagnosis(
-        problems=out, lines=len(body), head_sha256=sha256_bytes(body[-1]) if body else GENESIS, closed=closed
-    )
+            message = f"the close event on line {i} is followed by {len(events) - i} more lines"
+            out.append(_problem(i, "reordered", message))
+    return out
