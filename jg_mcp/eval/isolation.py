@@ -44,21 +44,42 @@ def _inside(path: Path, parent: Path) -> bool:
 
 
 def python_binds() -> list[Path]:
-    """Read-only binds that make this interpreter and its packages importable: the prefixes, every other
-    sys.path directory, and of the jg_mcp checkout only the package itself (not its goals or eval data)."""
+    """Read-only binds that make this interpreter and its packages importable: the prefixes and the
+    site-packages directories whole, of the jg_mcp checkout only the package itself (not its goals or eval data),
+    and of any other sys.path directory (a script's own directory, often /tmp or a home; a PYTHONPATH entry) only
+    the top-level modules this process imported from it, never the directory itself."""
     package = Path(jg_mcp.__file__).resolve().parent
     checkout = package.parent
+    wanted = [Path(sys.prefix), Path(sys.base_prefix)]
+    for entry in sys.path:
+        p = Path(entry or ".").resolve()
+        if {"site-packages", "dist-packages"} & set(p.parts):
+            wanted.append(p)
+        elif not _inside(p, checkout):
+            wanted += _imported_from(p)
     binds: list[Path] = [package]
-    for entry in [sys.prefix, sys.base_prefix, *sys.path]:
-        if not entry:
-            continue
-        p = Path(entry).resolve()
-        if not p.is_dir() or _inside(checkout, p) or any(_inside(p, b) for b in binds):
+    for p in (w.resolve() for w in wanted):
+        if not p.exists() or _inside(checkout, p) or any(_inside(p, b) for b in binds):
             continue
         if any(_inside(p, Path(s)) for s in SYSTEM_DIRS if Path(s).is_dir()):
             continue
         binds.append(p)
     return sorted(set(binds), key=lambda p: len(p.parts))
+
+
+def _imported_from(directory: Path) -> list[Path]:
+    """The files and package directories of top-level modules this process imported from `directory`."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if "." in name or name == "__main__" or not file:
+            continue
+        f = Path(file).resolve()
+        if f.parent == directory:
+            found.append(f)
+        elif f.name == "__init__.py" and f.parent.parent == directory:
+            found.append(f.parent)
+    return found
 
 
 def bwrap_argv(solution_dir: Path, cache_dir: Path, env: dict[str, str]) -> list[str]:

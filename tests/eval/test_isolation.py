@@ -17,6 +17,7 @@ from eval_suite import GOALS, HACKS, SOLUTIONS, eval_solution
 
 from jg_mcp.eval.isolation import bwrap_problem
 from jg_mcp.eval.report import Reason
+from tests.support import DEMO_GOAL
 
 BWRAP = bwrap_problem() is None
 MODES = [pytest.param("auto", marks=pytest.mark.skipif(not BWRAP, reason=f"no bubblewrap: {bwrap_problem()}")), "none"]
@@ -112,6 +113,33 @@ def test_the_sandboxed_candidate_cannot_reach_the_goal_it_is_judged_by(tmp_path)
         domain_shapes=0,
     )
     assert not report.accepted and (goals / "gemm_fp8.yaml").read_text() == before
+
+
+LOOK_AROUND = """
+import pathlib
+
+
+def kernel(x, y, alpha):
+    seen = [p for d in {dirs!r} for p in pathlib.Path(d).glob("*")]
+    raise RuntimeError("saw " + repr(sorted(str(p) for p in seen)))
+"""
+
+
+@pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
+def test_directories_on_the_harness_path_are_not_shown_to_the_sandboxed_candidate(tmp_path, monkeypatch):
+    """A script's own directory (often /tmp or a home) is on the harness's sys.path; the sandbox makes the
+    interpreter importable, but must not show those directories (other evals' files, reports, secrets)."""
+    scratch = tmp_path / "scratch"
+    (scratch / "helper_pkg").mkdir(parents=True)
+    (scratch / "secret-report.json").write_text("{}")
+    monkeypatch.syspath_prepend(str(scratch))
+    (tmp_path / "src").mkdir()
+    solution = tmp_path / "src" / "solution.py"
+    solution.write_text(LOOK_AROUND.format(dirs=[str(scratch), "/tmp"]))
+    report = eval_solution(solution, DEMO_GOAL, tmp_path / "runs", device="cpu", domain_shapes=0, isolation="bwrap")
+    details = " ".join(f.detail for f in report.findings)
+    assert "saw " in details, details
+    assert "secret-report" not in details and "helper_pkg" not in details and str(tmp_path) not in details
 
 
 def test_a_changed_goal_is_reported(tmp_path):
