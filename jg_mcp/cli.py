@@ -1,8 +1,9 @@
 """`jg-mcp`: the command line. Each subcommand lives in its own module with `register(subparsers)`.
 
-Exit codes, the same for every subcommand: 0 success (or accepted), 1 a verdict or a failure (rejected,
-failed checks, a malformed goal or transcript), 2 a usage error (a missing goal, workspace or file, a bad
-argument). A user error is one line on stderr, never a traceback.
+Exit codes, the same for every subcommand (README, "Exit status"): 0 success (or accepted), 1 a verdict or a
+failure (a JgError: rejected, failed checks, a malformed goal, transcript or campaign file), 2 a usage error
+(a UsageError, or argparse's own: a missing or bad argument, a named file or directory that does not exist).
+Either is a short message on stderr, never a traceback; tests/test_cli_contract.py holds every command to it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Point any MCP-capable agent at a GPU-kernel goal under the goal-only condition, "
         "re-verify the kernel it leaves, and audit the session.",
         epilog="Exit status of every command: 0 success or accepted, 1 a verdict or a failure, 2 a usage error "
-        "(a missing goal, workspace or file, a bad argument).",
+        "(a missing or bad argument, a named file or directory that does not exist).",
     )
     parser.add_argument("--version", action="version", version=f"jg-mcp {__version__}")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])

@@ -40,3 +40,12 @@ class TranscriptError(JgError):
         self.line = line
         self.problem = problem
         super().__init__(f"{self.path}:{line}: {problem}")
+
+
+class KeyFileRefused(TranscriptError, UsageError):
+    """A transcript key file that cannot be read, is too short or is open to others: a usage error (exit 2),
+    and a TranscriptError for code that catches those."""
+
+    def __init__(self, path: object, problem: str):
+        super().__init__(path, 0, problem)
+        self.args = (f"{self.path}: {problem}",)

@@ -45,7 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from jg_mcp import log
-from jg_mcp.errors import JgError
+from jg_mcp.errors import JgError, UsageError
 from jg_mcp.session import Session
 
 logger = log.get("jg_mcp.http")
@@ -76,7 +76,11 @@ def is_loopback(host: str) -> bool:
 def read_token(token_file: Path | None, host: str) -> tuple[str, bool]:
     """The bearer token and whether it was generated. A non-loopback bind needs an explicit one."""
     if token_file is not None:
-        token = Path(token_file).read_text().strip()
+        try:
+            token = Path(token_file).read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UsageError(f"--token-file {token_file}: {reason}") from None
         if len(token) < 16:
             raise HttpRefused(f"the token in {token_file} is shorter than 16 characters")
         return token, False

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from jg_mcp.errors import TranscriptError
+from jg_mcp.errors import KeyFileRefused, TranscriptError
 from jg_mcp.safefs import read_bounded
 
 FORMAT_VERSION = 3
@@ -158,12 +158,12 @@ def read_key(path: Path) -> bytes:
     its owner only (commands run as another user must not read it)."""
     try:
         if os.stat(path).st_mode & 0o077:
-            raise TranscriptError(path, 0, "the key file is readable or writable by others: chmod 600 it")
+            raise KeyFileRefused(path, "the key file is readable or writable by others: chmod 600 it")
         key = Path(path).read_bytes().strip()
     except OSError as exc:
-        raise TranscriptError(path, 0, f"cannot read the key file: {exc.strerror or exc}") from None
+        raise KeyFileRefused(path, f"cannot read the key file: {exc.strerror or exc}") from None
     if len(key) < 16:
-        raise TranscriptError(path, 0, f"the key file holds {len(key)} bytes; a transcript key needs at least 16")
+        raise KeyFileRefused(path, f"the key file holds {len(key)} bytes; a transcript key needs at least 16")
     return key
 
 

@@ -15,7 +15,7 @@ from mcp.client.stdio import get_default_environment
 
 from jg_mcp import replay
 from jg_mcp.commands import replay as replay_cli
-from jg_mcp.errors import TranscriptError
+from jg_mcp.errors import TranscriptError, UsageError
 from jg_mcp.goals import load_goal
 from jg_mcp.integrity import diagnose
 from jg_mcp.sandbox import Bwrap, SandboxLimits
@@ -128,7 +128,8 @@ def test_a_step_is_the_nth_tool_call_and_step_zero_is_the_session_start(tmp_path
         assert not report.problems
     with pytest.raises(ValueError, match="steps 0..7"):
         replay.rebuild(record, tmp_path / "x", 8)
-    assert replay_command(demo_run(), tmp_path / "y", step=8) == 2
+    with pytest.raises(UsageError, match="--step 8 is out of range"):  # exit 2 through the CLI
+        replay_command(demo_run(), tmp_path / "y", step=8)
 
 
 def test_replay_refuses_a_directory_that_is_not_empty(tmp_path):
@@ -136,7 +137,8 @@ def test_replay_refuses_a_directory_that_is_not_empty(tmp_path):
     (tmp_path / "r" / "keep.txt").write_text("mine")
     with pytest.raises(FileExistsError):
         replay.rebuild(replay.load_record(demo_run()), tmp_path / "r")
-    assert replay_command(demo_run(), tmp_path / "r") == 2
+    with pytest.raises(UsageError, match="not an empty directory"):
+        replay_command(demo_run(), tmp_path / "r")
     assert (tmp_path / "r" / "keep.txt").read_text() == "mine"
 
 

@@ -16,7 +16,7 @@ import sys
 
 import jg_mcp
 from jg_mcp.campaign import Launch, RunInputs
-from jg_mcp.errors import JgError
+from jg_mcp.errors import UsageError
 
 SCRIPTED_BEHAVIOURS = ("solve", "idle", "overrun", "stall")
 
@@ -113,7 +113,7 @@ class CommandTemplate:
 
     def __init__(self, template: str, name: str = "command", version_cmd: str | None = None):
         if "{mcp_config}" not in template:
-            raise JgError("--agent-cmd must pass {mcp_config} to the agent (the only MCP server it may use)")
+            raise UsageError("--agent-cmd must pass {mcp_config} to the agent (the only MCP server it may use)")
         self.template = template
         self.name = name
         self.version_cmd = version_cmd
@@ -150,7 +150,7 @@ class Scripted:
 
     def __init__(self, behaviour: str = "solve"):
         if behaviour not in SCRIPTED_BEHAVIOURS:
-            raise JgError(f"unknown scripted behaviour '{behaviour}' (one of {', '.join(SCRIPTED_BEHAVIOURS)})")
+            raise UsageError(f"unknown scripted behaviour '{behaviour}' (one of {', '.join(SCRIPTED_BEHAVIOURS)})")
         self.behaviour = behaviour
         self.name = "scripted" if behaviour == "solve" else f"scripted-{behaviour}"
 
@@ -184,11 +184,11 @@ def make_agent(name: str, model: str | None = None, agent_cmd: str | None = None
         return ClaudeCode(executable or "claude", model)
     if name == "command" or agent_cmd:
         if not agent_cmd:
-            raise JgError("agent 'command' needs --agent-cmd TEMPLATE")
+            raise UsageError("agent 'command' needs --agent-cmd TEMPLATE")
         return CommandTemplate(agent_cmd, name=name)
     if name == "scripted" or name.startswith("scripted-"):
         return Scripted(name.removeprefix("scripted").removeprefix("-") or "solve")
-    raise JgError(
+    raise UsageError(
         f"unknown agent '{name}': claude-code, command (with --agent-cmd), scripted, scripted-idle, "
         "scripted-overrun, scripted-stall"
     )

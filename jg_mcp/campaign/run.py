@@ -39,7 +39,7 @@ from jg_mcp.campaign.supervise import (
     transcripts,
     watch_parent,
 )
-from jg_mcp.errors import JgError
+from jg_mcp.errors import UsageError
 from jg_mcp.session import host_info, now_iso
 
 logger = log.get("jg_mcp.run")
@@ -219,7 +219,7 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None) -> RunRecord:
     from jg_mcp.goals import find_goal, load_goal
 
     if spec.condition not in NAMES:
-        raise JgError(f"unknown condition '{spec.condition}' (one of {', '.join(NAMES)})")
+        raise UsageError(f"unknown condition '{spec.condition}' (one of {', '.join(NAMES)})")
     loaded = load_goal(find_goal(spec.goal))
     agent = make_agent(spec.agent, spec.model, spec.agent_cmd, spec.agent_executable)
     run_id = run_id or default_run_id(agent.name, loaded.name, spec.condition, spec.seed)

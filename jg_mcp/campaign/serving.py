@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 from jg_mcp.campaign.conditions import NAMES
+from jg_mcp.commands.arguments import positive_float, positive_int
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,15 +22,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--budget-minutes",
-        type=float,
+        type=positive_float,
         metavar="M",
         help="wall-clock budget from the first request; "
         "after it every tool call is refused and the session closes (default: none)",
     )
-    p.add_argument("--max-tool-calls", type=int, metavar="N", help="most tool calls answered (default: none)")
+    p.add_argument("--max-tool-calls", type=positive_int, metavar="N", help="most tool calls answered (default: none)")
     p.add_argument(
         "--max-command-seconds",
-        type=float,
+        type=positive_float,
         metavar="S",
         help="most seconds spent in run_command, summed (default: none)",
     )

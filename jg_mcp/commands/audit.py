@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jg_mcp import log
-from jg_mcp.errors import TranscriptError
+from jg_mcp.commands.arguments import input_file, output_file
 
 if TYPE_CHECKING:
     from jg_mcp import audit
@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                 "transcript's final ones.",
             )
         )
-        + "\n\nExit status: 0 when clean (warnings allowed), 1 on any integrity, policy or eval error.",
+        + "\n\nExit status: 0 when clean (warnings allowed), 1 on any integrity, policy or eval error, 2 on a usage "
+        "error (no such transcript, eval report, goal or key file).",
     )
     p.add_argument("transcript", type=Path, metavar="TRANSCRIPT", help="the RUN.jsonl file")
     p.add_argument("--eval-report", type=Path, metavar="R", help="a `jg-mcp eval` report JSON")
@@ -62,8 +63,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from jg_mcp import audit
 
-    if not args.transcript.is_file():
-        raise TranscriptError(args.transcript, 0, "no such file")
+    input_file(args.transcript, "transcript")
+    input_file(args.eval_report, "--eval-report")
+    input_file(args.goal, "--goal")
+    output_file(args.json, "--json")
+    output_file(args.html, "--html")
     from jg_mcp.transcript import read_key
 
     key = read_key(args.key_file) if args.key_file else None

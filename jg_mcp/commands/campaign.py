@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from jg_mcp.commands.arguments import dir_to_fill
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -30,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from jg_mcp.campaign.executors import Progress, run_local, run_ray
     from jg_mcp.campaign.run import is_finished
 
+    dir_to_fill(args.out, "--out")
     campaign = load_campaign(args.campaign)
     out = (args.out or Path("runs") / args.campaign.stem).resolve()
     runs = expand(campaign)

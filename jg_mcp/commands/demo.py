@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from jg_mcp.commands.arguments import new_dir
 from jg_mcp.errors import JgError
 from jg_mcp.gpu import query_gpu
 from jg_mcp.transcript import read_transcript
@@ -78,9 +79,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "numbered as `jg-mcp replay --step` and `jg-mcp audit` number them (one per tools/call, from 1; other "
         "requests are marked '-'). Then it re-verifies the kernel left behind with `jg-mcp eval` and audits the "
         "transcript with `jg-mcp audit`, which also writes the session as an HTML page. Exit 0 when the session, "
-        "the eval and the audit all succeed, 1 otherwise.",
+        "the eval and the audit all succeed, 1 otherwise, 2 when --out is not a new or empty directory.",
     )
-    p.add_argument("--out", type=Path, help="directory for the workspace and transcript (default: runs/demo-TIME)")
+    p.add_argument(
+        "--out", type=Path, help="new or empty directory for the workspace and transcript (default: runs/demo-TIME)"
+    )
     p.set_defaults(func=run)
 
 
@@ -146,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: the MCP SDK is needed for the demo, not for the other commands.
     from mcp import StdioServerParameters
 
+    new_dir(args.out, "--out")  # a transcript already there would be taken for this session's
     out = args.out or Path("runs") / f"demo-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     workspace, transcripts = out / "workspace", out / "transcripts"
     gpu = query_gpu()

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from jg_mcp.errors import JgError, UsageError
+from jg_mcp.commands.arguments import input_dir, non_negative_int, output_file, positive_float
+from jg_mcp.errors import UsageError
 from jg_mcp.goals import find_goal, load_goal
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="re-verify a workspace's solution: correctness on secret inputs, anti-cheat, timing vs baselines",
         description="Evaluate the solution in a workspace against its goal. Without a GPU, correctness is checked "
         "at the goal's small shapes in the Triton interpreter and timing is skipped. Exit 0 accepted, 1 rejected, "
-        "2 usage error (no such goal, --device cuda without a CUDA device).",
+        "2 usage error (no such goal or workspace, --device cuda without a CUDA device).",
     )
     p.add_argument("--goal", required=True, help="goal name (as in `jg-mcp goals list`, or axpy) or YAML path")
     p.add_argument("--workspace", required=True, type=Path, help="the agent's workspace directory")
@@ -62,10 +63,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", action="append", default=[], metavar="SHAPE", help="only this goal shape (repeatable)")
     p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available")
     p.add_argument("--trials", type=_at_least_3, default=3, help="correctness trials per shape, at least 3 (default 3)")
-    p.add_argument("--domain-shapes", type=int, default=2, help="untimed shapes drawn from the domain (default 2)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each answer (default 300)")
     p.add_argument(
-        "--timing-budget", type=float, help="seconds of timing per shape (default: budget_s in jg_mcp/eval/timing.py)"
+        "--domain-shapes", type=non_negative_int, default=2, help="untimed shapes drawn from the domain (default 2)"
+    )
+    p.add_argument(
+        "--timeout", type=positive_float, default=300.0, help="seconds to wait for each answer (default 300)"
+    )
+    p.add_argument(
+        "--timing-budget",
+        type=positive_float,
+        help="seconds of timing per shape (default: budget_s in jg_mcp/eval/timing.py)",
     )
     p.add_argument("--do-bench", action="store_true", help="cross-check baselines with triton.testing.do_bench")
     p.add_argument("--json", type=Path, help="write the JSON report here")
@@ -74,12 +81,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    input_dir(args.workspace, "--workspace")
+    output_file(args.json, "--json")
+    output_file(args.markdown, "--markdown")
+    goal = find_goal(args.goal)
+    loaded = load_goal(goal)  # a missing goal is a usage error (exit 2), a malformed one a failure (exit 1)
+    shapes = [s.name for s in (*loaded.goal.shapes, *loaded.goal.smoke_shapes)]
+    for name in args.only:
+        if name not in shapes:
+            raise UsageError(f"--only {name}: goal {loaded.name} has no such shape (its shapes: {', '.join(shapes)})")
     import torch
 
-    if not args.workspace.is_dir():
-        raise JgError(f"workspace {args.workspace} is not a directory")
-    goal = find_goal(args.goal)
-    load_goal(goal)  # a missing goal is a usage error (exit 2), a malformed one a failure (exit 1), before any work
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: torch sees no CUDA device (leave --device out to check on the CPU)")
     from jg_mcp.eval.harness import EvalOptions, evaluate

@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jg_mcp.commands.arguments import input_dir, output_file
 from jg_mcp.errors import GoalError, GoalNotFound, UsageError
 from jg_mcp.goal_text import render_markdown
 from jg_mcp.goals import find_goal, goals_dir, list_goal_files, load_goal
@@ -26,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="list, show and validate goals",
         description="Inspect the goal definitions: goals/NAME.yaml plus goals/NAME.py, found by name in --dir, "
         "./goals or the repository's goals/ (the demo's embedded goal, axpy, by name too).",
-        epilog="Exit status: 0 ok, 1 an invalid goal or a failed check, 2 a usage error (no such goal).",
+        epilog="Exit status: 0 ok, 1 an invalid goal or a failed check, 2 a usage error (no such goal, directory "
+        "or --solutions folder).",
     )
     p.add_argument("--dir", type=Path, help="goals directory (default: ./goals, else the repository's)")
     gsub = p.add_subparsers(dest="goals_command", metavar="ACTION", required=True)
@@ -103,6 +105,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from jg_mcp import validate
 
     paths = [find_goal(p, args.dir) for p in args.paths] or _goal_files(args.dir)
+    input_dir(args.solutions, "--solutions")
+    output_file(args.json, "--json")
+    output_file(args.markdown, "--markdown")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: torch sees no CUDA device")
     valid = []

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import textwrap
 from pathlib import Path
 
 from jg_mcp import replay
+from jg_mcp.commands.arguments import input_file, new_dir
+from jg_mcp.errors import UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,18 +50,12 @@ def _wrap(*paragraphs: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    usage = _usage_problem(args)
-    if usage:
-        print(f"jg-mcp replay: {usage}", file=sys.stderr)
-        return 2
+    input_file(args.transcript, "transcript")
+    new_dir(args.to, "--to")
     record = replay.load_record(args.transcript)
     step = replay.END if args.step is None else args.step
     if step != replay.END and not 0 <= step <= record.last_step():
-        print(
-            f"jg-mcp replay: --step {step} is out of range: this transcript has steps 0..{record.last_step()}",
-            file=sys.stderr,
-        )
-        return 2
+        raise UsageError(f"--step {step} is out of range: this transcript has steps 0..{record.last_step()}")
     if record.truncated or record.close is None:
         print("warning: the session was cut short (no close event); rebuilding from what was recorded")
     report = replay.rebuild(record, args.to, step)
@@ -77,15 +72,6 @@ def run(args: argparse.Namespace) -> int:
     if args.rerun:
         ok = _rerun(record, args.to, step) and ok
     return 0 if ok else 1
-
-
-def _usage_problem(args: argparse.Namespace) -> str | None:
-    """Why the arguments cannot work (exit 2, one line), or None."""
-    if not args.transcript.is_file():
-        return f"{args.transcript}: no such transcript file"
-    if args.to.exists() and (not args.to.is_dir() or any(args.to.iterdir())):
-        return f"{args.to} exists and is not an empty directory; replay rebuilds into a new one"
-    return None
 
 
 def _rerun(record: replay.Record, root: Path, step: int) -> bool:

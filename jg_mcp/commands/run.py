@@ -5,18 +5,26 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from jg_mcp.commands.arguments import (
+    dir_to_fill,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
+
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """The flags a run shares with `jg-mcp campaign`'s per-run settings."""
     p.add_argument("--condition", default="goal-only", help="goal-only (default), eval-tool, knowledge, workflow")
     p.add_argument(
         "--budget-minutes",
-        type=float,
+        type=positive_float,
         help="wall-clock budget from the first request (default: the "
         "goal's); the server refuses every tool call after it and the agent is stopped",
     )
-    p.add_argument("--max-tool-calls", type=int, help="optional cap on tool calls")
-    p.add_argument("--max-command-seconds", type=float, help="optional cap on seconds spent in run_command")
+    p.add_argument("--max-tool-calls", type=positive_int, help="optional cap on tool calls")
+    p.add_argument("--max-command-seconds", type=positive_float, help="optional cap on seconds spent in run_command")
     p.add_argument("--model", help="the model, for agents that take one (claude-code: --model)")
     p.add_argument(
         "--agent-cmd",
@@ -34,7 +42,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default="auto", help="the server's sandbox mode")
     p.add_argument(
         "--grace",
-        type=float,
+        type=non_negative_float,
         default=10.0,
         help="seconds between SIGTERM and SIGKILL when stopping the agent (default 10)",
     )
@@ -48,14 +56,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "naming only the jg server, under a named condition with a budget the server enforces; stop it when the "
         "budget is spent; then run `jg-mcp eval` and `jg-mcp audit` on what it left. Everything goes to "
         "OUT/RUN_ID/ (run.json last). Failures (no credentials, crash, no solution) are recorded results. "
-        "Exit 0 when the solution was accepted, 1 otherwise.",
+        "Exit 0 when the solution was accepted, 1 otherwise, 2 on a usage error (no such goal, agent or condition).",
     )
     p.add_argument(
         "--agent", required=True, help="claude-code, command, scripted, scripted-idle, scripted-overrun, scripted-stall"
     )
     p.add_argument("--goal", required=True, help="goal name or YAML path")
-    p.add_argument("--seed", type=int, default=0, help="replicate index (part of the run id)")
-    p.add_argument("--gpu", type=int, help="GPU index: CUDA_VISIBLE_DEVICES for the agent, server and eval")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="replicate index (part of the run id)")
+    p.add_argument(
+        "--gpu", type=non_negative_int, help="GPU index: CUDA_VISIBLE_DEVICES for the agent, server and eval"
+    )
     p.add_argument("--out", type=Path, default=Path("runs"), help="parent directory of run directories")
     p.add_argument("--run-id", help="the run directory's name (default: agent__goal__condition__sSEED)")
     add_run_arguments(p)
@@ -87,6 +97,7 @@ def spec_from_args(args: argparse.Namespace, **overrides):
 def run(args: argparse.Namespace) -> int:
     from jg_mcp.campaign.run import execute
 
+    dir_to_fill(args.out, "--out")
     record = execute(spec_from_args(args), args.out, args.run_id)
     print(
         f"{record.run_id}: {record.exit_reason}; eval {record.eval.status}"

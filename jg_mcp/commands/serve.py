@@ -14,6 +14,7 @@ import anyio
 import jg_mcp
 from jg_mcp import log
 from jg_mcp.campaign import serving
+from jg_mcp.commands.arguments import dir_to_fill, port, positive_float, positive_int
 from jg_mcp.errors import UsageError
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
 from jg_mcp.sandbox import MODES, Bwrap, NoSandbox, Sandbox, SandboxLimits, choose
@@ -62,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "per client connection",
     )
     p.add_argument("--host", help=f"HTTP bind address (non-loopback needs --token-file) [{DEFAULT_HOST}; http only]")
-    p.add_argument("--port", type=int, help=f"HTTP port [{DEFAULT_PORT}; http only]")
+    p.add_argument("--port", type=port, help=f"HTTP port [{DEFAULT_PORT}; http only]")
     p.add_argument(
         "--token-file", type=Path, help="file holding the HTTP bearer token (default: a fresh token, printed to stderr)"
     )
@@ -88,45 +89,50 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="another directory the sandbox hides from commands (repeatable)",
     )
     p.add_argument(
-        "--max-processes", type=int, default=SandboxLimits().max_processes, help="process/thread cap inside the sandbox"
+        "--max-processes",
+        type=positive_int,
+        default=SandboxLimits().max_processes,
+        help="process/thread cap inside the sandbox",
     )
     p.add_argument(
         "--max-file-bytes",
-        type=int,
+        type=positive_int,
         default=SandboxLimits().max_file_bytes,
         help="largest file a command may write inside the sandbox",
     )
     p.add_argument(
         "--max-tmp-bytes",
-        type=int,
+        type=positive_int,
         default=SandboxLimits().max_tmp_bytes,
         help="size of each of the sandbox's tmpfs mounts (/tmp with HOME, /dev/shm)",
     )
     p.add_argument(
         "--max-workspace-bytes",
-        type=int,
+        type=positive_int,
         default=SandboxLimits().max_workspace_bytes,
         help="workspace quota, checked after each command (its result carries a notice past it)",
     )
     p.add_argument(
         "--max-sessions",
-        type=int,
+        type=positive_int,
         default=32,
         help="HTTP: sessions served at once; a client asking for another gets 503",
     )
     p.add_argument(
         "--first-call-timeout",
-        type=float,
+        type=positive_float,
         default=120,
         help="HTTP: seconds a session may go without its first tool call before it is ended",
     )
     p.add_argument(
         "--idle-timeout",
-        type=float,
+        type=positive_float,
         default=900,
         help="HTTP: seconds a session may go without a request in flight before it is ended",
     )
-    p.add_argument("--max-connections", type=int, default=256, help="HTTP: open connections; more are closed on accept")
+    p.add_argument(
+        "--max-connections", type=positive_int, default=256, help="HTTP: open connections; more are closed on accept"
+    )
     p.add_argument(
         "--transcript-key-file",
         type=Path,
@@ -201,11 +207,14 @@ Serve = Callable[["MCPServer", anyio.Event], Awaitable[None]]
 
 
 def run(args: argparse.Namespace) -> int:
+    dir_to_fill(args.transcripts, "--transcripts")
+    dir_to_fill(args.runs, "--runs")
     if args.transport == "stdio":
         if args.host is not None or args.port is not None:
             raise UsageError(
                 "--host and --port apply to --transport http only; stdio serves the process that started this one"
             )
+        dir_to_fill(args.workspace, "--workspace")
         return run_stdio(args)
     return run_http(args)
 

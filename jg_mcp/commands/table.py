@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from jg_mcp.commands.arguments import output_file
 from jg_mcp.errors import JgError, UsageError
 
 
@@ -28,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.runs.is_dir():
         raise UsageError(f"{args.runs} is not a directory")
+    for flag in ("csv", "html", "markdown"):
+        output_file(getattr(args, flag), f"--{flag}")
     records = table.load_records(args.runs)
     if not records:
         raise JgError(f"no run.json under {args.runs}")

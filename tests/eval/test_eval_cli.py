@@ -47,8 +47,9 @@ def test_usage_errors_exit_2(tmp_path, extra):
     assert exc.value.code == 2
 
 
-def test_missing_workspace_is_a_failure_not_a_crash(tmp_path):
-    assert main(["eval", "--goal", "gemm_fp8", "--workspace", str(tmp_path / "nope")]) == 1
+def test_a_missing_workspace_is_a_usage_error_in_one_line(tmp_path, capsys):
+    assert main(["eval", "--goal", "gemm_fp8", "--workspace", str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().err == f"jg-mcp eval: --workspace {tmp_path / 'nope'}: no such directory\n"
 
 
 def test_workspace_without_a_solution_is_a_failure(tmp_path):
