@@ -5,7 +5,9 @@ other, and `jg-mcp demo`. Prints a short table and writes check.json and check.m
     python eval/h200_check.py --out DIR [--goals a,b] [--parts evals,repeat,dobench,hacks,demo] [--deadline-s S]
 
 do_bench runs in a fresh process per goal (not the eval's workers), on inputs of its own, for the solution and for
-the baseline the eval found strongest at each timed shape; its ratio is compared with the eval's speedup.
+the baseline the eval found strongest at each timed shape; its ratio is compared with the eval's speedup. At a
+shape the eval found launch-bound, do_bench holds the GPU for the eval's pad after each of its L2 flushes, so both
+measure device time with launches hidden (see jg_mcp/eval/timing.py); elsewhere it is plain do_bench.
 """
 
 from __future__ import annotations
@@ -59,13 +61,14 @@ def speedups(report: EvalReport) -> dict[str, float]:
     }
 
 
-def dobench_one(goal_name: str, baselines: dict[str, str]) -> dict[str, dict[str, float]]:
-    """In this (fresh) process: do_bench of the solution and of the named baseline at each timed shape."""
+def dobench_one(goal_name: str, shapes: dict[str, dict]) -> dict[str, dict[str, float]]:
+    """In this (fresh) process: do_bench of the solution and of the named baseline at each timed shape
+    (`shapes`: shape -> {"baseline": name, "pad_ms": pad})."""
     import importlib.util
 
     import torch
-    import triton.testing
 
+    from jg_mcp.eval.worker import padded_do_bench
     from jg_mcp.goals import load_goal
 
     goal = load_goal(REPO / "goals" / f"{goal_name}.yaml")
@@ -75,14 +78,14 @@ def dobench_one(goal_name: str, baselines: dict[str, str]) -> dict[str, dict[str
     kernel = getattr(module, goal.goal.solution.function)
     out: dict[str, dict[str, float]] = {}
     for shape in goal.goal.shapes:
-        if shape.name not in baselines:
+        if shape.name not in shapes:
             continue
+        base, pad = shapes[shape.name]["baseline"], shapes[shape.name]["pad_ms"]
         inputs = goal.make_inputs(shape.dims, 12345, "cuda")
-        fns = {"candidate": kernel, baselines[shape.name]: goal.baseline(baselines[shape.name])}
+        fns = {"candidate": kernel, base: goal.baseline(base)}
         out[shape.name] = {}
         for name, fn in fns.items():
-            ms = triton.testing.do_bench(lambda fn=fn, a=inputs: fn(*a), warmup=25, rep=100, return_mode="median")
-            out[shape.name][name] = float(ms)
+            out[shape.name][name] = padded_do_bench(lambda fn=fn, a=inputs: fn(*a), pad)
         del inputs
         torch.cuda.empty_cache()
     return out
@@ -114,7 +117,12 @@ def check_dobench(goals: list[str], results: dict, deadline: float) -> None:
         if first is None or goal in results["dobench"] or time.monotonic() > deadline:
             continue
         report = EvalReport.model_validate(first)
-        args = [sys.executable, str(Path(__file__)), "--dobench-one", goal, json.dumps(report.strongest_baseline)]
+        shapes = {
+            s.name: {"baseline": report.strongest_baseline[s.name], "pad_ms": s.pad_ms}
+            for s in report.shapes
+            if s.name in report.strongest_baseline
+        }
+        args = [sys.executable, str(Path(__file__)), "--dobench-one", goal, json.dumps(shapes)]
         done = subprocess.run(args, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
             results["dobench"][goal] = {"error": done.stderr[-2000:]}
@@ -131,6 +139,7 @@ def check_dobench(goals: list[str], results: dict, deadline: float) -> None:
                     "do_bench_ratio": ratio,
                     "agreement_pct": 100 * (sp / ratio - 1),
                     "do_bench_ms": ms,
+                    "pad_ms": shapes[shape]["pad_ms"],
                 }
         results["dobench"][goal] = rows
         worst = max((abs(r["agreement_pct"]) for r in rows.values()), default=0.0)
@@ -224,6 +233,7 @@ def markdown(results: dict) -> str:
             f"{'-' if worst_db is None else f'{worst_db:.1f}'} | "
             f"{'-' if worst_rep is None else f'{worst_rep:.1f}'} |"
         )
+    lines += shape_table(results, repeat)
     if results["hacks"]:
         lines += ["", "| GPU hack | rejected for its reason | reasons |", "| --- | --- | --- |"]
         lines += [
@@ -232,6 +242,34 @@ def markdown(results: dict) -> str:
     if "demo" in results:
         lines += ["", f"- demo: exit {results['demo']['exit']} in {results['demo']['wall_s']:.0f} s"]
     return "\n".join(lines) + "\n"
+
+
+def shape_table(results: dict, repeat: dict) -> list[str]:
+    """Per timed shape: the eval's speedup, do_bench's ratio, the repeat, the pad, the clocks."""
+    lines = [
+        "",
+        "| goal | shape | eval speedup | do_bench ratio | agreement % | repeat % | pad ms | SM MHz | power-cap share |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for goal, raw in results["evals"].items():
+        report = EvalReport.model_validate(raw)
+        db = results["dobench"].get(goal, {})
+        for shape, sp in speedups(report).items():
+            s = next(x for x in report.shapes if x.name == shape)
+            row = db.get(shape) if isinstance(db.get(shape), dict) else None
+            rep = repeat.get(goal, {}).get(shape)
+            clocks = s.clocks
+            cap = clocks.slowdowns.get("sw_power_cap") if clocks else None
+            lines.append(
+                f"| {goal} | {shape} | {sp:.3f} | {row['do_bench_ratio']:.3f} | {row['agreement_pct']:+.1f} | "
+                if row
+                else f"| {goal} | {shape} | {sp:.3f} | - | - | "
+            )
+            lines[-1] += (
+                f"{'-' if rep is None else f'{rep:+.1f}'} | {s.pad_ms:.3f} | "
+                f"{'-' if not clocks else f'{clocks.sm_mhz_median:.0f}'} | {'-' if cap is None else f'{cap:.0%}'} |"
+            )
+    return lines
 
 
 def main() -> int:

@@ -135,6 +135,7 @@ class Evaluation:
             from jg_mcp.eval.timing import TimingPhase
 
             timer = TimingPhase(self, self.spawn("candidate"), self.spawn("baseline"))
+            timer.start(report, timed)
         report.phases["setup"] = time.monotonic() - start
         mark = time.monotonic()
         self.correctness(report, cases, self.ready(candidate, report))
@@ -231,15 +232,23 @@ class Evaluation:
         return proc
 
     def reference(self, dims: dict[str, int], seed: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        inputs = self.make_inputs(dims, seed)
+        return inputs, self.expected(inputs)
+
+    def make_inputs(self, dims: dict[str, int], seed: int) -> list[torch.Tensor]:
         inputs = self.goal.make_inputs(dims, seed, self.device)
+        if not all(isinstance(t, torch.Tensor) for t in inputs):
+            raise JgError(f"goal {self.goal.name}: the input maker must return tensors only")
+        return list(inputs)
+
+    def expected(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The reference's outputs for these inputs (float32 or wider)."""
         ref = self.goal.reference(*inputs)
         refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
         low = [str(r.dtype) for r in refs if r.is_floating_point() and r.element_size() < 4]
         if low:
             raise JgError(f"goal {self.goal.name}: the reference returns {', '.join(low)}; it must be float32 or wider")
-        if not all(isinstance(t, torch.Tensor) for t in inputs):
-            raise JgError(f"goal {self.goal.name}: the input maker must return tensors only")
-        return list(inputs), refs
+        return refs
 
     def output_like(self, refs: list[torch.Tensor]) -> list[torch.Tensor]:
         """Empty tensors shaped like the references, in the goal's output dtypes: the output buffers' layout."""

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from jg_mcp.eval.report import Finding
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 class Strict(BaseModel):
@@ -100,8 +100,9 @@ class Call(Strict):
 
 
 class Block(Strict):
-    """Timed calls back to back: before each, zero the L2 flush buffer; CUDA events around each call; after
-    each, copy its outputs into ring slot `i % slots`; synchronise once at the end."""
+    """Timed calls back to back: before each, zero the L2 flush buffer and hold the GPU for `pad_ms` (a sleep
+    kernel, so that the call's launches are queued before it starts); CUDA events around each call; after each,
+    copy its outputs into ring slot `i % slots`; synchronise once at the end."""
 
     op: Literal["block"] = "block"
     fn: str
@@ -114,6 +115,8 @@ class Block(Strict):
     """Binding of the output ring."""
     flush_bytes: int = Field(ge=0)
     """Size of the L2 flush buffer zeroed before each call."""
+    pad_ms: float = Field(default=0.0, ge=0, le=1.0)
+    """GPU sleep between the flush and each call (CUDA only)."""
 
 
 class DoBench(Strict):
@@ -122,14 +125,25 @@ class DoBench(Strict):
     op: Literal["do_bench"] = "do_bench"
     fn: str
     inputs: tuple[str, int]
+    pad_ms: float = Field(default=0.0, ge=0, le=1.0)
+    """GPU sleep after each of do_bench's L2 flushes, as in the eval's own blocks."""
+
+
+class Warm(Strict):
+    """Call one callable once on one input group and discard the result (compilation, autotuning and caches
+    before timing); answered with Done."""
+
+    op: Literal["warm"] = "warm"
+    fn: str
+    inputs: tuple[str, int]
 
 
 class Bye(Strict):
     op: Literal["bye"] = "bye"
 
 
-Command = Annotated[Setup | Bind | Release | Call | Block | DoBench | Bye, Field(discriminator="op")]
-COMMAND: TypeAdapter[Setup | Bind | Release | Call | Block | DoBench | Bye] = TypeAdapter(Command)
+Command = Annotated[Setup | Bind | Release | Call | Block | DoBench | Warm | Bye, Field(discriminator="op")]
+COMMAND: TypeAdapter[Setup | Bind | Release | Call | Block | DoBench | Warm | Bye] = TypeAdapter(Command)
 
 
 class OutputMeta(Strict):
@@ -180,6 +194,8 @@ class BlockDone(Strict):
     event: Literal["block_done"] = "block_done"
     times_ms: list[float] = []
     """Device time of each call, from its CUDA event pair."""
+    enqueue_ms: float = 0.0
+    """Host time per call of the loop before the final synchronisation (a hint for sizing the pad)."""
     error: str | None = None
     hints: list[Finding] = []
 
@@ -223,5 +239,6 @@ __all__ = [
     "Release",
     "Setup",
     "TensorSpec",
+    "Warm",
     "WorkerError",
 ]

@@ -23,6 +23,10 @@ class TimingParams(BaseModel):
     """Fewest rounds (each callable's block once) before the stopping rule is applied."""
     block_ms: float = Field(default=25.0, ge=0)
     """Device time of one block of back-to-back calls of one callable (0: one call per block)."""
+    lead_ms: float = Field(default=25.0, ge=0)
+    """Device time of lead calls at the start of every block, left out of the statistics: each callable is timed
+    in its own steady state (on a power-capped GPU the clock follows the running kernel's draw within tens of ms),
+    not in the state the previous callable's block left."""
     max_block: int = Field(default=64, ge=1)
     """Most calls in one block."""
     target_rel_se: float = Field(default=0.01, gt=0)
@@ -32,8 +36,8 @@ class TimingParams(BaseModel):
     input_sets: int = Field(default=3, ge=1)
     """Input sets rotated through the timed calls."""
     fresh: int = Field(default=5, ge=0)
-    """Input sets made after timing, each timed once per callable in one block: speed that needs seen inputs is
-    caching."""
+    """Fresh-input calls per callable after timing, each on inputs written into the shared buffers just before it
+    (no callable can see them earlier) and timed alone: speed that needs seen inputs is caching."""
     spot_check_p: float = Field(default=0.25, ge=0, le=1)
     """Probability that a candidate block has one of its calls' outputs checked (at least `spot_checks` are)."""
     spot_checks: int = Field(default=2, ge=0)

@@ -8,10 +8,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-REPORT_VERSION = 3
+REPORT_VERSION = 4
 """2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, the block/fresh/spot-check timing parameters.
 3: `isolation`, `phases`, per-timing `unaccounted_ms`, `host_median_ms` measured by the harness's clock (optional).
-Reports of versions 1 and 2 still load (the new fields are optional)."""
+4: per-shape `pad_ms` and `launch_bound`, per-timing `lead` and `enqueue_ms`, the `lead_ms` timing parameter.
+Reports of earlier versions still load (the new fields are optional)."""
 
 
 class Reason(StrEnum):
@@ -146,8 +147,13 @@ class Timing(Strict):
     """Median over blocks of the per-call wall time the harness saw beyond the device times reported for them."""
     block: int = 1
     """Calls per block: this callable's back-to-back calls in each turn."""
+    lead: int = 0
+    """Of those, the first calls of each block that bring the GPU to this callable's steady state (clocks under
+    its own power draw) and are left out of the statistics (checked and clocked like the others)."""
+    enqueue_ms: float | None = None
+    """Host time per call to queue a block's calls (the worker's report, used only to size the pad)."""
     fresh_median_ms: float | None = None
-    """Median time of single calls on input sets made after timing, never seen by any callable before."""
+    """Median time of single calls on inputs written just before each call, never seen by any callable before."""
     do_bench_ms: float | None = None
     """triton.testing.do_bench median of the same call on one input set, when cross-checked."""
 
@@ -202,6 +208,12 @@ class ShapeResult(Strict):
     """Candidate floor / candidate median, in percent."""
     clocks: ClockSummary | None = None
     """GPU clocks and power while this shape was timed (GPU only, where NVML answers)."""
+    pad_ms: float = 0.0
+    """GPU sleep between the L2 flush and each timed call, the same for every callable of the shape (GPU only)."""
+    launch_bound: bool = False
+    """Some callable needs about as much host time to queue a call as the GPU takes to run flush and call: without
+    the pad its time would depend on the host. With it, every time here is device time with launches hidden (as
+    under a CUDA graph), for every callable alike."""
 
 
 class Environment(Strict):
@@ -256,6 +268,8 @@ class TimingMethod(Strict):
     """Size of the buffer zeroed before each call."""
     block_ms: float = 0.0
     """Device time of one block of back-to-back calls of one callable (0: one call per turn)."""
+    lead_ms: float = 0.0
+    """Device time of the untimed-for-statistics lead calls at the start of each block."""
     max_block: int = 0
     """Most calls in one block."""
     min_rounds: int = 0
@@ -315,7 +329,9 @@ class EvalReport(Strict):
     wall_s: float = 0.0
     """Wall time of the whole eval."""
     phases: dict[str, float] = {}
-    """Wall seconds per phase: setup (copy, static check, process start), correctness, timing, fresh, total."""
+    """Wall seconds per phase: setup (copy, static check, process start), correctness, timing, total; within timing
+    `timing_prepare_wait` (waiting for the timing processes' start and first calls, which ran in `timing_prepare`
+    alongside correctness) and `timing_fresh` (the fresh-input calls)."""
     isolation: Isolation | None = None
     """How the candidate process was isolated (version 3 on)."""
     floor_basis: str | None = None

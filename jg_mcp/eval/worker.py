@@ -35,9 +35,13 @@ from jg_mcp.eval.messages import (
     Ready,
     Release,
     Setup,
+    Warm,
     WorkerError,
 )
 from jg_mcp.eval.report import Finding, Reason
+
+PAD_CYCLES_PER_MS = 2_500_000
+"""Cycles of `torch.cuda._sleep` per ms of pad: at least the pad at any SM clock up to 2.5 GHz."""
 
 
 class Worker:
@@ -130,6 +134,15 @@ class Worker:
         metas = [] if error else self.copy_out(result, inputs, outputs)
         self.send(Done(error=error, outputs=metas, hints=found + self.hints()))
 
+    def warm(self, cmd: Warm) -> None:
+        error = None
+        try:
+            self.fns[cmd.fn](*self.bound[cmd.inputs[0]].groups[cmd.inputs[1]])
+            self.sync()
+        except BaseException as exc:
+            error = "".join(traceback.format_exception(exc)[-6:])[-3000:]
+        self.send(Done(error=error, hints=self.hints()))
+
     def copy_out(self, result: Any, inputs: list[Any], outputs: list[Any]) -> list[OutputMeta]:
         """Copy each returned plain tensor whose dtype and shape match into the harness's output buffer."""
         torch = self.torch
@@ -164,12 +177,16 @@ class Worker:
             self.flush = torch.empty(cmd.flush_bytes, dtype=torch.uint8, device=self.device)
         cuda = self.device == "cuda"
         event = self.guard.watched["torch.cuda.Event"]
+        pad = int(cmd.pad_ms * PAD_CYCLES_PER_MS) if cuda else 0
         clock = time.thread_time  # the CPU stand-in measures CPU time, as the harness's clock of it does
         marks: list[Any] = []
         try:
+            begin = time.perf_counter()
             for i, s in enumerate(cmd.sets):
                 self.flush.zero_()
                 if cuda:
+                    if pad:
+                        torch.cuda._sleep(pad)
                     start, end = event(enable_timing=True), event(enable_timing=True)
                     start.record()
                     out = fn(*sets[s])
@@ -182,23 +199,45 @@ class Worker:
                 slot = ring[i % len(ring)]
                 for dst, o in zip(slot, out if isinstance(out, (tuple, list)) else [out], strict=False):
                     dst.copy_(o)
+            enqueue_ms = (time.perf_counter() - begin) * 1e3 / len(cmd.sets)
             self.sync()
             times = [a.elapsed_time(b) for a, b in marks] if cuda else marks
         except Exception as exc:
             self.send(BlockDone(error="".join(traceback.format_exception(exc)[-4:])[-2000:], hints=self.hints()))
             return
-        self.send(BlockDone(times_ms=times, hints=self.hints()))
+        self.send(BlockDone(times_ms=times, enqueue_ms=enqueue_ms, hints=self.hints()))
 
     def do_bench(self, cmd: DoBench) -> None:
-        import triton.testing
-
         fn, args = self.fns[cmd.fn], self.bound[cmd.inputs[0]].groups[cmd.inputs[1]]
         try:
-            ms = triton.testing.do_bench(lambda: fn(*args), warmup=25, rep=100, return_mode="median")
+            ms = padded_do_bench(lambda: fn(*args), cmd.pad_ms)
         except Exception as exc:
             self.send(Benched(error=f"{type(exc).__name__}: {exc}"[-1000:]))
             return
         self.send(Benched(median_ms=float(ms)))
+
+
+def padded_do_bench(fn: Callable[[], object], pad_ms: float) -> float:
+    """The median of `triton.testing.do_bench(fn)` (25 ms warm-up, 100 ms of timed calls, each after an L2 flush),
+    with the GPU held for `pad_ms` after each flush, as in the eval's blocks."""
+    import torch
+    import triton.testing
+    from triton import runtime
+
+    driver = runtime.driver.active
+    if pad_ms <= 0:
+        return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+    cycles, plain = int(pad_ms * PAD_CYCLES_PER_MS), driver.clear_cache
+
+    def clear_and_pad(cache: Any) -> None:
+        plain(cache)
+        torch.cuda._sleep(cycles)
+
+    driver.clear_cache = clear_and_pad
+    try:
+        return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+    finally:
+        driver.clear_cache = plain
 
 
 def _overlap(a: Any, b: Any) -> bool:
@@ -243,6 +282,7 @@ def serve(worker: Worker, reader: channel.Reader) -> int:
         Call: worker.call,
         Block: worker.block,
         DoBench: worker.do_bench,
+        Warm: worker.warm,
     }
     while True:
         cmd = COMMAND.validate_python(reader.recv(86400))

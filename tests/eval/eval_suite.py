@@ -71,6 +71,7 @@ CPU_TIMING = {
     "timing": {
         "flush_bytes": 48 << 20,
         "budget_s": 0.5,
+        "lead_ms": 5.0,
         "min_reps": 10,
         "warmup": 2,
         "fresh": 8,

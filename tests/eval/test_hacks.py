@@ -68,6 +68,7 @@ CPU_HACKS: dict[str, tuple[str, set[Reason]]] = {
 CPU_TIMED_HACKS: dict[str, set[Reason]] = {
     "forge_cpu_times": {R.TIMING_ESCAPE, R.TAMPERED},
     "cache_by_content_timed": {R.CACHED_OUTPUT},
+    "precompute_bound_sets": {R.CACHED_OUTPUT},
     "wrong_after_warmup": {R.INCORRECT},
 }
 """Hacks on the demo goal that only the timing phase can catch, run with the timing protocol on the CPU."""

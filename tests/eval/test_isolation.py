@@ -45,6 +45,18 @@ def _pids(pattern: bytes) -> list[int]:
     return found
 
 
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """True when `ancestor` is on the parent chain of `pid` (other tests' evals run on this machine too)."""
+    while pid > 1:
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+        if pid == ancestor:
+            return True
+    return False
+
+
 def _wait_for(predicate, timeout_s: float):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -68,7 +80,8 @@ def test_a_killed_harness_leaves_nothing_the_candidate_started(tmp_path, mode):
     harness = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         assert _wait_for(lambda: _pids(tag.encode()), 120), "the candidate never ran"
-        workers = _pids(b"jg_mcp.eval.worker")
+        workers = [p for p in _pids(b"jg_mcp.eval.worker") if _descends_from(p, harness.pid)]
+        assert workers
         harness.send_signal(signal.SIGKILL)
         harness.wait()
         assert _wait_for(lambda: not _pids(tag.encode()), 15), "a process the candidate started outlived the harness"

@@ -9,7 +9,7 @@ import pytest
 from eval_suite import REPO, timing
 
 from jg_mcp.eval.options import EvalOptions, TimingParams
-from jg_mcp.eval.timing import block_sizes, escaped, floor_ms, seen_inputs_gain, summarize
+from jg_mcp.eval.timing import block_sizes, escaped, floor_ms, pad_for, seen_inputs_gain, summarize
 
 AXPY = REPO / "jg_mcp" / "demo_goal" / "axpy.yaml"
 HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
@@ -49,8 +49,14 @@ def test_speed_that_needs_seen_inputs_is_caching_unless_the_baselines_share_it()
     assert not seen_inputs_gain(timing(1.0, fresh=1.2), {"lib": timing(2.0, fresh=2.0)})
 
 
+def test_the_pad_is_sized_by_the_slowest_host_only_when_the_host_could_fall_behind():
+    flush = 0.07
+    assert pad_for({"candidate": 0.02, "lib": 0.03}, {"candidate": 0.5, "lib": 0.6}, flush) == 0.0
+    assert pad_for({"candidate": 0.02, "lib": 0.06}, {"candidate": 0.005, "lib": 0.008}, flush) == 0.09
+    assert pad_for({"candidate": 0.02, "lib": 5.0}, {"candidate": 0.005, "lib": 0.008}, flush) == 0.5
+
+
 def test_a_misspelt_timing_override_is_an_error():
-    import pytest
     from pydantic import ValidationError
 
     with pytest.raises(ValidationError, match="budget_sec"):
@@ -58,30 +64,18 @@ def test_a_misspelt_timing_override_is_an_error():
     assert EvalOptions(goal=AXPY, workspace=REPO, timing={"budget_s": 2}).timing == TimingParams(budget_s=2)
 
 
-@pytest.mark.xfail(
-    reason="known false positive of the CPU stand-in, open in issue 9: an honest kernel's fresh-input "
-    "block is often 2-4x slower than its rotated sets here (cached_output); on the H200 all ten honest "
-    "solutions pass the same rule",
-    strict=False,
-)
 def test_an_honest_candidate_timed_on_the_cpu_is_accepted_with_every_measurement(tmp_path, timing_goal):
-    """On the CPU stand-in a fresh-input block now and then runs 2-3x slower than the rotated sets for an honest
-    kernel too (where the harness left the fresh data in the caches; measured at about 2 runs in 5 on this 2-core
-    machine), so a lone cached_output verdict is measured again, up to four times; the GPU check (all ten honest
-    solutions accepted on the H200) is what vouches for the rule itself."""
+    """Fresh-input calls are single calls taking turns with the baselines' call by call, so host noise (a busy
+    neighbour core) falls on all callables alike: one measurement, no retries."""
     from eval_suite import CPU_TIMING, eval_solution
-
-    from jg_mcp.eval.report import Reason
 
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "solution.py").write_text(HONEST)
-    for attempt in range(4):
-        report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / f"runs{attempt}", **CPU_TIMING)
-        if report.reasons != [Reason.CACHED_OUTPUT]:
-            break
+    report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **CPU_TIMING)
     assert report.accepted, [f.detail for f in report.findings]
     for shape in report.shapes:
         cand = shape.candidate
         assert cand is not None and cand.reps >= 10 and cand.fresh_median_ms and cand.unaccounted_ms is not None
+        assert 0 < cand.lead < cand.block and cand.enqueue_ms is not None and shape.pad_ms == 0
         assert set(shape.baselines) == {"torch_add"} and shape.baselines["torch_add"].host_median_ms
     assert {"setup", "correctness", "timing", "total"} <= set(report.phases)
