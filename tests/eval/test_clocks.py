@@ -12,10 +12,19 @@ from eval_suite import environment
 from jg_mcp.eval.clocks import ClockSampler, nvml_sampler
 
 
+def wait_until(predicate, timeout_s: float = 30) -> None:
+    """Poll until true, or fail: the sampler's thread runs when the scheduler lets it, so the tests wait for
+    the samples they need, not for a fixed time that a busy host may not give the thread."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"not true after {timeout_s}s"
+        time.sleep(0.005)
+
+
 def test_the_summary_gives_clock_power_and_the_share_of_each_slowdown():
     readings = itertools.cycle([(1980.0, 690.0, frozenset()), (1500.0, 700.0, frozenset({"sw_power_cap"}))])
     with ClockSampler(lambda: next(readings), max_mhz=1980, limit_w=700, interval_s=0.001) as sampler:
-        time.sleep(0.1)
+        wait_until(lambda: len(sampler.samples) >= 10)
     count = len(sampler.samples)
     time.sleep(0.02)
     assert len(sampler.samples) == count, "the sampler kept sampling after the block ended"
@@ -36,14 +45,14 @@ def test_a_board_that_stops_answering_ends_the_sampling_not_the_eval():
         return 1410.0, None, frozenset()
 
     with ClockSampler(read, interval_s=0.001) as sampler:
-        time.sleep(0.05)
+        wait_until(lambda: len(calls) > 3)
     s = sampler.summary()
     assert s.samples == 3 and s.sm_mhz_median == 1410 and s.power_w_median is None
 
 
 def test_no_clock_readings_give_no_summary():
     with ClockSampler(lambda: (None, None, frozenset()), interval_s=0.001) as sampler:
-        time.sleep(0.01)
+        wait_until(lambda: len(sampler.samples) >= 3)
     assert sampler.summary() is None
 
 
@@ -56,7 +65,7 @@ def test_without_a_gpu_there_is_no_sampler():
 def test_the_gpu_the_eval_runs_on_is_sampled():
     uuid = str(torch.cuda.get_device_properties(0).uuid)
     with nvml_sampler(uuid) as sampler:
-        time.sleep(0.1)
+        wait_until(lambda: len(sampler.samples) >= 5)
     s = sampler.summary()
     assert s.samples >= 5 and s.sm_mhz_median > 0 and s.sm_mhz_max >= s.sm_mhz_median
 
