@@ -21,6 +21,9 @@ RENAME_EXCHANGE = 2
 AT_FDCWD = -100
 _libc = ctypes.CDLL(None, use_errno=True)
 RACE_S = 2.0
+"""Each race runs at least this long,"""
+RACE_MAX_S = 60.0
+"""and past RACE_S until it has seen what it asserts on (a busy host gives the racers fewer turns), at most this."""
 CALL_LIMIT_S = 10
 
 
@@ -37,6 +40,12 @@ def exchange(a: str, b: str) -> None:
     if _libc.renameat2(AT_FDCWD, a.encode(), AT_FDCWD, b.encode(), RENAME_EXCHANGE) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def racing(start: float, enough: bool) -> bool:
+    """Whether a race begun at `start` goes on: for RACE_S, then until it has seen `enough`, up to RACE_MAX_S."""
+    elapsed = time.monotonic() - start
+    return elapsed < RACE_S or (elapsed < RACE_MAX_S and not enough)
 
 
 class Swapper(threading.Thread):
@@ -93,10 +102,11 @@ def test_a_directory_swapped_for_a_link_never_lets_read_file_read_outside(race):
     server, root, _ = race
 
     async def fn(c):
-        seen, deadline = [], time.monotonic() + RACE_S
-        while time.monotonic() < deadline:
+        seen, outcomes, start = [], set(), time.monotonic()
+        while racing(start, swapper.swaps > 100 and len(seen) > 20 and {"inside", "link"} <= outcomes):
             r = await bounded(c, "read_file", {"path": "d/f"})
             seen.append(r.content[0].text if r.is_error else r.structured_content["content"])
+            outcomes.add("link" if "symbolic link" in seen[-1] else seen[-1])
         return seen
 
     with Swapper(root / "d", root / "s") as swapper:
@@ -110,8 +120,8 @@ def test_a_directory_swapped_for_a_link_never_lets_write_file_write_outside(race
     server, root, outside = race
 
     async def fn(c):
-        n, deadline = 0, time.monotonic() + RACE_S
-        while time.monotonic() < deadline:
+        n, start = 0, time.monotonic()
+        while racing(start, swapper.swaps > 100 and n > 20):
             await bounded(c, "write_file", {"path": f"d/new{n}.txt", "content": "x"})
             n += 1
         return n
@@ -154,8 +164,8 @@ def test_the_workspace_scan_passes_a_fifo_swapped_in_for_a_file(server, session,
     (root / "f").write_text("a regular file")
 
     async def fn(c):
-        n, deadline = 0, time.monotonic() + RACE_S
-        while time.monotonic() < deadline:
+        n, start = 0, time.monotonic()
+        while racing(start, swapper.swaps > 100 and n > 5):
             r = await bounded(c, "run_command", {"command": f"echo {n} > out.txt"})
             assert r.structured_content["exit_code"] == 0
             n += 1
@@ -188,6 +198,7 @@ def test_a_sparse_two_gigabyte_file_is_paged_without_reading_it_whole(server, se
     assert page["content"] == "".join(f"line {i}\n" for i in range(1, 11)) and page["next_offset"] == 11
     assert page["total_lines"] is None, "a 2 GiB file is not counted"
     assert later.structured_content["content"] == "line 995\nline 996\nline 997\n"
+    big.unlink()  # else the session's close hashes its 2 GiB of zeros (10-20 s here) for a manifest nobody reads
 
 
 def test_a_line_longer_than_a_page_is_cut_and_the_file_still_counted(server, session):
