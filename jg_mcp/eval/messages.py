@@ -102,7 +102,7 @@ class Call(Strict):
 class Block(Strict):
     """Timed calls back to back: before each, zero the L2 flush buffer and hold the GPU for `pad_ms` (a sleep
     kernel, so that the call's launches are queued before it starts); CUDA events around each call; after each,
-    copy its outputs into ring slot `i % slots`; synchronise once at the end."""
+    copy its outputs into ring slot `i % slots` (unless there is no ring); synchronise once at the end."""
 
     op: Literal["block"] = "block"
     fn: str
@@ -111,8 +111,8 @@ class Block(Strict):
     """Binding holding the input groups."""
     sets: list[int] = Field(min_length=1)
     """Input group of each call, in order."""
-    ring: str
-    """Binding of the output ring."""
+    ring: str | None
+    """Binding of the output ring (None: outputs dropped, as in a lead block)."""
     flush_bytes: int = Field(ge=0)
     """Size of the L2 flush buffer zeroed before each call."""
     pad_ms: float = Field(default=0.0, ge=0, le=1.0)

@@ -23,10 +23,10 @@ class TimingParams(BaseModel):
     """Fewest rounds (each callable's block once) before the stopping rule is applied."""
     block_ms: float = Field(default=25.0, ge=0)
     """Device time of one block of back-to-back calls of one callable (0: one call per block)."""
-    lead_ms: float = Field(default=25.0, ge=0)
-    """Device time of lead calls at the start of every block, left out of the statistics: each callable is timed
-    in its own steady state (on a power-capped GPU the clock follows the running kernel's draw within tens of ms),
-    not in the state the previous callable's block left."""
+    lead_ms: float = Field(default=60.0, ge=0)
+    """Device time of the lead block before every timed block: the same calls, their times unused, so that each
+    callable is timed in its own steady state (on a power-capped GPU the clock follows the running kernel's draw
+    over tens of ms), not in the state the previous callable's block left."""
     max_block: int = Field(default=64, ge=1)
     """Most calls in one block."""
     target_rel_se: float = Field(default=0.01, gt=0)

@@ -148,8 +148,8 @@ class Timing(Strict):
     block: int = 1
     """Calls per block: this callable's back-to-back calls in each turn."""
     lead: int = 0
-    """Of those, the first calls of each block that bring the GPU to this callable's steady state (clocks under
-    its own power draw) and are left out of the statistics (checked and clocked like the others)."""
+    """Calls of the lead block before each timed block (their times unused): they bring the GPU to this
+    callable's steady state (the clock under its own power draw)."""
     enqueue_ms: float | None = None
     """Host time per call to queue a block's calls (the worker's report, used only to size the pad)."""
     fresh_median_ms: float | None = None
@@ -269,7 +269,7 @@ class TimingMethod(Strict):
     block_ms: float = 0.0
     """Device time of one block of back-to-back calls of one callable (0: one call per turn)."""
     lead_ms: float = 0.0
-    """Device time of the untimed-for-statistics lead calls at the start of each block."""
+    """Device time of the lead block before each timed block."""
     max_block: int = 0
     """Most calls in one block."""
     min_rounds: int = 0

@@ -2,8 +2,9 @@
 and the harness checks every candidate block against its own clock and reads back outputs at random.
 
 What a time means: the device time of one call with a cold L2 (a flush buffer zeroed before every call), in
-the callable's own sustained steady state (each block starts with ~lead_ms of lead calls left out of the
-statistics, so the clocks follow this callable's own power draw, not the previous block's), measured by CUDA
+the callable's own sustained steady state (each timed block follows a lead block of ~lead_ms of the same calls,
+whose times are not used, so the clocks follow this callable's own power draw, not the previous one's; on a
+power-capped GPU a short block of a power-hungry kernel otherwise runs at the clock a lighter one left), by CUDA
 events around the call in the process that runs it: the definition of `triton.testing.do_bench`, for candidate
 and baselines alike. Launches are hidden: where some callable needs about as much host time to queue a call as
 the GPU takes to run it (a launch-bound shape, a few microseconds of work), the GPU sleeps for a pad after each
@@ -62,6 +63,8 @@ PAD_FACTOR = 1.5
 """The pad is this multiple of the largest host time per call, so the GPU stays behind the host."""
 PAD_MAX_MS = 0.5
 """The longest pad."""
+MAX_LEAD_CALLS = 1024
+"""The most calls in one lead block."""
 
 
 @dataclass
@@ -279,10 +282,10 @@ class TimingPhase:
             times.append(start.elapsed_time(end))
         return statistics.median(times)
 
-    def block(self, name: str, sets: list[int], inputs: str) -> Ran:
-        """One block, with the shape's pad."""
+    def block(self, name: str, sets: list[int], inputs: str, keep: bool = True) -> Ran:
+        """One block, with the shape's pad; its outputs go to the callable's ring unless `keep` is False."""
         proc = self.worker(name)
-        ring = "cring" if name == "candidate" else "bring"
+        ring = ("cring" if name == "candidate" else "bring") if keep else None
         clock = proc.cpu_ms if self.ev.device == "cpu" else (lambda: time.perf_counter() * 1e3)
         self.ev.sync()
         start = clock()
@@ -361,33 +364,38 @@ class TimingPhase:
         p, names, n_sets = self.p, self.names, len(refs)
         pristine = [raw.clone() for raw in bindings["tin"].raws]
         estimates = self.estimate(shape, n_sets)
-        if p.block_ms > 0:
-            per_block = block_sizes(estimates, p.block_ms + p.lead_ms, min(p.max_block, slots))
-            lead = {n: min(k - 1, int(k * p.lead_ms / (p.lead_ms + p.block_ms))) for n, k in per_block.items()}
-        else:
-            per_block, lead = dict.fromkeys(names, 1), dict.fromkeys(names, 0)
+        per_block = block_sizes(estimates, p.block_ms, min(p.max_block, slots))
+        lead = {
+            n: min(MAX_LEAD_CALLS, math.ceil(p.lead_ms / max(ms, 1e-4))) if p.lead_ms > 0 else 0
+            for n, ms in estimates.items()
+        }
         times: dict[str, list[float]] = {n: [] for n in names}
         hosts: dict[str, list[float]] = {n: [] for n in names}
         gaps: dict[str, list[float]] = {n: [] for n in names}
         queues: dict[str, list[float]] = {n: [] for n in names}
         queued, rounds, checked, begin = dict.fromkeys(names, 0), 0, 0, time.monotonic()
 
+        def next_sets(name: str, count: int) -> list[int]:
+            queued[name] += count
+            return [(queued[name] - count + i) % n_sets for i in range(count)]
+
         def run(name: str) -> tuple[Ran, list[int]]:
-            """One block of `name` on the next input sets; a candidate block into a freshly poisoned ring, its
+            """A lead block of `name` (its outputs dropped, its times unused: the harness clocks only timed
+            blocks), then a timed block on the next input sets; a candidate's into a freshly poisoned ring, its
             inputs read back after it."""
-            sets = [(queued[name] + i) % n_sets for i in range(per_block[name])]
-            queued[name] += len(sets)
-            if name != "candidate":
-                return self.block(name, sets, "tin"), sets
-            bindings["cring"].poison()
+            if name == "candidate":
+                bindings["cring"].poison()
+            hints = self.block(name, next_sets(name, lead[name]), "tin", keep=False).hints if lead[name] else []
+            sets = next_sets(name, per_block[name])
             ran = self.block(name, sets, "tin")
-            self.after_candidate_block(report, case, shape, ran.hints, bindings["tin"], pristine)
+            if name == "candidate":
+                self.after_candidate_block(report, case, shape, hints + ran.hints, bindings["tin"], pristine)
             return ran, sets
 
         while True:
             for name in names if rounds % 2 == 0 else names[::-1]:
                 ran, sets = run(name)
-                times[name] += ran.times[lead[name] :]
+                times[name] += ran.times
                 hosts[name].append(ran.host_ms / len(sets))
                 gaps[name].append((ran.host_ms - sum(ran.times)) / len(sets))
                 queues[name].append(ran.enqueue_ms)

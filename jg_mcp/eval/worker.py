@@ -171,7 +171,7 @@ class Worker:
     def block(self, cmd: Block) -> None:
         torch = self.torch
         sets = self.bound[cmd.inputs].groups
-        ring = self.bound[cmd.ring].groups
+        ring = self.bound[cmd.ring].groups if cmd.ring is not None else []
         fn = self.fns[cmd.fn]
         if self.flush is None or self.flush.numel() != cmd.flush_bytes:
             self.flush = torch.empty(cmd.flush_bytes, dtype=torch.uint8, device=self.device)
@@ -196,9 +196,10 @@ class Worker:
                     t0 = clock()
                     out = fn(*sets[s])
                     marks.append((clock() - t0) * 1e3)
-                slot = ring[i % len(ring)]
-                for dst, o in zip(slot, out if isinstance(out, (tuple, list)) else [out], strict=False):
-                    dst.copy_(o)
+                if ring:
+                    slot = ring[i % len(ring)]
+                    for dst, o in zip(slot, out if isinstance(out, (tuple, list)) else [out], strict=False):
+                        dst.copy_(o)
             enqueue_ms = (time.perf_counter() - begin) * 1e3 / len(cmd.sets)
             self.sync()
             times = [a.elapsed_time(b) for a, b in marks] if cuda else marks

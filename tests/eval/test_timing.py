@@ -76,6 +76,6 @@ def test_an_honest_candidate_timed_on_the_cpu_is_accepted_with_every_measurement
     for shape in report.shapes:
         cand = shape.candidate
         assert cand is not None and cand.reps >= 10 and cand.fresh_median_ms and cand.unaccounted_ms is not None
-        assert 0 < cand.lead < cand.block and cand.enqueue_ms is not None and shape.pad_ms == 0
+        assert cand.lead > 0 and cand.enqueue_ms is not None and shape.pad_ms == 0
         assert set(shape.baselines) == {"torch_add"} and shape.baselines["torch_add"].host_median_ms
     assert {"setup", "correctness", "timing", "total"} <= set(report.phases)
