@@ -48,7 +48,8 @@ def run_eval(solution: Path, goal: str, **options) -> EvalReport:
     shutil.copyfile(solution, ws / "solution.py")
     try:
         goal_file = REPO / "goals" / f"{goal}.yaml"
-        return evaluate(EvalOptions(goal=goal_file, workspace=ws, device="cuda", timeout_s=120, **options))
+        options = {"device": "cuda", "timeout_s": 120, "isolation": "bwrap"} | options
+        return evaluate(EvalOptions(goal=goal_file, workspace=ws, **options))
     finally:
         shutil.rmtree(ws, ignore_errors=True)
 

@@ -43,20 +43,28 @@ def _inside(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
 
 
+def pythonpath() -> list[str]:
+    """The worker's PYTHONPATH: the jg_mcp checkout's root, then this process's own PYTHONPATH entries."""
+    return [str(package_root()), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+
+
 def python_binds() -> list[Path]:
-    """Read-only binds that make this interpreter and its packages importable: the prefixes and the
-    site-packages directories whole, of the jg_mcp checkout only the package itself (not its goals or eval data),
-    and of any other sys.path directory (a script's own directory, often /tmp or a home; a PYTHONPATH entry) only
-    the top-level modules this process imported from it, never the directory itself."""
+    """Read-only binds that make this interpreter and its packages importable: the prefixes, the site-packages
+    directories and this process's PYTHONPATH entries whole (a wheelhouse unpacked with `pip --target`), of the
+    jg_mcp checkout only the package itself (not its goals or eval data), and of any other sys.path directory (a
+    script's own directory, often /tmp or a home) or a PYTHONPATH entry that is such a shared place, only the
+    top-level modules this process imported from it, never the directory itself."""
     package = Path(jg_mcp.__file__).resolve().parent
     checkout = package.parent
+    shared = {Path(p).resolve() for p in ("/", "/tmp", "/var/tmp", "/dev/shm", str(Path.home()))}
+    given = {Path(p).resolve() for p in pythonpath()[1:]} - shared
     wanted = [Path(sys.prefix), Path(sys.base_prefix)]
     for entry in sys.path:
         p = Path(entry or ".").resolve()
         if {"site-packages", "dist-packages"} & set(p.parts):
             wanted.append(p)
         elif not _inside(p, checkout):
-            wanted += _imported_from(p)
+            wanted += [p] if p in given else _imported_from(p)
     binds: list[Path] = [package]
     for p in (w.resolve() for w in wanted):
         if not p.exists() or _inside(checkout, p) or any(_inside(p, b) for b in binds):
@@ -156,7 +164,7 @@ def bwrap_problem() -> str | None:
         (probe / "cache").mkdir()
         prepare(probe / "solution", probe / "cache")
         argv = bwrap_argv(
-            probe / "solution", probe / "cache", {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(package_root())}
+            probe / "solution", probe / "cache", {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(pythonpath())}
         )
         done = subprocess.run(
             [*argv, sys.executable, "-c", "import jg_mcp.eval.messages; print('ok')"],

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from jg_mcp.eval import channel
-from jg_mcp.eval.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, package_root
+from jg_mcp.eval.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, pythonpath
 from jg_mcp.eval.messages import WORKER_MESSAGE, Bind, Bound, Setup, WorkerError
 from jg_mcp.eval.report import Finding, Reason
 
@@ -50,10 +50,9 @@ class WorkerProcess:
         self.sock, theirs = socket.socketpair()
         solution_dir, cache_dir = work / "solution", work / "cache"
         env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
-        extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         env |= {
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
-            "PYTHONPATH": os.pathsep.join([str(package_root()), *extra]),
+            "PYTHONPATH": os.pathsep.join(pythonpath()),
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
             "TRITON_INTERPRET": "1" if interpret else "0",

@@ -155,6 +155,23 @@ def test_directories_on_the_harness_path_are_not_shown_to_the_sandboxed_candidat
     assert "secret-report" not in details and "helper_pkg" not in details and str(tmp_path) not in details
 
 
+def test_a_wheelhouse_on_pythonpath_is_bound_whole_but_a_shared_place_is_not(tmp_path):
+    """The GPU image's recipe: packages unpacked with `pip --target DIR` and DIR on PYTHONPATH. The sandbox must
+    make DIR importable (else bubblewrap is unusable and the eval falls back to no sandbox), but a PYTHONPATH
+    entry that is a shared place (/tmp, a home) is never shown whole."""
+    wheelhouse = tmp_path / "site"
+    (wheelhouse / "extra_pkg").mkdir(parents=True)
+    (wheelhouse / "extra_pkg" / "__init__.py").write_text("")
+    code = (
+        "from jg_mcp.eval.isolation import python_binds, bwrap_problem; print(python_binds()); print(bwrap_problem())"
+    )
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(wheelhouse), "/tmp"])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    binds, problem = out.splitlines()
+    assert f"PosixPath('{wheelhouse}')" in binds and "PosixPath('/tmp')" not in binds
+    assert problem == "None" or not BWRAP, problem
+
+
 def test_a_changed_goal_is_reported(tmp_path):
     report = eval_solution(
         SOLUTIONS / "gemm_fp8" / "solution.py",
