@@ -45,7 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from jg_mcp import log
-from jg_mcp.errors import JgError, UsageError
+from jg_mcp.errors import UsageError
 from jg_mcp.session import Session
 
 logger = log.get("jg_mcp.http")
@@ -60,8 +60,8 @@ SNIFF_BYTES = 4 * 1024 * 1024
 SESSION_ID = "mcp-session-id"
 
 
-class HttpRefused(JgError):
-    """The HTTP options would expose the server unsafely."""
+class HttpRefused(UsageError):
+    """The HTTP options would expose the server unsafely (a usage error: exit 2)."""
 
 
 def is_loopback(host: str) -> bool:

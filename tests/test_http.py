@@ -156,7 +156,7 @@ def test_binding_a_non_loopback_address_without_a_token_is_refused(tmp_path):
         text=True,
         timeout=60,
     )
-    assert done.returncode == 1 and "needs an explicit token" in done.stderr
+    assert done.returncode == 2 and "needs an explicit token" in done.stderr
     assert not list((tmp_path).glob("tr/*.jsonl"))
 
 
