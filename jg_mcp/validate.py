@@ -1,18 +1,14 @@
-"""Goal validation: the reference against every baseline and the shipped solution, shape by shape;
-on a GPU with every timed shape, the baselines timed too.
+"""Goal validation: the reference against every baseline, shape by shape, and the shipped solution through the
+eval itself; on a GPU with every timed shape, the baselines timed too.
 
-On the CPU the shipped solution runs under the Triton interpreter in a child process
-(`python -m jg_mcp.validate GOAL SOLUTION ...`), so TRITON_INTERPRET never touches this process.
+Baselines are trusted harness code and run here. The solution is untrusted like any agent's: `jg_mcp.eval`
+runs it in its own (sandboxed) process, under the Triton interpreter on the CPU, and its report becomes rows.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
-import os
+import math
 import platform
-import subprocess
-import sys
 import time
 import zlib
 from collections.abc import Callable
@@ -23,8 +19,10 @@ import torch
 from pydantic import BaseModel
 
 from jg_mcp import __version__, log
+from jg_mcp.eval import EvalOptions, EvalReport, evaluate
 from jg_mcp.eval.checks import measure
-from jg_mcp.goals import Goal, LoadedGoal, Shape, load_goal
+from jg_mcp.eval.report import ErrorStats, Finding
+from jg_mcp.goals import Goal, LoadedGoal, Shape, Tolerance, load_goal
 
 logger = log.get("jg_mcp.validate")
 
@@ -33,14 +31,13 @@ SOLUTIONS = REPO / "eval" / "solutions"
 WARMUP_MS = 25
 REP_MS = 100
 QUANTILES = (0.5, 0.2, 0.8)
-CHILD_TIMEOUT_S = 900
 
 
 class Check(BaseModel):
     goal: str
     shape: str
     check: str
-    """`reference`, `baseline:NAME`, `solution` (compiled) or `solution:interpreted`."""
+    """`reference`, `baseline:NAME`, `timing:baseline:NAME`, `solution` (on a GPU) or `solution:interpreted`."""
     status: Literal["ok", "failed", "skipped"]
     max_abs_err: float | None = None
     """Largest |out - ref| over the finite elements of all outputs."""
@@ -178,15 +175,6 @@ def _time(loaded: LoadedGoal, shape: Shape, name: str, fn: Callable, inputs: tup
     )
 
 
-def import_solution(path: Path, function: str) -> Callable:
-    spec = importlib.util.spec_from_file_location(f"jg_solution_{path.parent.name}", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{path} cannot be imported")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, function)
-
-
 def check_shape(
     loaded: LoadedGoal, shape: Shape, device: str, candidates: dict[str, Callable], timed: set[str]
 ) -> tuple[list[Check], list[Timing]]:
@@ -219,68 +207,86 @@ def check_shape(
     return checks, timings
 
 
-def interpreted_solution_checks(loaded: LoadedGoal, solution: Path, full: bool) -> list[Check]:
-    """Run the solution under TRITON_INTERPRET=1 on the CPU in a child process; one Check per shape."""
-    env = dict(
-        os.environ,
-        TRITON_INTERPRET="1",
-        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    )
-    cmd = [sys.executable, "-m", "jg_mcp.validate", str(loaded.yaml_path), str(solution)] + (["--full"] if full else [])
-    label = "solution:interpreted"
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return [
+def _detail(f: Finding) -> str:
+    """A finding on one line: its reason and the last lines of its detail (a traceback ends with the error)."""
+    return f"{f.reason}: {' | '.join(line.strip() for line in f.detail.strip().splitlines()[-3:])}"
+
+
+def _ratio(e: ErrorStats, tol: Tolerance) -> float:
+    """|out - ref| / (atol + rtol |ref|) at the output's worst element: inf for a NaN, inf or poison there."""
+    diff = abs(e.worst_value - e.worst_reference)
+    return diff / (tol.atol + tol.rtol * abs(e.worst_reference)) if math.isfinite(diff) else math.inf
+
+
+def report_checks(goal: Goal, report: EvalReport, label: str) -> list[Check]:
+    """The eval's verdict as rows: one failed row per finding tied to no shape (static policy, import, a dead
+    process), then one row per shape, failed with that shape's findings; shapes never run are skipped."""
+    names = {s.name for s in report.shapes}
+    checks = [
+        Check(goal=goal.name, shape="*", check=label, status="failed", error=_detail(f))
+        for f in report.findings
+        if f.shape not in names
+    ]
+    for s in report.shapes:
+        found = [_detail(f) for f in report.findings if f.shape == s.name]
+        status: Literal["ok", "failed", "skipped"] = "failed" if found else "ok" if s.correct else "skipped"
+        checks.append(
             Check(
-                goal=loaded.name, shape="*", check=label, status="failed", error=f"timed out after {CHILD_TIMEOUT_S} s"
+                goal=goal.name,
+                shape=s.name,
+                check=label,
+                status=status,
+                max_abs_err=max((e.max_abs for e in s.errors), default=None),
+                worst_ratio=max((_ratio(e, goal.tolerance) for e in s.errors), default=None),
+                error="; ".join(found) if found else "" if s.correct else "not run: the candidate stopped earlier",
             )
-        ]
-    checks = [Check.model_validate_json(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    shapes = loaded.goal.shapes if full else loaded.goal.smoke_shapes
-    done = sum(c.check == label for c in checks)
-    if proc.returncode != 0 or done != len(shapes):
-        tail = proc.stderr.strip().splitlines()[-3:]
-        error = f"child exited {proc.returncode} after {done} of {len(shapes)} shapes: {' | '.join(tail)}"
-        checks.append(Check(goal=loaded.name, shape="*", check=label, status="failed", error=error))
+        )
     return checks
+
+
+def solution_checks(loaded: LoadedGoal, folder: Path, device: str, full: bool) -> list[Check]:
+    """The solution in `folder` through `jg_mcp.eval.evaluate` at the shapes the baselines are checked at (one
+    trial each, no drawn shapes; on a GPU with --full it is timed against the baselines as in any eval)."""
+    goal = loaded.goal
+    label = "solution" if device == "cuda" else "solution:interpreted"
+    if not (folder / goal.solution.file).is_file():
+        error = f"no {folder / goal.solution.file}"
+        return [Check(goal=goal.name, shape="*", check="solution", status="skipped", error=error)]
+    options = EvalOptions(
+        goal=loaded.yaml_path,
+        workspace=folder,
+        shapes="timed" if full else "smoke",
+        device="cuda" if device == "cuda" else "cpu",
+        trials=1,
+        domain_shapes=0,
+    )
+    try:
+        report = evaluate(options)
+    except Exception as exc:  # the eval could not run this goal (a reference that raises): the goal's failure
+        error = f"the eval raised {type(exc).__name__}: {exc}"
+        return [Check(goal=goal.name, shape="*", check=label, status="failed", error=error)]
+    return report_checks(goal, report, label)
 
 
 def validate_goal(
     loaded: LoadedGoal, device: str, full: bool, solutions: Path = SOLUTIONS
 ) -> tuple[list[Check], list[Timing]]:
     goal = loaded.goal
-    candidates: dict[str, Callable] = {
+    baselines: dict[str, Callable] = {
         f"baseline:{name}": loaded.baseline(name) for name, b in goal.baselines.items() if device in b.devices
     }
-    timed = set(candidates) if device == "cuda" and full else set()
-    solution = solutions / goal.name / goal.solution.file
+    timed = set(baselines) if device == "cuda" and full else set()
     checks: list[Check] = []
-    if not solution.is_file():
-        checks.append(Check(goal=goal.name, shape="*", check="solution", status="skipped", error=f"no {solution}"))
-    elif device == "cuda":
-        try:
-            candidates["solution"] = import_solution(solution, goal.solution.function)
-        except Exception as exc:
-            checks.append(
-                Check(
-                    goal=goal.name,
-                    shape="*",
-                    check="solution",
-                    status="failed",
-                    error=f"import failed: {type(exc).__name__}: {exc}",
-                )
-            )
     timings: list[Timing] = []
     for shape in goal.shapes if full else goal.smoke_shapes:
-        logger.info("checking", goal=goal.name, shape=shape.name, device=device, candidates=len(candidates))
-        shape_checks, shape_timings = check_shape(loaded, shape, device, candidates, timed)
+        logger.info("checking", goal=goal.name, shape=shape.name, device=device, baselines=len(baselines))
+        shape_checks, shape_timings = check_shape(loaded, shape, device, baselines, timed)
         checks += shape_checks
         timings += shape_timings
         if device == "cuda":
             torch.cuda.empty_cache()
-    if solution.is_file() and device == "cpu":
-        checks += interpreted_solution_checks(loaded, solution, full)
+    logger.info("evaluating the solution", goal=goal.name, device=device)
+    checks += solution_checks(loaded, solutions / goal.name, device, full)
     return checks, timings
 
 
@@ -389,24 +395,3 @@ def markdown(report: Report) -> str:
             f"| {t.pct_roofline:.1f} |"
         )
     return "\n".join(lines) + "\n"
-
-
-def _child_main(argv: list[str]) -> int:
-    """Child process: check a solution at a goal's smoke (or timed) shapes on the CPU, one JSON line each."""
-    p = argparse.ArgumentParser(prog="python -m jg_mcp.validate")
-    p.add_argument("goal", type=Path)
-    p.add_argument("solution", type=Path)
-    p.add_argument("--full", action="store_true")
-    args = p.parse_args(argv)
-    loaded = load_goal(args.goal)
-    fn = import_solution(args.solution, loaded.goal.solution.function)
-    for shape in loaded.goal.shapes if args.full else loaded.goal.smoke_shapes:
-        checks, _ = check_shape(loaded, shape, "cpu", {"solution:interpreted": fn}, set())
-        for c in checks:
-            if c.check != "reference" or c.status == "failed":
-                print(c.model_dump_json(), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_child_main(sys.argv[1:]))

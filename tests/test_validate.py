@@ -1,4 +1,5 @@
-"""`jg-mcp goals validate` catches a wrong reference, baseline or solution and names goal, shape and error."""
+"""`jg-mcp goals validate` catches a wrong reference, baseline or solution and names goal, shape and error; the
+solution is judged by the eval itself (jg_mcp.eval.evaluate), findings and all."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 
 from jg_mcp import validate
 from jg_mcp.cli import main
+from jg_mcp.eval import evaluate
 from jg_mcp.goals import load_goal
 from tests.support import REPO
 
@@ -33,7 +35,7 @@ def validate_cli(capsys, *args):
 
 def test_a_wrong_baseline_fails_naming_goal_shape_and_error(tmp_path, capsys):
     path = goal_copy(tmp_path, "softmax", "return torch.softmax(x, dim=-1)", "return torch.softmax(x * 1.05, dim=-1)")
-    rc, out, err = validate_cli(capsys, path, "--solutions", tmp_path / "none")
+    rc, out, err = validate_cli(capsys, path, "--solutions", tmp_path)
     assert rc == 1
     assert "FAILED  softmax at shape tiny, baseline:torch_softmax: probs:" in err
     assert "FAILED  softmax at shape ragged_long, baseline:torch_softmax" in err
@@ -46,7 +48,7 @@ def test_a_wrong_reference_fails_against_baselines_and_solution(tmp_path, capsys
     rc, _, err = validate_cli(capsys, path)
     assert rc == 1
     assert "FAILED  swiglu at shape tiny, baseline:eager: out:" in err
-    assert "FAILED  swiglu at shape ragged, solution:interpreted: out:" in err
+    assert "FAILED  swiglu at shape ragged, solution:interpreted: incorrect: " in err
 
 
 def test_a_reference_that_is_not_float32_is_rejected(tmp_path, capsys):
@@ -56,31 +58,59 @@ def test_a_reference_that_is_not_float32_is_rejected(tmp_path, capsys):
         "return (e / e.sum(dim=-1, keepdim=True)).float()",
         "return e / e.sum(dim=-1, keepdim=True)",
     )
-    rc, _, err = validate_cli(capsys, path, "--solutions", tmp_path / "none")
+    rc, _, err = validate_cli(capsys, path, "--solutions", tmp_path)
     assert rc == 1 and "softmax at shape tiny, reference: reference output probs is not a float32 tensor" in err
 
 
+def solution(tmp_path, goal, source):
+    """A folder of GOAL/solution.py holding `source`, for --solutions."""
+    (tmp_path / goal).mkdir()
+    (tmp_path / goal / "solution.py").write_text(source)
+    return tmp_path
+
+
 def test_a_wrong_solution_fails_with_its_dtype_named(tmp_path, capsys):
-    (tmp_path / "softmax").mkdir()
-    (tmp_path / "softmax" / "solution.py").write_text("def kernel(x):\n    return x.float().exp()\n")
-    rc, _, err = validate_cli(capsys, "softmax", "--solutions", tmp_path)
+    folder = solution(tmp_path, "softmax", "def kernel(x):\n    return x.float().exp()\n")
+    rc, _, err = validate_cli(capsys, "softmax", "--solutions", folder)
     assert rc == 1
-    assert "softmax at shape tiny, solution:interpreted: output probs is torch.float32, expected bfloat16" in err
+    assert "softmax at shape tiny, solution:interpreted: wrong_dtype: dtype float32, expected bfloat16" in err
 
 
-def test_a_crashing_solution_is_a_failure_not_a_crash(tmp_path, capsys):
-    (tmp_path / "swiglu").mkdir()
-    (tmp_path / "swiglu" / "solution.py").write_text("def kernel(gate, up):\n    raise RuntimeError('boom')\n")
-    rc, _, err = validate_cli(capsys, "swiglu", "--solutions", tmp_path)
-    assert rc == 1 and "swiglu at shape tiny, solution:interpreted: RuntimeError: boom" in err
+def test_a_crashing_solution_is_a_failure_and_the_shapes_after_it_are_skipped(tmp_path, capsys):
+    folder = solution(tmp_path, "swiglu", "def kernel(gate, up):\n    raise RuntimeError('boom')\n")
+    rc, out, err = validate_cli(capsys, "swiglu", "--solutions", folder)
+    assert rc == 1 and "swiglu at shape tiny, solution:interpreted: exception: " in err
+    assert "RuntimeError: boom" in err and "shape ragged" not in err
+    assert "skipped swiglu" in out and "not run: the candidate stopped earlier" in out
 
 
 def test_a_solution_that_does_not_import_is_a_failure_naming_the_error(tmp_path, capsys):
-    (tmp_path / "softmax").mkdir()
-    (tmp_path / "softmax" / "solution.py").write_text("def kernel(x:\n")
-    rc, _, err = validate_cli(capsys, "softmax", "--solutions", tmp_path)
-    assert rc == 1 and "softmax at shape *, solution:interpreted: child exited 1 after 0 of 2 shapes" in err
-    assert "SyntaxError" in err
+    rc, _, err = validate_cli(capsys, "softmax", "--solutions", solution(tmp_path, "softmax", "def kernel(x:\n"))
+    assert rc == 1 and "softmax at shape *, solution:interpreted: syntax_error: line 1: " in err
+    assert "softmax at shape *, solution:interpreted: import_error: " in err and "SyntaxError" in err
+
+
+def test_a_correct_solution_calling_a_forbidden_api_is_rejected_by_the_eval_policies(tmp_path, capsys):
+    source = "import torch\n\n\ndef kernel(x):\n    return torch.softmax(x.float(), dim=-1).to(x.dtype)\n"
+    rc, out, err = validate_cli(capsys, "softmax", "--solutions", solution(tmp_path, "softmax", source))
+    assert rc == 1 and "softmax at shape *, solution:interpreted: static_forbidden: " in err
+    assert "torch.softmax" in err and "at shape tiny, solution:interpreted: forbidden_call: ran forbidden" in err
+
+
+def test_the_shipped_solution_is_evaluated_by_the_eval_at_the_smoke_shapes(monkeypatch, capsys):
+    seen = []
+
+    def spy(options):
+        seen.append(options)
+        return evaluate(options)
+
+    monkeypatch.setattr(validate, "evaluate", spy)
+    rc, out, _ = validate_cli(capsys, "swiglu")
+    assert rc == 0 and "0 failed" in out
+    [options] = seen
+    assert options.workspace == validate.SOLUTIONS / "swiglu" and options.goal.name == "swiglu.yaml"
+    assert (options.shapes, options.device, options.domain_shapes, options.trials) == ("smoke", "cpu", 0, 1)
+    assert [line.split()[2] for line in out.splitlines() if "solution:interpreted" in line] == ["tiny", "ragged"]
 
 
 def test_json_report_records_checks_and_versions(tmp_path, capsys):
@@ -92,6 +122,8 @@ def test_json_report_records_checks_and_versions(tmp_path, capsys):
     assert checks == {
         (s, c): "ok" for s in ("tiny", "ragged") for c in ("reference", "baseline:eager", "solution:interpreted")
     }
+    solution = [c for c in report["checks"] if c["check"] == "solution:interpreted"]
+    assert all(0 < c["worst_ratio"] <= 1 and c["max_abs_err"] > 0 for c in solution), solution
     assert "torch " + torch.__version__ in (tmp_path / "r.md").read_text()
 
 

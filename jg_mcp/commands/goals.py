@@ -51,10 +51,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "validate",
         help="check goals: schema, reference vs baselines, the shipped solution; time baselines on a GPU",
         description="Check every goal (or the named ones): schema and callables; the reference against every "
-        "baseline that runs on the device; the shipped eval/solutions/NAME/solution.py (under the Triton "
-        "interpreter on the CPU). Smoke shapes by default; --full uses the timed shapes and, on cuda, times "
-        "each baseline with triton.testing.do_bench. Exit 1 if anything fails, 2 for a goal that does not exist or "
-        "--device cuda without a CUDA device.",
+        "baseline that runs on the device; the shipped eval/solutions/NAME/solution.py through the eval, as any "
+        "solution is judged (under the Triton interpreter on the CPU). Smoke shapes by default; --full uses the "
+        "timed shapes and, on cuda, times each baseline with triton.testing.do_bench. Exit 1 if anything fails, "
+        "2 for a goal that does not exist or --device cuda without a CUDA device.",
     )
     val.add_argument("paths", nargs="*", help="goal YAML files or names (default: every goal)")
     val.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where inputs live and code runs")
