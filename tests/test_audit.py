@@ -18,6 +18,7 @@ from jg_mcp.commands.audit import render_text
 from jg_mcp.goals import load_goal
 from jg_mcp.scripted import call
 from jg_mcp.transcript import Close, Header, TranscriptWriter, blobs_dir, sha256_bytes
+from tests.support import eval_report
 from tests.test_replay import DEMO_GOAL, copy_transcript, demo_dir, demo_run, jg, scripted_session
 
 SOLUTION_WITH_ADD = """import torch
@@ -160,31 +161,6 @@ def test_a_changed_stored_blob_is_detected_and_named(tmp_path):
     assert not report.ok
     blob.unlink()
     assert any("missing" in f.message for f in audit.audit(t).findings if f.kind == "blob")
-
-
-def eval_report(solution_sha256: str, goal_sha256: str, speedup: float = 1.25) -> dict:
-    """The fields of `jg-mcp eval`'s EvalReport that the audit and the page read."""
-    return {
-        "version": 1,
-        "goal": "axpy",
-        "goal_sha256": goal_sha256,
-        "solution_sha256": solution_sha256,
-        "solution_file": "solution.py",
-        "accepted": True,
-        "reasons": [],
-        "findings": [],
-        "shapes": [
-            {
-                "name": "n16m",
-                "kind": "timed",
-                "dims": {"N": 16777216},
-                "trials": 3,
-                "correct": True,
-                "speedup": {"torch_add": speedup},
-            }
-        ],
-        "geomean_speedup": speedup,
-    }
 
 
 def test_audit_eval_report_accepts_the_same_solution_and_catches_a_swapped_one(tmp_path, capsys):
