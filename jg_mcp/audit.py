@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 import jg_mcp
+from jg_mcp.campaign.conditions import check_transcript
 from jg_mcp.errors import GoalError
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.report import Reason
@@ -58,7 +59,8 @@ class Finding(BaseModel):
     kind: str
     """What was found. Integrity: invalid line, edited, deleted, reordered, duplicated, truncated, cut short,
     header, blob, manifest, authenticity. Policy: refused, no response, notice, network, outside workspace,
-    protected file, goal, budget, forbidden api. Eval: eval."""
+    protected file, goal, budget, forbidden api, condition (a request outside what the session's condition
+    serves). Eval: eval."""
     severity: Literal["error", "warning"]
     """Errors make the audit fail (exit 1); warnings are for the reader."""
     line: int | None = None
@@ -513,6 +515,9 @@ def audit(
             findings.append(Finding(area="policy", kind="goal", severity="error", message=f"goal does not load: {exc}"))
         summary = summarize(record, goal.goal.solution.file if goal else "solution.py")
         findings += check_policy(record, summary, goal)
+        findings += [
+            Finding(area="policy", kind="condition", severity="error", message=m) for m in check_transcript(path)
+        ]
     judged = None
     if eval_report is not None:
         eval_findings, judged = check_eval(eval_report, summary)

@@ -8,6 +8,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from jg_mcp import audit
 from jg_mcp.campaign import budget, conditions, serving
 from jg_mcp.commands.demo import SOLUTION
 from jg_mcp.goals import load_goal
@@ -130,3 +131,5 @@ def test_knowledge_and_workflow_add_a_resource_and_a_prompt_and_the_check_flags_
     problems = conditions.check_transcript(session.transcript_path)
     assert len(problems) == 1 and "tool 'evaluate' is not served under goal-only" in problems[0]
     assert conditions.check_transcript(session.transcript_path, "workflow")[0].startswith("the transcript header")
+    found = [f for f in audit.audit(session.transcript_path).findings if f.kind == "condition"]
+    assert len(found) == 1 and found[0].severity == "error" and "'evaluate'" in found[0].message
