@@ -3,6 +3,7 @@ reason, the speedups against an independent do_bench measurement, two evals of t
 other, and `jg-mcp demo`. Prints a short table and writes check.json and check.md under --out.
 
     python eval/h200_check.py --out DIR [--goals a,b] [--parts evals,repeat,dobench,hacks,demo] [--deadline-s S]
+        [--earlier CHECK_JSON] [--timing KEY=VALUE ...]
 
 do_bench runs in a fresh process per goal (not the eval's workers), on inputs of its own, for the solution and for
 the baseline the eval found strongest at each timed shape; its ratio is compared with the eval's speedup. At a
@@ -92,13 +93,14 @@ def dobench_one(goal_name: str, shapes: dict[str, dict]) -> dict[str, dict[str, 
     return out
 
 
-def check_evals(goals: list[str], results: dict, key: str, deadline: float) -> None:
+def check_evals(goals: list[str], results: dict, key: str, deadline: float, timing: dict | None = None) -> None:
     for goal in goals:
         if time.monotonic() > deadline:
             results.setdefault("skipped", []).append(f"{key}:{goal}")
             continue
         try:
-            report = run_eval(REPO / "eval" / "solutions" / goal / "solution.py", goal, do_bench=key == "evals")
+            solution = REPO / "eval" / "solutions" / goal / "solution.py"
+            report = run_eval(solution, goal, do_bench=key == "evals", timing=timing or {})
         except Exception as exc:  # one goal's harness failure is a result, not the end of the check
             results.setdefault("errors", {})[f"{key}:{goal}"] = f"{type(exc).__name__}: {exc}"[-3000:]
             print(f"{key:7s} {goal:20s} HARNESS ERROR {type(exc).__name__}: {str(exc)[-300:]}", flush=True)
@@ -283,18 +285,26 @@ def main() -> int:
     parser.add_argument("--parts", default="evals,hacks,dobench,repeat,demo")
     parser.add_argument("--deadline-s", type=float, default=540.0, help="start no new part after this many seconds")
     parser.add_argument("--earlier", type=Path, help="check.json of an earlier run whose evals `repeat` compares with")
+    parser.add_argument(
+        "--timing",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a timing parameter for the evals (lead_ms=120)",
+    )
     args = parser.parse_args()
+    timing = {k: float(v) for k, v in (item.split("=", 1) for item in args.timing)}
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     deadline = start + args.deadline_s
     goals, parts = args.goals.split(","), args.parts.split(",")
-    results: dict = {"parts": parts, "evals": {}, "repeat": {}, "dobench": {}, "hacks": {}}
+    results: dict = {"parts": parts, "timing": timing, "evals": {}, "repeat": {}, "dobench": {}, "hacks": {}}
     if args.earlier:
         earlier = json.loads(args.earlier.read_text())
         results |= {k: earlier[k] for k in ("evals", "dobench", "hacks") if k in earlier}
     try:
         if "evals" in parts:
-            check_evals(goals, results, "evals", deadline)
+            check_evals(goals, results, "evals", deadline, timing)
         if "hacks" in parts:
             check_hacks(results, deadline)
         if "demo" in parts:
@@ -302,7 +312,7 @@ def main() -> int:
         if "dobench" in parts:
             check_dobench(goals, results, deadline)
         if "repeat" in parts:
-            check_evals(goals, results, "repeat", deadline)
+            check_evals(goals, results, "repeat", deadline, timing)
             results["repeat_agreement"] = repeat_agreement(results)
     finally:
         results["wall_s"] = time.monotonic() - start
