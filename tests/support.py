@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import atexit
 import functools
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -67,19 +68,54 @@ def copy_goal(tmp_path: Path, name: str = "gemm_fp8") -> Path:
     return tmp_path / f"{name}.yaml"
 
 
-@functools.cache
-def demo_dir() -> Path:
-    """`jg-mcp demo` run once per test process, as a user runs it (a real stdio server subprocess).
+@dataclass(frozen=True)
+class DemoRun:
+    """One `jg-mcp demo` run as a user runs it (a real stdio server subprocess), what it printed and where."""
 
-    Keyed by process id and marked done on disk, so every module that asks for it shares one run."""
-    out = Path(tempfile.gettempdir()) / f"jg-mcp-test-demo-{os.getpid()}"
-    if not (out / "done").exists():
-        shutil.rmtree(out, ignore_errors=True)
-        atexit.register(shutil.rmtree, out, True)
-        done = jg("--log-level", "WARNING", "demo", "--out", out)
-        assert done.returncode == 0, done.stdout + done.stderr
-        (out / "done").touch()
-    return out
+    out: Path
+    code: int
+    lines: tuple[str, ...]
+    """stdout, line by line."""
+    stderr: str
+    live: bool
+    """Whether the first numbered step was printed while the process was still running."""
+
+
+@functools.cache
+def demo() -> DemoRun:
+    """`jg-mcp demo` run once per test process and shared: test_demo asserts on what it printed, the replay,
+    audit and page tests read the transcript and workspace it left (they copy before they tamper)."""
+    out = Path(tempfile.mkdtemp(prefix="jg-mcp-test-demo-"))
+    atexit.register(shutil.rmtree, out, True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jg_mcp", "demo", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        cwd=REPO,
+    )
+    lines: list[str] = []
+    live = False
+    deadline = time.monotonic() + 600
+    try:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if not live and line.startswith(" 1. "):
+                live = proc.poll() is None
+            assert time.monotonic() < deadline, "the demo took more than 600 s"
+        stderr = proc.stderr.read()
+        return DemoRun(out, proc.wait(timeout=60), tuple(lines), stderr, live)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def demo_dir() -> Path:
+    """The shared demo run's output folder (transcripts/, workspace/, eval.json, session.html)."""
+    run = demo()
+    assert run.code == 0, "\n".join(run.lines) + run.stderr
+    return run.out
 
 
 def demo_run() -> Path:

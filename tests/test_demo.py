@@ -3,65 +3,39 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-import time
 
 import pytest
 
 from jg_mcp import replay
 from jg_mcp.gpu import query_gpu
 from jg_mcp.transcript import read_transcript
+from tests.support import demo
 
 pytestmark = pytest.mark.slow
 
 ROW = re.compile(r"^ ?(\d+|-)\. \[(ok |ERR)\] (\S+)")
 
 
-def run_demo(out) -> tuple[int, list[str], str, bool]:
-    """Run the demo as a user does; returns (exit code, stdout lines, stderr, whether the first numbered step
-    was printed while the process was still running)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jg_mcp", "demo", "--out", str(out)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
-    lines: list[str] = []
-    live = False
-    deadline = time.monotonic() + 600
-    try:
-        for line in proc.stdout:
-            lines.append(line.rstrip("\n"))
-            if not live and line.startswith(" 1. "):
-                live = proc.poll() is None
-            assert time.monotonic() < deadline, "the demo took more than 600 s"
-        stderr = proc.stderr.read()
-        return proc.wait(timeout=60), lines, stderr, live
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-def test_demo_runs_a_session_and_leaves_a_closed_transcript(tmp_path):
-    code, lines, stderr, live = run_demo(tmp_path)
+def test_demo_runs_a_session_and_leaves_a_closed_transcript():
+    """On the demo run shared with the replay, audit and page tests (tests.support.demo), which only read it."""
+    run = demo()
+    lines, out = list(run.lines), run.out
     stdout = "\n".join(lines)
-    assert code == 0, stdout + stderr
+    assert run.code == 0, stdout + run.stderr
     assert "demo succeeded" in stdout and "OK device=" in stdout
-    transcript = next((tmp_path / "transcripts").glob("*.jsonl"))
+    transcript = next((out / "transcripts").glob("*.jsonl"))
     result = read_transcript(transcript)
     assert result.closed
     manifest = result.events[-1].manifest
     assert {"solution.py", "check.py", "listing.txt", "reference.py"} <= set(manifest)
-    assert (tmp_path / "workspace" / "listing.txt").exists()
+    assert (out / "workspace" / "listing.txt").exists()
     assert "axpy: ACCEPTED" in stdout and "audit clean" in stdout
-    assert (tmp_path / "eval.json").is_file() and (tmp_path / "session.html").is_file()
+    assert (out / "eval.json").is_file() and (out / "session.html").is_file()
     assert "None" not in stdout
     if not query_gpu().available:
         assert "axpy: ACCEPTED; timing skipped: no CUDA device" in stdout, "stdout says that timing was skipped"
 
-    assert live, "each step is printed as it completes, not when the session ends"
+    assert run.live, "each step is printed as it completes, not when the session ends"
     rows = [m.groups() for m in map(ROW.match, lines) if m]
     numbered = [(int(n), tool) for n, _, tool in rows if n != "-"]
     calls = replay.load_record(transcript).calls
