@@ -4,7 +4,7 @@ machine do not see each other)."""
 from __future__ import annotations
 
 import shutil
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import torch
@@ -113,3 +113,7 @@ class Runs:
     def get(self, solution: Path, goal: str | Path, **options) -> EvalReport:
         self.submit(solution, goal, **options)
         return self.futures[self.key(solution, goal, options)].result()
+
+    def wait_idle(self) -> None:
+        """Wait until every eval submitted so far has finished (before one that times on the CPU)."""
+        wait(list(self.futures.values()))
