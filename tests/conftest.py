@@ -1,4 +1,5 @@
-"""Shared fixtures: a goal, a session on a temporary workspace, and an in-process client."""
+"""Shared fixtures: a goal, a session on a temporary workspace, and an in-process client; and the hooks by which
+pytest-xdist splits the suite between its workers (tests/scheduling.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,21 @@ import pytest
 from jg_mcp.goals import load_goal
 from jg_mcp.server import SingleSession, build_server
 from jg_mcp.session import Session
+from tests.scheduling import check_names, make_scheduler
 from tests.support import DEMO_GOAL, GEMM_FP8, REPO, TOOLS_BIN, copy_goal, node_tool
 
 __all__ = ["DEMO_GOAL", "GEMM_FP8", "REPO", "TOOLS_BIN", "copy_goal", "node_tool"]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` as tests/scheduling.py plans it."""
+    return make_scheduler(config, log) if config.getoption("dist") == "loadfile" else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    check_names(item.nodeid for item in items)
 
 
 @pytest.fixture(scope="session")
