@@ -45,7 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from jg_mcp import log
-from jg_mcp.errors import UsageError
+from jg_mcp.errors import JgError, UsageError
 from jg_mcp.session import Session
 
 logger = log.get("jg_mcp.http")
@@ -347,7 +347,7 @@ def listen(host: str, port: int) -> socket.socket:
             (host.strip("[]"), port), family=socket.AF_INET6 if ":" in host else socket.AF_INET, backlog=128
         )
     except OSError as exc:
-        raise HttpRefused(f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc}") from None
+        raise JgError(f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc}") from None
 
 
 class HttpLimits(BaseModel):
