@@ -55,6 +55,8 @@ def make_scheduler(config, log):
             return unit_of(nodeid)
 
         def _assign_work_unit(self, node) -> None:
+            if node not in self.registered_collections:
+                return  # a worker started in place of a crashed one, not ready yet: asked again when it is
             if ALONE in self.workqueue and len(self.workqueue) > 1:
                 self.workqueue.move_to_end(ALONE)
             elif ALONE in self.workqueue:
@@ -68,7 +70,9 @@ def make_scheduler(config, log):
             super()._assign_work_unit(node)
 
         def remove_node(self, node):
-            crashed = super().remove_node(node)
+            crashed = super().remove_node(node)  # a crashed worker's tests go back to the queue
+            if node is self.runner:
+                self.runner = None
             if ALONE in self.workqueue and self.runner is not None and list(self.assigned_work) == [self.runner]:
                 self._assign_work_unit(self.runner)
             return crashed
