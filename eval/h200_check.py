@@ -2,7 +2,7 @@
 reason, the speedups against an independent do_bench measurement, two evals of the same solution against each
 other, and `jg-mcp demo`. Prints a short table and writes check.json and check.md under --out.
 
-    python eval/h200_check.py --out DIR [--goals a,b] [--parts evals,repeat,dobench,hacks,demo] [--deadline-s S]
+    python eval/h200_check.py --out DIR [--goals a,b] [--parts evals,dobench,repeat,hacks,demo] [--deadline-s S]
         [--earlier CHECK_JSON] [--timing KEY=VALUE ...]
 
 do_bench runs in a fresh process per goal (not the eval's workers), on inputs of its own, for the solution and for
@@ -14,7 +14,9 @@ measure device time with launches hidden (see jg_mcp/eval/timing.py); elsewhere 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -26,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from jg_mcp.eval import EvalOptions, EvalReport, evaluate  # noqa: E402
+from jg_mcp.eval.compile_cache import baseline_env  # noqa: E402
 from jg_mcp.eval.report import Reason  # noqa: E402
 
 R = Reason
@@ -63,9 +66,14 @@ def speedups(report: EvalReport) -> dict[str, float]:
     }
 
 
+def dobench_all(plan: dict[str, dict[str, dict]]) -> dict[str, dict[str, dict[str, float]]]:
+    """In this (fresh) process: `dobench_one` for every goal of `plan` (goal -> shape -> baseline and pad)."""
+    return {goal: dobench_one(goal, shapes) for goal, shapes in plan.items()}
+
+
 def dobench_one(goal_name: str, shapes: dict[str, dict]) -> dict[str, dict[str, float]]:
-    """In this (fresh) process: do_bench of the solution and of the named baseline at each timed shape
-    (`shapes`: shape -> {"baseline": name, "pad_ms": pad})."""
+    """do_bench of the solution and of the named baseline at each timed shape (`shapes`: shape -> {"baseline":
+    name, "pad_ms": pad})."""
     import importlib.util
 
     import torch
@@ -87,7 +95,7 @@ def dobench_one(goal_name: str, shapes: dict[str, dict]) -> dict[str, dict[str, 
         fns = {"candidate": kernel, base: goal.baseline(base)}
         out[shape.name] = {}
         for name, fn in fns.items():
-            out[shape.name][name] = padded_do_bench(lambda fn=fn, a=inputs: fn(*a), pad)
+            out[shape.name][name] = padded_do_bench(functools.partial(fn, *inputs), pad)
         del inputs
         torch.cuda.empty_cache()
     return out
@@ -100,7 +108,7 @@ def check_evals(goals: list[str], results: dict, key: str, deadline: float, timi
             continue
         try:
             solution = REPO / "eval" / "solutions" / goal / "solution.py"
-            report = run_eval(solution, goal, do_bench=key == "evals", timing=timing or {})
+            report = run_eval(solution, goal, timing=timing or {})
         except Exception as exc:  # one goal's harness failure is a result, not the end of the check
             results.setdefault("errors", {})[f"{key}:{goal}"] = f"{type(exc).__name__}: {exc}"[-3000:]
             print(f"{key:7s} {goal:20s} HARNESS ERROR {type(exc).__name__}: {str(exc)[-300:]}", flush=True)
@@ -114,43 +122,60 @@ def check_evals(goals: list[str], results: dict, key: str, deadline: float, timi
         )
 
 
-def check_dobench(goals: list[str], results: dict, deadline: float) -> None:
-    for goal in goals:
-        first = results["evals"].get(goal)
-        if first is None or goal in results["dobench"] or time.monotonic() > deadline:
-            continue
-        report = EvalReport.model_validate(first)
-        shapes = {
+def check_dobench(goals: list[str], results: dict) -> None:
+    """do_bench of every evaluated goal's timed shapes in one fresh process (not the eval's workers), whose
+    torch.compile and Triton caches are the eval's baselines' (the same compiled baseline)."""
+    reports = {
+        g: EvalReport.model_validate(results["evals"][g])
+        for g in goals
+        if g in results["evals"] and g not in results["dobench"]
+    }
+    plan = {
+        goal: {
             s.name: {"baseline": report.strongest_baseline[s.name], "pad_ms": s.pad_ms}
             for s in report.shapes
             if s.name in report.strongest_baseline
         }
-        args = [sys.executable, str(Path(__file__)), "--dobench-one", goal, json.dumps(shapes)]
-        done = subprocess.run(args, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            results["dobench"][goal] = {"error": done.stderr[-2000:]}
-            continue
-        measured = json.loads(done.stdout.strip().splitlines()[-1])
-        rows = {}
-        for shape, sp in speedups(report).items():
-            ms = measured.get(shape, {})
-            base = report.strongest_baseline[shape]
-            if "candidate" in ms and base in ms:
-                ratio = ms[base] / ms["candidate"]
-                rows[shape] = {
-                    "eval_speedup": sp,
-                    "do_bench_ratio": ratio,
-                    "agreement_pct": 100 * (sp / ratio - 1),
-                    "do_bench_ms": ms,
-                    "pad_ms": shapes[shape]["pad_ms"],
-                }
-        results["dobench"][goal] = rows
-        worst = max((abs(r["agreement_pct"]) for r in rows.values()), default=0.0)
-        print(
-            f"dobench {goal:20s} worst |eval/do_bench - 1| {worst:5.1f}%  "
-            + " ".join(f"{k}:{r['agreement_pct']:+.1f}%" for k, r in rows.items()),
-            flush=True,
-        )
+        for goal, report in reports.items()
+    }
+    if not plan:
+        return
+    env = dict(os.environ)
+    cache = next(iter(reports.values())).environment.baseline_cache
+    if cache:
+        env |= baseline_env(Path(cache))
+    args = [sys.executable, str(Path(__file__)), "--dobench", json.dumps(plan)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+    if done.returncode != 0:
+        results["errors"] = results.get("errors", {}) | {"dobench": done.stderr[-3000:]}
+        print(f"dobench HARNESS ERROR {done.stderr[-300:]}", flush=True)
+        return
+    for goal, measured in json.loads(done.stdout.strip().splitlines()[-1]).items():
+        agreement(goal, reports[goal], plan[goal], measured, results)
+
+
+def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results: dict) -> None:
+    """The eval's speedup against do_bench's ratio at each timed shape of one goal."""
+    rows = {}
+    for shape, sp in speedups(report).items():
+        ms = measured.get(shape, {})
+        base = report.strongest_baseline[shape]
+        if "candidate" in ms and base in ms:
+            ratio = ms[base] / ms["candidate"]
+            rows[shape] = {
+                "eval_speedup": sp,
+                "do_bench_ratio": ratio,
+                "agreement_pct": 100 * (sp / ratio - 1),
+                "do_bench_ms": ms,
+                "pad_ms": plan[shape]["pad_ms"],
+            }
+    results["dobench"][goal] = rows
+    worst = max((abs(r["agreement_pct"]) for r in rows.values()), default=0.0)
+    print(
+        f"dobench {goal:20s} worst |eval/do_bench - 1| {worst:5.1f}%  "
+        + " ".join(f"{k}:{r['agreement_pct']:+.1f}%" for k, r in rows.items()),
+        flush=True,
+    )
 
 
 def check_hacks(results: dict, deadline: float) -> None:
@@ -185,12 +210,19 @@ def check_hacks(results: dict, deadline: float) -> None:
             "missing": missing,
             "ok": ok,
             "findings": [f.detail[:300] for f in report.findings][:6],
+            "wall_s": report.wall_s,
         }
-        print(f"hack    {name:26s} {'ok' if ok else 'MISSED'}  {','.join(report.reasons)}", flush=True)
+        print(
+            f"hack    {name:26s} {'ok' if ok else 'MISSED'}  {report.wall_s:5.1f}s  {','.join(report.reasons)}",
+            flush=True,
+        )
 
 
-def check_demo(out: Path, results: dict) -> None:
+def check_demo(out: Path, results: dict, deadline: float) -> None:
     start = time.monotonic()
+    if start > deadline:
+        results.setdefault("skipped", []).append("demo")
+        return
     done = subprocess.run(
         [sys.executable, "-m", "jg_mcp", "demo", "--out", str(out / "demo")],
         capture_output=True,
@@ -218,7 +250,8 @@ def repeat_agreement(results: dict) -> dict[str, dict[str, float]]:
 
 
 def markdown(results: dict) -> str:
-    lines = ["# eval check on the GPU", "", f"- wall {results['wall_s']:.0f} s; parts {', '.join(results['parts'])}"]
+    walls = ", ".join(f"{k} {v:.0f} s" for k, v in results.get("part_wall_s", {}).items())
+    lines = ["# eval check on the GPU", "", f"- wall {results['wall_s']:.0f} s ({walls})"]
     lines += [
         "",
         "| goal | verdict | geomean | wall s | worst do_bench agreement % | worst repeat % |",
@@ -244,6 +277,10 @@ def markdown(results: dict) -> str:
         ]
     if "demo" in results:
         lines += ["", f"- demo: exit {results['demo']['exit']} in {results['demo']['wall_s']:.0f} s"]
+    if results.get("skipped"):
+        lines += [f"- SKIPPED (past --deadline-s): {', '.join(results['skipped'])}"]
+    if results.get("errors"):
+        lines += [f"- ERRORS: {', '.join(results['errors'])}"]
     return "\n".join(lines) + "\n"
 
 
@@ -276,13 +313,13 @@ def shape_table(results: dict, repeat: dict) -> list[str]:
 
 
 def main() -> int:
-    if len(sys.argv) > 1 and sys.argv[1] == "--dobench-one":
-        print(json.dumps(dobench_one(sys.argv[2], json.loads(sys.argv[3]))))
+    if len(sys.argv) > 1 and sys.argv[1] == "--dobench":
+        print(json.dumps(dobench_all(json.loads(sys.argv[2]))))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--goals", default=",".join(GOALS))
-    parser.add_argument("--parts", default="evals,hacks,dobench,repeat,demo")
+    parser.add_argument("--parts", default="evals,dobench,repeat,hacks,demo")
     parser.add_argument("--deadline-s", type=float, default=540.0, help="start no new part after this many seconds")
     parser.add_argument("--earlier", type=Path, help="check.json of an earlier run whose evals `repeat` compares with")
     parser.add_argument(
@@ -298,29 +335,33 @@ def main() -> int:
     start = time.monotonic()
     deadline = start + args.deadline_s
     goals, parts = args.goals.split(","), args.parts.split(",")
-    results: dict = {"parts": parts, "timing": timing, "evals": {}, "repeat": {}, "dobench": {}, "hacks": {}}
+    results: dict = {"parts": parts, "timing": timing, "part_wall_s": {}}
+    results |= {"evals": {}, "repeat": {}, "dobench": {}, "hacks": {}}
     if args.earlier:
         earlier = json.loads(args.earlier.read_text())
         results |= {k: earlier[k] for k in ("evals", "dobench", "hacks") if k in earlier}
     try:
-        if "evals" in parts:
-            check_evals(goals, results, "evals", deadline, timing)
-        if "hacks" in parts:
-            check_hacks(results, deadline)
-        if "demo" in parts:
-            check_demo(args.out, results)
-        if "dobench" in parts:
-            check_dobench(goals, results, deadline)
-        if "repeat" in parts:
-            check_evals(goals, results, "repeat", deadline, timing)
-            results["repeat_agreement"] = repeat_agreement(results)
+        steps = {
+            "evals": lambda: check_evals(goals, results, "evals", deadline, timing),
+            "dobench": lambda: check_dobench(goals, results),
+            "repeat": lambda: check_evals(goals, results, "repeat", deadline, timing),
+            "hacks": lambda: check_hacks(results, deadline),
+            "demo": lambda: check_demo(args.out, results, deadline),
+        }
+        for part, step in steps.items():
+            if part in parts:
+                mark = time.monotonic()
+                step()
+                results["part_wall_s"][part] = time.monotonic() - mark
+        results["repeat_agreement"] = repeat_agreement(results)
     finally:
         results["wall_s"] = time.monotonic() - start
         (args.out / "check.json").write_text(json.dumps(results, indent=1))
         (args.out / "check.md").write_text(markdown(results))
     print(markdown(results))
     accepted = all(EvalReport.model_validate(r).accepted for r in results["evals"].values())
-    accepted = accepted and not results.get("errors")
+    accepted = accepted and not results.get("errors") and not results.get("skipped")
+    accepted = accepted and results.get("demo", {"exit": 0})["exit"] == 0
     return 0 if accepted and all(h["ok"] for h in results["hacks"].values()) else 1
 
 

@@ -27,6 +27,7 @@ from jg_mcp import log
 from jg_mcp.errors import JgError, PathRefused
 from jg_mcp.eval.buffers import SharedBinding
 from jg_mcp.eval.checks import mass_findings, measure, metadata_findings
+from jg_mcp.eval.compile_cache import baseline_dir, baseline_env
 from jg_mcp.eval.isolation import choose, prepare
 from jg_mcp.eval.messages import Call, Done, ImportFailed, Ready, Release, Setup
 from jg_mcp.eval.ops import forbidden_ops
@@ -91,6 +92,7 @@ class Evaluation:
         self.outputs = self.goal.goal.outputs
         self.tol = self.goal.goal.tolerance
         self.isolation = choose(options.isolation)
+        self.baseline_cache = self.work / "bcache"
 
     def run(self) -> EvalReport:
         start = time.monotonic()
@@ -138,7 +140,9 @@ class Evaluation:
             timer.start(report, timed)
         report.phases["setup"] = time.monotonic() - start
         mark = time.monotonic()
-        self.correctness(report, cases, self.ready(candidate, report))
+        started = self.ready(candidate, report)
+        report.phases["candidate_start"] = time.monotonic() - mark
+        self.correctness(report, cases, started)
         report.phases["correctness"] = time.monotonic() - mark
         if timer is not None:
             mark = time.monotonic()
@@ -180,9 +184,11 @@ class Evaluation:
         from jg_mcp.gpu import query_gpu
 
         gpu = query_gpu() if self.device == "cuda" else None
+        name = torch.cuda.get_device_name() if self.device == "cuda" else None
+        self.baseline_cache, problem = baseline_dir(torch.__version__, triton.__version__, name, self.work / "bcache")
         return Environment(
             device=self.device,
-            gpu=torch.cuda.get_device_name() if self.device == "cuda" else None,
+            gpu=name,
             driver=gpu.driver_version if gpu else None,
             torch=torch.__version__,
             triton=triton.__version__,
@@ -190,6 +196,8 @@ class Evaluation:
             jg_mcp=jg_mcp.__version__,
             host=platform.node(),
             interpreter=self.device != "cuda",
+            baseline_cache=str(self.baseline_cache),
+            baseline_cache_problem=problem,
         )
 
     def spawn(self, role: str) -> WorkerProcess:
@@ -207,7 +215,8 @@ class Evaluation:
             forbidden_ops=sorted(forbidden_ops(g.forbidden)) if role == "candidate" else [],
         )
         sandboxed = role == "candidate" and self.isolation.sandbox == "bwrap"
-        proc = WorkerProcess(setup, self.work, sandboxed, self.token, self.o.timeout_s, self.device != "cuda")
+        extra = baseline_env(self.baseline_cache) if role == "baseline" else None
+        proc = WorkerProcess(setup, self.work, sandboxed, self.token, self.o.timeout_s, self.device != "cuda", extra)
         self.procs.append(proc)
         return proc
 

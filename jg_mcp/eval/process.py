@@ -40,9 +40,19 @@ class CandidateGone(Exception):
 
 
 class WorkerProcess:
-    """One worker: `sandboxed` runs it in the candidate's bubblewrap sandbox."""
+    """One worker: `sandboxed` runs it in the candidate's bubblewrap sandbox; `extra_env` is added last (the
+    baselines' own compile cache)."""
 
-    def __init__(self, setup: Setup, work: Path, sandboxed: bool, token: str, timeout_s: float, interpret: bool):
+    def __init__(
+        self,
+        setup: Setup,
+        work: Path,
+        sandboxed: bool,
+        token: str,
+        timeout_s: float,
+        interpret: bool,
+        extra_env: dict[str, str] | None = None,
+    ):
         self.timeout_s = timeout_s
         self.role = setup.role
         self.ready = False
@@ -67,6 +77,7 @@ class WorkerProcess:
             home.mkdir()
             env |= {"HOME": str(home), "TMPDIR": str(home), "TRITON_CACHE_DIR": str(cache_dir / "triton")}
             prefix, cwd, parent = [], str(home), os.getpid()
+        env |= extra_env or {}
         self.log_path = work / f"{setup.role}-{secrets.token_hex(4)}.log"
         argv = [
             *prefix,

@@ -237,6 +237,11 @@ class Environment(Strict):
     """Host name."""
     interpreter: bool
     """True when Triton kernels ran in the Triton interpreter (no GPU)."""
+    baseline_cache: str | None = None
+    """The baselines' torch.compile and Triton cache (jg_mcp.eval.compile_cache): every eval on this host with
+    this torch, Triton and GPU measures the baselines compiled there first."""
+    baseline_cache_problem: str | None = None
+    """Why the shared cache was not used (the baselines were compiled anew in this eval), if it was not."""
 
 
 class TimingMethod(Strict):
@@ -329,7 +334,8 @@ class EvalReport(Strict):
     wall_s: float = 0.0
     """Wall time of the whole eval."""
     phases: dict[str, float] = {}
-    """Wall seconds per phase: setup (copy, static check, process start), correctness, timing, total; within timing
+    """Wall seconds per phase: setup (copy, static check, process start), correctness (of which `candidate_start`:
+    until the candidate's process has imported the solution), timing, total; within timing
     `timing_prepare_wait` (waiting for the timing processes' start and first calls, which ran in `timing_prepare`
     alongside correctness) and `timing_fresh` (the fresh-input calls)."""
     isolation: Isolation | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,10 @@ from pathlib import Path
 import pytest
 from eval_suite import GOALS, HACKS, SOLUTIONS, eval_solution
 
-from jg_mcp.eval.isolation import bwrap_problem
+from jg_mcp.eval import EvalOptions
+from jg_mcp.eval.compile_cache import baseline_dir
+from jg_mcp.eval.harness import Evaluation
+from jg_mcp.eval.isolation import bwrap_problem, prepare
 from jg_mcp.eval.report import Reason
 from tests.support import DEMO_GOAL
 
@@ -272,3 +276,55 @@ def test_the_solution_is_read_once_beneath_the_workspace_never_through_a_link_or
         os.mkfifo(ws / "solution.py")
     with pytest.raises(JgError, match="solution"):
         evaluate(EvalOptions(goal=GOALS / "gemm_fp8.yaml", workspace=ws, device="cpu", shapes="smoke", domain_shapes=0))
+
+
+def _bound_writable(pid: int) -> list[Path]:
+    """The host directories a bwrap process binds writable (`--bind SRC DST`) into its sandbox."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    return [Path(argv[i + 1]) for i, a in enumerate(argv) if a == "--bind"]
+
+
+def _environ(pid: int) -> dict[str, str]:
+    items = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
+    return dict(item.split("=", 1) for item in items if "=" in item)
+
+
+@pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
+def test_the_baselines_read_nothing_the_sandboxed_candidate_can_write(tmp_path, monkeypatch):
+    """No directory bound writable into the candidate's sandbox is one the baseline process compiles into or
+    loads from (a kernel planted in a shared Triton cache would be the baseline measured), and the baselines'
+    cache is the same in two evals: the first compilation on a host is the baseline every later eval measures."""
+    monkeypatch.setenv("JG_MCP_CACHE", str(tmp_path / "cache"))
+    seen = []
+    for _ in range(2):
+        ev = Evaluation(EvalOptions(goal=DEMO_GOAL, workspace=tmp_path, device="cpu", isolation="bwrap"))
+        try:
+            (ev.work / "solution").mkdir()
+            (ev.work / "solution" / "solution.py").write_text("def kernel(x, y, alpha):\n    return x\n")
+            (ev.work / "cache").mkdir()
+            prepare(ev.work / "solution", ev.work / "cache")
+            env = ev.environment()
+            candidate, baseline = ev.spawn("candidate"), ev.spawn("baseline")
+            writable = _bound_writable(candidate.proc.pid)
+            base_env = _environ(baseline.proc.pid)
+        finally:
+            for proc in ev.procs:
+                proc.close()
+            shutil.rmtree(ev.work, ignore_errors=True)
+        assert writable, "the candidate's sandbox binds its compile cache writable"
+        keys = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "HOME", "TMPDIR")
+        paths = [base_env[k] for k in keys if k in base_env] + base_env["PYTHONPATH"].split(os.pathsep)
+        for p in map(Path, paths):
+            assert not any(p == w or w in p.parents for w in writable), (p, writable)
+        assert env.baseline_cache_problem is None and Path(env.baseline_cache).parent == tmp_path / "cache/baselines"
+        seen.append((base_env["TRITON_CACHE_DIR"], base_env["TORCHINDUCTOR_CACHE_DIR"]))
+    assert seen[0] == seen[1]
+
+
+def test_a_baseline_cache_others_can_write_is_not_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("JG_MCP_CACHE", str(tmp_path / "cache"))
+    path, problem = baseline_dir("2.x", "3.x", "H200", tmp_path / "own")
+    assert problem is None and path.is_dir() and oct(path.stat().st_mode & 0o777) == "0o700"
+    path.chmod(0o777)
+    again, problem = baseline_dir("2.x", "3.x", "H200", tmp_path / "own")
+    assert again == tmp_path / "own" and again.is_dir() and "writable by other users" in problem

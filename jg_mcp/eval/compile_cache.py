@@ -1,0 +1,61 @@
+"""Where the baselines' compiled kernels are kept: one directory per user, torch, Triton and GPU, outside every
+directory the candidate can write, shared by every eval that matches it (and by `eval/h200_check.py`'s do_bench).
+
+Trust: a baseline process reads nothing the candidate can write. Its Triton and Inductor caches used to be the
+eval's compile cache, which is bound writable into the candidate's sandbox, so a candidate could plant a slow
+kernel under the hash of a baseline's and be measured against it.
+
+Reproducibility: torch.compile autotunes some kernels when they first run, and at 8-20 us shapes the pick is
+noise, so two processes compiled two different baselines (0.0080 and 0.0108 ms for the same call on the H200).
+With one cache, the first compilation on a host is the baseline every later eval there measures; its place is
+in the report (`environment.baseline_cache`), and deleting it recompiles.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+
+def root() -> Path:
+    """`$JG_MCP_CACHE`, else `$XDG_CACHE_HOME/jg-mcp`, else `~/.cache/jg-mcp`."""
+    if given := os.environ.get("JG_MCP_CACHE"):
+        return Path(given)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "jg-mcp"
+
+
+def _private_dir(path: Path) -> str | None:
+    """Make `path` (and missing parents) as this user's 0700 directory; None when it is one, else what is wrong:
+    a directory another user owns or can write, or a link, could hand the baselines someone else's kernels."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(path)
+    except OSError as exc:
+        return f"cannot make {path}: {exc.strerror}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{path} is not a directory"
+    if st.st_uid != os.geteuid():
+        return f"{path} belongs to uid {st.st_uid}"
+    if st.st_mode & 0o022:
+        return f"{path} is writable by other users (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def baseline_dir(torch_version: str, triton_version: str, gpu: str | None, fallback: Path) -> tuple[Path, str | None]:
+    """The baselines' cache for this torch, Triton and GPU, and None; or, where that directory cannot be trusted,
+    `fallback` (the eval's own: compiled anew, not pinned) and the reason."""
+    slug = re.sub(r"[^A-Za-z0-9._+-]+", "_", f"torch-{torch_version}_triton-{triton_version}_{gpu or 'cpu'}")
+    path = root() / "baselines" / slug
+    problem = _private_dir(path)
+    if problem is None:
+        return path, None
+    fallback.mkdir(mode=0o700, exist_ok=True)
+    return fallback, problem
+
+
+def baseline_env(path: Path) -> dict[str, str]:
+    """The environment that points torch.compile (Inductor) and Triton at `path`."""
+    return {"TORCHINDUCTOR_CACHE_DIR": str(path / "inductor"), "TRITON_CACHE_DIR": str(path / "triton")}
