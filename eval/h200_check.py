@@ -218,13 +218,13 @@ def check_hacks(results: dict, deadline: float) -> None:
         )
 
 
-def check_demo(out: Path, results: dict, deadline: float) -> None:
+def check_demo(results: dict, deadline: float) -> None:
     start = time.monotonic()
     if start > deadline:
         results.setdefault("skipped", []).append("demo")
         return
     done = subprocess.run(
-        [sys.executable, "-m", "jg_mcp", "demo", "--out", str(out / "demo")],
+        [sys.executable, "-m", "jg_mcp", "demo", "--out", tempfile.mkdtemp(prefix="jg-check-demo-")],
         capture_output=True,
         text=True,
         timeout=600,
@@ -346,7 +346,7 @@ def main() -> int:
             "dobench": lambda: check_dobench(goals, results),
             "repeat": lambda: check_evals(goals, results, "repeat", deadline, timing),
             "hacks": lambda: check_hacks(results, deadline),
-            "demo": lambda: check_demo(args.out, results, deadline),
+            "demo": lambda: check_demo(results, deadline),
         }
         for part, step in steps.items():
             if part in parts:
