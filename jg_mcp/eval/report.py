@@ -214,6 +214,9 @@ class ShapeResult(Strict):
     """Some callable needs about as much host time to queue a call as the GPU takes to run flush and call: without
     the pad its time would depend on the host. With it, every time here is device time with launches hidden (as
     under a CUDA graph), for every callable alike."""
+    retimed: str | None = None
+    """Why the shape was timed twice: what a timing finding would have said of the first timing. The times here
+    are the second's, whose fresh calls each follow a lead block; a finding is reported only if it shows too."""
 
 
 class Environment(Strict):

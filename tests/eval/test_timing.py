@@ -79,3 +79,39 @@ def test_an_honest_candidate_timed_on_the_cpu_is_accepted_with_every_measurement
         assert cand.lead > 0 and cand.enqueue_ms is not None and shape.pad_ms == 0
         assert set(shape.baselines) == {"torch_add"} and shape.baselines["torch_add"].host_median_ms
     assert {"setup", "correctness", "timing", "total"} <= set(report.phases)
+
+
+SLOW_ON_FIRST_FRESH = """
+import torch
+
+SEEN = {}
+SLOW = [8]
+
+
+def kernel(x, y, alpha):
+    key = (float(x[0]), float(x[-1]), float(y[0]), float(y[-1]), x.numel())
+    SEEN[key] = SEEN.get(key, 0) + 1
+    z = torch.addcmul(y, x, alpha)
+    if SEEN[key] == 1 and max(SEEN.values()) > 2 and SLOW[0] > 0:
+        SLOW[0] -= 1
+        for _ in range(60):
+            z = torch.addcmul(y, x, alpha)
+    return z
+"""
+"""Honest output, but its first 8 calls on unseen inputs after the timed rounds began are slow, as an honest
+kernel's fresh calls were once on the H200 when a power-capped clock made them so."""
+
+
+def test_a_timing_finding_that_a_second_timing_does_not_show_is_not_reported(tmp_path, timing_goal):
+    """A timing finding is judged on a second, independent timing of the shape (each fresh call after a lead
+    block); the report says why the shape was timed twice. A hack that caches shows it every time (the timing
+    hacks of test_hacks.py stay rejected)."""
+    from eval_suite import CPU_TIMING, eval_solution
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "solution.py").write_text(SLOW_ON_FIRST_FRESH)
+    report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **CPU_TIMING)
+    assert report.accepted, [f.detail for f in report.findings]
+    first = report.shapes[0]
+    assert first.retimed and "fresh inputs" in first.retimed, first.retimed
+    assert first.candidate and first.candidate.fresh_median_ms < 2 * first.candidate.median_ms
