@@ -5,7 +5,9 @@ other, and `jg-mcp demo`. Prints a short table and writes check.json and check.m
     python eval/h200_check.py --out DIR [--goals a,b] [--parts evals,dobench,repeat,hacks,demo] [--deadline-s S]
         [--earlier CHECK_JSON] [--timing KEY=VALUE ...]
 
-do_bench runs in a fresh process per goal (not the eval's workers), on inputs of its own, for the solution and for
+The repeat is a second eval of each solution on its timed shapes only (correctness checked there too): only
+their speedups are compared. do_bench runs in one fresh process (not the eval's workers) whose torch.compile and
+Triton caches are the baselines' (jg_mcp/eval/compile_cache.py), on inputs of its own, for the solution and for
 the baseline the eval found strongest at each timed shape; its ratio is compared with the eval's speedup. At a
 shape the eval found launch-bound, do_bench holds the GPU for the eval's pad after each of its L2 flushes, so both
 measure device time with launches hidden (see jg_mcp/eval/timing.py); elsewhere it is plain do_bench.
@@ -108,7 +110,8 @@ def check_evals(goals: list[str], results: dict, key: str, deadline: float, timi
             continue
         try:
             solution = REPO / "eval" / "solutions" / goal / "solution.py"
-            report = run_eval(solution, goal, timing=timing or {})
+            narrow = {"shapes": "timed", "domain_shapes": 0} if key == "repeat" else {}
+            report = run_eval(solution, goal, timing=timing or {}, **narrow)
         except Exception as exc:  # one goal's harness failure is a result, not the end of the check
             results.setdefault("errors", {})[f"{key}:{goal}"] = f"{type(exc).__name__}: {exc}"[-3000:]
             print(f"{key:7s} {goal:20s} HARNESS ERROR {type(exc).__name__}: {str(exc)[-300:]}", flush=True)
