@@ -183,6 +183,8 @@ def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results
 
 def check_hacks(results: dict, deadline: float) -> None:
     for name, reasons in GPU_HACKS.items():
+        if name in results["hacks"]:
+            continue
         if time.monotonic() > deadline:
             results.setdefault("skipped", []).append(f"hack:{name}")
             continue
@@ -342,7 +344,7 @@ def main() -> int:
     results |= {"evals": {}, "repeat": {}, "dobench": {}, "hacks": {}}
     if args.earlier:
         earlier = json.loads(args.earlier.read_text())
-        results |= {k: earlier[k] for k in ("evals", "dobench", "hacks") if k in earlier}
+        results |= {k: earlier[k] for k in ("evals", "dobench", "repeat", "hacks") if k in earlier}
     try:
         steps = {
             "evals": lambda: check_evals(goals, results, "evals", deadline, timing),
