@@ -31,6 +31,8 @@ UNSANDBOXED = [
     "filesystem view: the candidate can read what this user can (workspace, goals, earlier reports)",
     "private /tmp and /dev/shm: the candidate can write where other processes read",
     "network namespace: the candidate can reach the network",
+    "the baselines' compile cache (jg_mcp/eval/compile_cache.py): the candidate can write kernels that this and "
+    "later evals' baselines load",
 ]
 
 
