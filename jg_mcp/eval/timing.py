@@ -324,10 +324,19 @@ class TimingPhase:
             for proc, ring in ((self.cand, "cring"), (self.base, "bring")):
                 proc.bind(bindings["tin"])
                 proc.bind(bindings[ring])
-            results = self.measure(report, case, shape, bindings, refs, slots, careful=False)
+
+            def measure(careful: bool) -> dict[str, Any]:
+                """The shape's timed rounds, then its fresh-input calls (each after a lead block when `careful`)."""
+                results = self.rounds(report, case, shape, bindings, refs, slots)
+                begin = time.monotonic()
+                self.fresh(report, case, shape, bindings, results, lead=careful)
+                report.phases["timing_fresh"] = report.phases.get("timing_fresh", 0.0) + time.monotonic() - begin
+                return results
+
+            results = measure(careful=False)
             if suspicion := self.suspicion(results):
                 shape.retimed = suspicion
-                results = self.measure(report, case, shape, bindings, refs, slots, careful=True)
+                results = measure(careful=True)
             shape.candidate = Timing.model_validate(results.pop("candidate"))
             shape.baselines = {n: Timing.model_validate(r) for n, r in results.items()}
             for proc in (self.cand, self.base):
@@ -336,23 +345,6 @@ class TimingPhase:
         finally:
             for b in bindings.values():
                 b.free()
-
-    def measure(
-        self,
-        report: EvalReport,
-        case: Case,
-        shape: ShapeResult,
-        bindings: dict[str, SharedBinding],
-        refs: list[list[torch.Tensor]],
-        slots: int,
-        careful: bool,
-    ) -> dict[str, Any]:
-        """The shape's timed rounds, then its fresh-input calls (each after a lead block when `careful`)."""
-        results = self.rounds(report, case, shape, bindings, refs, slots)
-        begin = time.monotonic()
-        self.fresh(report, case, shape, bindings, results, lead=careful)
-        report.phases["timing_fresh"] = report.phases.get("timing_fresh", 0.0) + time.monotonic() - begin
-        return results
 
     def suspicion(self, results: dict[str, Any]) -> str | None:
         """What the timing findings would say of these results (a timing escape or speed that needs seen inputs),
