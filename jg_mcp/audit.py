@@ -23,10 +23,9 @@ from jg_mcp.campaign.conditions import check_transcript
 from jg_mcp.errors import GoalError
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.report import Reason
-from jg_mcp.goals import LoadedGoal, find_goal, load_goal
+from jg_mcp.goals import REFERENCE_FILE, LoadedGoal, find_goal, load_goal
 from jg_mcp.integrity import diagnose
 from jg_mcp.replay import END, BlobError, Record, load_record, read_blob, state_at
-from jg_mcp.session import REFERENCE_FILE
 from jg_mcp.transcript import EVENT, FileChange, Notice, blobs_dir, key_id, mac_ok, sha256_bytes
 
 NETWORK = re.compile(

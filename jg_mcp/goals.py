@@ -18,6 +18,9 @@ from jg_mcp.errors import GoalError, GoalNotFound
 
 REPO_GOALS = Path(__file__).resolve().parent.parent / "goals"
 DEMO_GOALS = Path(__file__).resolve().parent / "demo_goal"
+REFERENCE_FILE = "reference.py"
+"""Where a session puts a read-only copy of the goal's module in the workspace (served as the reference
+resource too); the audit flags any later change to it."""
 
 
 class Strict(BaseModel):

@@ -20,10 +20,10 @@ from pydantic import BaseModel
 
 from jg_mcp import log
 from jg_mcp.errors import PathRefused
+from jg_mcp.goals import REFERENCE_FILE
 from jg_mcp.runner import CommandResult, Runner
 from jg_mcp.safefs import read_bounded
 from jg_mcp.sandbox import Bwrap, SandboxLimits, choose
-from jg_mcp.session import REFERENCE_FILE
 from jg_mcp.transcript import Close, FileChange, Header, Request, Response, blobs_dir, read_transcript, sha256_bytes
 from jg_mcp.workspace import Workspace
 

@@ -18,11 +18,11 @@ from pydantic import BaseModel, Field
 from jg_mcp import __version__, gpu
 from jg_mcp.errors import PathRefused
 from jg_mcp.goal_text import instruction, render_markdown
-from jg_mcp.goals import LoadedGoal
+from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.gpu import GpuReport
 from jg_mcp.paging import NotText, read_page
 from jg_mcp.runner import CommandResult
-from jg_mcp.session import REFERENCE_FILE, Session
+from jg_mcp.session import Session
 from jg_mcp.stdio import OVERSIZED, serve_stdio
 from jg_mcp.transcript import Request, Response, sha256_bytes
 

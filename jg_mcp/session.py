@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from jg_mcp import __version__, log
-from jg_mcp.goals import LoadedGoal
+from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.gpu import query_gpu
 from jg_mcp.runner import Runner
 from jg_mcp.sandbox import SECRET_VALUE, Sandbox, is_secret, sandbox_of
@@ -23,7 +23,6 @@ from jg_mcp.transcript import Close, FileChange, Header, Notice, TranscriptWrite
 from jg_mcp.workspace import Scan, Workspace
 
 logger = log.get("jg_mcp.session")
-REFERENCE_FILE = "reference.py"
 COMMAND_BLOB_CAP = 8 * 1024 * 1024
 Wrap = Callable[[list[str]], list[str]]
 
