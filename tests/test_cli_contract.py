@@ -16,6 +16,8 @@ import pytest
 from jg_mcp.cli import build_parser
 
 JG_MCP = Path(sys.executable).with_name("jg-mcp")
+EXAMPLE = Path(__file__).resolve().parent.parent / "transcripts" / "examples" / "demo-axpy.jsonl"
+"""A recorded session of 7 tools/calls."""
 
 CASES: dict[str, tuple[list[str], str]] = {
     # id: (arguments, what the message must contain)
@@ -63,7 +65,15 @@ CASES: dict[str, tuple[list[str], str]] = {
     "replay into a full directory": (["replay", "file.txt", "--to", "full"], "--to full exists and is not an empty"),
     "replay a step that is no number": (
         ["replay", "file.txt", "--to", "out", "--step", "x"],
-        "argument --step: invalid int value: 'x'",
+        "argument --step: 'x' is not a whole number of at least 0",
+    ),
+    "replay a negative step": (
+        ["replay", str(EXAMPLE), "--to", "out", "--step", "-1"],
+        "argument --step: '-1' is not a whole number of at least 0",
+    ),
+    "replay a step past the last call": (
+        ["replay", str(EXAMPLE), "--to", "out", "--step", "8"],
+        "--step 8 is out of range: this transcript has steps 0..7",
     ),
     "demo into a full directory": (["demo", "--out", "full"], "--out full exists and is not an empty directory"),
     "demo an unknown option": (["demo", "--fast"], "unrecognized arguments: --fast"),

@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 from jg_mcp import replay
-from jg_mcp.commands.arguments import input_file, new_dir
+from jg_mcp.commands.arguments import input_file, new_dir, non_negative_int
 from jg_mcp.errors import UsageError
 
 
@@ -40,7 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("transcript", type=Path, metavar="TRANSCRIPT", help="the RUN.jsonl file")
     p.add_argument("--to", type=Path, required=True, metavar="DIR", help="new or empty directory to rebuild into")
-    p.add_argument("--step", type=int, metavar="N", help="rebuild after the Nth tools/call (0: session start)")
+    p.add_argument(
+        "--step", type=non_negative_int, metavar="N", help="rebuild after the Nth tools/call (0: session start)"
+    )
     p.add_argument("--rerun", action="store_true", help="re-execute the recorded commands and compare outputs")
     p.set_defaults(func=run)
 
@@ -53,9 +55,9 @@ def run(args: argparse.Namespace) -> int:
     input_file(args.transcript, "transcript")
     new_dir(args.to, "--to")
     record = replay.load_record(args.transcript)
+    if args.step is not None and not 0 <= args.step <= record.last_step():
+        raise UsageError(f"--step {args.step} is out of range: this transcript has steps 0..{record.last_step()}")
     step = replay.END if args.step is None else args.step
-    if step != replay.END and not 0 <= step <= record.last_step():
-        raise UsageError(f"--step {step} is out of range: this transcript has steps 0..{record.last_step()}")
     if record.truncated or record.close is None:
         print("warning: the session was cut short (no close event); rebuilding from what was recorded")
     report = replay.rebuild(record, args.to, step)
