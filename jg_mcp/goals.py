@@ -9,12 +9,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jg_mcp.errors import GoalError, GoalNotFound
+from jg_mcp.schema_errors import first_problem
 
 REPO_GOALS = Path(__file__).resolve().parent.parent / "goals"
 DEMO_GOALS = Path(__file__).resolve().parent / "demo_goal"
@@ -207,44 +208,6 @@ class LoadedGoal:
         return h.hexdigest()
 
 
-def _field_of(err: Any) -> str:
-    return ".".join(str(p) for p in err["loc"])
-
-
-def _keys_at(loc: tuple) -> list[str]:
-    """The field names the goal schema allows where `loc` points (for a 'did you mean')."""
-    model: Any = Goal
-    for part in loc:
-        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
-            continue  # a list index or a dict key: stay on the item type found below
-        model = model.model_fields[part].annotation
-        while not (isinstance(model, type) and issubclass(model, BaseModel)) and get_args(model):
-            model = get_args(model)[-1]
-    return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
-
-
-def _describe(err: Any) -> tuple[str, str]:
-    """(field, problem) of one validation error; an unknown key says which known key it resembles."""
-    loc = tuple(err["loc"])
-    if err["type"] == "extra_forbidden":
-        close = difflib.get_close_matches(str(loc[-1]), _keys_at(loc[:-1]), n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        return _field_of(err), f"unknown key{hint}"
-    msg = err["msg"].removeprefix("Value error, ")
-    return _field_of(err), msg
-
-
-def _validation_error(yaml_path: Path, exc: ValidationError) -> GoalError:
-    """One GoalError for all of a goal's problems: unknown keys (likely typos) first, the rest after."""
-    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    field, problem = _describe(errors[0])
-    rest = [f"{f or '(top level)'}: {p}" for f, p in map(_describe, errors[1:4])]
-    if rest:
-        more = f", and {len(errors) - 4} more" if len(errors) > 4 else ""
-        problem += f" (also {'; '.join(rest)}{more})"
-    return GoalError(yaml_path, field, problem)
-
-
 def _import_module(path: Path, goal_name: str) -> ModuleType:
     mod_name = f"jg_goal_{goal_name}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
@@ -278,7 +241,7 @@ def load_goal(path: str | Path) -> LoadedGoal:
     try:
         goal = Goal.model_validate(data)
     except ValidationError as exc:
-        raise _validation_error(yaml_path, exc) from None
+        raise GoalError(yaml_path, *first_problem(Goal, exc)) from None
     if goal.name != yaml_path.stem:
         raise GoalError(yaml_path, "name", f"'{goal.name}' differs from the file name '{yaml_path.stem}'")
     module_path = yaml_path.with_suffix(".py")

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from jg_mcp.campaign.conditions import NAMES
 from jg_mcp.campaign.run import RunSpec, default_run_id
 from jg_mcp.errors import JgError, UsageError
+from jg_mcp.schema_errors import first_problem
 
 
 class Strict(BaseModel):
@@ -88,13 +89,20 @@ class Campaign(Strict):
 
 
 def load_campaign(path: Path) -> Campaign:
+    """Read and validate a campaign file; a malformed one is a JgError of one line naming the field (an unknown
+    key first, with the known key it resembles)."""
     try:
         data = yaml.safe_load(path.read_text())
+        if not isinstance(data, dict):
+            raise JgError(f"{path}: must be a YAML mapping of campaign fields (agents, goals, ...)")
         campaign = Campaign.model_validate(data)
     except OSError as exc:
         raise UsageError(f"cannot read campaign file {path}: {exc.strerror or exc}") from None
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise JgError(f"{path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise JgError(f"{path}: YAML syntax error: {' '.join(str(exc).split())}") from None
+    except ValidationError as exc:
+        field, problem = first_problem(Campaign, exc)
+        raise JgError(f"{path}:{f' field {field!r}' if field else ''} {problem}") from None
     base = path.resolve().parent
     campaign.goals = [
         str(base / g) if g.endswith((".yaml", ".yml")) and not Path(g).is_absolute() else g for g in campaign.goals
