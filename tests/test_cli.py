@@ -29,6 +29,37 @@ def test_every_subcommand_has_help(command):
     assert len(proc.stdout.splitlines()) > 3
 
 
+def description(help_text: str) -> str:
+    """The paragraphs of a --help between the usage lines and the first list of arguments, on one line."""
+    body = help_text.split("\n\n", 1)[1] if "\n\n" in help_text else ""
+    kept = []
+    for paragraph in body.split("\n\n"):
+        if paragraph.startswith(("options:", "positional arguments:")):
+            break
+        kept.append(" ".join(paragraph.split()))
+    return " ".join(kept)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["goals", "list"], ["one line per goal", "baselines", "Exit 1 when any goal is invalid"]),
+        (["goals", "show"], ["the goal as the agent receives it", "Exit 1 for a malformed goal, 2"]),
+        (["demo"], ["scripted client", "re-verifies the kernel", "`jg-mcp eval`", "audits the transcript"]),
+    ],
+)
+def test_help_describes_what_the_command_does(args, says):
+    proc = jg(*args, "--help")
+    assert proc.returncode == 0, proc.stderr
+    text = description(proc.stdout)
+    assert all(phrase in text for phrase in says), text
+
+
+def test_the_command_list_says_the_demo_also_evaluates_and_audits():
+    words = " ".join(jg("--help").stdout.split())
+    assert "demo run a recorded end-to-end session with a scripted client, then eval and audit it" in words, words
+
+
 def test_the_core_commands_exist():
     assert {"serve", "goals", "gpu", "demo"} <= set(subcommands())
 
