@@ -24,11 +24,9 @@ from jg_mcp.paging import NotText, read_page
 from jg_mcp.runner import CommandResult
 from jg_mcp.session import Session
 from jg_mcp.stdio import OVERSIZED, serve_stdio
-from jg_mcp.transcript import Request, Response, sha256_bytes
+from jg_mcp.transcript import WRITE_BLOB_CAP, Request, Response, sha256_bytes
 
-TOOL_NAMES = ("read_file", "write_file", "run_command", "query_gpu")
-MAX_WRITE_BYTES = 16 * 1024 * 1024
-MAX_REQUEST_CHARS = MAX_WRITE_BYTES + 1024 * 1024
+MAX_REQUEST_CHARS = WRITE_BLOB_CAP + 1024 * 1024
 """Largest request params (in characters) recorded and served; larger ones are recorded by size and refused."""
 MAX_TIMEOUT_S = 3600
 
@@ -154,7 +152,7 @@ class TranscriptMiddleware:
             size, unit = _size(params, MAX_REQUEST_CHARS), "characters or more"
         message = (
             f"request refused: its params hold {size} {unit}, over the limit of {MAX_REQUEST_CHARS} "
-            f"(write_file content may be at most {MAX_WRITE_BYTES} bytes)"
+            f"(write_file content may be at most {WRITE_BLOB_CAP} bytes)"
         )
         session.writer.record(Request(request_id=rid, method=method, params=None, params_size=size))
         session.writer.record(Response(request_id=rid, method=method, duration_ms=0.0, is_error=True, error=message))
@@ -200,8 +198,8 @@ def _read_text(session: Session, path: str, offset: int, limit: int) -> FileText
 
 def _write_text(session: Session, path: str, content: str, request_id: str | int | None) -> WriteResult:
     data = content.encode("utf-8", errors="surrogatepass")
-    if len(data) > MAX_WRITE_BYTES:
-        raise ToolError(f"content is {len(data)} bytes; the limit is {MAX_WRITE_BYTES}")
+    if len(data) > WRITE_BLOB_CAP:
+        raise ToolError(f"content is {len(data)} bytes; the limit is {WRITE_BLOB_CAP}")
     ws = session.workspace
     with session.scan_lock:
         try:
@@ -209,7 +207,7 @@ def _write_text(session: Session, path: str, content: str, request_id: str | int
             created = ws.write(parts, data)
         except (PathRefused, OSError) as exc:
             raise _refused(path, exc, "write") from None
-        session.record_changes(request_id, "write_file", blob_cap=MAX_WRITE_BYTES)
+        session.record_changes(request_id, "write_file", blob_cap=WRITE_BLOB_CAP)
     return WriteResult(path="/".join(parts), size=len(data), sha256=sha256_bytes(data), created=created)
 
 

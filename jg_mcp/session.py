@@ -19,11 +19,10 @@ from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.gpu import query_gpu
 from jg_mcp.runner import Runner
 from jg_mcp.sandbox import SECRET_VALUE, Sandbox, is_secret, sandbox_of
-from jg_mcp.transcript import Close, FileChange, Header, Notice, TranscriptWriter, key_id
+from jg_mcp.transcript import COMMAND_BLOB_CAP, Close, FileChange, Header, Notice, TranscriptWriter, key_id
 from jg_mcp.workspace import Scan, Workspace
 
 logger = log.get("jg_mcp.session")
-COMMAND_BLOB_CAP = 8 * 1024 * 1024
 Wrap = Callable[[list[str]], list[str]]
 
 

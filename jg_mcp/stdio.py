@@ -18,12 +18,13 @@ import anyio
 import anyio.to_thread
 
 from jg_mcp import log
+from jg_mcp.transcript import WRITE_BLOB_CAP
 
 logger = log.get("jg_mcp.stdio")
 OVERSIZED = "jg/oversized"
 """Method of the stand-in for a message over the limit."""
-LINE_LIMIT_BYTES = 65 * 1024 * 1024
-"""Longest stdio message: room for a 16 MiB write_file whose JSON escaping quadruples it."""
+LINE_LIMIT_BYTES = 4 * WRITE_BLOB_CAP + 1024 * 1024
+"""Longest stdio message: room for the largest write_file (WRITE_BLOB_CAP) whose JSON escaping quadruples it."""
 PEEK = 4096
 ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,20})')
 METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{1,100})"')

@@ -3,7 +3,8 @@
 Each line is one event (a tagged union on `event`). Every event carries `seq` (0, 1, 2, ...)
 and `prev`, the sha256 of the previous line's bytes (64 zeros for the header), so an edit,
 deletion, reordering or truncation shows. File contents are stored content-addressed in
-`RUN.blobs/<sha256>` next to `RUN.jsonl`. Each line is flushed as it is written, so a killed
+`RUN.blobs/<sha256>` next to `RUN.jsonl`, up to a cap (COMMAND_BLOB_CAP, WRITE_BLOB_CAP); larger
+content is recorded by hash and size only. Each line is flushed as it is written, so a killed
 server leaves a valid prefix. One writer per transcript: appends and blob stores from the event loop and
 from worker threads are serialised by a lock, so the order of lines is the order of completion.
 
@@ -35,6 +36,15 @@ FORMAT_VERSION = 3
 3: events may carry `mac` (keyed transcripts, the header's `key_id`); a request too large to record keeps
 its size in `params_size` instead of its params."""
 GENESIS = "0" * 64
+COMMAND_BLOB_CAP = 8 * 1024 * 1024
+"""Largest file content stored as a blob when a scan finds it changed by run_command (or at session start
+or end). Commands can make files of any size (build outputs, data), so past this only the hash and size are
+recorded (`FileChange.stored` false) and replay lists the file as not reconstructible."""
+WRITE_BLOB_CAP = 16 * 1024 * 1024
+"""Largest content write_file accepts (the server refuses more), and the blob cap of the changes it records:
+every file the agent wrote with write_file is stored whole, so replay can rebuild it. Larger than
+COMMAND_BLOB_CAP because the agent's own source is what an audit reads; the stdio line limit
+(jg_mcp.stdio.LINE_LIMIT_BYTES) and the server's request limit leave room for it."""
 
 
 class EventBase(BaseModel):
@@ -185,12 +195,11 @@ def mac_ok(line: bytes, mac: str | None, key: bytes) -> bool:
 class TranscriptWriter:
     """Appends events, chaining hashes (and MACs, with a key) and flushing each line. Thread-safe."""
 
-    def __init__(self, path: Path, blob_cap: int = 64 * 1024 * 1024, key: bytes | None = None):
+    def __init__(self, path: Path, key: bytes | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.blobs = blobs_dir(self.path)
         self.blobs.mkdir(exist_ok=True)
-        self.blob_cap = blob_cap
         self.key = key
         self.lock = threading.Lock()
         self._fh = open(self.path, "xb")
@@ -238,19 +247,11 @@ class TranscriptWriter:
         """sha256 of the last line written: no later line vouches for it, so publish it elsewhere."""
         return self._prev
 
-    def store_blob(self, data: bytes) -> tuple[str, bool]:
-        """Store content by hash; returns (sha256, stored). Content over the cap is hashed only."""
-        digest = sha256_bytes(data)
-        if len(data) > self.blob_cap:
-            return digest, False
-        self._place(digest, [data])
-        return digest, True
-
     def store_fd(self, fd: int, size: int, cap: int) -> tuple[str, int, bool]:
-        """Hash the first `size` bytes of a file descriptor and, when they fit `cap` (and the writer's), store
-        them as a blob in the same pass; returns (sha256, bytes read, stored)."""
+        """Hash the first `size` bytes of a file descriptor and, when they fit `cap` (COMMAND_BLOB_CAP or
+        WRITE_BLOB_CAP), store them as a blob in the same pass; returns (sha256, bytes read, stored)."""
         h, n = hashlib.sha256(), 0
-        keep = size <= min(cap, self.blob_cap)
+        keep = size <= cap
         chunks: list[bytes] = []
         for chunk in read_bounded(fd, size):
             h.update(chunk)

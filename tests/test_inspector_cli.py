@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from jg_mcp.server import TOOL_NAMES
+from jg_mcp.campaign.conditions import CONDITIONS
 from tests.support import GEMM_FP8, node_tool
 
 pytestmark = pytest.mark.slow
@@ -42,7 +42,7 @@ def inspect(tmp_path):
 
 def test_inspector_sees_exactly_the_four_tools(inspect):
     tools = inspect("--method", "tools/list")["tools"]
-    assert tuple(t["name"] for t in tools) == TOOL_NAMES
+    assert tuple(t["name"] for t in tools) == CONDITIONS["goal-only"].tools
 
 
 def test_inspector_reads_the_goal_resource(inspect):

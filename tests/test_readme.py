@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from jg_mcp.server import TOOL_NAMES
+from jg_mcp.campaign.conditions import CONDITIONS
 from tests.support import REPO, node_tool
 
 README = (REPO / "README.md").read_text()
@@ -139,7 +139,7 @@ def test_the_inspector_command_lists_the_four_tools_as_written():
     with leaves_no_sessions():
         done = sh(command)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert tuple(t["name"] for t in json.loads(done.stdout)["tools"]) == TOOL_NAMES
+    assert tuple(t["name"] for t in json.loads(done.stdout)["tools"]) == CONDITIONS["goal-only"].tools
 
 
 @pytest.mark.slow
@@ -171,4 +171,4 @@ def test_the_mcp_json_server_starts_from_any_directory(tmp_path):
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert tuple(t["name"] for t in json.loads(done.stdout)["tools"]) == TOOL_NAMES
+    assert tuple(t["name"] for t in json.loads(done.stdout)["tools"]) == CONDITIONS["goal-only"].tools

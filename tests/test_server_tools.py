@@ -9,8 +9,8 @@ import anyio
 import pytest
 from mcp import Client
 
-from jg_mcp.server import TOOL_NAMES
-from jg_mcp.transcript import read_transcript
+from jg_mcp.campaign.conditions import CONDITIONS
+from jg_mcp.transcript import COMMAND_BLOB_CAP, WRITE_BLOB_CAP, read_transcript
 
 
 def session_run(server, fn, timeout_s=120):
@@ -27,7 +27,7 @@ def test_exactly_the_four_tools_with_annotations_and_output_schemas(server):
         return (await c.list_tools()).tools
 
     tools = {t.name: t for t in session_run(server, fn)}
-    assert tuple(tools) == TOOL_NAMES
+    assert tuple(tools) == CONDITIONS["goal-only"].tools
     assert tools["read_file"].annotations.read_only_hint is True
     assert tools["query_gpu"].annotations.read_only_hint is True
     assert tools["write_file"].annotations.destructive_hint is True
@@ -209,3 +209,22 @@ def test_every_request_and_file_change_is_recorded(server, session):
     assert blob.read_bytes() == b"x = 1\n"
     close = events[-1]
     assert close.event == "close" and "made.txt" in close.manifest and "solution.py" not in close.manifest
+
+
+def test_whatever_write_file_accepts_is_stored_whole_while_a_command_made_file_that_size_is_only_hashed(
+    server, session
+):
+    content = "w" * (COMMAND_BLOB_CAP + 1)
+
+    async def fn(c):
+        await c.call_tool("write_file", {"path": "written.txt", "content": content})
+        await c.call_tool("run_command", {"command": f"head -c {COMMAND_BLOB_CAP + 1} /dev/zero > made.bin"})
+        too_big = await c.call_tool("write_file", {"path": "x.txt", "content": "w" * (WRITE_BLOB_CAP + 1)})
+        return too_big
+
+    too_big = session_run(server, fn)
+    session.close("done")
+    assert too_big.is_error and f"the limit is {WRITE_BLOB_CAP}" in too_big.content[0].text
+    changes = {e.path: e for e in read_transcript(session.transcript_path).events if e.event == "file_change"}
+    assert changes["written.txt"].stored and (session.writer.blobs / changes["written.txt"].sha256).is_file()
+    assert not changes["made.bin"].stored and not (session.writer.blobs / changes["made.bin"].sha256).exists()

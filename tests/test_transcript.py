@@ -90,11 +90,22 @@ def test_tampering_is_detected_with_the_line(tmp_path, tamper):
 
 
 def test_blobs_are_content_addressed_and_capped(tmp_path):
-    w = TranscriptWriter(tmp_path / "run.jsonl", blob_cap=10)
-    digest, stored = w.store_blob(b"small")
-    assert stored and (w.blobs / digest).read_bytes() == b"small"
-    digest, stored = w.store_blob(b"x" * 11)
-    assert not stored and not (w.blobs / digest).exists()
+    w = TranscriptWriter(tmp_path / "run.jsonl")
+    (tmp_path / "small").write_bytes(b"small")
+    (tmp_path / "big").write_bytes(b"x" * 11)
+
+    def store(name: str) -> tuple[str, int, bool]:
+        fd = os.open(tmp_path / name, os.O_RDONLY)
+        try:
+            return w.store_fd(fd, os.fstat(fd).st_size, cap=10)
+        finally:
+            os.close(fd)
+
+    digest, size, stored = store("small")
+    assert stored and size == 5 and digest == sha256_bytes(b"small")
+    assert (w.blobs / digest).read_bytes() == b"small"
+    digest, size, stored = store("big")
+    assert not stored and size == 11 and digest == sha256_bytes(b"x" * 11) and not (w.blobs / digest).exists()
 
 
 def test_a_transcript_is_never_overwritten(tmp_path):
