@@ -9,9 +9,7 @@ from jg_mcp.goals import load_goal
 from jg_mcp.server import SingleSession, build_server
 from jg_mcp.session import Session
 from tests.scheduling import check_names, make_scheduler
-from tests.support import DEMO_GOAL, GEMM_FP8, REPO, TOOLS_BIN, copy_goal, node_tool
-
-__all__ = ["DEMO_GOAL", "GEMM_FP8", "REPO", "TOOLS_BIN", "copy_goal", "node_tool"]
+from tests.support import GEMM_FP8
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -1,4 +1,5 @@
-"""Helpers shared by test modules: paths, the command line, node tools, the demo run, scripted sessions.
+"""Helpers shared by test modules: paths, the command line, node tools, bubblewrap, the demo run, scripted
+sessions, transcript chains and the HTTP server subprocess.
 
 Test modules import these from here, never from one another (importing a test module runs its
 module-level code again under a second name and couples unrelated tests).
@@ -8,15 +9,24 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mcp import Client
 
 REPO = Path(__file__).resolve().parent.parent
 GEMM_FP8 = REPO / "goals" / "gemm_fp8.yaml"
@@ -134,9 +144,11 @@ def copy_transcript(src: Path, dest_dir: Path) -> Path:
     return dest
 
 
-def scripted_session(tmp_path: Path, steps: list, goal: Path = DEMO_GOAL, sandbox: str = "none") -> tuple[Path, Path]:
+def scripted_session(
+    tmp_path: Path, steps: list, goal: Path = DEMO_GOAL, sandbox: str = "none", key: bytes | None = None
+) -> tuple[Path, Path]:
     """An in-process session on the demo goal driven by the scripted client, its commands run unsandboxed or
-    (`sandbox="bwrap"`) in bubblewrap; returns (transcript, workspace)."""
+    (`sandbox="bwrap"`) in bubblewrap, its transcript keyed with `key`; returns (transcript, workspace)."""
     import anyio
 
     from jg_mcp.goals import load_goal
@@ -148,7 +160,9 @@ def scripted_session(tmp_path: Path, steps: list, goal: Path = DEMO_GOAL, sandbo
     loaded = load_goal(goal)
     ws, transcripts = tmp_path / "ws", tmp_path / "transcripts"
     wrap = Bwrap(ws, [transcripts]).wrap if sandbox == "bwrap" else None
-    session = Session(loaded, workspace_dir=ws, transcripts_dir=transcripts, sandbox=sandbox, wrap=wrap)
+    session = Session(
+        loaded, workspace_dir=ws, transcripts_dir=transcripts, sandbox=sandbox, wrap=wrap, transcript_key=key
+    )
     try:
         anyio.run(run_script, build_server(loaded, SingleSession(session), sandboxed=sandbox == "bwrap"), steps, 120)
     finally:
@@ -156,10 +170,24 @@ def scripted_session(tmp_path: Path, steps: list, goal: Path = DEMO_GOAL, sandbo
     return session.transcript_path, session.workspace.root
 
 
+def rechain(lines: list[bytes]) -> bytes:
+    """Re-link a list of event lines into a valid chain (what a writer of that content would have written)."""
+    from jg_mcp.transcript import GENESIS, sha256_bytes
+
+    out, prev = [], GENESIS
+    for seq, line in enumerate(lines):
+        event = json.loads(line)
+        event["seq"], event["prev"] = seq, prev
+        raw = json.dumps(event).encode()
+        out.append(raw)
+        prev = sha256_bytes(raw)
+    return b"\n".join(out) + b"\n"
+
+
 def eval_report(solution_sha256: str, goal_sha256: str, speedup: float = 1.25) -> dict:
-    """The fields of `jg-mcp eval`'s EvalReport that the audit and the page read."""
+    """A minimal valid `jg-mcp eval` report (jg_mcp.eval.EvalReport) as its JSON file holds it: one timed shape."""
     return {
-        "version": 1,
+        "version": 4,
         "goal": "axpy",
         "goal_sha256": goal_sha256,
         "solution_sha256": solution_sha256,
@@ -178,4 +206,112 @@ def eval_report(solution_sha256: str, goal_sha256: str, speedup: float = 1.25) -
             }
         ],
         "geomean_speedup": speedup,
+        "seed": 1,
+        "environment": {
+            "device": "cpu",
+            "gpu": None,
+            "driver": None,
+            "torch": "2",
+            "triton": "3",
+            "python": "3.11",
+            "jg_mcp": "0.1.0",
+            "host": "test",
+            "interpreter": True,
+        },
     }
+
+
+TOKEN = "test-token-" + "x" * 32
+"""The bearer token of `HttpServer`s started with the default."""
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
+"""A raw MCP initialize request, for tests that speak HTTP below the client."""
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HttpServer:
+    """A `jg-mcp serve --transport http` subprocess on a free loopback port."""
+
+    def __init__(self, root: Path, *extra: str, token: str | None = TOKEN):
+        self.root, self.port = root, free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.transcripts = root / "tr"
+        args = [
+            sys.executable,
+            "-m",
+            "jg_mcp",
+            "serve",
+            "--goal",
+            str(GEMM_FP8),
+            "--transport",
+            "http",
+            "--port",
+            str(self.port),
+            "--runs",
+            str(root / "runs"),
+            "--transcripts",
+            str(self.transcripts),
+            *extra,
+        ]
+        if token is not None:
+            (root / "token").write_text(token + "\n")
+            args += ["--token-file", str(root / "token")]
+        self.stderr = open(root / "stderr.txt", "w+")
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.stderr)
+
+    def wait_ready(self, timeout_s: float = 60) -> HttpServer:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:  # the port listens before the server says so: wait for the word
+            assert self.proc.poll() is None, self.log()
+            if "serving over HTTP" in self.log():
+                return self
+            time.sleep(0.1)
+        raise TimeoutError(f"server not ready after {timeout_s}s: {self.log()}")
+
+    def log(self) -> str:
+        self.stderr.flush()
+        return (self.root / "stderr.txt").read_text()
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=30)
+
+    def transcripts_by_run(self) -> dict:
+        from jg_mcp.transcript import read_transcript
+
+        return {p.stem: read_transcript(p) for p in self.transcripts.glob("*.jsonl")}
+
+    def __enter__(self) -> HttpServer:
+        return self.wait_ready()
+
+    def __exit__(self, *exc) -> None:
+        self.stop(signal.SIGKILL if exc[0] else signal.SIGTERM)
+
+
+def client(server: HttpServer, token: str = TOKEN) -> Client:
+    """An MCP client of `server` over streamable HTTP, with a bearer token."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    return Client(streamable_http_client(server.url, http_client=http))
+
+
+def wait_until(predicate: Callable[[], object], seconds: float) -> None:
+    """Poll `predicate` (a process ending has no event to wait on) until true, or fail the test."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"not true after {seconds}s"
+        time.sleep(0.05)

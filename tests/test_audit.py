@@ -18,8 +18,7 @@ from jg_mcp.commands.audit import render_text
 from jg_mcp.goals import load_goal
 from jg_mcp.scripted import call
 from jg_mcp.transcript import Close, Header, TranscriptWriter, blobs_dir, sha256_bytes
-from tests.support import eval_report
-from tests.test_replay import DEMO_GOAL, copy_transcript, demo_dir, demo_run, jg, scripted_session
+from tests.support import DEMO_GOAL, copy_transcript, demo_dir, demo_run, eval_report, jg, scripted_session
 
 SOLUTION_WITH_ADD = """import torch
 import torch as t
@@ -311,7 +310,7 @@ def test_serve_with_a_transcript_key_then_audit_with_it_catches_a_rechained_edit
     from mcp import StdioServerParameters
 
     from jg_mcp.scripted import run_script
-    from tests.test_replay import rechain
+    from tests.support import rechain
 
     key = tmp_path / "key"
     key.write_bytes(b"a transcript key of some length\n")

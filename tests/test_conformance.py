@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_http import TOKEN, HttpServer
+from tests.support import TOKEN, HttpServer
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parent.parent

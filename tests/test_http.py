@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,100 +13,20 @@ import anyio
 import httpx
 import pytest
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from jg_mcp.http import connection_of, is_loopback, security_settings
-from jg_mcp.transcript import read_transcript
-from tests.conftest import GEMM_FP8
-from tests.test_sandbox_escapes import BWRAP_MISSING
+from tests.support import GEMM_FP8, INIT, MCP_HEADERS, TOKEN, HttpServer, bwrap_missing, client, free_port, wait_until
 
 pytestmark = pytest.mark.slow
-TOKEN = "test-token-" + "x" * 32
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class HttpServer:
-    """A `jg-mcp serve --transport http` subprocess on a free loopback port."""
-
-    def __init__(self, root: Path, *extra: str, token: str | None = TOKEN):
-        self.root, self.port = root, free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.transcripts = root / "tr"
-        args = [
-            sys.executable,
-            "-m",
-            "jg_mcp",
-            "serve",
-            "--goal",
-            str(GEMM_FP8),
-            "--transport",
-            "http",
-            "--port",
-            str(self.port),
-            "--runs",
-            str(root / "runs"),
-            "--transcripts",
-            str(self.transcripts),
-            *extra,
-        ]
-        if token is not None:
-            (root / "token").write_text(token + "\n")
-            args += ["--token-file", str(root / "token")]
-        self.stderr = open(root / "stderr.txt", "w+")
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.stderr)
-
-    def wait_ready(self, timeout_s: float = 60) -> HttpServer:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:  # the port listens before the server says so: wait for the word
-            assert self.proc.poll() is None, self.log()
-            if "serving over HTTP" in self.log():
-                return self
-            time.sleep(0.1)
-        raise TimeoutError(f"server not ready after {timeout_s}s: {self.log()}")
-
-    def log(self) -> str:
-        self.stderr.flush()
-        return (self.root / "stderr.txt").read_text()
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout=30)
-
-    def transcripts_by_run(self) -> dict:
-        return {p.stem: read_transcript(p) for p in self.transcripts.glob("*.jsonl")}
-
-    def __enter__(self) -> HttpServer:
-        return self.wait_ready()
-
-    def __exit__(self, *exc) -> None:
-        self.stop(signal.SIGKILL if exc[0] else signal.SIGTERM)
+BWRAP_MISSING = bwrap_missing()
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     with HttpServer(tmp_path_factory.mktemp("http")) as running:
         yield running
-
-
-def client(server: HttpServer, token: str = TOKEN) -> Client:
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    return Client(streamable_http_client(server.url, http_client=http))
 
 
 def post(server: HttpServer, headers: dict[str, str]) -> httpx.Response:
@@ -207,14 +126,6 @@ def test_a_client_that_goes_away_mid_call_has_its_command_killed_and_recorded(se
     assert transcript.events[-1].reason == "client disconnected"
     calls = [e for e in transcript.events if e.event == "response" and e.method == "tools/call"]
     assert calls and calls[-1].is_error
-
-
-def wait_until(predicate, seconds: float) -> None:
-    """Poll `predicate` (a process ending has no event to wait on) until true, or fail the test."""
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, f"not true after {seconds}s"
-        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

@@ -17,11 +17,20 @@ import pytest
 
 from jg_mcp.http import CONNECTION_IDLE_S
 from jg_mcp.uids import LOCK_DIR
-from tests.conftest import GEMM_FP8
-from tests.test_http import INIT, MCP_HEADERS, TOKEN, HttpServer, client, free_port, wait_until
-from tests.test_sandbox_escapes import BWRAP_MISSING
+from tests.support import (
+    GEMM_FP8,
+    INIT,
+    MCP_HEADERS,
+    TOKEN,
+    HttpServer,
+    bwrap_missing,
+    client,
+    free_port,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
+BWRAP_MISSING = bwrap_missing()
 AUTH = {**MCP_HEADERS, "Authorization": f"Bearer {TOKEN}"}
 
 

@@ -7,6 +7,7 @@ what checks it there.
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -30,3 +31,25 @@ def test_the_gate_passes(gate):
         [sys.executable, "-m", *GATES[gate]], cwd=REPO, capture_output=True, text=True, check=False, timeout=600
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def test_no_test_module_imports_from_another_test_module_or_from_conftest():
+    """Shared helpers live in tests/support.py: importing a test module runs its module-level code again under
+    a second name and couples unrelated tests; conftest holds fixtures and hooks, not importable helpers."""
+
+    def forbidden(module: str) -> bool:
+        last = module.rsplit(".", 1)[-1]
+        return last == "conftest" or last.startswith("test_")
+
+    found = []
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom):
+                base = "." * node.level + (node.module or "")
+                names = [base] if node.module else [f"{base}{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            found += [f"{path.relative_to(REPO)}:{node.lineno} imports {n}" for n in names if forbidden(n)]
+    assert not found, "import shared helpers from tests/support.py instead:\n" + "\n".join(found)

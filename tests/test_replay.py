@@ -5,62 +5,33 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-import anyio
 import pytest
 from mcp.client.stdio import get_default_environment
 
 from jg_mcp import replay
 from jg_mcp.commands import replay as replay_cli
 from jg_mcp.errors import TranscriptError, UsageError
-from jg_mcp.goals import load_goal
 from jg_mcp.integrity import diagnose
-from jg_mcp.sandbox import Bwrap, SandboxLimits
-from jg_mcp.scripted import Step, call, run_script
-from jg_mcp.server import SingleSession, build_server
-from jg_mcp.session import Session
-from jg_mcp.transcript import FORMAT_VERSION, GENESIS, read_transcript, sha256_bytes
+from jg_mcp.sandbox import SandboxLimits
+from jg_mcp.scripted import call
+from jg_mcp.transcript import FORMAT_VERSION, read_transcript
 from jg_mcp.workspace import Workspace
-from tests.support import copy_transcript, demo_dir, demo_run
-from tests.test_sandbox_escapes import BWRAP_MISSING, SECRET_VAR
+from tests.support import (
+    REPO,
+    SECRET_VAR,
+    bwrap_missing,
+    copy_transcript,
+    demo_dir,
+    demo_run,
+    jg,
+    rechain,
+    scripted_session,
+)
 
-REPO = Path(__file__).resolve().parent.parent
-DEMO_GOAL = REPO / "jg_mcp" / "demo_goal" / "axpy.yaml"
+BWRAP_MISSING = bwrap_missing()
 EXAMPLE = REPO / "transcripts" / "examples" / "demo-axpy.jsonl"
-
-
-def scripted_session(
-    tmp_path: Path, steps: list[Step], goal: Path = DEMO_GOAL, sandbox: str = "none", key: bytes | None = None
-) -> tuple[Path, Path]:
-    """An in-process session on the demo goal driven by the scripted client, its commands run unsandboxed or
-    (`sandbox="bwrap"`) in bubblewrap, its transcript keyed with `key`; returns (transcript, workspace)."""
-    loaded = load_goal(goal)
-    ws, transcripts = tmp_path / "ws", tmp_path / "transcripts"
-    wrap = Bwrap(ws, [transcripts]).wrap if sandbox == "bwrap" else None
-    session = Session(
-        loaded, workspace_dir=ws, transcripts_dir=transcripts, sandbox=sandbox, wrap=wrap, transcript_key=key
-    )
-    try:
-        anyio.run(run_script, build_server(loaded, SingleSession(session), sandboxed=sandbox == "bwrap"), steps, 120)
-    finally:
-        session.close("test finished")
-    return session.transcript_path, session.workspace.root
-
-
-def jg(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """The command line, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "jg_mcp", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def replay_command(transcript: Path, to: Path, step: int | None = None, rerun: bool = False) -> int:
@@ -70,18 +41,6 @@ def replay_command(transcript: Path, to: Path, step: int | None = None, rerun: b
 
 def files(root: Path) -> dict[str, bytes]:
     return {rel: (root / rel).read_bytes() for rel in Workspace(root).scan().states}
-
-
-def rechain(lines: list[bytes]) -> bytes:
-    """Re-link a list of event lines into a valid chain (what a writer of that content would have written)."""
-    out, prev = [], GENESIS
-    for seq, line in enumerate(lines):
-        event = json.loads(line)
-        event["seq"], event["prev"] = seq, prev
-        raw = json.dumps(event).encode()
-        out.append(raw)
-        prev = sha256_bytes(raw)
-    return b"\n".join(out) + b"\n"
 
 
 def test_replay_to_the_end_reproduces_the_demo_workspace_byte_for_byte(tmp_path):

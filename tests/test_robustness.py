@@ -22,9 +22,9 @@ from jg_mcp.sandbox import Bwrap
 from jg_mcp.server import SingleSession, build_server
 from jg_mcp.session import Session
 from jg_mcp.transcript import read_transcript
-from tests.conftest import GEMM_FP8
-from tests.test_sandbox_escapes import BWRAP_MISSING
+from tests.support import GEMM_FP8, bwrap_missing
 
+BWRAP_MISSING = bwrap_missing()
 CALL_LIMIT_S = 60
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=50),

@@ -4,7 +4,6 @@ succeeds with the sandbox off, which proves the attempt is real."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,21 +19,9 @@ from jg_mcp.goals import load_goal
 from jg_mcp.sandbox import Bwrap, SandboxLimits
 from jg_mcp.server import SingleSession, build_server
 from jg_mcp.session import Session
-from tests.conftest import copy_goal
+from tests.support import SECRET_VAR, bwrap_missing, copy_goal
 
-
-def bwrap_unavailable() -> str | None:
-    """Why bubblewrap cannot run at all here (not installed, or namespaces forbidden), else None."""
-    if not shutil.which("bwrap"):
-        return "bwrap is not installed (Debian package `bubblewrap`)"
-    done = subprocess.run(
-        ["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"], capture_output=True, text=True
-    )
-    return f"bwrap cannot create namespaces here: {done.stderr.strip()}" if done.returncode else None
-
-
-BWRAP_MISSING = bwrap_unavailable()
-SECRET_VAR = "JG_TEST_API_TOKEN"
+BWRAP_MISSING = bwrap_missing()
 
 
 class Env:

@@ -9,7 +9,9 @@ from mcp import Client
 from jg_mcp.sandbox import Bwrap
 from jg_mcp.server import SingleSession, build_server
 from jg_mcp.session import Session
-from tests.test_sandbox_escapes import BWRAP_MISSING
+from tests.support import bwrap_missing
+
+BWRAP_MISSING = bwrap_missing()
 
 torch = pytest.importorskip("torch")
 pytestmark = [

@@ -13,7 +13,7 @@ from mcp import StdioServerParameters
 
 from jg_mcp.scripted import Step, call, run_script
 from jg_mcp.transcript import read_transcript
-from tests.conftest import GEMM_FP8
+from tests.support import GEMM_FP8
 
 pytestmark = pytest.mark.slow
 

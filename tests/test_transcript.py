@@ -24,6 +24,9 @@ from jg_mcp.transcript import (
     read_transcript,
     sha256_bytes,
 )
+from tests.support import bwrap_missing
+
+BWRAP_MISSING = bwrap_missing()
 
 
 def header() -> Header:
@@ -131,7 +134,7 @@ BASH_OWN = {"PWD", "OLDPWD", "SHLVL", "_"}
 
 def recorded(tmp_path, monkeypatch, sandbox: str, command: str):
     """A session whose server has SECRETS and a plain variable in its environment, running `command`."""
-    from tests.test_replay import BWRAP_MISSING, scripted_session
+    from tests.support import scripted_session
 
     if sandbox == "bwrap" and BWRAP_MISSING:
         pytest.skip(BWRAP_MISSING)
@@ -197,7 +200,7 @@ def test_recordable_env_leaves_out_secret_looking_names_and_values():
 
 def keyed_session(tmp_path, key: bytes | None) -> Path:
     """A closed session on the demo goal with a write and a command, keyed with `key`."""
-    from tests.test_replay import scripted_session
+    from tests.support import scripted_session
 
     steps = [call("write_file", path="a.txt", content="one\n"), call("run_command", command="echo two > b.txt")]
     transcript, _ = scripted_session(tmp_path, steps, key=key)
@@ -207,7 +210,7 @@ def keyed_session(tmp_path, key: bytes | None) -> Path:
 def rechained_edit(transcript: Path) -> Path:
     """The transcript with a file's recorded content changed and the chain re-made, as someone without the
     key could do: seq and prev are right, only the MACs are stale."""
-    from tests.test_replay import rechain
+    from tests.support import rechain
 
     lines = transcript.read_bytes().split(b"\n")[:-1]
     lines = [line.replace(b"echo two", b"echo TWO") for line in lines]
