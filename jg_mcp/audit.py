@@ -14,13 +14,14 @@ import re
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 import jg_mcp
 from jg_mcp.campaign.conditions import check_transcript
-from jg_mcp.errors import GoalError
+from jg_mcp.errors import EvalReportError, GoalError
+from jg_mcp.eval import EvalReport
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.report import Reason
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal, find_goal, load_goal
@@ -48,8 +49,6 @@ ALLOWED_OUTSIDE = (
     "/usr/local/bin/",
     "/usr/local/cuda",
 )
-EVAL_KEYS = ("solution_sha256",)
-EVAL_PARENTS = ("", "environment", "solution")
 
 
 class Finding(BaseModel):
@@ -452,15 +451,18 @@ def check_solution(record: Record, summary: Summary, goal: LoadedGoal) -> list[F
     ]
 
 
-def eval_solution_sha256(report: dict[str, Any]) -> str | None:
-    """The solution hash an eval report records: top level, or under `environment` or `solution`."""
-    for parent in EVAL_PARENTS:
-        node = report.get(parent) if parent else report
-        if isinstance(node, dict):
-            for key in EVAL_KEYS:
-                if isinstance(node.get(key), str):
-                    return node[key]
-    return None
+def read_eval_report(path: Path) -> EvalReport:
+    """A `jg-mcp eval` report; EvalReportError (one line naming the file) when it cannot be read or is not one."""
+    try:
+        return EvalReport.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise EvalReportError(path, f"cannot read the eval report: {exc.strerror or exc}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+        problem = f"{where + ': ' if where else ''}{first['msg']}{more}"
+        raise EvalReportError(path, f"not a jg-mcp eval report: {problem}") from None
 
 
 def check_eval(report_path: Path, summary: Summary | None) -> tuple[list[Finding], str | None]:
@@ -468,22 +470,25 @@ def check_eval(report_path: Path, summary: Summary | None) -> tuple[list[Finding
         return [Finding(area="eval", kind="eval", severity="error", message=message)]
 
     try:
-        data = json.loads(report_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        return error(f"cannot read the eval report {report_path}: {exc}"), None
-    judged = eval_solution_sha256(data) if isinstance(data, dict) else None
-    if judged is None:
-        return error(f"the eval report {report_path} records no solution_sha256"), None
+        report = read_eval_report(report_path)
+    except EvalReportError as exc:
+        return error(str(exc)), None
+    judged = report.solution_sha256
     if summary is None:
         return error("the transcript's final solution is unknown (integrity failed): no match possible"), judged
+    if summary.solution_sha256 is None:
+        return error(
+            f"the eval judged a solution with sha256 {judged}, but the transcript has no "
+            f"{summary.solution_file} at the end of the session"
+        ), judged
     if judged != summary.solution_sha256:
         return error(
             f"the eval judged a solution with sha256 {judged}, but the transcript's final "
             f"{summary.solution_file} has {summary.solution_sha256}"
         ), judged
-    if data.get("goal_sha256") not in (None, summary.goal_sha256):
+    if report.goal_sha256 != summary.goal_sha256:
         return error(
-            f"the eval judged against goal sha256 {data['goal_sha256']}, the session was served {summary.goal_sha256}"
+            f"the eval judged against goal sha256 {report.goal_sha256}, the session was served {summary.goal_sha256}"
         ), judged
     return [], judged
 

@@ -28,6 +28,15 @@ class GoalNotFound(GoalError, UsageError):
     """No goal file by that name or path: a usage error (exit 2), and a GoalError for code that catches those."""
 
 
+class EvalReportError(JgError):
+    """An eval report that cannot be read or is not one: the message names the file and the first problem."""
+
+    def __init__(self, path: object, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
 class PathRefused(JgError):
     """A tool path points outside the workspace or at a protected file."""
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jg_mcp.audit import AuditReport
+from jg_mcp.eval import EvalReport
+from jg_mcp.eval.report import ShapeResult
 from jg_mcp.replay import END, BlobError, Change, Record, ToolCall, load_record, read_blob
 
 if TYPE_CHECKING:
@@ -141,14 +143,9 @@ def timeline(record: Record) -> dict[str, Any]:
     return {"start": start, "calls": calls, "end": end}
 
 
-def chart(shapes: list[dict[str, Any]]) -> dict[str, Any]:
+def chart(shapes: list[ShapeResult]) -> dict[str, Any]:
     """Horizontal bars: speedup per shape and baseline, with the 1.0x line."""
-    values = [
-        (f"{s.get('name', '?')} vs {b}", float(v))
-        for s in shapes
-        for b, v in (s.get("speedup") or {}).items()
-        if isinstance(v, (int, float))
-    ]
+    values = [(f"{s.name} vs {b}", v) for s in shapes for b, v in s.speedup.items()]
     label_w, plot_w, row_h = CHART["label_w"], CHART["plot_w"], CHART["row_h"]
     top = max([1.0, *(v for _, v in values)]) * 1.1
     rows = [
@@ -170,36 +167,26 @@ def chart(shapes: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def eval_view(data: dict[str, Any]) -> dict[str, Any]:
-    """What the page shows of an eval report (a dict read from JSON: every field may be missing)."""
-    accepted = bool(data.get("accepted"))
-    geo = data.get("geomean_speedup")
-    timing = data.get("timing")
-    shapes = [s for s in data.get("shapes") or [] if isinstance(s, dict)]
+def eval_view(report: EvalReport) -> dict[str, Any]:
+    """What the page shows of an eval report."""
+    geo = report.geomean_speedup
     return {
-        "accepted": accepted,
-        "verdict": "ACCEPTED" if accepted else "REJECTED: " + ", ".join(str(r) for r in data.get("reasons") or []),
-        "sha256": data.get("solution_sha256") or "not recorded",
-        "geomean": f"{geo:.3f}x" if isinstance(geo, (int, float)) else "n/a",
-        "skipped": timing.get("skipped") if isinstance(timing, dict) else None,
+        "accepted": report.accepted,
+        "verdict": "ACCEPTED" if report.accepted else "REJECTED: " + ", ".join(str(r) for r in report.reasons),
+        "sha256": report.solution_sha256,
+        "geomean": "n/a" if geo is None else f"{geo:.3f}x",
+        "skipped": report.timing.skipped,
         "shapes": [
             {
-                "name": str(s.get("name", "?")),
-                "kind": str(s.get("kind", "")),
-                "correct": bool(s.get("correct")),
-                "speedup": ", ".join(
-                    f"{b} {v:.2f}x" for b, v in (s.get("speedup") or {}).items() if isinstance(v, (int, float))
-                )
-                or "-",
+                "name": s.name,
+                "kind": s.kind,
+                "correct": s.correct,
+                "speedup": ", ".join(f"{b} {v:.2f}x" for b, v in s.speedup.items()) or "-",
             }
-            for s in shapes
+            for s in report.shapes
         ],
-        "findings": [
-            {"reason": str(f.get("reason")), "detail": str(f.get("detail") or "")}
-            for f in data.get("findings") or []
-            if isinstance(f, dict)
-        ],
-        "bars": chart(shapes),
+        "findings": [{"reason": str(f.reason), "detail": f.detail} for f in report.findings],
+        "bars": chart(report.shapes),
     }
 
 
@@ -227,7 +214,7 @@ def _facts(report: AuditReport) -> list[tuple[str, str]]:
     return facts
 
 
-def render(report: AuditReport, record: Record | None, eval_data: dict[str, Any] | None = None) -> str:
+def render(report: AuditReport, record: Record | None, evaluation: EvalReport | None = None) -> str:
     s = report.summary
     findings = [
         {
@@ -241,13 +228,14 @@ def render(report: AuditReport, record: Record | None, eval_data: dict[str, Any]
         ok=report.ok,
         facts=_facts(report),
         findings=findings,
-        eval=eval_view(eval_data) if eval_data is not None else None,
+        eval=eval_view(evaluation) if evaluation is not None else None,
         timeline=timeline(record) if record is not None else None,
     )
 
 
-def write_html(out: Path, transcript: Path, report: AuditReport, eval_data: dict[str, Any] | None = None) -> None:
-    """Write the page; the timeline needs an intact transcript and is left out otherwise."""
+def write_html(out: Path, transcript: Path, report: AuditReport, evaluation: EvalReport | None = None) -> None:
+    """Write the page, with the eval's verdict and chart when given its report; the timeline needs an intact
+    transcript and is left out otherwise."""
     record = load_record(transcript) if report.summary is not None else None
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(report, record, eval_data), encoding="utf-8")
+    out.write_text(render(report, record, evaluation), encoding="utf-8")

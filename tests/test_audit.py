@@ -15,6 +15,7 @@ import pytest
 from jg_mcp import audit
 from jg_mcp.commands import audit as audit_cli
 from jg_mcp.commands.audit import render_text
+from jg_mcp.errors import EvalReportError
 from jg_mcp.goals import load_goal
 from jg_mcp.scripted import call
 from jg_mcp.transcript import Close, Header, TranscriptWriter, blobs_dir, sha256_bytes
@@ -344,3 +345,19 @@ def test_serve_with_a_transcript_key_then_audit_with_it_catches_a_rechained_edit
     assert jg("audit", transcript, "--goal", DEMO_GOAL).returncode == 0, "the chain alone cannot tell"
     done = jg("audit", transcript, "--goal", DEMO_GOAL, "--key-file", key)
     assert done.returncode == 1 and "no valid MAC under the key" in done.stdout
+
+
+def test_a_malformed_eval_report_is_one_line_naming_the_file_not_a_traceback(tmp_path, capsys):
+    broken, partial = tmp_path / "broken.json", tmp_path / "partial.json"
+    broken.write_text("{not json")
+    final = sha256_bytes((demo_dir() / "workspace" / "solution.py").read_bytes())
+    partial.write_text(json.dumps({"solution_sha256": final}))
+    for path, problem in ((broken, "Invalid JSON"), (partial, "goal: Field required")):
+        args = argparse.Namespace(
+            transcript=demo_run(), eval_report=path, goal=None, json=None, html=tmp_path / "page.html", key_file=None
+        )
+        assert audit_cli.run(args) == 1
+        [line] = [ln for ln in capsys.readouterr().out.splitlines() if "eval/eval" in ln]
+        assert f"{path}: not a jg-mcp eval report: " in line and problem in line, line
+    with pytest.raises(EvalReportError, match=f"^{tmp_path / 'missing.json'}: cannot read the eval report: "):
+        audit.read_eval_report(tmp_path / "missing.json")

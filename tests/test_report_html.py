@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from jg_mcp import audit, report_html
+from jg_mcp.eval import EvalReport
 from jg_mcp.goals import load_goal
 from jg_mcp.scripted import call
 from jg_mcp.transcript import sha256_bytes
@@ -196,7 +197,8 @@ def parse(page: str) -> list[tuple[str, dict]]:
 
 def write_page(tmp_path: Path, transcript: Path, eval_data: dict | None = None) -> Path:
     out = tmp_path / "report.html"
-    report_html.write_html(out, transcript, audit.audit(transcript), eval_data)
+    evaluation = EvalReport.model_validate(eval_data) if eval_data is not None else None
+    report_html.write_html(out, transcript, audit.audit(transcript), evaluation)
     return out
 
 
@@ -243,7 +245,16 @@ def test_agent_controlled_text_is_escaped_not_interpreted(tmp_path):
 def test_the_eval_chart_draws_one_bar_per_shape_and_baseline(tmp_path):
     final = sha256_bytes((demo_dir() / "workspace" / "solution.py").read_bytes())
     data = eval_report(final, load_goal(DEMO_GOAL).sha256(), speedup=1.25)
-    data["shapes"].append({"name": "n1m<i>", "kind": "timed", "correct": True, "speedup": {"torch_add": 0.8}})
+    data["shapes"].append(
+        {
+            "name": "n1m<i>",
+            "kind": "timed",
+            "dims": {"N": 1 << 20},
+            "trials": 3,
+            "correct": True,
+            "speedup": {"torch_add": 0.8},
+        }
+    )
     page = write_page(tmp_path, demo_run(), data).read_text()
     svg = page[page.index("<svg") : page.index("</svg>")]
     assert svg.count("<rect") == 2 and "1.25x" in svg and "0.80x" in svg and "n1m&lt;i&gt; vs torch_add" in svg
@@ -305,8 +316,8 @@ def test_the_committed_example_page_renders_in_chromium(browser):
 
 def write_example(browser: Chromium, transcript: Path, eval_path: Path | None) -> None:
     """Regenerate eval/examples/ (the committed page and its screenshot) from a transcript."""
-    eval_data = json.loads(eval_path.read_text()) if eval_path else None
-    report_html.write_html(EXAMPLE_HTML, transcript, audit.audit(transcript, eval_path), eval_data)
+    evaluation = audit.read_eval_report(eval_path) if eval_path else None
+    report_html.write_html(EXAMPLE_HTML, transcript, audit.audit(transcript, eval_path), evaluation)
     browser.open(EXAMPLE_HTML)
     browser.click("#step-5 > summary")
     EXAMPLE_PNG.write_bytes(browser.screenshot())

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import jg_mcp
 from jg_mcp import log
+from jg_mcp.audit import read_eval_report
 from jg_mcp.campaign import Launch, RunInputs
 from jg_mcp.campaign.agents import make_agent, mcp_config
 from jg_mcp.campaign.budget import Budget
@@ -39,7 +40,7 @@ from jg_mcp.campaign.supervise import (
     transcripts,
     watch_parent,
 )
-from jg_mcp.errors import UsageError
+from jg_mcp.errors import EvalReportError, UsageError
 from jg_mcp.session import host_info, now_iso
 
 logger = log.get("jg_mcp.run")
@@ -194,22 +195,18 @@ def summarize_eval(path: Path, code: int | None) -> EvalSummary:
     if code is None:
         return EvalSummary(status="error", reasons=["eval timed out"])
     try:
-        report: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return EvalSummary(status="error", exit_code=code, reasons=[f"eval exit {code}, no report"])
-    roof = sorted(
-        s["roofline_pct"]
-        for s in report.get("shapes", [])
-        if s.get("kind") == "timed" and s.get("roofline_pct") is not None
-    )
-    status = "accepted" if code == 0 and report.get("accepted") else "rejected" if code == 1 else "error"
+        report = read_eval_report(path)
+    except EvalReportError as exc:
+        return EvalSummary(status="error", exit_code=code, reasons=[f"eval exit {code}, report unusable: {exc}"])
+    roof = sorted(s.roofline_pct for s in report.shapes if s.kind == "timed" and s.roofline_pct is not None)
+    status = "accepted" if code == 0 and report.accepted else "rejected" if code == 1 else "error"
     return EvalSummary(
         status=status,
         exit_code=code,
-        reasons=[str(r) for r in report.get("reasons", [])],
-        geomean_speedup=report.get("geomean_speedup"),
+        reasons=[str(r) for r in report.reasons],
+        geomean_speedup=report.geomean_speedup,
         roofline_pct=roof[len(roof) // 2] if roof else None,
-        device=(report.get("environment") or {}).get("device"),
+        device=report.environment.device,
     )
 
 

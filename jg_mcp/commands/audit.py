@@ -6,7 +6,6 @@ jg_mcp.audit (which reaches torch through the eval's static check) is imported o
 from __future__ import annotations
 
 import argparse
-import json
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -79,9 +78,8 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         from jg_mcp.report_html import write_html
 
-        readable = args.eval_report and report.eval_solution_sha256
-        eval_data = json.loads(args.eval_report.read_text()) if readable else None
-        write_html(args.html, args.transcript, report, eval_data)
+        judged = audit.read_eval_report(args.eval_report) if report.eval_solution_sha256 else None
+        write_html(args.html, args.transcript, report, judged)
         logger.info("wrote HTML report", path=str(args.html))
     return 0 if report.ok else 1
 

@@ -149,3 +149,20 @@ def test_an_agent_that_cannot_start_leaves_a_run_directory_with_the_reason(tmp_p
     assert record.eval.status == "no solution" and record.transcript is None
     assert record.launch.argv == ["no-such-agent-binary", str(tmp_path / record.run_id / "mcp.json")]
     assert os.path.exists(tmp_path / record.run_id / "prompt.md")
+
+
+def test_a_run_summarises_its_eval_report_and_says_in_one_line_when_the_report_is_not_one(tmp_path):
+    from jg_mcp.campaign.run import summarize_eval
+    from tests.support import eval_report
+
+    good, partial = tmp_path / "eval.json", tmp_path / "partial.json"
+    good.write_text(json.dumps(eval_report("a" * 64, "b" * 64, speedup=1.5)))
+    partial.write_text(json.dumps({"accepted": True}))
+    summary = summarize_eval(good, 0)
+    assert (summary.status, summary.geomean_speedup, summary.device) == ("accepted", 1.5, "cpu")
+    broken = summarize_eval(partial, 0)
+    assert broken.status == "error"
+    [reason] = broken.reasons
+    assert (
+        reason.startswith(f"eval exit 0, report unusable: {partial}: not a jg-mcp eval report: ") and "\n" not in reason
+    )
