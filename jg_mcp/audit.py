@@ -56,9 +56,9 @@ class Finding(BaseModel):
     area: Literal["integrity", "policy", "eval"]
     kind: str
     """What was found. Integrity: invalid line, edited, deleted, reordered, duplicated, truncated, cut short,
-    header, blob, manifest, authenticity. Policy: refused, no response, notice, network, outside workspace,
-    protected file, goal, budget, forbidden api, condition (a request outside what the session's condition
-    serves). Eval: eval."""
+    header, blob, manifest, authenticity. Policy: refused, cancelled, no response, notice, network, outside
+    workspace, protected file, goal, budget, forbidden api, condition (a request outside what the session's
+    condition serves). Eval: eval."""
     severity: Literal["error", "warning"]
     """Errors make the audit fail (exit 1); warnings are for the reader."""
     line: int | None = None
@@ -71,8 +71,13 @@ class CommandRun(BaseModel):
     line: int
     command: str
     exit_code: int | None
+    """None when the command has no result: refused, cancelled, or cut short."""
     duration_s: float | None
     timed_out: bool = False
+    cancelled: bool = False
+    """The client cancelled the call or disconnected before the command finished; it was killed."""
+    refused: bool = False
+    """The server answered with an error instead of the command's result."""
 
 
 class FileWrite(BaseModel):
@@ -242,6 +247,8 @@ def summarize(record: Record, solution_file: str) -> Summary:
             command=str(c.arguments.get("command", "")),
             exit_code=c.structured.get("exit_code"),
             timed_out=bool(c.structured.get("timed_out")),
+            cancelled=c.cancelled,
+            refused=c.is_error and not c.cancelled,
             duration_s=c.structured.get("duration_s", None if c.duration_ms is None else c.duration_ms / 1000),
         )
         for c in record.calls
@@ -364,7 +371,9 @@ def check_policy(record: Record, summary: Summary, goal: LoadedGoal | None) -> l
 
     workspace = record.header.workspace
     for c in record.calls:
-        if c.is_error:
+        if c.cancelled:
+            add("cancelled", "warning", c.line, f"step {c.step}: {c.tool} was {c.text}")
+        elif c.is_error:
             add("refused", "warning", c.line, f"step {c.step}: {c.tool} was refused: {c.text[:300]}")
         if c.duration_ms is None:
             add("no response", "warning", c.line, f"step {c.step}: {c.tool} has no recorded response")

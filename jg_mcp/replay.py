@@ -50,6 +50,8 @@ class ToolCall(BaseModel):
     is_error: bool = False
     result: dict[str, Any] | None = None
     error: str | None = None
+    cancelled: bool = False
+    """The call was cancelled before it finished (the client cancelled it or disconnected)."""
 
     @property
     def text(self) -> str:
@@ -113,7 +115,7 @@ def load_record(path: str | Path) -> Record:
         elif isinstance(event, Response) and event.method == "tools/call" and str(event.request_id) in by_id:
             call = by_id[str(event.request_id)]
             call.duration_ms, call.is_error = event.duration_ms, event.is_error
-            call.result, call.error = event.result, event.error
+            call.result, call.error, call.cancelled = event.result, event.error, event.cancelled
         elif isinstance(event, FileChange):
             owner = by_id.get(str(event.request_id)) if event.request_id is not None else None
             step = owner.step if owner else (0 if event.cause == "session start" else END)
@@ -285,7 +287,8 @@ def rerun_call(record: Record, root: Path, call: ToolCall, runner: Runner) -> Re
             [r["path"] for r in before.not_reconstructible] + before.problems
         )
     elif "exit_code" not in recorded:
-        skipped = "no recorded result to compare with (the call was refused or the session was cut short)"
+        why = "cancelled" if call.cancelled else "refused or the session was cut short"
+        skipped = f"no recorded result to compare with (the call was {why})"
     if skipped:
         return Rerun(
             step=call.step,

@@ -116,6 +116,14 @@ def _sections(call: ToolCall) -> list[tuple[str, str]]:
     return [("result", call.text)]
 
 
+def _status(call: ToolCall) -> str:
+    if call.cancelled:
+        return "cancelled"
+    if call.is_error:
+        return "refused"
+    return "no reply" if call.duration_ms is None else "ok"
+
+
 def call_item(record: Record, call: ToolCall, changes: list[Change], before: dict[str, str | None]) -> dict[str, Any]:
     return {
         "step": call.step,
@@ -123,7 +131,7 @@ def call_item(record: Record, call: ToolCall, changes: list[Change], before: dic
         "tool": call.tool,
         "args": _args_line(call),
         "duration": "-" if call.duration_ms is None else f"{call.duration_ms / 1000:.2f}s",
-        "status": "refused" if call.is_error else "no reply" if call.duration_ms is None else "ok",
+        "status": _status(call),
         "error": call.is_error,
         "excerpt": _excerpt(call),
         "arguments": json.dumps(call.arguments, indent=2, ensure_ascii=False),

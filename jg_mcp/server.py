@@ -29,6 +29,8 @@ from jg_mcp.transcript import WRITE_BLOB_CAP, Request, Response, sha256_bytes
 MAX_REQUEST_CHARS = WRITE_BLOB_CAP + 1024 * 1024
 """Largest request params (in characters) recorded and served; larger ones are recorded by size and refused."""
 MAX_TIMEOUT_S = 3600
+CANCELLED = "cancelled: the client cancelled the call or disconnected before it finished"
+"""The recorded error of a call cancelled mid-way (its response has `cancelled` set)."""
 
 
 class SessionPool(Protocol):
@@ -121,13 +123,15 @@ class TranscriptMiddleware:
         try:
             result = await call_next(ctx)
         except BaseException as exc:
+            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
             session.writer.record(
                 Response(
                     request_id=rid,
                     method=ctx.method,
                     duration_ms=(time.monotonic() - start) * 1000,
                     is_error=True,
-                    error=_storable(f"{type(exc).__name__}: {exc}"),
+                    error=CANCELLED if cancelled else _storable(f"{type(exc).__name__}: {exc}"),
+                    cancelled=cancelled,
                 )
             )
             raise

@@ -31,10 +31,11 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from jg_mcp.errors import KeyFileRefused, TranscriptError
 from jg_mcp.safefs import read_bounded
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """1: the first format. 2: the header records the commands' environment and the sandbox limits.
 3: events may carry `mac` (keyed transcripts, the header's `key_id`); a request too large to record keeps
-its size in `params_size` instead of its params."""
+its size in `params_size` instead of its params. 4: a response to a call cancelled before it finished (the
+client cancelled it or disconnected) says so in `cancelled`."""
 GENESIS = "0" * 64
 COMMAND_BLOB_CAP = 8 * 1024 * 1024
 """Largest file content stored as a blob when a scan finds it changed by run_command (or at session start
@@ -111,7 +112,11 @@ class Response(EventBase):
     is_error: bool = False
     result: dict[str, Any] | None = None
     error: str | None = None
-    """The protocol error's message, when the request failed before any tool ran."""
+    """The protocol error's message, when the request failed before any tool ran, or why it was cancelled."""
+    cancelled: bool = False
+    """The call was cancelled before it finished (the client cancelled it or disconnected): there is no
+    result, and `error` says so. False before format 4, where such a call shows as an error naming
+    CancelledError."""
 
 
 class FileChange(EventBase):

@@ -347,6 +347,31 @@ def test_serve_with_a_transcript_key_then_audit_with_it_catches_a_rechained_edit
     assert done.returncode == 1 and "no valid MAC under the key" in done.stdout
 
 
+def test_the_text_report_says_in_words_what_has_no_value(tmp_path):
+    """A session that left no solution and whose commands have no exit code (refused, timed out) reads in
+    words: no Python None anywhere."""
+    transcript, _ = scripted_session(
+        tmp_path,
+        [
+            call("run_command", command="echo a\0b"),
+            call("run_command", command="sleep 30", timeout_s=1),
+            call("run_command", command="true"),
+        ],
+    )
+    judged = tmp_path / "eval.json"
+    judged.write_text(json.dumps(eval_report("a" * 64, load_goal(DEMO_GOAL).sha256())))
+    report = audit.audit(transcript, judged)
+    text = render_text(report)
+    assert "None" not in text, text
+    assert "no solution.py at the end of the session" in text
+    assert [line.split("  $ ")[0].split(maxsplit=2)[2] for line in text.splitlines() if "  $ " in line] == [
+        "REFUSED",
+        f"TIMED OUT after {report.summary.commands[1].duration_s:.2f}s",
+        f"exit 0 {report.summary.commands[2].duration_s:.2f}s",
+    ]
+    assert "the transcript has no solution.py at the end of the session" in text
+
+
 def test_a_malformed_eval_report_is_one_line_naming_the_file_not_a_traceback(tmp_path, capsys):
     broken, partial = tmp_path / "broken.json", tmp_path / "partial.json"
     broken.write_text("{not json")

@@ -211,7 +211,12 @@ def test_a_stdio_client_that_disconnects_mid_call_has_its_command_killed_and_rec
     assert transcript.closed and transcript.events[-1].reason == "client disconnected"
     assert transcript.events[0].sandbox == ("none" if BWRAP_MISSING else "bwrap")
     [killed] = [e for e in transcript.events if e.event == "response" and e.method == "tools/call"]
-    assert killed.is_error and "Cancelled" in killed.error
+    assert killed.is_error and killed.cancelled
+    assert killed.error == "cancelled: the client cancelled the call or disconnected before it finished"
+    from jg_mcp import audit
+
+    [command] = audit.audit(path, goal_path=GEMM_FP8).summary.commands
+    assert command.cancelled and command.exit_code is None
 
 
 @pytest.mark.slow
@@ -287,3 +292,30 @@ def test_a_stdio_message_over_the_limit_is_refused_unread_and_the_server_keeps_s
     assert transcript.stat().st_size < 1 << 20
     big = [e for e in read_transcript(transcript).events if e.event == "request" and e.params_size]
     assert len(big) == 1 and big[0].method == "tools/call" and big[0].params_size > LINE_LIMIT_BYTES
+
+
+def test_a_call_the_client_abandons_is_recorded_as_cancelled_and_the_audit_says_so(gemm_goal, tmp_path):
+    from jg_mcp import audit
+    from jg_mcp.commands.audit import render_text
+
+    session = Session(gemm_goal, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr")
+    server = build_server(gemm_goal, SingleSession(session))
+
+    async def go():
+        with anyio.fail_after(CALL_LIMIT_S):
+            async with Client(server) as client:
+                with pytest.raises(MCPError, match="[Tt]imed out"):
+                    await client.call_tool("run_command", {"command": "sleep 600"}, read_timeout_seconds=1)
+                return await client.call_tool("run_command", {"command": "echo alive"})
+
+    alive = anyio.run(go)
+    session.close("test finished")
+    assert alive.structured_content["stdout"] == "alive\n"
+    responses = [e for e in read_transcript(session.transcript_path).events if e.event == "response"]
+    [abandoned] = [e for e in responses if e.is_error]
+    assert abandoned.cancelled and abandoned.error.startswith("cancelled: ") and "Task" not in abandoned.error
+    report = audit.audit(session.transcript_path, goal_path=GEMM_FP8)
+    assert [(c.command, c.cancelled) for c in report.summary.commands] == [("sleep 600", True), ("echo alive", False)]
+    assert [f.kind for f in report.findings if f.kind in ("refused", "cancelled")] == ["cancelled"]
+    text = render_text(report)
+    assert "CANCELLED" in text and "exit None" not in text and "refused" not in text

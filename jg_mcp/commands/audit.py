@@ -84,6 +84,22 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def outcome(c: audit.CommandRun) -> str:
+    """How a command ended, in words: its exit code and duration, or why it has none."""
+    took = "" if c.duration_s is None else f" after {c.duration_s:.2f}s"
+    if c.cancelled:
+        return "CANCELLED" + took + " (the client cancelled the call or disconnected)"
+    if c.refused:
+        return "REFUSED"
+    if c.duration_s is None:
+        return "NO RESPONSE (the session was cut short)"
+    if c.timed_out:
+        return "TIMED OUT" + took
+    if c.exit_code is None:
+        return "KILLED" + took
+    return f"exit {c.exit_code} {c.duration_s:.2f}s"
+
+
 def render_text(report: audit.AuditReport) -> str:
     out = [f"transcript {report.transcript}: {report.lines} lines, head sha256 {report.head_sha256}"]
     s = report.summary
@@ -94,14 +110,13 @@ def render_text(report: audit.AuditReport) -> str:
             f"wall time {s.wall_time_s:.1f}s, inside commands {s.command_time_s:.1f}s, ended: {s.end_reason}",
             f"calls: {tools}; GPU queries {s.gpu_queries}",
         ]
-        out += [
-            f"  step {c.step:3d} exit {c.exit_code} {c.duration_s or 0:.2f}s{' TIMED OUT' if c.timed_out else ''}"
-            f"  $ {c.command[:100]}"
-            for c in s.commands
-        ]
+        out += [f"  step {c.step:3d} {outcome(c)}  $ {c.command[:100]}" for c in s.commands]
         written = sorted({w.path for w in s.files_written if w.step != 0})
         out.append(f"files written: {', '.join(written) or 'none'}")
-        out.append(f"final {s.solution_file}: sha256 {s.solution_sha256} (from the {s.solution_source})")
+        if s.solution_sha256 is None:
+            out.append(f"no {s.solution_file} at the end of the session")
+        else:
+            out.append(f"final {s.solution_file}: sha256 {s.solution_sha256} (from the {s.solution_source})")
     if report.eval_solution_sha256:
         out.append(f"eval report {report.eval_report}: judged sha256 {report.eval_solution_sha256}")
     for f in report.findings:
