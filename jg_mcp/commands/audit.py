@@ -33,10 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                 "its hash; the close manifest against the file changes.",
                 "summary:   goal, condition, wall time, time in commands, calls per tool, GPU queries, commands "
                 "with exit codes and durations, files written, the final solution's sha256.",
-                "policy:    refused tool calls and server notices (warnings), commands that look like network use "
-                "or name paths outside the workspace (by their text), changes to the protected reference.py, "
-                "budget overrun, the goal's forbidden APIs in the final solution (AST scan), the goal's hash "
-                "against the one served.",
+                "policy:    refused or cancelled tool calls and server notices (warnings), commands that look like "
+                "network use or name paths outside the workspace (by their text), changes to the protected "
+                "reference.py, budget overrun, the goal's forbidden APIs in the final solution (AST scan), the "
+                "goal's hash against the one served.",
                 "eval:      with --eval-report, the solution_sha256 (and goal_sha256) the eval judged must be the "
                 "transcript's final ones.",
             )
