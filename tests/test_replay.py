@@ -251,3 +251,10 @@ def test_replay_never_writes_through_a_link_left_in_the_destination(tmp_path):
     report = replay.sync(record, dest, replay.END)
     assert os.listdir(outside) == [], "nothing was written through the link"
     assert any("d/x.txt" in p and "symbolic link" in p for p in report.problems), report.problems
+
+
+def test_rerun_of_a_command_that_timed_out_says_so_in_words(tmp_path, capsys):
+    transcript, _ = scripted_session(tmp_path, [call("run_command", command="sleep 30", timeout_s=1)])
+    assert replay_command(transcript, tmp_path / "cli", rerun=True) in (0, 1)
+    out = capsys.readouterr().out
+    assert "no exit" in out and "None" not in out, out

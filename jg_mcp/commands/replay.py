@@ -89,7 +89,8 @@ def _rerun(record: replay.Record, root: Path, step: int) -> bool:
     for note in rerun.notes:
         print(f"  note: {note}")
     for r in results:
-        print(f"  step {r.step:3d}  {r.verdict:17s}  exit {r.recorded_exit} -> {r.rerun_exit}  $ {r.command[:100]}")
+        exits = f"{_exit(r.recorded_exit)} -> {_exit(r.rerun_exit)}"
+        print(f"  step {r.step:3d}  {r.verdict:17s}  {exits}  $ {r.command[:100]}")
         if r.skipped:
             print(f"      {r.skipped}")
         if r.files_differ:
@@ -97,3 +98,8 @@ def _rerun(record: replay.Record, root: Path, step: int) -> bool:
         if r.diff:
             print("      " + r.diff.rstrip("\n").replace("\n", "\n      "))
     return all(r.verdict in ("match", "output differs") for r in results)
+
+
+def _exit(code: int | None) -> str:
+    """An exit status in words: `exit N`, or `no exit` for a command that never finished or was not run."""
+    return "no exit" if code is None else f"exit {code}"
