@@ -18,9 +18,9 @@ from mcp import Client
 
 import jg_mcp
 from jg_mcp.goals import find_goal, load_goal
-from jg_mcp.sandbox import Bwrap, probe
-from jg_mcp.server import SingleSession, build_server
-from jg_mcp.session import Session
+from jg_mcp.live.sandbox import Bwrap, probe
+from jg_mcp.live.server import SingleSession, build_server
+from jg_mcp.live.session import Session
 
 
 async def time_calls(server, calls: int) -> list[float]:

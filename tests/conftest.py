@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from jg_mcp.goals import load_goal
-from jg_mcp.server import SingleSession, build_server
-from jg_mcp.session import Session
+from jg_mcp.live.server import SingleSession, build_server
+from jg_mcp.live.session import Session
 from tests.scheduling import check_names, make_scheduler
 from tests.support import GEMM_FP8
 

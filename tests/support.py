@@ -135,7 +135,7 @@ def demo_run() -> Path:
 
 def copy_transcript(src: Path, dest_dir: Path) -> Path:
     """A transcript and its blobs copied, for tests that tamper with them."""
-    from jg_mcp.transcript import blobs_dir
+    from jg_mcp.record.transcript import blobs_dir
 
     dest_dir.mkdir(parents=True, exist_ok=True)
     dest = dest_dir / src.name
@@ -152,10 +152,10 @@ def scripted_session(
     import anyio
 
     from jg_mcp.goals import load_goal
-    from jg_mcp.sandbox import Bwrap
+    from jg_mcp.live.sandbox import Bwrap
+    from jg_mcp.live.server import SingleSession, build_server
+    from jg_mcp.live.session import Session
     from jg_mcp.scripted import run_script
-    from jg_mcp.server import SingleSession, build_server
-    from jg_mcp.session import Session
 
     loaded = load_goal(goal)
     ws, transcripts = tmp_path / "ws", tmp_path / "transcripts"
@@ -172,7 +172,7 @@ def scripted_session(
 
 def rechain(lines: list[bytes]) -> bytes:
     """Re-link a list of event lines into a valid chain (what a writer of that content would have written)."""
-    from jg_mcp.transcript import GENESIS, sha256_bytes
+    from jg_mcp.record.transcript import GENESIS, sha256_bytes
 
     out, prev = [], GENESIS
     for seq, line in enumerate(lines):
@@ -288,7 +288,7 @@ class HttpServer:
         return self.proc.wait(timeout=30)
 
     def transcripts_by_run(self) -> dict:
-        from jg_mcp.transcript import read_transcript
+        from jg_mcp.record.transcript import read_transcript
 
         return {p.stem: read_transcript(p) for p in self.transcripts.glob("*.jsonl")}
 

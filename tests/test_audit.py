@@ -12,13 +12,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from jg_mcp import audit
 from jg_mcp.commands import audit as audit_cli
 from jg_mcp.commands.audit import render_text
 from jg_mcp.errors import EvalReportError
 from jg_mcp.goals import load_goal
+from jg_mcp.record import audit
+from jg_mcp.record.transcript import Close, Header, TranscriptWriter, blobs_dir, sha256_bytes
 from jg_mcp.scripted import call
-from jg_mcp.transcript import Close, Header, TranscriptWriter, blobs_dir, sha256_bytes
 from tests.support import DEMO_GOAL, copy_transcript, demo_dir, demo_run, eval_report, jg, scripted_session
 
 SOLUTION_WITH_ADD = """import torch
@@ -289,7 +289,7 @@ def test_the_forbidden_api_scan_resolves_aliases_and_getattr():
 
 
 def test_files_the_scan_could_not_record_fail_the_audit_and_pycache_is_named(tmp_path, monkeypatch):
-    from jg_mcp import workspace
+    from jg_mcp.live import workspace
 
     monkeypatch.setattr(workspace, "SCAN_LIMIT", 3)
     steps = [

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from jg_mcp import replay
 from jg_mcp.gpu import query_gpu
-from jg_mcp.transcript import read_transcript
+from jg_mcp.record import replay
+from jg_mcp.record.transcript import read_transcript
 from tests.support import demo
 
 pytestmark = pytest.mark.slow

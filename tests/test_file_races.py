@@ -13,9 +13,10 @@ import anyio
 import pytest
 from mcp import Client
 
-from jg_mcp import audit, replay, safefs
-from jg_mcp.server import SingleSession, build_server
-from jg_mcp.session import Session
+from jg_mcp.live import safefs
+from jg_mcp.live.server import SingleSession, build_server
+from jg_mcp.live.session import Session
+from jg_mcp.record import audit, replay
 
 RENAME_EXCHANGE = 2
 AT_FDCWD = -100

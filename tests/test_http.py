@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
-from jg_mcp.http import connection_of, is_loopback, security_settings
+from jg_mcp.live.http import connection_of, is_loopback, security_settings
 from tests.support import GEMM_FP8, INIT, MCP_HEADERS, TOKEN, HttpServer, bwrap_missing, client, free_port, wait_until
 
 pytestmark = pytest.mark.slow

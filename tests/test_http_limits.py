@@ -15,8 +15,8 @@ import anyio
 import httpx
 import pytest
 
-from jg_mcp.http import CONNECTION_IDLE_S
-from jg_mcp.uids import LOCK_DIR
+from jg_mcp.live.http import CONNECTION_IDLE_S
+from jg_mcp.live.uids import LOCK_DIR
 from tests.support import (
     GEMM_FP8,
     INIT,

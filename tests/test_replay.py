@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from mcp.client.stdio import get_default_environment
 
-from jg_mcp import replay
 from jg_mcp.commands import replay as replay_cli
 from jg_mcp.errors import TranscriptError, UsageError
-from jg_mcp.integrity import diagnose
-from jg_mcp.sandbox import SandboxLimits
+from jg_mcp.live.sandbox import SandboxLimits
+from jg_mcp.live.workspace import Workspace
+from jg_mcp.record import replay
+from jg_mcp.record.integrity import diagnose
+from jg_mcp.record.transcript import FORMAT_VERSION, read_transcript
 from jg_mcp.scripted import call
-from jg_mcp.transcript import FORMAT_VERSION, read_transcript
-from jg_mcp.workspace import Workspace
 from tests.support import (
     REPO,
     SECRET_VAR,

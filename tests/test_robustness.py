@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from jg_mcp.sandbox import Bwrap
-from jg_mcp.server import SingleSession, build_server
-from jg_mcp.session import Session
-from jg_mcp.transcript import read_transcript
+from jg_mcp.live.sandbox import Bwrap
+from jg_mcp.live.server import SingleSession, build_server
+from jg_mcp.live.session import Session
+from jg_mcp.record.transcript import read_transcript
 from tests.support import GEMM_FP8, bwrap_missing
 
 BWRAP_MISSING = bwrap_missing()
@@ -213,7 +213,7 @@ def test_a_stdio_client_that_disconnects_mid_call_has_its_command_killed_and_rec
     [killed] = [e for e in transcript.events if e.event == "response" and e.method == "tools/call"]
     assert killed.is_error and killed.cancelled
     assert killed.error == "cancelled: the client cancelled the call or disconnected before it finished"
-    from jg_mcp import audit
+    from jg_mcp.record import audit
 
     [command] = audit.audit(path, goal_path=GEMM_FP8).summary.commands
     assert command.cancelled and command.exit_code is None
@@ -270,7 +270,7 @@ def test_an_oversized_request_is_recorded_by_its_size_and_refused(gemm_goal, tmp
 
 @pytest.mark.slow
 def test_a_stdio_message_over_the_limit_is_refused_unread_and_the_server_keeps_serving(tmp_path):
-    from jg_mcp.stdio import LINE_LIMIT_BYTES
+    from jg_mcp.live.stdio import LINE_LIMIT_BYTES
 
     proc = _stdio_server(tmp_path, "none")
     try:
@@ -295,8 +295,8 @@ def test_a_stdio_message_over_the_limit_is_refused_unread_and_the_server_keeps_s
 
 
 def test_a_call_the_client_abandons_is_recorded_as_cancelled_and_the_audit_says_so(gemm_goal, tmp_path):
-    from jg_mcp import audit
     from jg_mcp.commands.audit import render_text
+    from jg_mcp.record import audit
 
     session = Session(gemm_goal, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr")
     server = build_server(gemm_goal, SingleSession(session))

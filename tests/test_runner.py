@@ -7,7 +7,7 @@ import os
 import anyio
 import pytest
 
-from jg_mcp.runner import Runner
+from jg_mcp.live.runner import Runner
 
 
 def run(runner, command, timeout_s=30.0, on_progress=None):

@@ -12,8 +12,8 @@ import anyio
 import pytest
 from mcp import Client
 
-from jg_mcp.runner import Runner
-from jg_mcp.sandbox import (
+from jg_mcp.live.runner import Runner
+from jg_mcp.live.sandbox import (
     Bwrap,
     NoSandbox,
     Sandbox,
@@ -24,9 +24,9 @@ from jg_mcp.sandbox import (
     sandbox_env,
     sandbox_of,
 )
-from jg_mcp.server import SingleSession, build_server
-from jg_mcp.session import Session
-from jg_mcp.transcript import read_transcript
+from jg_mcp.live.server import SingleSession, build_server
+from jg_mcp.live.session import Session
+from jg_mcp.record.transcript import read_transcript
 from tests.support import GEMM_FP8, bwrap_missing
 
 BWRAP_MISSING = bwrap_missing()
@@ -239,7 +239,7 @@ def test_the_header_records_exactly_the_environment_the_sandboxed_command_saw(ge
 def test_sandbox_uids_are_unique_across_server_processes(tmp_path):
     """Two processes, each with its own UidPool (as two servers have), take uids while both hold theirs."""
     take = (
-        "import sys; from jg_mcp.sandbox import UidPool; pool = UidPool(); "
+        "import sys; from jg_mcp.live.sandbox import UidPool; pool = UidPool(); "
         "print(pool.take(62300, 4), flush=True); sys.stdin.readline()"
     )
     procs = [

@@ -16,9 +16,9 @@ from mcp import Client
 
 import jg_mcp
 from jg_mcp.goals import load_goal
-from jg_mcp.sandbox import Bwrap, SandboxLimits
-from jg_mcp.server import SingleSession, build_server
-from jg_mcp.session import Session
+from jg_mcp.live.sandbox import Bwrap, SandboxLimits
+from jg_mcp.live.server import SingleSession, build_server
+from jg_mcp.live.session import Session
 from tests.support import SECRET_VAR, bwrap_missing, copy_goal
 
 BWRAP_MISSING = bwrap_missing()

@@ -6,9 +6,9 @@ import anyio
 import pytest
 from mcp import Client
 
-from jg_mcp.sandbox import Bwrap
-from jg_mcp.server import SingleSession, build_server
-from jg_mcp.session import Session
+from jg_mcp.live.sandbox import Bwrap
+from jg_mcp.live.server import SingleSession, build_server
+from jg_mcp.live.session import Session
 from tests.support import bwrap_missing
 
 BWRAP_MISSING = bwrap_missing()

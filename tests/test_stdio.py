@@ -11,8 +11,8 @@ import anyio
 import pytest
 from mcp import StdioServerParameters
 
+from jg_mcp.record.transcript import read_transcript
 from jg_mcp.scripted import Step, call, run_script
-from jg_mcp.transcript import read_transcript
 from tests.support import GEMM_FP8
 
 pytestmark = pytest.mark.slow

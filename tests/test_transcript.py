@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from jg_mcp.errors import TranscriptError
-from jg_mcp.runner import command_env
-from jg_mcp.sandbox import Bwrap, SandboxLimits
-from jg_mcp.scripted import call
-from jg_mcp.session import recordable_env
-from jg_mcp.transcript import (
+from jg_mcp.live.runner import command_env
+from jg_mcp.live.sandbox import Bwrap, SandboxLimits
+from jg_mcp.live.session import recordable_env
+from jg_mcp.record.transcript import (
     FORMAT_VERSION,
     GENESIS,
     Header,
@@ -24,6 +23,7 @@ from jg_mcp.transcript import (
     read_transcript,
     sha256_bytes,
 )
+from jg_mcp.scripted import call
 from tests.support import bwrap_missing
 
 BWRAP_MISSING = bwrap_missing()
@@ -219,7 +219,7 @@ def rechained_edit(transcript: Path) -> Path:
 
 
 def test_a_keyed_transcript_audits_authentic_and_a_rechained_one_is_caught_only_with_the_key(tmp_path):
-    from jg_mcp import audit
+    from jg_mcp.record import audit
 
     key = b"k" * 32
     transcript = keyed_session(tmp_path, key)
@@ -241,7 +241,7 @@ def test_a_keyed_transcript_audits_authentic_and_a_rechained_one_is_caught_only_
 
 
 def test_an_unkeyed_transcript_says_authenticity_is_unchecked_and_fails_a_keyed_audit(tmp_path):
-    from jg_mcp import audit
+    from jg_mcp.record import audit
 
     transcript = keyed_session(tmp_path, None)
     assert read_transcript(transcript).events[0].key_id is None
@@ -251,7 +251,7 @@ def test_an_unkeyed_transcript_says_authenticity_is_unchecked_and_fails_a_keyed_
 
 
 def test_a_short_or_shared_key_file_is_refused(tmp_path):
-    from jg_mcp.transcript import read_key
+    from jg_mcp.record.transcript import read_key
 
     key = tmp_path / "k"
     key.write_bytes(b"short\n")

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from jg_mcp import safefs, workspace
 from jg_mcp.errors import PathRefused
-from jg_mcp.workspace import Workspace
+from jg_mcp.live import safefs, workspace
+from jg_mcp.live.workspace import Workspace
 
 
 @pytest.fixture(params=["openat2", "walk"])

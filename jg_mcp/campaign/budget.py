@@ -145,7 +145,7 @@ class BudgetCloser:
 
 def install(server: Any, pool: Any, budget: Budget, clock=time.monotonic) -> Budgets:
     """Wrap a built server's middleware chain with the budget (around the transcript middleware)."""
-    from jg_mcp.server import TranscriptMiddleware
+    from jg_mcp.live.server import TranscriptMiddleware
 
     budgets = Budgets(budget, pool, clock)
     chain = server.middleware

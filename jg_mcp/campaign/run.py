@@ -26,7 +26,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import jg_mcp
 from jg_mcp import log
-from jg_mcp.audit import read_eval_report
 from jg_mcp.campaign import Launch, RunInputs
 from jg_mcp.campaign.agents import make_agent, mcp_config
 from jg_mcp.campaign.budget import Budget
@@ -41,7 +40,8 @@ from jg_mcp.campaign.supervise import (
     watch_parent,
 )
 from jg_mcp.errors import EvalReportError, UsageError
-from jg_mcp.session import host_info, now_iso
+from jg_mcp.live.session import host_info, now_iso
+from jg_mcp.record.audit import read_eval_report
 
 logger = log.get("jg_mcp.run")
 RUN_FILE = "run.json"

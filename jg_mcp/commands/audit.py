@@ -1,6 +1,6 @@
 """`jg-mcp audit`: check a transcript's integrity, summarise the session, check its policy and the eval's hash.
 
-jg_mcp.audit (which reaches torch through the eval's static check) is imported only when the command runs.
+jg_mcp.record.audit (which reaches torch through the eval's static check) is imported only when the command runs.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from jg_mcp import log
 from jg_mcp.commands.arguments import input_file, output_file
 
 if TYPE_CHECKING:
-    from jg_mcp import audit
-
-logger = log.get("jg_mcp.audit")
+    from jg_mcp.record import audit
+logger = log.get("jg_mcp.record.audit")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,14 +59,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jg_mcp import audit
+    from jg_mcp.record import audit
 
     input_file(args.transcript, "transcript")
     input_file(args.eval_report, "--eval-report")
     input_file(args.goal, "--goal")
     output_file(args.json, "--json")
     output_file(args.html, "--html")
-    from jg_mcp.transcript import read_key
+    from jg_mcp.record.transcript import read_key
 
     key = read_key(args.key_file) if args.key_file else None
     report = audit.audit(args.transcript, args.eval_report, args.goal, key)
@@ -76,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         args.json.write_text(report.model_dump_json(indent=2) + "\n")
         logger.info("wrote audit JSON", path=str(args.json))
     if args.html:
-        from jg_mcp.report_html import write_html
+        from jg_mcp.record.report_html import write_html
 
         judged = audit.read_eval_report(args.eval_report) if report.eval_solution_sha256 else None
         write_html(args.html, args.transcript, report, judged)

@@ -6,9 +6,9 @@ import argparse
 import textwrap
 from pathlib import Path
 
-from jg_mcp import replay
 from jg_mcp.commands.arguments import input_file, new_dir, non_negative_int
 from jg_mcp.errors import UsageError
+from jg_mcp.record import replay
 
 
 def register(sub: argparse._SubParsersAction) -> None:

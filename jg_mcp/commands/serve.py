@@ -17,14 +17,14 @@ from jg_mcp.campaign import serving
 from jg_mcp.commands.arguments import dir_to_fill, port, positive_float, positive_int
 from jg_mcp.errors import UsageError
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
-from jg_mcp.sandbox import MODES, Bwrap, NoSandbox, Sandbox, SandboxLimits, choose
-from jg_mcp.session import Session, new_run_id
-from jg_mcp.transcript import read_key
+from jg_mcp.live.sandbox import MODES, Bwrap, NoSandbox, Sandbox, SandboxLimits, choose
+from jg_mcp.live.session import Session, new_run_id
+from jg_mcp.record.transcript import read_key
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
 
-    from jg_mcp.server import SessionPool
+    from jg_mcp.live.server import SessionPool
 
 logger = log.get("jg_mcp.serve")
 DEFAULT_HOST = "127.0.0.1"
@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
 def run_stdio(args: argparse.Namespace) -> int:
     """Serve one session to the process that started this one."""
     # Imported here, not at the top: the MCP SDK is needed to serve, not to run the other commands.
-    from jg_mcp.server import SingleSession
+    from jg_mcp.live.server import SingleSession
 
     sessions = Sessions(args, Path(args.workspace.parent if args.workspace else args.runs))
     session, _ = sessions.make(args.workspace)
@@ -242,7 +242,7 @@ def run_stdio(args: argparse.Namespace) -> int:
 
 def run_http(args: argparse.Namespace) -> int:
     """Serve streamable HTTP, one session per client connection."""
-    from jg_mcp.http import ConnectionPool, HttpLimits, listen, read_token, serve_http
+    from jg_mcp.live.http import ConnectionPool, HttpLimits, listen, read_token, serve_http
 
     host = args.host or DEFAULT_HOST
     token, generated = read_token(args.token_file, host)
@@ -269,7 +269,7 @@ def serve_until_stopped(
     sessions: Sessions, pool: SessionPool, close_all: Callable[[str], None], serve: Serve, default_reason: str
 ) -> int:
     """Build the server on `pool`, serve it, and close every session at the end, whatever ended it."""
-    from jg_mcp.server import build_server
+    from jg_mcp.live.server import build_server
 
     args, loaded = sessions.args, sessions.loaded
     server = serving.apply(build_server(loaded, pool, sandboxed=sessions.mode == "bwrap"), loaded, pool, args)

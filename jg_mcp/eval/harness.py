@@ -38,8 +38,8 @@ from jg_mcp.eval.report import Environment, ErrorStats, EvalReport, Finding, Rea
 from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import Case, select_cases
 from jg_mcp.goals import LoadedGoal, load_goal
-from jg_mcp.safefs import read_bounded
-from jg_mcp.workspace import Workspace
+from jg_mcp.live.safefs import read_bounded
+from jg_mcp.live.workspace import Workspace
 
 _log = log.get("jg_mcp.eval")
 Progress = Callable[[str], None]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import jg_mcp
 from jg_mcp.eval.report import Isolation
-from jg_mcp.sandbox import SYSTEM_DIRS, gpu_devices
+from jg_mcp.live.sandbox import SYSTEM_DIRS, gpu_devices
 
 NOBODY = 65534
 SOLUTION_DIR = "/jg/solution"

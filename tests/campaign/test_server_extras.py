@@ -8,13 +8,13 @@ import anyio
 import pytest
 from mcp import Client
 
-from jg_mcp import audit
 from jg_mcp.campaign import budget, conditions, serving
 from jg_mcp.commands.demo import SOLUTION
 from jg_mcp.goals import load_goal
-from jg_mcp.server import SingleSession, build_server
-from jg_mcp.session import Session
-from jg_mcp.transcript import read_transcript
+from jg_mcp.live.server import SingleSession, build_server
+from jg_mcp.live.session import Session
+from jg_mcp.record import audit
+from jg_mcp.record.transcript import read_transcript
 from tests.support import DEMO_GOAL
 
 

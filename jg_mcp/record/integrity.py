@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from jg_mcp.transcript import EVENT, FORMAT_VERSION, GENESIS, Close, Header, newer_version, sha256_bytes
+from jg_mcp.record.transcript import EVENT, FORMAT_VERSION, GENESIS, Close, Header, newer_version, sha256_bytes
 
 
 class LineProblem(BaseModel):

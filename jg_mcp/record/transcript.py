@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from jg_mcp.errors import KeyFileRefused, TranscriptError
-from jg_mcp.safefs import read_bounded
+from jg_mcp.live.safefs import read_bounded
 
 FORMAT_VERSION = 4
 """1: the first format. 2: the header records the commands' environment and the sandbox limits.
@@ -45,7 +45,7 @@ WRITE_BLOB_CAP = 16 * 1024 * 1024
 """Largest content write_file accepts (the server refuses more), and the blob cap of the changes it records:
 every file the agent wrote with write_file is stored whole, so replay can rebuild it. Larger than
 COMMAND_BLOB_CAP because the agent's own source is what an audit reads; the stdio line limit
-(jg_mcp.stdio.LINE_LIMIT_BYTES) and the server's request limit leave room for it."""
+(jg_mcp.live.stdio.LINE_LIMIT_BYTES) and the server's request limit leave room for it."""
 
 
 class EventBase(BaseModel):
@@ -76,7 +76,7 @@ class Header(EventBase):
     sandbox: str
     """How run_command was isolated: `bwrap` or `none`."""
     sandbox_limits: dict[str, int] | None = None
-    """bwrap's limits on commands (jg_mcp.sandbox.SandboxLimits); None unsandboxed or before format 2."""
+    """bwrap's limits on commands (jg_mcp.live.sandbox.SandboxLimits); None unsandboxed or before format 2."""
     env: dict[str, str] | None = None
     """The environment variables run_command's commands saw, except those in `env_redacted`: under bwrap
     the sandbox's allow-list, unsandboxed the server's own. None before format 2 (not recorded)."""

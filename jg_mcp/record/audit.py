@@ -25,9 +25,9 @@ from jg_mcp.eval import EvalReport
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.report import Reason
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal, find_goal, load_goal
-from jg_mcp.integrity import diagnose
-from jg_mcp.replay import END, BlobError, Record, load_record, read_blob, state_at
-from jg_mcp.transcript import EVENT, FileChange, Notice, blobs_dir, key_id, mac_ok, sha256_bytes
+from jg_mcp.record.integrity import diagnose
+from jg_mcp.record.replay import END, BlobError, Record, load_record, read_blob, state_at
+from jg_mcp.record.transcript import EVENT, FileChange, Notice, blobs_dir, key_id, mac_ok, sha256_bytes
 
 NETWORK = re.compile(
     r"\b(curl|wget|ssh|scp|sftp|rsync|telnet|ftp|nc|ncat|netcat)\b|\bpip3?\s+(install|download)\b"

@@ -1,7 +1,7 @@
 """The session's workspace: path confinement for the file tools, and change tracking.
 
 The workspace directory is opened once; every later access goes through that descriptor with
-jg_mcp.safefs (no symbolic link followed, regular files only), so a command that swaps a directory for
+jg_mcp.live.safefs (no symbolic link followed, regular files only), so a command that swaps a directory for
 a link, or a file for a FIFO or a device, cannot make the server read, write or wait outside it.
 """
 
@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from jg_mcp import safefs
 from jg_mcp.errors import PathRefused
+from jg_mcp.live import safefs
 
 SCAN_LIMIT = 50_000
 """Most files a scan records; past it, the rest are named as skipped."""

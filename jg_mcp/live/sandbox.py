@@ -18,7 +18,7 @@ Limits: RLIMIT_FSIZE caps every file a command writes, `--size` each tmpfs; the 
 checked after each command (a notice, not a cap). RLIMIT_NPROC caps processes and threads; the kernel
 never applies it to root, so a root server has bwrap drop the command to an unprivileged uid
 (`setpriv`, after the mounts are made), one per sandbox, unique across the host's jg-mcp servers
-(`jg_mcp.uids`): one session's fork bomb exhausts its own cap, not the others'. As root the workspace
+(`jg_mcp.live.uids`): one session's fork bomb exhausts its own cap, not the others'. As root the workspace
 is handed to that uid with mode 0700. (A server that is not root runs commands under its own uid,
 so its sessions share one cap.)
 
@@ -44,10 +44,10 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict
 
 from jg_mcp import log
-from jg_mcp.runner import Argv, command_env
-from jg_mcp.uids import UIDS, SandboxError, UidPool, chown_tree
+from jg_mcp.live.runner import Argv, command_env
+from jg_mcp.live.uids import UIDS, SandboxError, UidPool, chown_tree
 
-logger = log.get("jg_mcp.sandbox")
+logger = log.get("jg_mcp.live.sandbox")
 
 MODES = ("auto", "bwrap", "none")
 SANDBOX_HOME = "/tmp/home"

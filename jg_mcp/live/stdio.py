@@ -18,9 +18,9 @@ import anyio
 import anyio.to_thread
 
 from jg_mcp import log
-from jg_mcp.transcript import WRITE_BLOB_CAP
+from jg_mcp.record.transcript import WRITE_BLOB_CAP
 
-logger = log.get("jg_mcp.stdio")
+logger = log.get("jg_mcp.live.stdio")
 OVERSIZED = "jg/oversized"
 """Method of the stand-in for a message over the limit."""
 LINE_LIMIT_BYTES = 4 * WRITE_BLOB_CAP + 1024 * 1024

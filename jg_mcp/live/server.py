@@ -20,11 +20,11 @@ from jg_mcp.errors import PathRefused
 from jg_mcp.goal_text import instruction, render_markdown
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.gpu import GpuReport
-from jg_mcp.paging import NotText, read_page
-from jg_mcp.runner import CommandResult
-from jg_mcp.session import Session
-from jg_mcp.stdio import OVERSIZED, serve_stdio
-from jg_mcp.transcript import WRITE_BLOB_CAP, Request, Response, sha256_bytes
+from jg_mcp.live.paging import NotText, read_page
+from jg_mcp.live.runner import CommandResult
+from jg_mcp.live.session import Session
+from jg_mcp.live.stdio import OVERSIZED, serve_stdio
+from jg_mcp.record.transcript import WRITE_BLOB_CAP, Request, Response, sha256_bytes
 
 MAX_REQUEST_CHARS = WRITE_BLOB_CAP + 1024 * 1024
 """Largest request params (in characters) recorded and served; larger ones are recorded by size and refused."""
@@ -150,7 +150,7 @@ class TranscriptMiddleware:
     @staticmethod
     def _refuse(session: Session, rid: Any, method: str, params: dict[str, Any]) -> None:
         """Record a request too large to keep as its method and size only, and refuse it."""
-        if method == OVERSIZED:  # stood in for by the stdio reader (jg_mcp.stdio) for a line over its limit
+        if method == OVERSIZED:  # stood in for by the stdio reader (jg_mcp.live.stdio) for a line over its limit
             method, size, unit = str(params.get("method", "unknown")), int(params.get("size", 0)), "bytes"
         else:
             size, unit = _size(params, MAX_REQUEST_CHARS), "characters or more"
@@ -216,7 +216,8 @@ def _write_text(session: Session, path: str, content: str, request_id: str | int
 
 
 class JgServer(MCPServer):
-    """MCPServer whose stdio transport refuses messages over a size limit (jg_mcp.stdio) before reading them whole."""
+    """MCPServer whose stdio transport refuses messages over a size limit (jg_mcp.live.stdio) before reading
+    them whole."""
 
     async def run_stdio_async(self) -> None:
         await serve_stdio(self._lowlevel_server)

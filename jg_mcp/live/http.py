@@ -46,9 +46,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from jg_mcp import log
 from jg_mcp.errors import JgError, UsageError
-from jg_mcp.session import Session
+from jg_mcp.live.session import Session
 
-logger = log.get("jg_mcp.http")
+logger = log.get("jg_mcp.live.http")
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 SHUTDOWN_GRACE_S = 3
@@ -182,7 +182,7 @@ def connection_of(request_session: ServerSession) -> Connection:
     if not isinstance(connection, Connection):
         raise RuntimeError(
             f"mcp {version('mcp')}: ServerSession._connection is {type(connection).__name__}, "
-            "not a Connection; jg_mcp.http.connection_of needs the SDK's new accessor"
+            "not a Connection; jg_mcp.live.http.connection_of needs the SDK's new accessor"
         )
     return connection
 
@@ -224,13 +224,13 @@ class ConnectionPool:
 
     def get(self, request_session: ServerSession) -> Session:
         conn = connection_of(request_session)
-        session = conn.state.get("jg_mcp.session")
+        session = conn.state.get("jg_mcp.live.session")
         if session is None:
             session, release = self.make_session()
             key = conn.session_id or f"local-{id(conn)}"
-            conn.state["jg_mcp.session"] = session
+            conn.state["jg_mcp.live.session"] = session
             self.live[key] = Live(session, release, time.monotonic(), time.monotonic())
-            conn.exit_stack.callback(conn.state.pop, "jg_mcp.session", None)  # runs last: frees the Session
+            conn.exit_stack.callback(conn.state.pop, "jg_mcp.live.session", None)  # runs last: frees the Session
             conn.exit_stack.callback(self.connection_ended, key)
             logger.info("session started", run_id=session.run_id, workspace=str(session.workspace.root))
         return session

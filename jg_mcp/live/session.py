@@ -17,12 +17,12 @@ from typing import Any
 from jg_mcp import __version__, log
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.gpu import query_gpu
-from jg_mcp.runner import Runner
-from jg_mcp.sandbox import SECRET_VALUE, Sandbox, is_secret, sandbox_of
-from jg_mcp.transcript import COMMAND_BLOB_CAP, Close, FileChange, Header, Notice, TranscriptWriter, key_id
-from jg_mcp.workspace import Scan, Workspace
+from jg_mcp.live.runner import Runner
+from jg_mcp.live.sandbox import SECRET_VALUE, Sandbox, is_secret, sandbox_of
+from jg_mcp.live.workspace import Scan, Workspace
+from jg_mcp.record.transcript import COMMAND_BLOB_CAP, Close, FileChange, Header, Notice, TranscriptWriter, key_id
 
-logger = log.get("jg_mcp.session")
+logger = log.get("jg_mcp.live.session")
 Wrap = Callable[[list[str]], list[str]]
 
 

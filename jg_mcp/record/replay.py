@@ -21,13 +21,22 @@ from pydantic import BaseModel
 from jg_mcp import log
 from jg_mcp.errors import PathRefused
 from jg_mcp.goals import REFERENCE_FILE
-from jg_mcp.runner import CommandResult, Runner
-from jg_mcp.safefs import read_bounded
-from jg_mcp.sandbox import Bwrap, SandboxLimits, choose
-from jg_mcp.transcript import Close, FileChange, Header, Request, Response, blobs_dir, read_transcript, sha256_bytes
-from jg_mcp.workspace import Workspace
+from jg_mcp.live.runner import CommandResult, Runner
+from jg_mcp.live.safefs import read_bounded
+from jg_mcp.live.sandbox import Bwrap, SandboxLimits, choose
+from jg_mcp.live.workspace import Workspace
+from jg_mcp.record.transcript import (
+    Close,
+    FileChange,
+    Header,
+    Request,
+    Response,
+    blobs_dir,
+    read_transcript,
+    sha256_bytes,
+)
 
-logger = log.get("jg_mcp.replay")
+logger = log.get("jg_mcp.record.replay")
 
 END = -1
 """Step number meaning "the end of the session", session-end changes included."""
@@ -178,7 +187,7 @@ class Rebuild(BaseModel):
 
 def sync(record: Record, root: Path, step: int) -> Rebuild:
     """Make the regular files under `root` (outside __pycache__) exactly the state after `step`. Files are
-    written and removed through directory descriptors (jg_mcp.workspace): a symbolic link a re-run command
+    written and removed through directory descriptors (jg_mcp.live.workspace): a symbolic link a re-run command
     left in `root` is never followed; a path through one is reported as a problem."""
     target = state_at(record, step)
     report = Rebuild(step=step)

@@ -1,0 +1,1 @@
+"""The live side: the MCP server, its session, transports (stdio, HTTP), the command sandbox and the workspace."""
