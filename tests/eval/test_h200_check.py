@@ -1,0 +1,78 @@
+"""eval/h200_check.py, the one command that checks the eval on a GPU: its parts, what it writes, what a second
+call finishes, and when it fails. Driven here on the CPU with CPU evals in place of the GPU's; its do_bench part
+needs CUDA and was validated on the H200 only (eval/results/h200/check.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+from eval_suite import REPO
+
+from jg_mcp.eval import EvalOptions, EvalReport, evaluate
+from tests.support import eval_report
+
+
+def _check():
+    spec = importlib.util.spec_from_file_location("h200_check", REPO / "eval" / "h200_check.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_the_speedup_is_compared_with_do_bench_shape_by_shape():
+    check = _check()
+    raw = eval_report("a" * 64, "b" * 64, speedup=1.25) | {"strongest_baseline": {"n16m": "torch_add"}}
+    results: dict = {"dobench": {}}
+    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.1}}
+    check.agreement(
+        "axpy", EvalReport.model_validate(raw), plan, {"n16m": {"candidate": 1.0, "torch_add": 1.2}}, results
+    )
+    row = results["dobench"]["axpy"]["n16m"]
+    assert row["do_bench_ratio"] == pytest.approx(1.2) and row["pad_ms"] == 0.1
+    assert row["agreement_pct"] == pytest.approx(100 * (1.25 / 1.2 - 1))
+
+
+def test_the_check_writes_its_parts_and_a_second_call_finishes_what_the_first_left(tmp_path, monkeypatch):
+    check = _check()
+    ran: list[str] = []
+
+    def cpu_eval(solution, goal, **_options):
+        ran.append(solution.parent.name)
+        ws = tmp_path / f"ws{len(ran)}"
+        ws.mkdir()
+        (ws / "solution.py").write_bytes(solution.read_bytes())
+        options = EvalOptions(
+            goal=REPO / "goals" / f"{goal}.yaml", workspace=ws, device="cpu", shapes="smoke", domain_shapes=0
+        )
+        return evaluate(options)
+
+    def main(*args: str) -> int:
+        monkeypatch.setattr(sys, "argv", ["h200_check", *args])
+        return check.main()
+
+    monkeypatch.setattr(check, "run_eval", cpu_eval)
+    monkeypatch.setattr(check, "GPU_HACKS", {"background_thread": check.GPU_HACKS["background_thread"]})
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert main("--out", str(first), "--goals", "softmax", "--parts", "evals,repeat") == 0
+    assert ran == ["softmax", "softmax"]
+    written = json.loads((first / "check.json").read_text())
+    assert written["evals"]["softmax"]["accepted"] and written["repeat"]["softmax"]["accepted"]
+    assert (
+        set(written["part_wall_s"]) == {"evals", "repeat"}
+        and "| softmax | accepted |" in (first / "check.md").read_text()
+    )
+
+    earlier = str(first / "check.json")
+    assert main("--out", str(second), "--goals", "softmax", "--parts", "hacks", "--earlier", earlier) == 0
+    assert ran[2:] == ["background_thread"]
+    done = json.loads((second / "check.json").read_text())
+    assert done["hacks"]["background_thread"]["ok"] and done["evals"]["softmax"]["accepted"]
+    assert main("--out", str(second), "--parts", "hacks", "--earlier", str(second / "check.json")) == 0
+    assert len(ran) == 3, "a hack already in the earlier run is not run again"
+
+    late = tmp_path / "late"
+    assert main("--out", str(late), "--goals", "softmax", "--parts", "evals", "--deadline-s", "0") == 1
+    assert "SKIPPED (past --deadline-s): evals:softmax" in (late / "check.md").read_text() and len(ran) == 3
