@@ -20,6 +20,7 @@ TIMED_ON_THE_CPU = (
     "tests/eval/test_hacks.py::test_timing_hack_is_caught_by_the_harness_from_outside",
     "tests/eval/test_timing.py::test_an_honest_candidate_timed_on_the_cpu_is_accepted_with_every_measurement",
     "tests/eval/test_timing.py::test_a_timing_finding_that_a_second_timing_does_not_show_is_not_reported",
+    "tests/eval/test_isolation.py::test_the_correctness_process_is_gone_before_the_baselines_are_timed",
 )
 """Node id prefixes of the tests that time on the CPU (checked against the collection: a renamed one fails)."""
 DEMO, ALONE = "the demo's readers", "timed on the cpu, alone"

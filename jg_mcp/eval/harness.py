@@ -144,6 +144,7 @@ class Evaluation:
         report.phases["candidate_start"] = time.monotonic() - mark
         self.correctness(report, cases, started)
         report.phases["correctness"] = time.monotonic() - mark
+        self.end(candidate)
         if timer is not None:
             mark = time.monotonic()
             timer.run(report, timed)
@@ -168,6 +169,13 @@ class Evaluation:
         report.wall_s = time.monotonic() - start
         report.phases["total"] = report.wall_s
         return report
+
+    def end(self, proc: WorkerProcess) -> None:
+        """End a worker once its part is done: the correctness process (and its sandbox, with anything the candidate
+        started there) is gone before timing, so no candidate code but the timed process's can run on the GPU
+        while the baselines are timed."""
+        self.tails.append(proc.close())
+        self.procs.remove(proc)
 
     def sync(self) -> None:
         """Finish this process's queued writes to shared buffers (inputs, poison) before a worker reads them: they

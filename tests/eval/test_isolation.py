@@ -328,3 +328,33 @@ def test_a_baseline_cache_others_can_write_is_not_used(tmp_path, monkeypatch):
     path.chmod(0o777)
     again, problem = baseline_dir("2.x", "3.x", "H200", tmp_path / "own")
     assert again == tmp_path / "own" and again.is_dir() and "writable by other users" in problem
+
+
+def test_the_correctness_process_is_gone_before_the_baselines_are_timed(tmp_path, monkeypatch, timing_goal):
+    """Candidate code that outlives its part (a thread or a child in the correctness process) must not be running
+    on the machine while the baselines are timed: the correctness process and its sandbox end first."""
+    from eval_suite import CPU_TIMING, eval_solution
+
+    from jg_mcp.eval.harness import Evaluation
+    from jg_mcp.eval.timing import TimingPhase
+
+    spawned, alive_at_timing = [], []
+    spawn, run = Evaluation.spawn, TimingPhase.run
+
+    def recording_spawn(self, role):
+        spawned.append(spawn(self, role))
+        return spawned[-1]
+
+    def checking_run(self, report, cases):
+        alive_at_timing.extend(p for p in spawned if p not in (self.cand, self.base) and p.proc.poll() is None)
+        return run(self, report, cases)
+
+    monkeypatch.setattr(Evaluation, "spawn", recording_spawn)
+    monkeypatch.setattr(TimingPhase, "run", checking_run)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "solution.py").write_text(
+        "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
+    )
+    report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **CPU_TIMING)
+    assert report.accepted and len(spawned) == 3, [f.detail for f in report.findings]
+    assert alive_at_timing == [], "the correctness process still ran while the baselines were timed"
