@@ -44,18 +44,12 @@ from jg_mcp.eval.messages import Benched, Block, BlockDone, DoBench, Done, Relea
 from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.report import EvalReport, Finding, Reason, ShapeResult, Timing, TimingMethod
+from jg_mcp.eval.scoring import escaped, seen_inputs_gain
 
 if TYPE_CHECKING:
     from jg_mcp.eval.harness import Evaluation
     from jg_mcp.eval.shapes import Case
 
-FRESH_SLACK = 1.3
-"""A candidate slower on never-seen inputs than on the rotated sets by this factor beyond what the baselines
-show, and by more time than twice the baselines' extra time on them (and FRESH_MIN_MS), is caching: its speed
-came from having seen the inputs (a cold cache costs every callable about the same time, not the same factor)."""
-FRESH_MIN_MS = 0.005
-UNACCOUNTED_MIN_MS = 0.01
-"""The least per-call time beyond the reported device times (over the baselines') that is an escape."""
 PAD_SHARE = 0.5
 """A shape is launch-bound when a callable's host time to queue one call exceeds this share of the GPU's time for
 flush and call: the host could fall behind the GPU, and the launch would show in the call's time."""
@@ -130,45 +124,6 @@ def block_sizes(estimates_ms: dict[str, float], block_ms: float, most: int) -> d
     if block_ms <= 0:
         return dict.fromkeys(estimates_ms, 1)
     return {n: max(1, min(most, math.ceil(block_ms / max(ms, 1e-4)))) for n, ms in estimates_ms.items()}
-
-
-def floor_ms(flops: float, nbytes: float, peak_tflops: float, peak_tbps: float) -> float:
-    """The physical floor: the larger of compute time at peak and transfer time at full bandwidth."""
-    return max(flops / (peak_tflops * 1e12), nbytes / (peak_tbps * 1e12)) * 1e3
-
-
-def escaped(candidate: Timing, baselines: dict[str, Timing], share: float = 0.15) -> str | None:
-    """Why the harness's clock contradicts the candidate's reported times, else None (see TimingParams.escape_share)."""
-    if candidate.unaccounted_ms is None:
-        return None
-    theirs = [b.unaccounted_ms for b in baselines.values() if b.unaccounted_ms is not None]
-    excess = candidate.unaccounted_ms - max(theirs, default=0.0)
-    if excess <= max(UNACCOUNTED_MIN_MS, share * max(candidate.median_ms, *theirs)):
-        return None
-    return (
-        f"the harness's clock saw {candidate.unaccounted_ms:.4f} ms per call beyond the reported device time "
-        f"{candidate.median_ms:.4f} ms (baselines {max(theirs, default=0.0):.4f} ms): work done off the books "
-        "(forged times, work outside the timed region or on another stream)"
-    )
-
-
-def seen_inputs_gain(candidate: Timing, baselines: dict[str, Timing]) -> str | None:
-    """Why the candidate looks faster on inputs it has seen than on fresh ones (beyond the baselines), else None."""
-    if not candidate.fresh_median_ms or candidate.median_ms <= 0:
-        return None
-    ratio = candidate.fresh_median_ms / candidate.median_ms
-    fresh = [b for b in baselines.values() if b.fresh_median_ms and b.median_ms > 0]
-    theirs = [b.fresh_median_ms / b.median_ms for b in fresh]  # type: ignore[operator]
-    extra = max([b.fresh_median_ms - b.median_ms for b in fresh], default=0.0)  # type: ignore[operator]
-    if ratio <= FRESH_SLACK * max([1.0, *theirs]):
-        return None
-    if candidate.fresh_median_ms - candidate.median_ms <= max(FRESH_MIN_MS, 2 * extra):
-        return None
-    return (
-        f"median {candidate.median_ms:.4f} ms on the rotated input sets but {candidate.fresh_median_ms:.4f} ms on "
-        f"fresh inputs ({ratio:.2f}x; baselines {max(theirs, default=1.0):.2f}x): the speed comes from having "
-        "seen the inputs"
-    )
 
 
 class TimingPhase:

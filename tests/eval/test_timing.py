@@ -9,7 +9,8 @@ import pytest
 from eval_suite import REPO, timing
 
 from jg_mcp.eval.options import EvalOptions, TimingParams
-from jg_mcp.eval.timing import block_sizes, escaped, floor_ms, pad_for, seen_inputs_gain, summarize
+from jg_mcp.eval.scoring import escaped, floor_ms, seen_inputs_gain
+from jg_mcp.eval.timing import block_sizes, pad_for, summarize
 
 AXPY = REPO / "jg_mcp" / "demo_goal" / "axpy.yaml"
 HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
