@@ -145,26 +145,13 @@ def check_blobs(path: Path) -> list[Finding]:
         if isinstance(event, FileChange) and event.op == "write" and event.stored:
             blob = blobs_dir(path) / str(event.sha256)
             if not blob.is_file():
-                out.append(
-                    Finding(
-                        area="integrity",
-                        kind="blob",
-                        severity="error",
-                        line=i,
-                        message=f"blob {event.sha256} of '{event.path}' (line {i}) is missing",
-                    )
-                )
+                problem = "is missing"
             elif sha256_bytes(blob.read_bytes()) != event.sha256:
-                out.append(
-                    Finding(
-                        area="integrity",
-                        kind="blob",
-                        severity="error",
-                        line=i,
-                        message=f"blob {event.sha256} of '{event.path}' (line {i}) was altered: its "
-                        "content no longer matches its hash",
-                    )
-                )
+                problem = "was altered: its content no longer matches its hash"
+            else:
+                continue
+            message = f"blob {event.sha256} of '{event.path}' (line {i}) {problem}"
+            out.append(Finding(area="integrity", kind="blob", severity="error", line=i, message=message))
     return out
 
 
