@@ -7,7 +7,7 @@ import re
 import pytest
 
 from jg_mcp.gpu import query_gpu
-from jg_mcp.record import replay
+from jg_mcp.record import steps
 from jg_mcp.record.transcript import read_transcript
 from tests.support import demo
 
@@ -38,7 +38,7 @@ def test_demo_runs_a_session_and_leaves_a_closed_transcript():
     assert run.live, "each step is printed as it completes, not when the session ends"
     rows = [m.groups() for m in map(ROW.match, lines) if m]
     numbered = [(int(n), tool) for n, _, tool in rows if n != "-"]
-    calls = replay.load_record(transcript).calls
+    calls = steps.load_record(transcript).calls
     assert numbered == [(c.step, c.tool) for c in calls], "the demo numbers steps as replay and audit do"
     assert [tool for n, _, tool in rows if n == "-"] == ["list_tools", "goal://axpy"]
     refused = next(n for n, status, tool in rows if status == "ERR")

@@ -16,7 +16,7 @@ from mcp import Client
 from jg_mcp.live import safefs
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
-from jg_mcp.record import audit, replay
+from jg_mcp.record import audit, replay, steps
 
 RENAME_EXCHANGE = 2
 AT_FDCWD = -100
@@ -234,7 +234,7 @@ def test_parallel_writes_are_recorded_in_order_and_audit_and_replay_agree(gemm_g
     report = audit.audit(session.transcript_path)
     assert report.ok, [f.message for f in report.findings if f.severity == "error"]
     assert not [f for f in report.findings if f.area == "integrity" and f.kind != "authenticity"]
-    rebuilt = replay.rebuild(replay.load_record(session.transcript_path), tmp_path / "r")
+    rebuilt = replay.rebuild(steps.load_record(session.transcript_path), tmp_path / "r")
     assert rebuilt.problems == []
     for i in range(16):
         assert (tmp_path / "r" / f"p/{i % 4}/f{i}.txt").read_text() == f"{i}\n" * 1000

@@ -14,7 +14,7 @@ from jg_mcp.commands import replay as replay_cli
 from jg_mcp.errors import TranscriptError, UsageError
 from jg_mcp.live.sandbox import SandboxLimits
 from jg_mcp.live.workspace import Workspace
-from jg_mcp.record import replay
+from jg_mcp.record import replay, steps
 from jg_mcp.record.integrity import diagnose
 from jg_mcp.record.transcript import FORMAT_VERSION, read_transcript
 from jg_mcp.scripted import call
@@ -66,7 +66,7 @@ def test_rerun_reports_every_demo_command_as_matching(tmp_path):
 
 
 def test_a_step_is_the_nth_tool_call_and_step_zero_is_the_session_start(tmp_path):
-    record = replay.load_record(demo_run())
+    record = steps.load_record(demo_run())
     assert [c.tool for c in record.calls] == [
         "query_gpu",
         "read_file",
@@ -95,7 +95,7 @@ def test_replay_refuses_a_directory_that_is_not_empty(tmp_path):
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "keep.txt").write_text("mine")
     with pytest.raises(FileExistsError):
-        replay.rebuild(replay.load_record(demo_run()), tmp_path / "r")
+        replay.rebuild(steps.load_record(demo_run()), tmp_path / "r")
     with pytest.raises(UsageError, match="not an empty directory"):
         replay_command(demo_run(), tmp_path / "r")
     assert (tmp_path / "r" / "keep.txt").read_text() == "mine"
@@ -110,7 +110,7 @@ def test_commands_that_delete_and_overwrite_files_are_replayed_at_each_step(tmp_
             call("run_command", command="rm a.txt"),
         ],
     )
-    record = replay.load_record(transcript)
+    record = steps.load_record(transcript)
     replay.rebuild(record, tmp_path / "s2", 2)
     assert (tmp_path / "s2" / "a.txt").read_text() == "two\n"
     assert (tmp_path / "s2" / "d" / "b.txt").read_text() == "three\n"
@@ -138,7 +138,7 @@ def test_rerun_tells_output_that_changes_from_an_exit_code_that_changes(tmp_path
         ],
     )
     flag.unlink()
-    results = replay.rerun_commands(replay.load_record(transcript), _rebuilt(transcript, tmp_path / "r")).results
+    results = replay.rerun_commands(steps.load_record(transcript), _rebuilt(transcript, tmp_path / "r")).results
     assert [r.verdict for r in results] == ["output differs", "exit code differs"]
     assert "--- recorded stdout" in results[0].diff and results[0].exit_matches
     assert results[1].recorded_exit == 0 and results[1].rerun_exit == 1
@@ -148,7 +148,7 @@ def test_rerun_tells_output_that_changes_from_an_exit_code_that_changes(tmp_path
 
 
 def _rebuilt(transcript: Path, dest: Path) -> Path:
-    replay.rebuild(replay.load_record(transcript), dest)
+    replay.rebuild(steps.load_record(transcript), dest)
     return dest
 
 
@@ -158,7 +158,7 @@ def test_replay_refuses_a_tampered_transcript_naming_the_line(tmp_path):
     del lines[5]
     t.write_bytes(b"\n".join(lines))
     with pytest.raises(TranscriptError, match=":6: sequence number 6, expected 5"):
-        replay.load_record(t)
+        steps.load_record(t)
 
 
 def test_a_transcript_declaring_an_older_format_version_reads(tmp_path):
@@ -168,7 +168,7 @@ def test_a_transcript_declaring_an_older_format_version_reads(tmp_path):
     header["format_version"] = 0
     t.write_bytes(rechain([json.dumps(header).encode(), *lines[1:]]))
     assert read_transcript(t).events[0].format_version == 0
-    replay.rebuild(replay.load_record(t), tmp_path / "r")
+    replay.rebuild(steps.load_record(t), tmp_path / "r")
     assert files(tmp_path / "r") == files(demo_dir() / "workspace")
 
 
@@ -185,7 +185,7 @@ def test_a_transcript_of_a_newer_format_is_refused_as_newer_even_with_fields_thi
 def test_the_committed_example_transcript_stays_readable_and_rebuilds(tmp_path):
     read = read_transcript(EXAMPLE)
     assert read.closed and not read.truncated
-    record = replay.load_record(EXAMPLE)
+    record = steps.load_record(EXAMPLE)
     report = replay.rebuild(record, tmp_path / "r")
     assert not report.problems and not report.not_reconstructible
     assert set(files(tmp_path / "r")) == {"reference.py", "solution.py", "check.py", "listing.txt"}
@@ -202,9 +202,9 @@ def test_rerun_uses_the_recorded_environment_not_the_reviewers(tmp_path, monkeyp
     var = "TRITON_JG_TEST_GREETING"  # on bwrap's allow-list
     monkeypatch.setenv(var, "recorded")
     transcript, _ = scripted_session(tmp_path, [call("run_command", command=f"echo ${var}")], sandbox=sandbox)
-    assert replay.load_record(transcript).calls[0].structured["stdout"] == "recorded\n"
+    assert steps.load_record(transcript).calls[0].structured["stdout"] == "recorded\n"
     monkeypatch.setenv(var, "the reviewer's")
-    rerun = replay.rerun_commands(replay.load_record(transcript), _rebuilt(transcript, tmp_path / "r"))
+    rerun = replay.rerun_commands(steps.load_record(transcript), _rebuilt(transcript, tmp_path / "r"))
     assert rerun.env_recorded and [r.verdict for r in rerun.results] == ["match"], rerun.results[0].diff
 
     # Without the recorded environment (as in format 1) the same re-run sees the reviewer's.
@@ -214,7 +214,7 @@ def test_rerun_uses_the_recorded_environment_not_the_reviewers(tmp_path, monkeyp
     for key in ("env", "env_redacted", "sandbox_limits"):
         del header[key]
     old.write_bytes(rechain([json.dumps(header).encode(), *lines[1:]]))
-    rerun = replay.rerun_commands(replay.load_record(old), _rebuilt(old, tmp_path / "r-old"))
+    rerun = replay.rerun_commands(steps.load_record(old), _rebuilt(old, tmp_path / "r-old"))
     assert not rerun.env_recorded and [r.verdict for r in rerun.results] == ["output differs"]
 
 
@@ -223,7 +223,7 @@ def test_rerun_applies_the_recorded_sandbox_limits_and_names_those_it_does_not_k
     lines = transcript.read_bytes().split(b"\n")[:-1]
     header = json.loads(lines[0]) | {"sandbox_limits": {"max_file_bytes": 4096, "a_retired_limit": 7}}
     transcript.write_bytes(rechain([json.dumps(header).encode(), *lines[1:]]))
-    limits, notes = replay.rerun_limits(replay.load_record(transcript))
+    limits, notes = replay.rerun_limits(steps.load_record(transcript))
     assert limits.max_file_bytes == 4096 and limits.max_processes == SandboxLimits().max_processes
     assert notes == ["recorded sandbox limits this version cannot apply: a_retired_limit=7"]
 
@@ -231,7 +231,7 @@ def test_rerun_applies_the_recorded_sandbox_limits_and_names_those_it_does_not_k
 def test_a_variable_redacted_when_recording_is_left_unset_on_rerun_and_named(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(SECRET_VAR, "s3cret-value")
     transcript, _ = scripted_session(tmp_path, [call("run_command", command=f'test -n "${SECRET_VAR}"')])
-    record = replay.load_record(transcript)
+    record = steps.load_record(transcript)
     assert record.calls[0].structured["exit_code"] == 0, "the unsandboxed command saw the secret"
     assert SECRET_VAR in record.header.env_redacted and SECRET_VAR not in record.header.env
     results = replay.rerun_commands(record, _rebuilt(transcript, tmp_path / "r")).results
@@ -243,12 +243,12 @@ def test_a_variable_redacted_when_recording_is_left_unset_on_rerun_and_named(tmp
 
 def test_replay_never_writes_through_a_link_left_in_the_destination(tmp_path):
     transcript, _ = scripted_session(tmp_path / "s", [call("write_file", path="d/x.txt", content="recorded\n")])
-    record = replay.load_record(transcript)
+    record = steps.load_record(transcript)
     dest, outside = tmp_path / "dest", tmp_path / "outside"
     dest.mkdir()
     outside.mkdir()
     os.symlink(outside, dest / "d")
-    report = replay.sync(record, dest, replay.END)
+    report = replay.sync(record, dest, steps.END)
     assert os.listdir(outside) == [], "nothing was written through the link"
     assert any("d/x.txt" in p and "symbolic link" in p for p in report.problems), report.problems
 

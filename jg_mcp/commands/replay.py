@@ -8,7 +8,7 @@ from pathlib import Path
 
 from jg_mcp.commands.arguments import input_file, new_dir, non_negative_int
 from jg_mcp.errors import UsageError
-from jg_mcp.record import replay
+from jg_mcp.record import replay, steps
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,14 +54,14 @@ def _wrap(*paragraphs: str) -> str:
 def run(args: argparse.Namespace) -> int:
     input_file(args.transcript, "transcript")
     new_dir(args.to, "--to")
-    record = replay.load_record(args.transcript)
+    record = steps.load_record(args.transcript)
     if args.step is not None and not 0 <= args.step <= record.last_step():
         raise UsageError(f"--step {args.step} is out of range: this transcript has steps 0..{record.last_step()}")
-    step = replay.END if args.step is None else args.step
+    step = steps.END if args.step is None else args.step
     if record.truncated or record.close is None:
         print("warning: the session was cut short (no close event); rebuilding from what was recorded")
     report = replay.rebuild(record, args.to, step)
-    where = "the end" if step == replay.END else f"step {step}"
+    where = "the end" if step == steps.END else f"step {step}"
     print(f"rebuilt {args.to} at {where}: {len(report.written)} files")
     for item in report.not_reconstructible:
         print(
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _rerun(record: replay.Record, root: Path, step: int) -> bool:
+def _rerun(record: steps.Record, root: Path, step: int) -> bool:
     rerun = replay.rerun_commands(record, root, step)
     results = rerun.results
     print(

@@ -26,7 +26,7 @@ from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.report import Reason
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal, find_goal, load_goal
 from jg_mcp.record.integrity import diagnose
-from jg_mcp.record.replay import END, BlobError, Record, load_record, read_blob, state_at
+from jg_mcp.record.steps import END, BlobError, Record, load_record, read_blob, state_at
 from jg_mcp.record.transcript import EVENT, FileChange, Notice, blobs_dir, key_id, mac_ok, sha256_bytes
 
 NETWORK = re.compile(

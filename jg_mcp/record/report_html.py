@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from jg_mcp.eval import EvalReport
 from jg_mcp.eval.report import ShapeResult
 from jg_mcp.record.audit import AuditReport
-from jg_mcp.record.replay import END, BlobError, Change, Record, ToolCall, load_record, read_blob
+from jg_mcp.record.steps import END, BlobError, Change, Record, ToolCall, load_record, read_blob
 
 if TYPE_CHECKING:
     import jinja2
