@@ -1,15 +1,15 @@
 """Audit: is a transcript intact, what did the session do, did it keep the rules, and was the judged
 solution the one it wrote?
 
-Integrity is checked line by line without trusting the file: each problem (an edited, deleted,
-reordered or duplicated line, a cut, an altered or missing blob) becomes a finding naming its line.
+Integrity (jg_mcp.record.integrity) is checked line by line without trusting the file: each problem (an
+edited, deleted, reordered or duplicated line, a cut, an altered or missing blob) becomes a finding naming its
+line.
 Summary and policy need an intact hash chain and are skipped when it is broken.
 """
 
 from __future__ import annotations
 
 import ast
-import json
 import re
 from collections import Counter
 from datetime import datetime
@@ -25,9 +25,9 @@ from jg_mcp.eval import EvalReport
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.report import Reason
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal, find_goal, load_goal
-from jg_mcp.record.integrity import diagnose
+from jg_mcp.record.integrity import authenticity_problems, blob_problems, diagnose
 from jg_mcp.record.steps import END, BlobError, Record, load_record, read_blob, state_at
-from jg_mcp.record.transcript import EVENT, FileChange, Notice, blobs_dir, key_id, mac_ok, sha256_bytes
+from jg_mcp.record.transcript import Notice
 
 NETWORK = re.compile(
     r"\b(curl|wget|ssh|scp|sftp|rsync|telnet|ftp|nc|ncat|netcat)\b|\bpip3?\s+(install|download)\b"
@@ -132,93 +132,6 @@ class AuditReport(BaseModel):
     @property
     def ok(self) -> bool:
         return not any(f.severity == "error" for f in self.findings)
-
-
-def check_blobs(path: Path) -> list[Finding]:
-    """Every stored blob a file change names exists and hashes to its name."""
-    out = []
-    for i, line in enumerate(path.read_bytes().split(b"\n")[:-1], start=1):
-        try:
-            event = EVENT.validate_python(json.loads(line))
-        except (json.JSONDecodeError, ValidationError, UnicodeDecodeError):
-            continue
-        if isinstance(event, FileChange) and event.op == "write" and event.stored:
-            blob = blobs_dir(path) / str(event.sha256)
-            if not blob.is_file():
-                problem = "is missing"
-            elif sha256_bytes(blob.read_bytes()) != event.sha256:
-                problem = "was altered: its content no longer matches its hash"
-            else:
-                continue
-            message = f"blob {event.sha256} of '{event.path}' (line {i}) {problem}"
-            out.append(Finding(area="integrity", kind="blob", severity="error", line=i, message=message))
-    return out
-
-
-def check_authenticity(path: Path, key: bytes | None) -> list[Finding]:
-    """With the transcript key, every line must carry a valid HMAC under it: a line without one was written,
-    or the chain re-made, by someone without the key. Without the key, a warning that this was not checked."""
-    if key is None:
-        return [
-            Finding(
-                area="integrity",
-                kind="authenticity",
-                severity="warning",
-                message="authenticity not checked (no key given): the hash chain shows edits, but anyone "
-                "able to write the file could have re-chained it; audit with the transcript key to check",
-            )
-        ]
-    lines = path.read_bytes().split(b"\n")[:-1]
-    out: list[Finding] = []
-    try:
-        head = json.loads(lines[0]) if lines else {}
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        head = {}
-    recorded_id = head.get("key_id") if isinstance(head, dict) else None
-    if recorded_id != key_id(key):
-        out.append(
-            Finding(
-                area="integrity",
-                kind="authenticity",
-                severity="error",
-                line=1,
-                message=(
-                    "the transcript was not keyed"
-                    if recorded_id is None
-                    else "the transcript was keyed with another key "
-                    f"(key id {recorded_id}, this key's is {key_id(key)})"
-                ),
-            )
-        )
-    bad = []
-    for i, line in enumerate(lines, start=1):
-        try:
-            data = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            data = None
-        if not isinstance(data, dict) or not mac_ok(line, data.get("mac"), key):
-            bad.append(i)
-    out += [
-        Finding(
-            area="integrity",
-            kind="authenticity",
-            severity="error",
-            line=i,
-            message=f"line {i} carries no valid MAC under the key: it was written or re-chained without it",
-        )
-        for i in bad[:20]
-    ]
-    if len(bad) > 20:
-        out.append(
-            Finding(
-                area="integrity",
-                kind="authenticity",
-                severity="error",
-                line=bad[20],
-                message=f"{len(bad) - 20} more lines carry no valid MAC under the key",
-            )
-        )
-    return out
 
 
 def _seconds(start: str, end: str) -> float:
@@ -496,14 +409,10 @@ def audit(
     then the eval report's solution hash. A server notice of level error (a workspace scan that could not
     record everything) is an error."""
     lines = diagnose(path)
-    findings = (
-        [
-            Finding(area="integrity", kind=p.kind, severity="error", line=p.line, message=p.message)
-            for p in lines.problems
-        ]
-        + check_blobs(path)
-        + check_authenticity(path, key)
-    )
+    findings = [
+        Finding(area="integrity", kind=p.kind, severity=p.severity, line=p.line, message=p.message)
+        for p in lines.problems + blob_problems(path) + authenticity_problems(path, key)
+    ]
     summary = None
     if not any(f.kind not in ("cut short", "truncated", "blob", "authenticity") for f in findings):
         record = load_record(path)

@@ -1,23 +1,38 @@
 """A transcript's integrity, checked without trusting anything in the file: every edited, deleted,
-reordered, duplicated or cut line named (read_transcript stops at the first problem)."""
+reordered, duplicated or cut line named (read_transcript stops at the first problem), every stored blob against
+its hash, and with the transcript key every line's MAC."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from jg_mcp.record.transcript import EVENT, FORMAT_VERSION, GENESIS, Close, Header, newer_version, sha256_bytes
+from jg_mcp.record.transcript import (
+    EVENT,
+    FORMAT_VERSION,
+    GENESIS,
+    Close,
+    FileChange,
+    Header,
+    blobs_dir,
+    key_id,
+    mac_ok,
+    newer_version,
+    sha256_bytes,
+)
 
 
 class LineProblem(BaseModel):
-    line: int
-    """The line (from 1) the problem is on or before."""
+    line: int | None = None
+    """The line (from 1) the problem is on or before; None for the whole file."""
     kind: str
-    """invalid line, edited, deleted, reordered, duplicated, truncated, cut short or header."""
+    """invalid line, edited, deleted, reordered, duplicated, truncated, cut short, header, blob or authenticity."""
     message: str
+    severity: Literal["error", "warning"] = "error"
+    """A warning says what could not be checked (authenticity without the key)."""
 
 
 class Diagnosis(BaseModel):
@@ -132,4 +147,84 @@ def _placement_problems(events: list[Any]) -> list[LineProblem]:
         if isinstance(event, Close) and i != len(events):
             message = f"the close event on line {i} is followed by {len(events) - i} more lines"
             out.append(_problem(i, "reordered", message))
+    return out
+
+
+def blob_problems(path: Path) -> list[LineProblem]:
+    """Every stored blob a file change names exists and hashes to its name."""
+    out = []
+    for i, line in enumerate(path.read_bytes().split(b"\n")[:-1], start=1):
+        try:
+            event = EVENT.validate_python(json.loads(line))
+        except (json.JSONDecodeError, ValidationError, UnicodeDecodeError):
+            continue
+        if isinstance(event, FileChange) and event.op == "write" and event.stored:
+            blob = blobs_dir(path) / str(event.sha256)
+            if not blob.is_file():
+                problem = "is missing"
+            elif sha256_bytes(blob.read_bytes()) != event.sha256:
+                problem = "was altered: its content no longer matches its hash"
+            else:
+                continue
+            message = f"blob {event.sha256} of '{event.path}' (line {i}) {problem}"
+            out.append(LineProblem(kind="blob", line=i, message=message))
+    return out
+
+
+def authenticity_problems(path: Path, key: bytes | None) -> list[LineProblem]:
+    """With the transcript key, every line must carry a valid HMAC under it: a line without one was written,
+    or the chain re-made, by someone without the key. Without the key, a warning that this was not checked."""
+    if key is None:
+        return [
+            LineProblem(
+                kind="authenticity",
+                severity="warning",
+                message="authenticity not checked (no key given): the hash chain shows edits, but anyone "
+                "able to write the file could have re-chained it; audit with the transcript key to check",
+            )
+        ]
+    lines = path.read_bytes().split(b"\n")[:-1]
+    out: list[LineProblem] = []
+    try:
+        head = json.loads(lines[0]) if lines else {}
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        head = {}
+    recorded_id = head.get("key_id") if isinstance(head, dict) else None
+    if recorded_id != key_id(key):
+        out.append(
+            LineProblem(
+                kind="authenticity",
+                line=1,
+                message=(
+                    "the transcript was not keyed"
+                    if recorded_id is None
+                    else "the transcript was keyed with another key "
+                    f"(key id {recorded_id}, this key's is {key_id(key)})"
+                ),
+            )
+        )
+    bad = []
+    for i, line in enumerate(lines, start=1):
+        try:
+            data = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            data = None
+        if not isinstance(data, dict) or not mac_ok(line, data.get("mac"), key):
+            bad.append(i)
+    out += [
+        LineProblem(
+            kind="authenticity",
+            line=i,
+            message=f"line {i} carries no valid MAC under the key: it was written or re-chained without it",
+        )
+        for i in bad[:20]
+    ]
+    if len(bad) > 20:
+        out.append(
+            LineProblem(
+                kind="authenticity",
+                line=bad[20],
+                message=f"{len(bad) - 20} more lines carry no valid MAC under the key",
+            )
+        )
     return out
