@@ -217,6 +217,10 @@ class ShapeResult(Strict):
     retimed: str | None = None
     """Why the shape was timed twice: what a timing finding would have said of the first timing. The times here
     are the second's, whose fresh calls each follow a lead block; a finding is reported only if it shows too."""
+    wall_s: dict[str, float] = {}
+    """Wall time this shape took, per part: `check` (its correctness trials), `warm_candidate` and
+    `warm_baselines` (every callable's first call in the timing processes, compilation included, while the
+    correctness phase runs; the baselines' reads as at least the candidate's), `time` (its timing)."""
 
 
 class Environment(Strict):
@@ -253,15 +257,14 @@ class TimingMethod(Strict):
     skipped: str | None = None
     """Why timing was skipped, if it was."""
     description: str = (
-        "CUDA events around each call on the current stream, L2 flushed before every call; candidate and "
-        "baselines take turns in blocks of back-to-back calls (A B, then B A, ...), input sets rotated, rounds "
-        "queued without host waits and synchronised about every sync_ms; a probe times calls with a full device "
-        "synchronize by the host clock, and a fresh-input pass times each callable once on sets none has seen; the "
-        "outputs of randomly picked timed calls are checked; NVML samples the SM clock and power meanwhile"
+        "CUDA events around each call in the process that runs it, L2 flushed before every call; candidate and "
+        "baselines take turns in blocks of back-to-back calls (A B, then B A, ...), each after a lead block of the "
+        "same calls and on one input set; the harness times each block by its own clock, checks outputs of calls "
+        "it picks, and times each callable once on fresh inputs none has seen; NVML samples clocks and power"
     )
     """The method in words."""
     input_sets: int = 0
-    """Distinct input sets rotated."""
+    """Distinct input sets; the timed blocks take turns on them, one set per block."""
     warmup_calls: int = 0
     """Untimed calls per callable before timing."""
     min_reps: int = 0

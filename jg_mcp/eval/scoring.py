@@ -6,7 +6,7 @@ from jg_mcp.eval.report import EvalReport, Finding, Reason, Timing, geomean
 from jg_mcp.goals import LoadedGoal
 
 FRESH_SLACK = 1.3
-"""A candidate slower on never-seen inputs than on the rotated sets by this factor beyond what the baselines
+"""A candidate slower on never-seen inputs than on the timed input sets by this factor beyond what the baselines
 show, and by more time than twice the baselines' extra time on them (and FRESH_MIN_MS), is caching: its speed
 came from having seen the inputs (a cold cache costs every callable about the same time, not the same factor)."""
 FRESH_MIN_MS = 0.005
@@ -72,7 +72,7 @@ def seen_inputs_gain(candidate: Timing, baselines: dict[str, Timing]) -> str | N
     if candidate.fresh_median_ms - candidate.median_ms <= max(FRESH_MIN_MS, 2 * extra):
         return None
     return (
-        f"median {candidate.median_ms:.4f} ms on the rotated input sets but {candidate.fresh_median_ms:.4f} ms on "
+        f"median {candidate.median_ms:.4f} ms on the timed input sets but {candidate.fresh_median_ms:.4f} ms on "
         f"fresh inputs ({ratio:.2f}x; baselines {max(theirs, default=1.0):.2f}x): the speed comes from having "
         "seen the inputs"
     )

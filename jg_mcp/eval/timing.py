@@ -10,7 +10,10 @@ and baselines alike. Launches are hidden: where some callable needs about as muc
 the GPU takes to run it (a launch-bound shape, a few microseconds of work), the GPU sleeps for a pad after each
 flush, the same pad for every callable, so the call's launches are queued before its start event; its time is
 then device time as under a CUDA graph, not a mix of host and device time that changes from run to run. Blocks
-take turns A B, then B A, so drift between blocks cancels; input sets are rotated.
+take turns A B, then B A, so drift between blocks cancels. Each block (and its lead) runs on one input set, the
+sets taking turns block by block: every call of a block reads the same addresses, as every call of do_bench does
+(calls rotating over the sets call by call ran 4-15% slower at 8-25 us shapes on the H200, for the candidate and the
+baselines unevenly, though each call follows an L2 flush: the rotation, not the flush, set the time).
 
 Why the candidate's events can be believed: the harness times each block from outside (send to reply, its own
 clock). Per call, the time it saw beyond the reported device times (`unaccounted_ms`: the flush, the pad, the
@@ -19,7 +22,7 @@ the timed region or on another stream show up there (TIMING_ESCAPE). After each 
 into a ring of harness buffers with a slot per call of the block, poisoned before the block; the harness checks
 a call of its choosing after the block, so any call may be the one checked. Fresh-input calls (inputs written
 into the shared buffers just before each single call, so no callable could have seen them) must be about as fast
-as the rotated ones, as they are for the baselines.
+as the timed ones, as they are for the baselines.
 """
 
 from __future__ import annotations
@@ -141,6 +144,8 @@ class TimingPhase:
         self.ready = False
         self.failure: BaseException | None = None
         self.prepare_s = 0.0
+        self.warm_walls: dict[str, dict[str, float]] = {}
+        """Per shape, the wall time of its first calls (written by the preparing thread)."""
 
     def start(self, report: EvalReport, cases: list[Case]) -> None:
         """Prepare in a thread while the correctness phase runs in the other candidate process."""
@@ -167,16 +172,19 @@ class TimingPhase:
     def warm(self, report: EvalReport, case: Case) -> None:
         inputs = self.ev.make_inputs(case.dims, secrets.randbits(62))
         binding = SharedBinding("warm", self.ev.device)
+        walls = self.warm_walls.setdefault(case.name, {})
         try:
             for view, tensor in zip(binding.add_group(inputs), inputs, strict=True):
                 view.copy_(tensor)
             self.ev.sync()
             for proc in (self.cand, self.base):
                 proc.bind(binding)
+            mark = time.monotonic()
             for name in self.names:
                 self.worker(name).send(Warm(fn=name, inputs=("warm", 0)))
             for name in self.names:
                 done = self.worker(name).expect(Done)
+                walls[f"warm_{'candidate' if name == 'candidate' else 'baselines'}"] = time.monotonic() - mark
                 if name != "candidate" and done.error:
                     raise JgError(f"baseline {name} failed at {case.name}: {done.error}")
                 if name == "candidate":
@@ -212,9 +220,12 @@ class TimingPhase:
             for case in cases:
                 self.ev.progress(f"time {case.name}")
                 shape = by_name[case.name]
+                shape.wall_s |= self.warm_walls.get(case.name, {})
                 sampler = nvml_sampler(uuid) if uuid else None
+                mark = time.monotonic()
                 with sampler or contextlib.nullcontext():
                     self.time_case(report, case, shape)
+                shape.wall_s["time"] = time.monotonic() - mark
                 shape.clocks = sampler.summary() if sampler else None
         except CandidateGone as gone:
             report.add(gone.finding)
@@ -346,20 +357,18 @@ class TimingPhase:
         hosts: dict[str, list[float]] = {n: [] for n in names}
         gaps: dict[str, list[float]] = {n: [] for n in names}
         queues: dict[str, list[float]] = {n: [] for n in names}
-        queued, rounds, checked, begin = dict.fromkeys(names, 0), 0, 0, time.monotonic()
-
-        def next_sets(name: str, count: int) -> list[int]:
-            queued[name] += count
-            return [(queued[name] - count + i) % n_sets for i in range(count)]
+        turns, rounds, checked, begin = dict.fromkeys(names, 0), 0, 0, time.monotonic()
 
         def run(name: str) -> tuple[Ran, list[int]]:
             """A lead block of `name` (its outputs dropped, its times unused: the harness clocks only timed
-            blocks), then a timed block on the next input sets; a candidate's into a freshly poisoned ring, its
-            inputs read back after it."""
+            blocks), then a timed block, both on the callable's next input set; a candidate's into a freshly
+            poisoned ring, its inputs read back after it."""
             if name == "candidate":
                 bindings["cring"].poison()
-            hints = self.block(name, next_sets(name, lead[name]), "tin", keep=False).hints if lead[name] else []
-            sets = next_sets(name, per_block[name])
+            turn = turns[name] % n_sets
+            turns[name] += 1
+            hints = self.block(name, [turn] * lead[name], "tin", keep=False).hints if lead[name] else []
+            sets = [turn] * per_block[name]
             ran = self.block(name, sets, "tin")
             if name == "candidate":
                 self.after_candidate_block(report, case, shape, hints + ran.hints, bindings["tin"], pristine)
@@ -458,7 +467,7 @@ class TimingPhase:
         """Single calls on inputs written into one shared input set just before each call, so that no callable
         (the candidate can read every buffer bound to it) sees them earlier; callables take turns call by call,
         so host noise falls on all of them alike. Every candidate output is checked. With `lead`, each call
-        follows a lead block of its callable on the rotated sets, as its timed blocks did (on a power-capped GPU a
+        follows a lead block of its callable on one of the timed sets, as its timed blocks did (on a power-capped GPU a
         single call otherwise runs at whatever clock the harness's own work left)."""
         p, ev = self.p, self.ev
         if p.fresh <= 0:
@@ -475,7 +484,7 @@ class TimingPhase:
                 inputs = ev.make_inputs(case.dims, ev.rng.randrange(2**62))
                 hints: list[Finding] = []
                 if lead and results[name]["lead"]:
-                    sets = [i % n_sets for i in range(results[name]["lead"])]
+                    sets = [self.pick.randrange(n_sets)] * results[name]["lead"]
                     hints = self.block(name, sets, "tin", keep=False).hints
                 for view, tensor in zip(views, inputs, strict=True):
                     view.copy_(tensor)

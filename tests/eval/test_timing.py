@@ -79,7 +79,43 @@ def test_an_honest_candidate_timed_on_the_cpu_is_accepted_with_every_measurement
         assert cand is not None and cand.reps >= 10 and cand.fresh_median_ms and cand.unaccounted_ms is not None
         assert cand.lead > 0 and cand.enqueue_ms is not None and shape.pad_ms == 0
         assert set(shape.baselines) == {"torch_add"} and shape.baselines["torch_add"].host_median_ms
+        assert set(shape.wall_s) == {"check", "warm_candidate", "warm_baselines", "time"}
+        assert 0 < shape.wall_s["warm_candidate"] <= shape.wall_s["warm_baselines"]
     assert {"setup", "correctness", "timing", "total"} <= set(report.phases)
+
+
+def test_each_timed_block_and_its_lead_run_on_one_input_set_the_sets_taking_turns(tmp_path, timing_goal, monkeypatch):
+    """do_bench calls a kernel on one input set; the eval's blocks rotated their calls over the sets, and on the H200
+    that alone made the same kernel 4-15% slower at 8-25 us shapes, unevenly across callables. Now every call of a
+    lead block and of the timed block after it reads one set, and a callable's next lead moves to the next set (each
+    shape starts at set 0)."""
+    from eval_suite import CPU_TIMING, eval_solution
+
+    from jg_mcp.eval.messages import Block
+    from jg_mcp.eval.process import WorkerProcess
+
+    sent: list[Block] = []
+    real = WorkerProcess.send
+
+    def spy(self, message, binding=None):
+        if isinstance(message, Block) and message.inputs == "tin":
+            sent.append(message)
+        return real(self, message, binding)
+
+    monkeypatch.setattr(WorkerProcess, "send", spy)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "solution.py").write_text(HONEST)
+    report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **CPU_TIMING)
+    assert report.accepted, [f.detail for f in report.findings]
+    pairs = [(lead, sent[i + 1]) for i, lead in enumerate(sent[:-1]) if lead.ring is None]
+    assert len(pairs) >= 2 * 4 * len(report.shapes)
+    for lead, timed in pairs:
+        assert timed.fn == lead.fn and timed.ring is not None
+        assert len(set(lead.sets)) == 1 and set(timed.sets) == set(lead.sets) and len(timed.sets) > 1
+    for fn in {lead.fn for lead, _ in pairs}:
+        turns = [lead.sets[0] for lead, _ in pairs if lead.fn == fn]
+        assert set(turns) == {0, 1, 2}, turns
+        assert all(b in ((a + 1) % 3, 0) for a, b in zip(turns, turns[1:], strict=False)), turns
 
 
 SLOW_ON_FIRST_FRESH = """

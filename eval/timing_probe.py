@@ -1,0 +1,304 @@
+"""Where the eval's time of a callable and do_bench's differ: one shape, one callable, measured several ways that
+each change one thing, on one GPU in one run. Prints a table and writes probe.json under --out.
+
+    python eval/timing_probe.py --out DIR [--shapes GOAL:SHAPE,...]
+
+Per shape it runs the eval (that shape only, with the eval's own do_bench of each baseline in the baseline
+process, on one input set in the harness's shared buffers), then, in one fresh process on the baselines' compile
+cache, each callable under:
+- `db1`: triton.testing.do_bench on one set of fresh torch tensors (what eval/h200_check.py compares with);
+- `db3`: the same, the calls rotating over three input sets, as the eval's timed blocks do;
+- `db1_dedicated`: one set, each tensor in its own cudaMalloc allocation, as the harness allocates them;
+- `loop3`, `loop1`: the eval's blocks (a lead block, then a timed block; flush, pad, events, outputs copied to a
+  ring), rotating over three sets or on one;
+- `loop3_noring`: `loop3` without the ring copies.
+It also times each process's start (torch import, CUDA, goal) and each callable's first call at each shape
+(compilation), and what sharing buffers over CUDA IPC costs (allocate and export here, open in a child).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+DEFAULT = (
+    "fused_add_rmsnorm:llama3_70b_decode_bs256,rope:llama3_8b_decode_bs256,rope:llama3_70b_decode_bs1024,"
+    "softmax:llama3_sampling_vocab_bs64,swiglu:llama3_70b_decode_bs256"
+)
+
+
+def eval_side(plan: dict[str, list[str]]) -> dict:
+    sys.path.insert(0, str(REPO / "eval"))
+    from h200_check import run_eval
+
+    out: dict = {}
+    for goal, shapes in plan.items():
+        report = run_eval(
+            REPO / "eval" / "solutions" / goal / "solution.py",
+            goal,
+            shapes="timed",
+            only=shapes,
+            domain_shapes=0,
+            do_bench=True,
+        )
+        out[goal] = {
+            "accepted": report.accepted,
+            "reasons": list(report.reasons),
+            "phases": report.phases,
+            "shapes": {},
+        }
+        for s in report.shapes:
+            if s.kind != "timed" or s.candidate is None:
+                continue
+            rows = {"candidate": s.candidate, **s.baselines}
+            out[goal]["shapes"][s.name] = {
+                "pad_ms": s.pad_ms,
+                **{
+                    n: {"eval": t.median_ms, "fresh": t.fresh_median_ms, "ipc_db1": t.do_bench_ms}
+                    for n, t in rows.items()
+                },
+            }
+    return out
+
+
+def loop(fn, sets: list[list], pad_ms: float, rounds: int, ring: bool, flush) -> float:
+    """The eval's blocks, in this process: per round a lead block (~lead_ms, times unused), then a timed block
+    (~block_ms) of calls rotating over `sets`, each after a flush and the pad, its output copied to a ring."""
+    import torch
+
+    from jg_mcp.eval.options import TimingParams
+    from jg_mcp.eval.worker import PAD_CYCLES_PER_MS
+
+    p = TimingParams()
+    pad = int(pad_ms * PAD_CYCLES_PER_MS)
+    slots: list = []
+    turn = itertools.count()
+
+    def calls(n: int, keep: bool) -> list[float]:
+        marks = []
+        for i in range(n):
+            s = sets[next(turn) % len(sets)]
+            flush.zero_()
+            if pad:
+                torch.cuda._sleep(pad)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            out = fn(*s)
+            end.record()
+            marks.append((start, end))
+            outs = out if isinstance(out, (tuple, list)) else [out]
+            if ring and keep:
+                if len(slots) <= i:
+                    slots.append([o.clone() for o in outs])
+                for dst, o in zip(slots[i], outs, strict=False):
+                    dst.copy_(o)
+        torch.cuda.synchronize()
+        return [a.elapsed_time(b) for a, b in marks]
+
+    est = statistics.median(calls(3 * len(sets), False)) + pad_ms
+    lead = min(1024, math.ceil(p.lead_ms / est))
+    block = max(1, min(p.max_block, math.ceil(p.block_ms / est)))
+    times: list[float] = []
+    for _ in range(rounds):
+        calls(lead, False)
+        times += calls(block, True)
+    return statistics.median(times)
+
+
+def dedicated(tensors: list) -> tuple[object, list]:
+    from jg_mcp.eval.buffers import SharedBinding
+
+    binding = SharedBinding("probe", "cuda")
+    views = binding.add_group(tensors)
+    for v, t in zip(views, tensors, strict=True):
+        v.copy_(t)
+    return binding, views
+
+
+def process_side(plan: dict[str, dict[str, float]], started: float) -> dict:
+    """In a fresh process: every variant of every callable at every shape of `plan` (goal -> shape -> pad)."""
+    t0 = time.monotonic()
+    import torch
+
+    t1 = time.monotonic()
+    torch.cuda.init()
+    torch.empty(1, device="cuda")
+    t2 = time.monotonic()
+    import triton  # noqa: F401
+
+    from jg_mcp.eval.worker import padded_do_bench
+    from jg_mcp.goals import load_goal
+
+    t3 = time.monotonic()
+    result: dict = {
+        "start_s": {
+            "python_to_main": t0 - started,
+            "import_torch": t1 - t0,
+            "cuda_init": t2 - t1,
+            "import_triton_jg": t3 - t2,
+        },
+        "first_call_s": {},
+        "shapes": {},
+    }
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    for goal_name, shapes in plan.items():
+        a = time.monotonic()
+        goal = load_goal(REPO / "goals" / f"{goal_name}.yaml")
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(
+            "solution", REPO / "eval" / "solutions" / goal_name / "solution.py"
+        )
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        fns = {"candidate": getattr(module, goal.goal.solution.function)}
+        fns |= {n: goal.baseline(n) for n, b in goal.goal.baselines.items() if "cuda" in b.devices}
+        result["first_call_s"][goal_name] = {"load": time.monotonic() - a}
+        by_name = {s.name: s for s in goal.goal.shapes}
+        for shape, pad in shapes.items():
+            sets = [list(goal.make_inputs(by_name[shape].dims, seed, "cuda")) for seed in (1, 2, 3)]
+            firsts = {}
+            for name, fn in fns.items():
+                a = time.monotonic()
+                fn(*sets[0])
+                torch.cuda.synchronize()
+                firsts[name] = time.monotonic() - a
+            result["first_call_s"][goal_name][shape] = firsts
+            binding, ded = dedicated(sets[0])
+            rows = {}
+            for name, fn in fns.items():
+                turn = itertools.cycle(sets)
+                rows[name] = {
+                    "db1": padded_do_bench(functools.partial(fn, *sets[0]), pad),
+                    "db3": padded_do_bench(lambda fn=fn, turn=turn: fn(*next(turn)), pad),
+                    "db1_dedicated": padded_do_bench(functools.partial(fn, *ded), pad),
+                    "loop3": loop(fn, sets, pad, 6, True, flush),
+                    "loop1": loop(fn, sets[:1], pad, 6, True, flush),
+                    "loop3_noring": loop(fn, sets, pad, 6, False, flush),
+                }
+            binding.free()  # type: ignore[attr-defined]
+            result["shapes"][f"{goal_name}:{shape}"] = rows
+    result["ipc"] = ipc_cost()
+    return result
+
+
+def ipc_cost(count: int = 128, nbytes: int = 1 << 20) -> dict:
+    """Allocating and exporting `count` buffers here, opening and closing them in a child process."""
+    import torch
+
+    from jg_mcp.eval.buffers import SharedBinding
+
+    a = time.monotonic()
+    binding = SharedBinding("ipc", "cuda")
+    for _ in range(count):
+        binding.add_group([torch.empty(nbytes, dtype=torch.uint8, device="cuda")])
+    torch.cuda.synchronize()
+    alloc = time.monotonic() - a
+    child = (
+        "import sys,time,json,torch; sys.path.insert(0, sys.argv[1]); torch.cuda.init(); torch.empty(1,device='cuda');"
+        "from jg_mcp.eval.messages import Bind; from jg_mcp.eval.buffers import MappedBinding;"
+        "b=Bind.model_validate_json(sys.stdin.read()); a=time.monotonic(); m=MappedBinding(b, []);"
+        "o=time.monotonic()-a; a=time.monotonic(); m.close(); print(json.dumps([o, time.monotonic()-a]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child, str(REPO)],
+        input=binding.message().model_dump_json(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    a = time.monotonic()
+    binding.free()
+    free = time.monotonic() - a
+    opened = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else [None, None]
+    return {
+        "buffers": count,
+        "alloc_export_ms_each": 1e3 * alloc / count,
+        "open_ms_each": opened[0] and 1e3 * opened[0] / count,
+        "close_ms_each": opened[1] and 1e3 * opened[1] / count,
+        "free_ms_each": 1e3 * free / count,
+        "child_error": done.stderr[-500:] if done.returncode else None,
+    }
+
+
+def table(evals: dict, proc: dict) -> str:
+    lines = [
+        "| shape | callable | eval | fresh | ipc db1 | db1 | db3 | db1 dedicated | loop3 | loop1 | loop3 noring |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for key, rows in proc["shapes"].items():
+        goal, shape = key.split(":")
+        ev = evals.get(goal, {}).get("shapes", {}).get(shape, {})
+        for name, r in rows.items():
+            e = ev.get(name, {})
+            cells = [
+                e.get("eval"),
+                e.get("fresh"),
+                e.get("ipc_db1"),
+                r["db1"],
+                r["db3"],
+                r["db1_dedicated"],
+                r["loop3"],
+                r["loop1"],
+                r["loop3_noring"],
+            ]
+            lines.append(f"| {key} | {name} | " + " | ".join("-" if c is None else f"{c:.4f}" for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--process":
+        print(json.dumps(process_side(json.loads(sys.argv[2]), float(sys.argv[3]))))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--shapes", default=DEFAULT)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    wanted: dict[str, list[str]] = {}
+    for item in args.shapes.split(","):
+        goal, shape = item.split(":")
+        wanted.setdefault(goal, []).append(shape)
+    results: dict = {"evals": eval_side(wanted)}
+    plan = {g: {s: v["pad_ms"] for s, v in r["shapes"].items()} for g, r in results["evals"].items()}
+    import torch
+    import triton
+
+    from jg_mcp.eval.compile_cache import baseline_dir, baseline_env
+
+    cache, _ = baseline_dir(torch.__version__, triton.__version__, torch.cuda.get_device_name(), Path("/tmp/probe"))
+    env = dict(os.environ) | baseline_env(cache)
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__)), "--process", json.dumps(plan), str(time.monotonic())],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+    )
+    if done.returncode != 0:
+        results["process_error"] = done.stderr[-3000:]
+        print(done.stderr[-3000:])
+    else:
+        results["process"] = json.loads(done.stdout.strip().splitlines()[-1])
+        print(table(results["evals"], results["process"]))
+        print(json.dumps({k: results["process"][k] for k in ("start_s", "first_call_s", "ipc")}, indent=1))
+    (args.out / "probe.json").write_text(json.dumps(results, indent=1, default=str))
+    for goal, r in results["evals"].items():
+        print(goal, r["accepted"], r["reasons"], {k: round(v, 2) for k, v in r["phases"].items()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
