@@ -293,8 +293,9 @@ def shape_table(results: dict, repeat: dict) -> list[str]:
     """Per timed shape: the eval's speedup, do_bench's ratio, the repeat, the pad, the clocks."""
     lines = [
         "",
-        "| goal | shape | eval speedup | do_bench ratio | agreement % | repeat % | pad ms | SM MHz | power-cap share |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| goal | shape | eval speedup | do_bench ratio | agreement % | repeat % | pad ms | SM MHz | power-cap share "
+        "| host waits |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for goal, raw in results["evals"].items():
         report = EvalReport.model_validate(raw)
@@ -310,9 +311,11 @@ def shape_table(results: dict, repeat: dict) -> list[str]:
                 if row
                 else f"| {goal} | {shape} | {sp:.3f} | - | - | "
             )
+            waits = [n for n, t in {"candidate": s.candidate, **s.baselines}.items() if t and t.host_waits]
             lines[-1] += (
                 f"{'-' if rep is None else f'{rep:+.1f}'} | {s.pad_ms:.3f} | "
-                f"{'-' if not clocks else f'{clocks.sm_mhz_median:.0f}'} | {'-' if cap is None else f'{cap:.0%}'} |"
+                f"{'-' if not clocks else f'{clocks.sm_mhz_median:.0f}'} | {'-' if cap is None else f'{cap:.0%}'} | "
+                f"{', '.join(waits) or '-'} |"
             )
     return lines
 

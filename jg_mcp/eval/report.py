@@ -151,7 +151,12 @@ class Timing(Strict):
     """Calls of the lead block before each timed block (their times unused): they bring the GPU to this
     callable's steady state (the clock under its own power draw)."""
     enqueue_ms: float | None = None
-    """Host time per call to queue a block's calls (the worker's report, used only to size the pad)."""
+    """Host time per call to queue a block's calls (the worker's report, used to size the pad and for `host_waits`)."""
+    host_waits: bool = False
+    """The call waits for the GPU inside itself (a host synchronisation: `.item()`, `.tolist()`, a synchronize):
+    its host time per call is over the GPU's time before the call starts (flush and pad) plus half its own, which a
+    host that only queues work stays well under. Its time then includes the host's response to the GPU and moves
+    with the host (GPU only)."""
     fresh_median_ms: float | None = None
     """Median time of single calls on inputs written just before each call, never seen by any callable before."""
     do_bench_ms: float | None = None

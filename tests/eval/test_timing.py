@@ -77,7 +77,7 @@ def test_an_honest_candidate_timed_on_the_cpu_is_accepted_with_every_measurement
     for shape in report.shapes:
         cand = shape.candidate
         assert cand is not None and cand.reps >= 10 and cand.fresh_median_ms and cand.unaccounted_ms is not None
-        assert cand.lead > 0 and cand.enqueue_ms is not None and shape.pad_ms == 0
+        assert cand.lead > 0 and cand.enqueue_ms is not None and shape.pad_ms == 0 and not cand.host_waits
         assert set(shape.baselines) == {"torch_add"} and shape.baselines["torch_add"].host_median_ms
         assert set(shape.wall_s) == {"check", "warm_candidate", "warm_baselines", "time"}
         assert 0 < shape.wall_s["warm_candidate"] <= shape.wall_s["warm_baselines"]
@@ -116,6 +116,21 @@ def test_each_timed_block_and_its_lead_run_on_one_input_set_the_sets_taking_turn
         turns = [lead.sets[0] for lead, _ in pairs if lead.fn == fn]
         assert set(turns) == {0, 1, 2}, turns
         assert all(b in ((a + 1) % 3, 0) for a, b in zip(turns, turns[1:], strict=False)), turns
+
+
+def test_a_call_that_waits_for_the_gpu_is_told_from_one_that_only_queues():
+    """Host time per call, device median, flush and pad as measured on the H200 (eval/results/h200/check.json):
+    grouped_gemm's solution and matmul_loop call `.tolist()` inside the call; of every other callable at all 37
+    timed shapes, the nearest to the bound (rope's eager at decode_bs256) queued in under half of it."""
+    from jg_mcp.eval.timing import waits_for_gpu
+
+    assert waits_for_gpu(1.0020, 0.2758, 0.085, 0.5)
+    assert waits_for_gpu(3.4240, 2.5455, 0.085, 0.5)
+    assert waits_for_gpu(2.0187, 1.3180, 0.085, 0.5)
+    assert not waits_for_gpu(0.1090, 0.1658, 0.085, 0.5)
+    assert not waits_for_gpu(0.3959, 0.0672, 0.085, 0.5)
+    assert not waits_for_gpu(0.1403, 1.2290, 0.085, 0.0)
+    assert not waits_for_gpu(0.1202, 0.2589, 0.085, 0.0)
 
 
 SLOW_ON_FIRST_FRESH = """
