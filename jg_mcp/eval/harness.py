@@ -140,7 +140,6 @@ class Evaluation:
             timer.start(report, timed)
         report.phases["setup"] = time.monotonic() - start
         mark = time.monotonic()
-        self.warm_up(cases)
         started = self.ready(candidate, report)
         report.phases["candidate_start"] = time.monotonic() - mark
         self.correctness(report, cases, started)
@@ -170,23 +169,6 @@ class Evaluation:
         report.wall_s = time.monotonic() - start
         report.phases["total"] = report.wall_s
         return report
-
-    def warm_up(self, cases: list[Case]) -> None:
-        """On a GPU, this process's own first work (its CUDA context, library handles, the reference's and the
-        checks' kernels, a shared buffer), on inputs thrown away, while the candidate process starts: the first
-        shape's check took 4-7 s on the H200, the others 0.02-0.8 s."""
-        if self.device != "cuda" or not cases:
-            return
-        inputs, refs = self.reference(cases[0].dims, secrets.randbits(62))
-        binding = SharedBinding("warm_up", self.device)
-        try:
-            for out, ref in zip(binding.add_group(self.output_like(refs)), refs, strict=False):
-                measure(out, ref, self.tol.atol, self.tol.rtol)
-                mass_findings(out, ref, self.tol.rtol)
-            self.sync()
-        finally:
-            binding.free()
-        del inputs, refs
 
     def end(self, proc: WorkerProcess) -> None:
         """End a worker once its part is done: the correctness process (and its sandbox, with anything the candidate

@@ -306,6 +306,7 @@ def test_the_baselines_read_nothing_the_sandboxed_candidate_can_write(tmp_path, 
             env = ev.environment()
             candidate, baseline = ev.spawn("candidate"), ev.spawn("baseline")
             writable = _bound_writable(candidate.proc.pid)
+            assert type(baseline.recv()).__name__ == "Ready", baseline.close()
             base_env = _environ(baseline.proc.pid)
         finally:
             for proc in ev.procs:
