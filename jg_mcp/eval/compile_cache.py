@@ -57,12 +57,5 @@ def baseline_dir(torch_version: str, triton_version: str, gpu: str | None, fallb
 
 
 def baseline_env(path: Path) -> dict[str, str]:
-    """The environment that points torch.compile (Inductor) and Triton at `path`, compiling in the process: with
-    the cache warm there is nothing for Inductor's pool of compile workers to do, and starting it (a process per
-    core, each importing torch) took CPU from the eval's own processes while they started (the baselines' first
-    compilation took 7-12 s on the H200)."""
-    return {
-        "TORCHINDUCTOR_CACHE_DIR": str(path / "inductor"),
-        "TRITON_CACHE_DIR": str(path / "triton"),
-        "TORCHINDUCTOR_COMPILE_THREADS": "1",
-    }
+    """The environment that points torch.compile (Inductor) and Triton at `path`."""
+    return {"TORCHINDUCTOR_CACHE_DIR": str(path / "inductor"), "TRITON_CACHE_DIR": str(path / "triton")}

@@ -319,7 +319,6 @@ def test_the_baselines_read_nothing_the_sandboxed_candidate_can_write(tmp_path, 
             assert not any(p == w or w in p.parents for w in writable), (p, writable)
         assert env.baseline_cache_problem is None and Path(env.baseline_cache).parent == tmp_path / "cache/baselines"
         seen.append((base_env["TRITON_CACHE_DIR"], base_env["TORCHINDUCTOR_CACHE_DIR"]))
-        assert base_env["TORCHINDUCTOR_COMPILE_THREADS"] == "1", "no pool of compile workers beside the eval"
     assert seen[0] == seen[1]
 
 
