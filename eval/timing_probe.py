@@ -1,17 +1,19 @@
 """Where the eval's time of a callable and do_bench's differ: one shape, one callable, measured several ways that
 each change one thing, on one GPU in one run. Prints a table and writes probe.json under --out.
 
-    python eval/timing_probe.py --out DIR [--shapes GOAL:SHAPE,...]
+    python eval/timing_probe.py --out DIR [--shapes GOAL:SHAPE,...] [--repeats N]
 
 Per shape it runs the eval (that shape only, with the eval's own do_bench of each baseline in the baseline
 process, on one input set in the harness's shared buffers), then, in one fresh process on the baselines' compile
-cache, each callable under:
+cache, each callable under each of these, every one `--repeats` times in a random order (what ran before a
+measurement is part of it at these sizes, so the spread of the repeats is reported with the median):
 - `db1`: triton.testing.do_bench on one set of fresh torch tensors (what eval/h200_check.py compares with);
-- `db3`: the same, the calls rotating over three input sets, as the eval's timed blocks do;
+- `db3`: the same, the calls rotating over three input sets;
 - `db1_dedicated`: one set, each tensor in its own cudaMalloc allocation, as the harness allocates them;
-- `loop3`, `loop1`: the eval's blocks (a lead block, then a timed block; flush, pad, events, outputs copied to a
-  ring), rotating over three sets or on one;
-- `loop3_noring`: `loop3` without the ring copies.
+- `loop1`, `loop3`: the eval's blocks (a lead block, then a timed block; flush, pad, events, outputs copied to a
+  ring) on one set or rotating over three;
+- `loop1_int32`: `loop1` flushing with do_bench's int32 buffer instead of the eval's uint8 one;
+- `loop1_nolead`: `loop1` without lead blocks.
 It also times each process's start (torch import, CUDA, goal) and each callable's first call at each shape
 (compilation), and what sharing buffers over CUDA IPC costs (allocate and export here, open in a child).
 """
@@ -24,6 +26,7 @@ import itertools
 import json
 import math
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -73,9 +76,10 @@ def eval_side(plan: dict[str, list[str]]) -> dict:
     return out
 
 
-def loop(fn, sets: list[list], pad_ms: float, rounds: int, ring: bool, flush) -> float:
-    """The eval's blocks, in this process: per round a lead block (~lead_ms, times unused), then a timed block
-    (~block_ms) of calls rotating over `sets`, each after a flush and the pad, its output copied to a ring."""
+def loop(fn, sets: list[list], pad_ms: float, rounds: int, flush, lead: bool = True) -> float:
+    """The eval's blocks, in this process: per round a lead block (~lead_ms, times unused; none when `lead` is
+    False), then a timed block (~block_ms) of calls rotating over `sets`, each after a flush and the pad, its
+    output copied to a ring."""
     import torch
 
     from jg_mcp.eval.options import TimingParams
@@ -99,7 +103,7 @@ def loop(fn, sets: list[list], pad_ms: float, rounds: int, ring: bool, flush) ->
             end.record()
             marks.append((start, end))
             outs = out if isinstance(out, (tuple, list)) else [out]
-            if ring and keep:
+            if keep:
                 if len(slots) <= i:
                     slots.append([o.clone() for o in outs])
                 for dst, o in zip(slots[i], outs, strict=False):
@@ -108,11 +112,11 @@ def loop(fn, sets: list[list], pad_ms: float, rounds: int, ring: bool, flush) ->
         return [a.elapsed_time(b) for a, b in marks]
 
     est = statistics.median(calls(3 * len(sets), False)) + pad_ms
-    lead = min(1024, math.ceil(p.lead_ms / est))
+    leads = min(1024, math.ceil(p.lead_ms / est)) if lead else 0
     block = max(1, min(p.max_block, math.ceil(p.block_ms / est)))
     times: list[float] = []
     for _ in range(rounds):
-        calls(lead, False)
+        calls(leads, False)
         times += calls(block, True)
     return statistics.median(times)
 
@@ -127,7 +131,7 @@ def dedicated(tensors: list) -> tuple[object, list]:
     return binding, views
 
 
-def process_side(plan: dict[str, dict[str, float]], started: float) -> dict:
+def process_side(plan: dict[str, dict[str, float]], started: float, repeats: int) -> dict:
     """In a fresh process: every variant of every callable at every shape of `plan` (goal -> shape -> pad)."""
     t0 = time.monotonic()
     import torch
@@ -153,6 +157,7 @@ def process_side(plan: dict[str, dict[str, float]], started: float) -> dict:
         "shapes": {},
     }
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    flush32 = torch.empty(64 << 20, dtype=torch.int32, device="cuda")
     for goal_name, shapes in plan.items():
         a = time.monotonic()
         goal = load_goal(REPO / "goals" / f"{goal_name}.yaml")
@@ -177,17 +182,23 @@ def process_side(plan: dict[str, dict[str, float]], started: float) -> dict:
                 firsts[name] = time.monotonic() - a
             result["first_call_s"][goal_name][shape] = firsts
             binding, ded = dedicated(sets[0])
-            rows = {}
+            variants = {}
             for name, fn in fns.items():
                 turn = itertools.cycle(sets)
-                rows[name] = {
-                    "db1": padded_do_bench(functools.partial(fn, *sets[0]), pad),
-                    "db3": padded_do_bench(lambda fn=fn, turn=turn: fn(*next(turn)), pad),
-                    "db1_dedicated": padded_do_bench(functools.partial(fn, *ded), pad),
-                    "loop3": loop(fn, sets, pad, 6, True, flush),
-                    "loop1": loop(fn, sets[:1], pad, 6, True, flush),
-                    "loop3_noring": loop(fn, sets, pad, 6, False, flush),
+                variants |= {
+                    (name, "db1"): functools.partial(padded_do_bench, functools.partial(fn, *sets[0]), pad),
+                    (name, "db3"): functools.partial(padded_do_bench, lambda fn=fn, turn=turn: fn(*next(turn)), pad),
+                    (name, "db1_dedicated"): functools.partial(padded_do_bench, functools.partial(fn, *ded), pad),
+                    (name, "loop1"): functools.partial(loop, fn, sets[:1], pad, 6, flush),
+                    (name, "loop1_int32"): functools.partial(loop, fn, sets[:1], pad, 6, flush32),
+                    (name, "loop1_nolead"): functools.partial(loop, fn, sets[:1], pad, 6, flush, False),
+                    (name, "loop3"): functools.partial(loop, fn, sets, pad, 6, flush),
                 }
+            order = [key for key in variants for _ in range(repeats)]
+            random.shuffle(order)
+            rows: dict = {name: {v: [] for n, v in variants if n == name} for name in fns}
+            for name, variant in order:
+                rows[name][variant].append(variants[name, variant]())
             binding.free()  # type: ignore[attr-defined]
             result["shapes"][f"{goal_name}:{shape}"] = rows
     result["ipc"] = ipc_cost()
@@ -233,38 +244,40 @@ def ipc_cost(count: int = 128, nbytes: int = 1 << 20) -> dict:
     }
 
 
+def cell(value: float | list[float] | None) -> str:
+    """One measurement, or the median of repeated ones with their range."""
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return f"{statistics.median(value):.4f} [{min(value):.4f}-{max(value):.4f}]"
+    return f"{value:.4f}"
+
+
 def table(evals: dict, proc: dict) -> str:
+    """Per shape and callable: the eval's times, then each variant (median [range] over its repeats)."""
+    variants = list(dict.fromkeys(v for rows in proc["shapes"].values() for r in rows.values() for v in r))
     lines = [
-        "| shape | callable | eval | fresh | ipc db1 | db1 | db3 | db1 dedicated | loop3 | loop1 | loop3 noring |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| shape | callable | eval | fresh | ipc db1 | " + " | ".join(variants) + " |",
+        "| --- " * (5 + len(variants)) + "|",
     ]
     for key, rows in proc["shapes"].items():
         goal, shape = key.split(":")
         ev = evals.get(goal, {}).get("shapes", {}).get(shape, {})
         for name, r in rows.items():
             e = ev.get(name, {})
-            cells = [
-                e.get("eval"),
-                e.get("fresh"),
-                e.get("ipc_db1"),
-                r["db1"],
-                r["db3"],
-                r["db1_dedicated"],
-                r["loop3"],
-                r["loop1"],
-                r["loop3_noring"],
-            ]
-            lines.append(f"| {key} | {name} | " + " | ".join("-" if c is None else f"{c:.4f}" for c in cells) + " |")
+            cells = [e.get("eval"), e.get("fresh"), e.get("ipc_db1"), *(r.get(v) for v in variants)]
+            lines.append(f"| {key} | {name} | " + " | ".join(map(cell, cells)) + " |")
     return "\n".join(lines)
 
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--process":
-        print(json.dumps(process_side(json.loads(sys.argv[2]), float(sys.argv[3]))))
+        print(json.dumps(process_side(json.loads(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--shapes", default=DEFAULT)
+    parser.add_argument("--repeats", type=int, default=3, help="measurements of each variant, in a random order")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     wanted: dict[str, list[str]] = {}
@@ -281,7 +294,7 @@ def main() -> int:
     cache, _ = baseline_dir(torch.__version__, triton.__version__, torch.cuda.get_device_name(), Path("/tmp/probe"))
     env = dict(os.environ) | baseline_env(cache)
     done = subprocess.run(
-        [sys.executable, str(Path(__file__)), "--process", json.dumps(plan), str(time.monotonic())],
+        [sys.executable, str(Path(__file__)), "--process", json.dumps(plan), str(time.monotonic()), str(args.repeats)],
         capture_output=True,
         text=True,
         timeout=400,
