@@ -92,7 +92,8 @@ class Evaluation:
         self.outputs = self.goal.goal.outputs
         self.tol = self.goal.goal.tolerance
         self.isolation = choose(options.isolation)
-        self.baseline_cache = self.work / "bcache"
+        self.baseline_cache: Path | None = None
+        """The baselines' compile cache, chosen by `environment()` before any baseline process starts."""
 
     def run(self) -> EvalReport:
         start = time.monotonic()
@@ -223,8 +224,14 @@ class Evaluation:
             forbidden_ops=sorted(forbidden_ops(g.forbidden)) if role == "candidate" else [],
         )
         sandboxed = role == "candidate" and self.isolation.sandbox == "bwrap"
-        extra = baseline_env(self.baseline_cache) if role == "baseline" else None
-        proc = WorkerProcess(setup, self.work, sandboxed, self.token, self.o.timeout_s, self.device != "cuda", extra)
+        cache_env = None
+        if role == "baseline":
+            if self.baseline_cache is None:
+                raise JgError("the baselines' compile cache is chosen by environment(), before a baseline process")
+            cache_env = baseline_env(self.baseline_cache)
+        proc = WorkerProcess(
+            setup, self.work, sandboxed, self.token, self.o.timeout_s, self.device != "cuda", cache_env
+        )
         self.procs.append(proc)
         return proc
 

@@ -40,8 +40,8 @@ class CandidateGone(Exception):
 
 
 class WorkerProcess:
-    """One worker: `sandboxed` runs it in the candidate's bubblewrap sandbox; `extra_env` is added last (the
-    baselines' own compile cache)."""
+    """One worker: `sandboxed` runs it in the candidate's bubblewrap sandbox, whose compile cache is the eval's;
+    unsandboxed, `cache_env` names its compile caches (the baselines' own), else the eval's."""
 
     def __init__(
         self,
@@ -51,7 +51,7 @@ class WorkerProcess:
         token: str,
         timeout_s: float,
         interpret: bool,
-        extra_env: dict[str, str] | None = None,
+        cache_env: dict[str, str] | None = None,
     ):
         self.timeout_s = timeout_s
         self.role = setup.role
@@ -75,9 +75,9 @@ class WorkerProcess:
         else:
             home = work / f"home-{secrets.token_hex(3)}"
             home.mkdir()
-            env |= {"HOME": str(home), "TMPDIR": str(home), "TRITON_CACHE_DIR": str(cache_dir / "triton")}
+            env |= {"HOME": str(home), "TMPDIR": str(home)}
+            env |= cache_env or {"TRITON_CACHE_DIR": str(cache_dir / "triton")}
             prefix, cwd, parent = [], str(home), os.getpid()
-        env |= extra_env or {}
         self.log_path = work / f"{setup.role}-{secrets.token_hex(4)}.log"
         argv = [
             *prefix,

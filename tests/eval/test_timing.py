@@ -106,7 +106,7 @@ def test_each_timed_block_and_its_lead_run_on_one_input_set_the_sets_taking_turn
     real = WorkerProcess.send
 
     def spy(self, message, binding=None):
-        if isinstance(message, Block) and message.inputs == "tin":
+        if isinstance(message, Block):
             sent.append(message)
         return real(self, message, binding)
 
@@ -115,7 +115,9 @@ def test_each_timed_block_and_its_lead_run_on_one_input_set_the_sets_taking_turn
     (tmp_path / "src" / "solution.py").write_text(HONEST)
     report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **CPU_TIMING)
     assert report.accepted, [f.detail for f in report.findings]
-    pairs = [(lead, sent[i + 1]) for i, lead in enumerate(sent[:-1]) if lead.ring is None]
+    leads = [(block, after) for block, after in zip(sent, sent[1:], strict=False) if block.ring is None]
+    assert all(len(set(lead.sets)) == 1 for lead, _ in leads)
+    pairs = [(lead, after) for lead, after in leads if after.inputs == "tin"]
     assert len(pairs) >= 2 * 4 * len(report.shapes)
     for lead, timed in pairs:
         assert timed.fn == lead.fn and timed.ring is not None
