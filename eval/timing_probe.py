@@ -13,7 +13,9 @@ measurement is part of it at these sizes, so the spread of the repeats is report
 - `loop1`, `loop3`: the eval's blocks (a lead block, then a timed block; flush, pad, events, outputs copied to a
   ring) on one set or rotating over three;
 - `loop1_int32`: `loop1` flushing with do_bench's int32 buffer instead of the eval's uint8 one;
-- `loop1_nolead`: `loop1` without lead blocks.
+- `loop1_nolead`: `loop1` without lead blocks;
+- `loop1_hold`: `loop1` keeping each call's output until the next call returns, as the eval's worker did through
+  commit caff047 (each call's output then lands in other memory than the previous one's; do_bench drops it).
 It also times each process's start (torch import, CUDA, goal) and each callable's first call at each shape
 (compilation), and what sharing buffers over CUDA IPC costs (allocate and export here, open in a child).
 """
@@ -76,10 +78,12 @@ def eval_side(plan: dict[str, list[str]]) -> dict:
     return out
 
 
-def loop(fn, sets: list[list], pad_ms: float, rounds: int, flush, lead: bool = True) -> float:
+def loop(fn, sets: list[list], pad_ms: float, rounds: int, flush, lead: bool = True, hold: bool = False) -> float:
     """The eval's blocks, in this process: per round a lead block (~lead_ms, times unused; none when `lead` is
     False), then a timed block (~block_ms) of calls rotating over `sets`, each after a flush and the pad, its
-    output copied to a ring."""
+    output copied to a ring and dropped before the next call (with `hold`, kept until the next call returns, as
+    the eval's worker did through commit caff047: each call's output then lands in other memory than the
+    previous one's)."""
     import torch
 
     from jg_mcp.eval.options import TimingParams
@@ -91,7 +95,7 @@ def loop(fn, sets: list[list], pad_ms: float, rounds: int, flush, lead: bool = T
     turn = itertools.count()
 
     def calls(n: int, keep: bool) -> list[float]:
-        marks = []
+        marks, kept = [], []
         for i in range(n):
             s = sets[next(turn) % len(sets)]
             flush.zero_()
@@ -108,6 +112,8 @@ def loop(fn, sets: list[list], pad_ms: float, rounds: int, flush, lead: bool = T
                     slots.append([o.clone() for o in outs])
                 for dst, o in zip(slots[i], outs, strict=False):
                     dst.copy_(o)
+            kept[:] = [out] if hold else []
+            del out, outs
         torch.cuda.synchronize()
         return [a.elapsed_time(b) for a, b in marks]
 
@@ -192,6 +198,7 @@ def process_side(plan: dict[str, dict[str, float]], started: float, repeats: int
                     (name, "loop1"): functools.partial(loop, fn, sets[:1], pad, 6, flush),
                     (name, "loop1_int32"): functools.partial(loop, fn, sets[:1], pad, 6, flush32),
                     (name, "loop1_nolead"): functools.partial(loop, fn, sets[:1], pad, 6, flush, False),
+                    (name, "loop1_hold"): functools.partial(loop, fn, sets[:1], pad, 6, flush, True, True),
                     (name, "loop3"): functools.partial(loop, fn, sets, pad, 6, flush),
                 }
             order = [key for key in variants for _ in range(repeats)]

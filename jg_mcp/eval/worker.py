@@ -197,9 +197,8 @@ class Worker:
                     out = fn(*sets[s])
                     marks.append((clock() - t0) * 1e3)
                 if ring:
-                    slot = ring[i % len(ring)]
-                    for dst, o in zip(slot, out if isinstance(out, (tuple, list)) else [out], strict=False):
-                        dst.copy_(o)
+                    copy_into(ring[i % len(ring)], out)
+                del out  # freed before the next call, which then gets the same memory for its output, as in do_bench
             enqueue_ms = (time.perf_counter() - begin) * 1e3 / len(cmd.sets)
             self.sync()
             times = [a.elapsed_time(b) for a, b in marks] if cuda else marks
@@ -216,6 +215,12 @@ class Worker:
             self.send(Benched(error=f"{type(exc).__name__}: {exc}"[-1000:]))
             return
         self.send(Benched(median_ms=float(ms)))
+
+
+def copy_into(slot: list[Any], out: Any) -> None:
+    """Copy a call's outputs into a ring slot (no reference to them outlives the copy)."""
+    for dst, o in zip(slot, out if isinstance(out, (tuple, list)) else [out], strict=False):
+        dst.copy_(o)
 
 
 def padded_do_bench(fn: Callable[[], object], pad_ms: float) -> float:

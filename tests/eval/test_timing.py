@@ -128,6 +128,43 @@ def test_each_timed_block_and_its_lead_run_on_one_input_set_the_sets_taking_turn
         assert all(b in ((a + 1) % 3, 0) for a, b in zip(turns, turns[1:], strict=False)), turns
 
 
+NEEDS_ITS_OUTPUT_FREED = """
+import torch
+
+ALIVE = [0]
+
+
+class Tag:
+    def __init__(self):
+        ALIVE[0] += 1
+
+    def __del__(self):
+        ALIVE[0] -= 1
+
+
+def kernel(x, y, alpha):
+    held = ALIVE[0] > 0
+    z = torch.addcmul(y, x, alpha)
+    out = z + 1 if held else z
+    out.tag = Tag()
+    return out
+"""
+
+
+def test_a_timed_call_runs_with_the_previous_calls_output_freed_as_under_do_bench(tmp_path, timing_goal):
+    """do_bench drops each call's output before the next call, which then gets the same memory for its own; the
+    worker held it until the next call returned, so consecutive outputs alternated between two places. This kernel
+    answers wrong while its previous output is alive: every timed call but a block's first would be, and the spot
+    checks would catch one."""
+    from eval_suite import CPU_TIMING, eval_solution
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "solution.py").write_text(NEEDS_ITS_OUTPUT_FREED)
+    report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **CPU_TIMING)
+    assert report.accepted, [f.detail for f in report.findings]
+    assert all(s.candidate is not None and s.candidate.reps >= 10 for s in report.shapes)
+
+
 def test_a_call_that_waits_for_the_gpu_is_told_from_one_that_only_queues():
     """Host time per call, device median, flush and pad as measured on the H200 (eval/results/h200/check.json):
     grouped_gemm's solution and matmul_loop call `.tolist()` inside the call; of every other callable at all 37
