@@ -12,9 +12,8 @@ flush, the same pad for every callable, so the call's launches are queued before
 then device time as under a CUDA graph, not a mix of host and device time that changes from run to run. Blocks
 take turns A B, then B A, so drift between blocks cancels. Each block (and its lead) runs on one input set, the
 sets taking turns block by block: every call of a block reads the same addresses, and its output takes the memory
-the previous call's was freed from, as under do_bench
-(on the H200, eval/timing_probe.py, do_bench's calls rotating over three sets ran 0-16% slower than on one at 8-25 us
-shapes, by kernel, though each call follows an L2 flush).
+the previous call's was freed from, as under do_bench (on the H200, eval/timing_probe.py, do_bench's calls rotating
+over three sets ran 0-16% slower than on one at 8-25 us shapes, by kernel, though each call follows an L2 flush).
 
 Why the candidate's events can be believed: the harness times each block from outside (send to reply, its own
 clock). Per call, the time it saw beyond the reported device times (`unaccounted_ms`: the flush, the pad, the
