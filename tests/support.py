@@ -50,6 +50,11 @@ def bwrap_missing() -> str | None:
     return f"bwrap cannot create namespaces here: {done.stderr.strip()}" if done.returncode else None
 
 
+def serve_argv(*args: object, goal: Path = GEMM_FP8) -> list[str]:
+    """`python -m jg_mcp serve --goal GOAL ARGS...`, the server as the tests start it in a subprocess."""
+    return [sys.executable, "-m", "jg_mcp", "serve", "--goal", str(goal), *map(str, args)]
+
+
 def jg(*args: object, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """The command line, as a user runs it, from the repository root."""
     return subprocess.run(
@@ -246,23 +251,17 @@ class HttpServer:
         self.root, self.port = root, free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.transcripts = root / "tr"
-        args = [
-            sys.executable,
-            "-m",
-            "jg_mcp",
-            "serve",
-            "--goal",
-            str(GEMM_FP8),
+        args = serve_argv(
             "--transport",
             "http",
             "--port",
-            str(self.port),
+            self.port,
             "--runs",
-            str(root / "runs"),
+            root / "runs",
             "--transcripts",
-            str(self.transcripts),
+            self.transcripts,
             *extra,
-        ]
+        )
         if token is not None:
             (root / "token").write_text(token + "\n")
             args += ["--token-file", str(root / "token")]

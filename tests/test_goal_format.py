@@ -10,7 +10,7 @@ import yaml
 
 from jg_mcp.errors import GoalError
 from jg_mcp.goals import load_goal
-from tests.support import copy_goal
+from tests.support import copy_goal, serve_argv
 
 
 def _edit(path, fn):
@@ -111,7 +111,7 @@ def test_serve_with_bad_goal_exits_1_with_message(tmp_path):
     path = copy_goal(tmp_path)
     _edit(path, lambda d: d.pop("shapes"))
     proc = subprocess.run(
-        [sys.executable, "-m", "jg_mcp", "serve", "--goal", str(path), "--transcripts", str(tmp_path / "t")],
+        serve_argv("--transcripts", tmp_path / "t", goal=path),
         capture_output=True,
         text=True,
         timeout=120,

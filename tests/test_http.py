@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +16,17 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
 from jg_mcp.live.http import connection_of, is_loopback, security_settings
-from tests.support import GEMM_FP8, INIT, MCP_HEADERS, TOKEN, HttpServer, bwrap_missing, client, free_port, wait_until
+from tests.support import (
+    INIT,
+    MCP_HEADERS,
+    TOKEN,
+    HttpServer,
+    bwrap_missing,
+    client,
+    free_port,
+    serve_argv,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 BWRAP_MISSING = bwrap_missing()
@@ -51,26 +60,20 @@ def test_a_foreign_origin_gets_403_and_a_foreign_host_421_even_with_the_token(se
 
 def test_binding_a_non_loopback_address_without_a_token_is_refused(tmp_path):
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jg_mcp",
-            "serve",
-            "--goal",
-            str(GEMM_FP8),
+        serve_argv(
             "--transport",
             "http",
             "--host",
             "0.0.0.0",
             "--port",
-            str(free_port()),
+            free_port(),
             "--runs",
-            str(tmp_path / "runs"),
+            tmp_path / "runs",
             "--transcripts",
-            str(tmp_path / "tr"),
+            tmp_path / "tr",
             "--sandbox",
             "none",
-        ],
+        ),
         capture_output=True,
         text=True,
         timeout=60,

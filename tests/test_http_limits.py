@@ -18,7 +18,6 @@ import pytest
 from jg_mcp.live.http import CONNECTION_IDLE_S
 from jg_mcp.live.uids import LOCK_DIR
 from tests.support import (
-    GEMM_FP8,
     INIT,
     MCP_HEADERS,
     TOKEN,
@@ -26,6 +25,7 @@ from tests.support import (
     bwrap_missing,
     client,
     free_port,
+    serve_argv,
     wait_until,
 )
 
@@ -111,21 +111,7 @@ def test_half_open_and_surplus_connections_are_closed(tmp_path):
 
 def serve(tmp_path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jg_mcp",
-            "serve",
-            "--goal",
-            str(GEMM_FP8),
-            "--runs",
-            str(tmp_path / "runs"),
-            "--transcripts",
-            str(tmp_path / "tr"),
-            "--sandbox",
-            "none",
-            *extra,
-        ],
+        serve_argv("--runs", tmp_path / "runs", "--transcripts", tmp_path / "tr", "--sandbox", "none", *extra),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

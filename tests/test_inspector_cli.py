@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from jg_mcp.campaign.conditions import CONDITIONS
-from tests.support import GEMM_FP8, node_tool
+from tests.support import node_tool, serve_argv
 
 pytestmark = pytest.mark.slow
 
@@ -17,18 +16,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def inspect(tmp_path):
     cli = node_tool("mcp-inspector-cli")
-    server = [
-        sys.executable,
-        "-m",
-        "jg_mcp",
-        "serve",
-        "--goal",
-        str(GEMM_FP8),
-        "--workspace",
-        str(tmp_path / "ws"),
-        "--transcripts",
-        str(tmp_path / "tr"),
-    ]
+    server = serve_argv("--workspace", tmp_path / "ws", "--transcripts", tmp_path / "tr")
 
     def call(*args: str) -> dict:
         proc = subprocess.run(

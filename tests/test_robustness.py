@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -22,7 +21,7 @@ from jg_mcp.live.sandbox import Bwrap
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
 from jg_mcp.record.transcript import read_transcript
-from tests.support import GEMM_FP8, bwrap_missing
+from tests.support import GEMM_FP8, bwrap_missing, serve_argv
 
 BWRAP_MISSING = bwrap_missing()
 CALL_LIMIT_S = 60
@@ -138,20 +137,7 @@ def test_invalid_utf8_and_nul_bytes_are_refused_with_a_message(robust):
 
 
 def _stdio_server(tmp_path: Path, sandbox: str) -> subprocess.Popen:
-    args = [
-        sys.executable,
-        "-m",
-        "jg_mcp",
-        "serve",
-        "--goal",
-        str(GEMM_FP8),
-        "--workspace",
-        str(tmp_path / "ws"),
-        "--transcripts",
-        str(tmp_path / "tr"),
-        "--sandbox",
-        sandbox,
-    ]
+    args = serve_argv("--workspace", tmp_path / "ws", "--transcripts", tmp_path / "tr", "--sandbox", sandbox)
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     messages = [
         {

@@ -27,7 +27,7 @@ from jg_mcp.live.sandbox import (
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
 from jg_mcp.record.transcript import read_transcript
-from tests.support import GEMM_FP8, bwrap_missing
+from tests.support import bwrap_missing, serve_argv
 
 BWRAP_MISSING = bwrap_missing()
 
@@ -38,20 +38,7 @@ def serve_stdio(tmp_path, sandbox: str, path: str | None = None) -> subprocess.C
     """A stdio server whose client leaves at once (stdin closed): it starts, records, closes."""
     env = {**os.environ, "PATH": path} if path is not None else None
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jg_mcp",
-            "serve",
-            "--goal",
-            str(GEMM_FP8),
-            "--workspace",
-            str(tmp_path / "ws"),
-            "--transcripts",
-            str(tmp_path / "tr"),
-            "--sandbox",
-            sandbox,
-        ],
+        serve_argv("--workspace", tmp_path / "ws", "--transcripts", tmp_path / "tr", "--sandbox", sandbox),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
