@@ -20,7 +20,7 @@ from pathlib import Path
 
 import jg_mcp
 from jg_mcp.eval.report import Isolation
-from jg_mcp.live.sandbox import SYSTEM_DIRS, gpu_devices
+from jg_mcp.live.sandbox import NAMESPACES, SYSTEM_DIRS, gpu_devices
 
 NOBODY = 65534
 SOLUTION_DIR = "/jg/solution"
@@ -96,13 +96,7 @@ def bwrap_argv(solution_dir: Path, cache_dir: Path, env: dict[str, str]) -> list
     """The bubblewrap prefix that runs a command as the candidate's sandbox (see the module docstring)."""
     args = [
         shutil.which("bwrap") or "bwrap",
-        "--unshare-pid",
-        "--unshare-net",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--die-with-parent",
-        "--new-session",
+        *NAMESPACES,
         "--hostname",
         "candidate",
     ]

@@ -56,6 +56,17 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys")
 """What of the host's root the sandbox shows (read-only); /etc whole, since the toolchain reads much of it
 (ld.so.cache, alternatives, passwd, ssl, nvidia icd files) and what in it is secret is not world-readable."""
+NAMESPACES = (
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--die-with-parent",
+    "--new-session",
+)
+"""bwrap's isolation of every sandbox, the agent's commands and the eval's candidate alike: its own pid, network,
+IPC, hostname and cgroup namespaces, killed with its parent, in a new session (no terminal to push input into)."""
 PATH_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "LD_LIBRARY_PATH", "TRITON_LIBCUDA_PATH")
 KEPT_NAMES = {"LANG", "LANGUAGE", "TERM", "TZ", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "OMP_NUM_THREADS"}
 KEPT_PREFIXES = ("LC_", "CUDA_", "TRITON_", "NVIDIA_", "TORCH_", "NCCL_", "PYTORCH_")
@@ -241,13 +252,7 @@ class Bwrap:
         lim = self.limits
         tmpfs = ["--perms", "1777", "--size", str(lim.max_tmp_bytes), "--tmpfs"]
         options = [
-            "--unshare-pid",
-            "--unshare-net",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--die-with-parent",
-            "--new-session",
+            *NAMESPACES,
             "--hostname",
             "sandbox",
             "--dev",
