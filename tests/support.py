@@ -189,6 +189,20 @@ def rechain(lines: list[bytes]) -> bytes:
     return b"\n".join(out) + b"\n"
 
 
+CPU_ENVIRONMENT = {
+    "device": "cpu",
+    "gpu": None,
+    "driver": None,
+    "torch": "2",
+    "triton": "3",
+    "python": "3.11",
+    "jg_mcp": "0.1.0",
+    "host": "test",
+    "interpreter": True,
+}
+"""An eval report's environment on a machine without a GPU, for reports the tests write by hand."""
+
+
 def eval_report(solution_sha256: str, goal_sha256: str, speedup: float = 1.25) -> dict:
     """A minimal valid `jg-mcp eval` report (jg_mcp.eval.EvalReport) as its JSON file holds it: one timed shape."""
     return {
@@ -212,17 +226,7 @@ def eval_report(solution_sha256: str, goal_sha256: str, speedup: float = 1.25) -
         ],
         "geomean_speedup": speedup,
         "seed": 1,
-        "environment": {
-            "device": "cpu",
-            "gpu": None,
-            "driver": None,
-            "torch": "2",
-            "triton": "3",
-            "python": "3.11",
-            "jg_mcp": "0.1.0",
-            "host": "test",
-            "interpreter": True,
-        },
+        "environment": CPU_ENVIRONMENT,
     }
 
 

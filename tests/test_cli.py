@@ -8,12 +8,7 @@ import sys
 import pytest
 
 from jg_mcp.cli import COMMAND_MODULES, build_parser
-
-
-def jg(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "jg_mcp", *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
-    )
+from tests.support import CPU_ENVIRONMENT, jg
 
 
 def subcommands() -> list[str]:
@@ -115,17 +110,7 @@ def test_eval_verdict_says_timing_was_skipped_and_never_prints_none():
         "solution_sha256": "1" * 64,
         "solution_file": "solution.py",
         "seed": 1,
-        "environment": {
-            "device": "cpu",
-            "gpu": None,
-            "driver": None,
-            "torch": "2",
-            "triton": "3",
-            "python": "3",
-            "jg_mcp": "0",
-            "host": "h",
-            "interpreter": True,
-        },
+        "environment": CPU_ENVIRONMENT,
     }
     cpu = EvalReport.model_validate({**fields, "accepted": True}).model_copy(
         update={"timing": TimingMethod(skipped="no CUDA device: correctness only")}
