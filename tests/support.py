@@ -226,7 +226,7 @@ def eval_report(solution_sha256: str, goal_sha256: str, speedup: float = 1.25) -
         ],
         "geomean_speedup": speedup,
         "seed": 1,
-        "environment": CPU_ENVIRONMENT,
+        "environment": dict(CPU_ENVIRONMENT),
     }
 
 

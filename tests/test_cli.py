@@ -110,7 +110,7 @@ def test_eval_verdict_says_timing_was_skipped_and_never_prints_none():
         "solution_sha256": "1" * 64,
         "solution_file": "solution.py",
         "seed": 1,
-        "environment": CPU_ENVIRONMENT,
+        "environment": dict(CPU_ENVIRONMENT),
     }
     cpu = EvalReport.model_validate({**fields, "accepted": True}).model_copy(
         update={"timing": TimingMethod(skipped="no CUDA device: correctness only")}
