@@ -48,20 +48,11 @@ from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.report import EvalReport, Finding, Reason, ShapeResult, Timing, TimingMethod
 from jg_mcp.eval.scoring import escaped, seen_inputs_gain
+from jg_mcp.eval.sizing import block_sizes, lead_sizes, pad_for, summarize, waits_for_gpu
 
 if TYPE_CHECKING:
     from jg_mcp.eval.harness import Evaluation
     from jg_mcp.eval.shapes import Case
-
-PAD_SHARE = 0.5
-"""A shape is launch-bound when a callable's host time to queue one call exceeds this share of the GPU's time for
-flush and call: the host could fall behind the GPU, and the launch would show in the call's time."""
-PAD_FACTOR = 1.5
-"""The pad is this multiple of the largest host time per call, so the GPU stays behind the host."""
-PAD_MAX_MS = 0.5
-"""The longest pad."""
-MAX_LEAD_CALLS = 1024
-"""The most calls in one lead block."""
 
 
 @dataclass
@@ -75,43 +66,6 @@ class Ran:
     hints: list[Finding]
     enqueue_ms: float
     """The worker's host time per call to queue the calls (a hint: only ever bounded by host_ms)."""
-
-
-def pad_for(queue_ms: dict[str, list[float]], device_ms: dict[str, float], flush_ms: float) -> float:
-    """The shape's pad: 0 unless some callable's host time per call is over PAD_SHARE of the GPU's time for flush
-    and call, else PAD_FACTOR times the largest host time per call, at most PAD_MAX_MS. A callable's host time is
-    the least over its estimate blocks (`queue_ms`): one slow block (the GC, a page fault, a busy neighbour) must
-    not decide the pad. On the H200 one eval of gemm_fp8 padded a 0.35 ms GEMM and the other did not; the pad let
-    the power-capped GPU idle between calls, and cuBLASLt ran 12% faster in the padded eval."""
-    least = {n: min(q) for n, q in queue_ms.items()}
-    if not any(q > PAD_SHARE * (flush_ms + device_ms[n]) for n, q in least.items()):
-        return 0.0
-    return round(min(PAD_MAX_MS, PAD_FACTOR * max(least.values())), 4)
-
-
-def waits_for_gpu(enqueue_ms: float, median_ms: float, flush_ms: float, pad_ms: float) -> bool:
-    """Whether a callable's host waited for the GPU inside its calls: its host time per call is over the GPU's time
-    before each call starts (flush and pad) plus half the call's own. A host that only queues work stays under it
-    (the pad is sized so, and a shape without one has every host well ahead of the GPU); one that synchronises
-    inside the call cannot get ahead of the GPU at all. On the H200, grouped_gemm's `.tolist()` callables queued
-    1.0-3.6 ms per call against 0.6-1.9 ms of this bound, grouped_mm 0.07-0.13 ms."""
-    return enqueue_ms > flush_ms + pad_ms + 0.5 * median_ms
-
-
-def summarize(times_ms: list[float]) -> dict[str, float]:
-    """Median, quartiles and the relative standard error of the median (normal approximation, IQR-based sigma)."""
-    q = statistics.quantiles(times_ms, n=20, method="inclusive")
-    q25, q75 = statistics.quantiles(times_ms, n=4, method="inclusive")[0::2]
-    med = statistics.median(times_ms)
-    se = 1.2533 * (q75 - q25) / 1.349 / len(times_ms) ** 0.5
-    return {
-        "median_ms": med,
-        "iqr_ms": q75 - q25,
-        "q10_ms": q[1],
-        "q90_ms": q[17],
-        "reps": len(times_ms),
-        "rel_se_median": se / med if med > 0 else float("inf"),
-    }
 
 
 def method(p: TimingParams) -> TimingMethod:
@@ -133,13 +87,6 @@ def method(p: TimingParams) -> TimingMethod:
         fresh_sets=p.fresh,
         spot_checks=p.spot_checks,
     )
-
-
-def block_sizes(estimates_ms: dict[str, float], block_ms: float, most: int) -> dict[str, int]:
-    """Calls per block: enough back-to-back calls to fill `block_ms` (one call when block_ms is 0)."""
-    if block_ms <= 0:
-        return dict.fromkeys(estimates_ms, 1)
-    return {n: max(1, min(most, math.ceil(block_ms / max(ms, 1e-4)))) for n, ms in estimates_ms.items()}
 
 
 class TimingPhase:
@@ -365,10 +312,7 @@ class TimingPhase:
         pristine = [raw.clone() for raw in bindings["tin"].raws]
         estimates = self.estimate(shape, n_sets)
         per_block = block_sizes(estimates, p.block_ms, min(p.max_block, slots))
-        lead = {
-            n: min(MAX_LEAD_CALLS, math.ceil(p.lead_ms / max(ms, 1e-4))) if p.lead_ms > 0 else 0
-            for n, ms in estimates.items()
-        }
+        lead = lead_sizes(estimates, p.lead_ms)
         times: dict[str, list[float]] = {n: [] for n in names}
         hosts: dict[str, list[float]] = {n: [] for n in names}
         gaps: dict[str, list[float]] = {n: [] for n in names}

@@ -10,7 +10,7 @@ from eval_suite import REPO, timing
 
 from jg_mcp.eval.options import EvalOptions, TimingParams
 from jg_mcp.eval.scoring import escaped, floor_ms, seen_inputs_gain
-from jg_mcp.eval.timing import block_sizes, pad_for, summarize
+from jg_mcp.eval.sizing import block_sizes, pad_for, summarize
 
 AXPY = REPO / "jg_mcp" / "demo_goal" / "axpy.yaml"
 HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
@@ -169,7 +169,7 @@ def test_a_call_that_waits_for_the_gpu_is_told_from_one_that_only_queues():
     """Host time per call, device median, flush and pad as measured on the H200 (eval/results/h200/check.json):
     grouped_gemm's solution and matmul_loop call `.tolist()` inside the call; of every other callable at all 37
     timed shapes, the nearest to the bound (rope's eager at decode_bs256) queued in under half of it."""
-    from jg_mcp.eval.timing import waits_for_gpu
+    from jg_mcp.eval.sizing import waits_for_gpu
 
     assert waits_for_gpu(1.0020, 0.2758, 0.085, 0.5)
     assert waits_for_gpu(3.4240, 2.5455, 0.085, 0.5)
