@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from jg_mcp import log  # noqa: E402
 from jg_mcp.eval import EvalOptions, EvalReport, evaluate  # noqa: E402
-from jg_mcp.eval.report import markdown  # noqa: E402
+from jg_mcp.eval.report_md import markdown  # noqa: E402
 
 
 def run_one(goal: str, root: Path, do_bench: bool, timing: dict) -> tuple[EvalReport, float]:

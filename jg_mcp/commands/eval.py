@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: torch sees no CUDA device (leave --device out to check on the CPU)")
     from jg_mcp.eval.harness import EvalOptions, evaluate
-    from jg_mcp.eval.report import markdown, table
+    from jg_mcp.eval.report_md import markdown, table
 
     options = EvalOptions(
         goal=goal,
