@@ -9,10 +9,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-REPORT_VERSION = 4
+REPORT_VERSION = 5
 """2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, the block/fresh/spot-check timing parameters.
 3: `isolation`, `phases`, per-timing `unaccounted_ms`, `host_median_ms` measured by the harness's clock (optional).
 4: per-shape `pad_ms` and `launch_bound`, per-timing `lead` and `enqueue_ms`, the `lead_ms` timing parameter.
+5: per-shape `wall_s`, per-timing `host_waits`; each timed block runs on one input set and frees each call's output
+before the next call (times of version 4 and earlier rotated the sets call by call).
 Reports of earlier versions still load (the new fields are optional)."""
 
 
