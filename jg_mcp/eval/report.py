@@ -159,7 +159,8 @@ class Timing(Strict):
     """The call waits for the GPU inside itself (a host synchronisation: `.item()`, `.tolist()`, a synchronize):
     its host time per call is over the GPU's time before the call starts (flush and pad) plus half its own, which a
     host that only queues work stays well under. Its time then includes the host's response to the GPU and moves
-    with the host (GPU only)."""
+    with the host (GPU only). A note, not a check: the host time is the worker's own report, bounded by the
+    harness's clock, so for the candidate it is what its process says."""
     fresh_median_ms: float | None = None
     """Median time of single calls on inputs written just before each call, never seen by any callable before."""
     do_bench_ms: float | None = None
