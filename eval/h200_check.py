@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -73,21 +74,27 @@ def dobench_all(plan: dict[str, dict[str, dict]]) -> dict[str, dict[str, dict[st
     return {goal: dobench_one(goal, shapes) for goal, shapes in plan.items()}
 
 
-def dobench_one(goal_name: str, shapes: dict[str, dict]) -> dict[str, dict[str, float]]:
-    """do_bench of the solution and of the named baseline at each timed shape (`shapes`: shape -> {"baseline":
-    name, "pad_ms": pad})."""
+def known_good(goal_name: str) -> tuple[Any, Any]:
+    """The goal and the kernel of its known-good solution (eval/solutions/GOAL/solution.py), imported here."""
     import importlib.util
 
-    import torch
-
-    from jg_mcp.eval.worker import padded_do_bench
     from jg_mcp.goals import load_goal
 
     goal = load_goal(REPO / "goals" / f"{goal_name}.yaml")
     spec = importlib.util.spec_from_file_location("solution", REPO / "eval" / "solutions" / goal_name / "solution.py")
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
-    kernel = getattr(module, goal.goal.solution.function)
+    return goal, getattr(module, goal.goal.solution.function)
+
+
+def dobench_one(goal_name: str, shapes: dict[str, dict]) -> dict[str, dict[str, float]]:
+    """do_bench of the solution and of the named baseline at each timed shape (`shapes`: shape -> {"baseline":
+    name, "pad_ms": pad})."""
+    import torch
+
+    from jg_mcp.eval.worker import padded_do_bench
+
+    goal, kernel = known_good(goal_name)
     out: dict[str, dict[str, float]] = {}
     for shape in goal.goal.shapes:
         if shape.name not in shapes:

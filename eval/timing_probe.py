@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "eval")]
 
 DEFAULT = (
     "fused_add_rmsnorm:llama3_70b_decode_bs256,rope:llama3_8b_decode_bs256,rope:llama3_70b_decode_bs1024,"
@@ -45,7 +45,6 @@ DEFAULT = (
 
 
 def eval_side(plan: dict[str, list[str]]) -> dict:
-    sys.path.insert(0, str(REPO / "eval"))
     from h200_check import run_eval
 
     out: dict = {}
@@ -149,9 +148,10 @@ def process_side(plan: dict[str, dict[str, float]], started: float, repeats: int
     import triton  # noqa: F401
 
     from jg_mcp.eval.worker import padded_do_bench
-    from jg_mcp.goals import load_goal
 
     t3 = time.monotonic()
+    from h200_check import known_good
+
     result: dict = {
         "start_s": {
             "python_to_main": t0 - started,
@@ -166,15 +166,8 @@ def process_side(plan: dict[str, dict[str, float]], started: float, repeats: int
     flush32 = torch.empty(64 << 20, dtype=torch.int32, device="cuda")
     for goal_name, shapes in plan.items():
         a = time.monotonic()
-        goal = load_goal(REPO / "goals" / f"{goal_name}.yaml")
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location(
-            "solution", REPO / "eval" / "solutions" / goal_name / "solution.py"
-        )
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-        fns = {"candidate": getattr(module, goal.goal.solution.function)}
+        goal, kernel = known_good(goal_name)
+        fns = {"candidate": kernel}
         fns |= {n: goal.baseline(n) for n, b in goal.goal.baselines.items() if "cuda" in b.devices}
         result["first_call_s"][goal_name] = {"load": time.monotonic() - a}
         by_name = {s.name: s for s in goal.goal.shapes}
