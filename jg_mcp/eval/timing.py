@@ -353,21 +353,20 @@ class TimingPhase:
         while checked < p.spot_checks:
             checked += self.spot_check(report, case, shape, bindings["cring"], refs, run("candidate")[1])
         cuda = self.ev.device == "cuda"
-        return {
-            n: summarize(times[n])
-            | {
+
+        def result(n: str) -> dict[str, Any]:
+            summary, enqueue = summarize(times[n]), statistics.median(queues[n])
+            waits = cuda and waits_for_gpu(enqueue, summary["median_ms"], self.flush_ms, self.pad_ms)
+            return summary | {
                 "host_median_ms": statistics.median(hosts[n]),
                 "block": per_block[n],
                 "lead": lead[n],
                 "unaccounted_ms": statistics.median(gaps[n]),
-                "enqueue_ms": statistics.median(queues[n]),
-                "host_waits": cuda
-                and waits_for_gpu(
-                    statistics.median(queues[n]), statistics.median(times[n]), self.flush_ms, self.pad_ms
-                ),
+                "enqueue_ms": enqueue,
+                "host_waits": waits,
             }
-            for n in names
-        }
+
+        return {n: result(n) for n in names}
 
     def after_candidate_block(
         self,
