@@ -7,16 +7,16 @@ other, and `jg-mcp demo`. Prints a short table and writes check.json and check.m
 
 The repeat is a second eval of each solution on its timed shapes only (correctness checked there too): only
 their speedups are compared. do_bench runs in one fresh process (not the eval's workers) whose torch.compile and
-Triton caches are the baselines' (jg_mcp/eval/compile_cache.py), on inputs of its own, for the solution and for
-the baseline the eval found strongest at each timed shape; its ratio is compared with the eval's speedup. At a
-shape the eval found launch-bound, do_bench holds the GPU for the eval's pad after each of its L2 flushes, so both
-measure device time with launches hidden (see jg_mcp/eval/timing.py); elsewhere it is plain do_bench.
+Triton caches are the baselines' (jg_mcp/eval/compile_cache.py), for the solution and for the baseline the eval
+found strongest at each timed shape, its calls rotating over input sets of its own, as many as the eval's calls
+rotate over (at 5-25 us shapes do_bench on one set did not repeat within 18%); its ratio is compared with the
+eval's speedup. At a shape the eval found launch-bound, do_bench holds the GPU for the eval's pad after each of
+its L2 flushes, so both measure device time with launches hidden (see jg_mcp/eval/timing.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import shutil
@@ -89,7 +89,8 @@ def known_good(goal_name: str) -> tuple[Any, Any]:
 
 def dobench_one(goal_name: str, shapes: dict[str, dict]) -> dict[str, dict[str, float]]:
     """do_bench of the solution and of the named baseline at each timed shape (`shapes`: shape -> {"baseline":
-    name, "pad_ms": pad})."""
+    name, "pad_ms": pad, "input_sets": n}), the calls rotating over n input sets of this process's own, as the
+    eval's timed calls rotate over n sets."""
     import torch
 
     from jg_mcp.eval.worker import padded_do_bench
@@ -99,13 +100,11 @@ def dobench_one(goal_name: str, shapes: dict[str, dict]) -> dict[str, dict[str, 
     for shape in goal.goal.shapes:
         if shape.name not in shapes:
             continue
-        base, pad = shapes[shape.name]["baseline"], shapes[shape.name]["pad_ms"]
-        inputs = goal.make_inputs(shape.dims, 12345, "cuda")
+        base, pad, n_sets = (shapes[shape.name][k] for k in ("baseline", "pad_ms", "input_sets"))
+        sets = [list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in range(n_sets)]
         fns = {"candidate": kernel, base: goal.baseline(base)}
-        out[shape.name] = {}
-        for name, fn in fns.items():
-            out[shape.name][name] = padded_do_bench(functools.partial(fn, *inputs), pad)
-        del inputs
+        out[shape.name] = {name: padded_do_bench(fn, sets, pad) for name, fn in fns.items()}
+        del sets
         torch.cuda.empty_cache()
     return out
 
@@ -142,7 +141,11 @@ def check_dobench(goals: list[str], results: dict) -> None:
     }
     plan = {
         goal: {
-            s.name: {"baseline": report.strongest_baseline[s.name], "pad_ms": s.pad_ms}
+            s.name: {
+                "baseline": report.strongest_baseline[s.name],
+                "pad_ms": s.pad_ms,
+                "input_sets": report.timing.input_sets,
+            }
             for s in report.shapes
             if s.name in report.strongest_baseline
         }

@@ -183,11 +183,10 @@ def process_side(plan: dict[str, dict[str, float]], started: float, repeats: int
             binding, ded = dedicated(sets[0])
             variants = {}
             for name, fn in fns.items():
-                turn = itertools.cycle(sets)
                 variants |= {
-                    (name, "db1"): functools.partial(padded_do_bench, functools.partial(fn, *sets[0]), pad),
-                    (name, "db3"): functools.partial(padded_do_bench, lambda fn=fn, turn=turn: fn(*next(turn)), pad),
-                    (name, "db1_dedicated"): functools.partial(padded_do_bench, functools.partial(fn, *ded), pad),
+                    (name, "db1"): functools.partial(padded_do_bench, fn, sets[:1], pad),
+                    (name, "db3"): functools.partial(padded_do_bench, fn, sets, pad),
+                    (name, "db1_dedicated"): functools.partial(padded_do_bench, fn, [ded], pad),
                     (name, "loop1"): functools.partial(loop, fn, sets[:1], pad, 6, flush),
                     (name, "loop1_int32"): functools.partial(loop, fn, sets[:1], pad, 6, flush32),
                     (name, "loop1_nolead"): functools.partial(loop, fn, sets[:1], pad, 6, flush, False),

@@ -120,11 +120,12 @@ class Block(Strict):
 
 
 class DoBench(Strict):
-    """triton.testing.do_bench of one callable on one input group (baseline role: the cross-check)."""
+    """triton.testing.do_bench of one callable, its calls rotating over a binding's input groups as the eval's do
+    (baseline role: the cross-check)."""
 
     op: Literal["do_bench"] = "do_bench"
     fn: str
-    inputs: tuple[str, int]
+    inputs: str
     pad_ms: float = Field(default=0.0, ge=0, le=1.0)
     """GPU sleep after each of do_bench's L2 flushes, as in the eval's own blocks."""
 

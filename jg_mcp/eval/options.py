@@ -34,7 +34,7 @@ class TimingParams(BaseModel):
     budget_s: float = Field(default=1.5, gt=0)
     """Or when this much wall time per shape is spent."""
     input_sets: int = Field(default=3, ge=1)
-    """Input sets the timed blocks take turns on, one set per block (and its lead)."""
+    """Input sets the timed calls (and their leads) rotate over call by call."""
     fresh: int = Field(default=5, ge=0)
     """Fresh-input calls per callable after timing, each on inputs written into the shared buffers just before it
     (no callable can see them earlier) and timed alone: speed that needs seen inputs is caching."""

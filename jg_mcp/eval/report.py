@@ -9,12 +9,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-REPORT_VERSION = 5
+REPORT_VERSION = 6
 """2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, the block/fresh/spot-check timing parameters.
 3: `isolation`, `phases`, per-timing `unaccounted_ms`, `host_median_ms` measured by the harness's clock (optional).
 4: per-shape `pad_ms` and `launch_bound`, per-timing `lead` and `enqueue_ms`, the `lead_ms` timing parameter.
 5: per-shape `wall_s`, per-timing `host_waits`; each timed block runs on one input set and frees each call's output
 before the next call (times of version 4 and earlier rotated the sets call by call).
+6: calls rotate over the input sets call by call again, leads and do_bench cross-checks too (version 5 timed each
+block on one set, which did not repeat within 18% at 5-25 us shapes on the H200).
 Reports of earlier versions still load (the new fields are optional)."""
 
 
@@ -164,7 +166,7 @@ class Timing(Strict):
     fresh_median_ms: float | None = None
     """Median time of single calls on inputs written just before each call, never seen by any callable before."""
     do_bench_ms: float | None = None
-    """triton.testing.do_bench median of the same call on one input set, when cross-checked."""
+    """triton.testing.do_bench median of the same call, rotating over the timed input sets, when cross-checked."""
 
 
 class ClockSummary(Strict):
@@ -268,12 +270,13 @@ class TimingMethod(Strict):
     description: str = (
         "CUDA events around each call in the process that runs it, L2 flushed before every call; candidate and "
         "baselines take turns in blocks of back-to-back calls (A B, then B A, ...), each after a lead block of the "
-        "same calls and on one input set; the harness times each block by its own clock, checks outputs of calls "
-        "it picks, and times each callable once on fresh inputs none has seen; NVML samples clocks and power"
+        "same calls, the calls rotating over the input sets; the harness times each block by its own clock, checks "
+        "outputs of calls it picks, and times each callable once on fresh inputs none has seen; NVML samples clocks "
+        "and power"
     )
     """The method in words."""
     input_sets: int = 0
-    """Distinct input sets; the timed blocks take turns on them, one set per block."""
+    """Distinct input sets; the timed calls rotate over them call by call."""
     warmup_calls: int = 0
     """Untimed calls per callable before timing."""
     min_reps: int = 0

@@ -10,10 +10,14 @@ and baselines alike. Launches are hidden: where some callable needs about as muc
 the GPU takes to run it (a launch-bound shape, a few microseconds of work), the GPU sleeps for a pad after each
 flush, the same pad for every callable, so the call's launches are queued before its start event; its time is
 then device time as under a CUDA graph, not a mix of host and device time that changes from run to run. Blocks
-take turns A B, then B A, so drift between blocks cancels. Each block (and its lead) runs on one input set, the
-sets taking turns block by block: every call of a block reads the same addresses, and its output takes the memory
-the previous call's was freed from, as under do_bench (on the H200, eval/timing_probe.py, do_bench's calls rotating
-over three sets ran 0-16% slower than on one at 8-25 us shapes, by kernel, though each call follows an L2 flush).
+take turns A B, then B A, so drift between blocks cancels. Calls rotate over the input sets call by call (in the
+lead blocks too): each call reads a set the previous call did not, so its caches are cold beyond the L2 (the TLB's
+entries for its inputs were made for another set), as a model's next call to a kernel reads other tensors. The
+reason is reproducibility, measured on the H200 with eval/timing_probe.py --repeats 3: at 5-25 us shapes, do_bench
+repeated on one set in one process on the same tensors moved by up to 18% between repeats, and so did this loop on
+one set (each settles in one of two times ~1 us apart, which one changing from measurement to measurement), while
+both rotating over three sets repeated within 0.5-5% and agreed with each other within 3%. Each call's output is
+freed before the next call, as under do_bench.
 
 Why the candidate's events can be believed: the harness times each block from outside (send to reply, its own
 clock). Per call, the time it saw beyond the reported device times (`unaccounted_ms`: the flush, the pad, the
@@ -317,18 +321,21 @@ class TimingPhase:
         hosts: dict[str, list[float]] = {n: [] for n in names}
         gaps: dict[str, list[float]] = {n: [] for n in names}
         queues: dict[str, list[float]] = {n: [] for n in names}
-        turns, rounds, checked, begin = dict.fromkeys(names, 0), 0, 0, time.monotonic()
+        queued, rounds, checked, begin = dict.fromkeys(names, 0), 0, 0, time.monotonic()
+
+        def next_sets(name: str, count: int) -> list[int]:
+            """The callable's next `count` calls, rotating over the input sets where its last call left off."""
+            first, queued[name] = queued[name], queued[name] + count
+            return [(first + i) % n_sets for i in range(count)]
 
         def run(name: str) -> tuple[Ran, list[int]]:
             """A lead block of `name` (its outputs dropped, its times unused: the harness clocks only timed
-            blocks), then a timed block, both on the callable's next input set; a candidate's into a freshly
-            poisoned ring, its inputs read back after it."""
+            blocks), then a timed block, both rotating over the input sets; a candidate's into a freshly poisoned
+            ring, its inputs read back after it."""
             if name == "candidate":
                 bindings["cring"].poison()
-            turn = turns[name] % n_sets
-            turns[name] += 1
-            hints = self.block(name, [turn] * lead[name], "tin", keep=False).hints if lead[name] else []
-            sets = [turn] * per_block[name]
+            hints = self.block(name, next_sets(name, lead[name]), "tin", keep=False).hints if lead[name] else []
+            sets = next_sets(name, per_block[name])
             ran = self.block(name, sets, "tin")
             if name == "candidate":
                 self.after_candidate_block(report, case, shape, hints + ran.hints, bindings["tin"], pristine)
@@ -431,8 +438,8 @@ class TimingPhase:
         """Single calls on inputs written into one shared input set just before each call, so that no callable
         (the candidate can read every buffer bound to it) sees them earlier; callables take turns call by call,
         so host noise falls on all of them alike. Every candidate output is checked. With `lead`, each call
-        follows a lead block of its callable on one of the timed sets, as its timed blocks did (on a power-capped GPU a
-        single call otherwise runs at whatever clock the harness's own work left)."""
+        follows a lead block of its callable rotating over the timed sets, as its timed blocks did (on a
+        power-capped GPU a single call otherwise runs at whatever clock the harness's own work left)."""
         p, ev = self.p, self.ev
         if p.fresh <= 0:
             return
@@ -448,7 +455,7 @@ class TimingPhase:
                 inputs = ev.make_inputs(case.dims, ev.rng.randrange(2**62))
                 hints: list[Finding] = []
                 if lead and results[name]["lead"]:
-                    sets = [self.pick.randrange(n_sets)] * results[name]["lead"]
+                    sets = [i % n_sets for i in range(results[name]["lead"])]
                     hints = self.block(name, sets, "tin", keep=False).hints
                 for view, tensor in zip(views, inputs, strict=True):
                     view.copy_(tensor)
@@ -464,5 +471,5 @@ class TimingPhase:
             results[name]["fresh_median_ms"] = statistics.median(t)
         if ev.o.do_bench:
             for name in self.names[1:]:
-                self.base.send(DoBench(fn=name, inputs=("tin", 0), pad_ms=self.pad_ms))
+                self.base.send(DoBench(fn=name, inputs="tin", pad_ms=self.pad_ms))
                 results[name]["do_bench_ms"] = self.base.expect(Benched).median_ms

@@ -10,6 +10,7 @@ reports against its own clock. What the in-process guard sees is sent as hints (
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import signal
 import socket
@@ -208,9 +209,8 @@ class Worker:
         self.send(BlockDone(times_ms=times, enqueue_ms=enqueue_ms, hints=self.hints()))
 
     def do_bench(self, cmd: DoBench) -> None:
-        fn, args = self.fns[cmd.fn], self.bound[cmd.inputs[0]].groups[cmd.inputs[1]]
         try:
-            ms = padded_do_bench(lambda: fn(*args), cmd.pad_ms)
+            ms = padded_do_bench(self.fns[cmd.fn], self.bound[cmd.inputs].groups, cmd.pad_ms)
         except Exception as exc:
             self.send(Benched(error=f"{type(exc).__name__}: {exc}"[-1000:]))
             return
@@ -223,16 +223,22 @@ def copy_into(slot: list[Any], out: Any) -> None:
         dst.copy_(o)
 
 
-def padded_do_bench(fn: Callable[[], object], pad_ms: float) -> float:
-    """The median of `triton.testing.do_bench(fn)` (25 ms warm-up, 100 ms of timed calls, each after an L2 flush),
-    with the GPU held for `pad_ms` after each flush, as in the eval's blocks."""
+def padded_do_bench(fn: Callable[..., object], sets: list[list[Any]], pad_ms: float) -> float:
+    """The median of `triton.testing.do_bench` (25 ms warm-up, 100 ms of timed calls, each after an L2 flush) of
+    `fn`, its calls rotating over the input `sets` call by call as in the eval's blocks, with the GPU held for
+    `pad_ms` after each flush, as there too."""
     import torch
     import triton.testing
     from triton import runtime
 
-    driver = runtime.driver.active
+    turn = itertools.cycle(sets)
+
+    def call() -> object:
+        return fn(*next(turn))
+
     if pad_ms <= 0:
-        return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+        return float(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median"))
+    driver = runtime.driver.active
     cycles, plain = int(pad_ms * PAD_CYCLES_PER_MS), driver.clear_cache
 
     def clear_and_pad(cache: Any) -> None:
@@ -241,7 +247,7 @@ def padded_do_bench(fn: Callable[[], object], pad_ms: float) -> float:
 
     driver.clear_cache = clear_and_pad
     try:
-        return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+        return float(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median"))
     finally:
         driver.clear_cache = plain
 

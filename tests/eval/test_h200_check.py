@@ -76,3 +76,24 @@ def test_the_check_writes_its_parts_and_a_second_call_finishes_what_the_first_le
     late = tmp_path / "late"
     assert main("--out", str(late), "--goals", "softmax", "--parts", "evals", "--deadline-s", "0") == 1
     assert "SKIPPED (past --deadline-s): evals:softmax" in (late / "check.md").read_text() and len(ran) == 3
+
+
+def test_the_do_bench_cross_check_rotates_over_the_input_sets_call_by_call(monkeypatch):
+    """The eval's calls rotate over its input sets, and at 5-25 us shapes do_bench on one set did not repeat
+    within 18% on the H200: the do_bench that the eval's speedups are compared with (in the baseline process and in
+    eval/h200_check.py) rotates the same way. triton's do_bench is replaced by one that records each call's
+    inputs (it needs CUDA events)."""
+    import triton.testing
+
+    from jg_mcp.eval.worker import padded_do_bench
+
+    seen: list[str] = []
+
+    def do_bench(fn, warmup, rep, return_mode):
+        for _ in range(7):
+            fn()
+        return 0.5
+
+    monkeypatch.setattr(triton.testing, "do_bench", do_bench)
+    assert padded_do_bench(lambda x, y: seen.append(x + y), [["a", "1"], ["b", "2"], ["c", "3"]], 0.0) == 0.5
+    assert seen == ["a1", "b2", "c3", "a1", "b2", "c3", "a1"]
