@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,7 +70,7 @@ def speedups(report: EvalReport) -> dict[str, float]:
     }
 
 
-def dobench_all(plan: dict[str, dict[str, dict]]) -> dict[str, dict[str, dict[str, float]]]:
+def dobench_all(plan: dict[str, dict[str, dict]]) -> dict[str, dict[str, dict[str, list[float]]]]:
     """In this (fresh) process: `dobench_one` for every goal of `plan` (goal -> shape -> baseline and pad)."""
     return {goal: dobench_one(goal, shapes) for goal, shapes in plan.items()}
 
@@ -87,23 +88,27 @@ def known_good(goal_name: str) -> tuple[Any, Any]:
     return goal, getattr(module, goal.goal.solution.function)
 
 
-def dobench_one(goal_name: str, shapes: dict[str, dict]) -> dict[str, dict[str, float]]:
+def dobench_one(goal_name: str, shapes: dict[str, dict]) -> dict[str, dict[str, list[float]]]:
     """do_bench of the solution and of the named baseline at each timed shape (`shapes`: shape -> {"baseline":
     name, "pad_ms": pad, "input_sets": n}), the calls rotating over n input sets of this process's own, as the
-    eval's timed calls rotate over n sets."""
+    eval's timed calls rotate over n sets. Each is measured twice, in the order solution, baseline, baseline,
+    solution, so that a drift (a power-capped GPU heating up) falls on both alike, as the eval's A B, B A blocks do;
+    per shape, each callable's two medians in the order measured."""
     import torch
 
     from jg_mcp.eval.worker import padded_do_bench
 
     goal, kernel = known_good(goal_name)
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, list[float]]] = {}
     for shape in goal.goal.shapes:
         if shape.name not in shapes:
             continue
         base, pad, n_sets = (shapes[shape.name][k] for k in ("baseline", "pad_ms", "input_sets"))
         sets = [list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in range(n_sets)]
         fns = {"candidate": kernel, base: goal.baseline(base)}
-        out[shape.name] = {name: padded_do_bench(fn, sets, pad) for name, fn in fns.items()}
+        out[shape.name] = {name: [] for name in fns}
+        for name in ("candidate", base, base, "candidate"):
+            out[shape.name][name].append(padded_do_bench(fns[name], sets, pad))
         del sets
         torch.cuda.empty_cache()
     return out
@@ -168,25 +173,30 @@ def check_dobench(goals: list[str], results: dict) -> None:
 
 
 def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results: dict) -> None:
-    """The eval's speedup against do_bench's ratio at each timed shape of one goal."""
+    """The eval's speedup against do_bench's ratio at each timed shape of one goal. do_bench's ratio is that of
+    each callable's mean over its two measurements; `do_bench_order_pct` is how far the ratio measured with the
+    solution first was from the one measured with the baseline first (what the order alone did)."""
     rows = {}
     for shape, sp in speedups(report).items():
-        ms = measured.get(shape, {})
+        runs = measured.get(shape, {})
         base = report.strongest_baseline[shape]
-        if "candidate" in ms and base in ms:
-            ratio = ms[base] / ms["candidate"]
+        if "candidate" in runs and base in runs:
+            cand, lib = runs["candidate"], runs[base]
+            ratio = statistics.mean(lib) / statistics.mean(cand)
             rows[shape] = {
                 "eval_speedup": sp,
                 "do_bench_ratio": ratio,
                 "agreement_pct": 100 * (sp / ratio - 1),
-                "do_bench_ms": ms,
+                "do_bench_ms": {"candidate": statistics.mean(cand), base: statistics.mean(lib)},
+                "do_bench_runs_ms": runs,
+                "do_bench_order_pct": 100 * ((lib[0] / cand[0]) / (lib[-1] / cand[-1]) - 1),
                 "pad_ms": plan[shape]["pad_ms"],
             }
     results["dobench"][goal] = rows
     worst = max((abs(r["agreement_pct"]) for r in rows.values()), default=0.0)
     print(
         f"dobench {goal:20s} worst |eval/do_bench - 1| {worst:5.1f}%  "
-        + " ".join(f"{k}:{r['agreement_pct']:+.1f}%" for k, r in rows.items()),
+        + " ".join(f"{k}:{r['agreement_pct']:+.1f}% (order {r['do_bench_order_pct']:+.1f}%)" for k, r in rows.items()),
         flush=True,
     )
 
@@ -300,12 +310,13 @@ def markdown(results: dict) -> str:
 
 
 def shape_table(results: dict, repeat: dict) -> list[str]:
-    """Per timed shape: the eval's speedup, do_bench's ratio, the repeat, the pad, the clocks."""
+    """Per timed shape: the eval's speedup, do_bench's ratio and its order's own effect, the repeat, the pad, the
+    clocks."""
     lines = [
         "",
-        "| goal | shape | eval speedup | do_bench ratio | agreement % | repeat % | pad ms | SM MHz | power-cap share "
-        "| host waits |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| goal | shape | eval speedup | do_bench ratio | agreement % | do_bench order % | repeat % | pad ms | SM MHz "
+        "| power-cap share | host waits |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for goal, raw in results["evals"].items():
         report = EvalReport.model_validate(raw)
@@ -316,11 +327,13 @@ def shape_table(results: dict, repeat: dict) -> list[str]:
             rep = repeat.get(goal, {}).get(shape)
             clocks = s.clocks
             cap = clocks.slowdowns.get("sw_power_cap") if clocks else None
+            order = row.get("do_bench_order_pct") if row else None
             lines.append(
                 f"| {goal} | {shape} | {sp:.3f} | {row['do_bench_ratio']:.3f} | {row['agreement_pct']:+.1f} | "
                 if row
                 else f"| {goal} | {shape} | {sp:.3f} | - | - | "
             )
+            lines[-1] += "- | " if order is None else f"{order:+.1f} | "
             waits = [n for n, t in {"candidate": s.candidate, **s.baselines}.items() if t and t.host_waits]
             lines[-1] += (
                 f"{'-' if rep is None else f'{rep:+.1f}'} | {s.pad_ms:.3f} | "

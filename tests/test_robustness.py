@@ -217,7 +217,7 @@ def test_sigkill_mid_command_leaves_a_readable_prefix_and_only_bwrap_takes_the_c
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     if sandbox == "bwrap":
-        _wait_for(lambda: not _running(marker), 10)
+        _wait_for(lambda: not _running(marker), 30)
     else:
         survivors = _running(marker)
         for pid in survivors:

@@ -18,16 +18,13 @@ MAX_LEAD_CALLS = 1024
 """The most calls in one lead block."""
 
 
-def pad_for(queue_ms: dict[str, list[float]], device_ms: dict[str, float], flush_ms: float) -> float:
-    """The shape's pad: 0 unless some callable's host time per call is over PAD_SHARE of the GPU's time for flush
-    and call, else PAD_FACTOR times the largest host time per call, at most PAD_MAX_MS. A callable's host time is
-    the least over its estimate blocks (`queue_ms`): one slow block (the GC, a page fault, a busy neighbour) must
-    not decide the pad. On the H200 one eval of gemm_fp8 padded a 0.35 ms GEMM and the other did not; the pad let
-    the power-capped GPU idle between calls, and cuBLASLt ran 12% faster in the padded eval."""
-    least = {n: min(q) for n, q in queue_ms.items()}
-    if not any(q > PAD_SHARE * (flush_ms + device_ms[n]) for n, q in least.items()):
+def pad_for(queue_ms: dict[str, float], device_ms: dict[str, float], flush_ms: float) -> float:
+    """The shape's pad: 0 unless some callable's host time per call (`queue_ms`, from a block as long as a timed
+    block, in the callable's steady state) is over PAD_SHARE of the GPU's time for flush and call, else PAD_FACTOR
+    times the largest host time per call, at most PAD_MAX_MS."""
+    if not any(q > PAD_SHARE * (flush_ms + device_ms[n]) for n, q in queue_ms.items()):
         return 0.0
-    return round(min(PAD_MAX_MS, PAD_FACTOR * max(least.values())), 4)
+    return round(min(PAD_MAX_MS, PAD_FACTOR * max(queue_ms.values())), 4)
 
 
 def waits_for_gpu(enqueue_ms: float, median_ms: float, flush_ms: float, pad_ms: float) -> bool:

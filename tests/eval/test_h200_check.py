@@ -23,16 +23,18 @@ def _check():
 
 
 def test_the_speedup_is_compared_with_do_bench_shape_by_shape():
+    """do_bench measures solution, baseline, baseline, solution: the ratio is of the two means, and the order's
+    own effect (solution first against baseline first) is reported beside it."""
     check = _check()
     raw = eval_report("a" * 64, "b" * 64, speedup=1.25) | {"strongest_baseline": {"n16m": "torch_add"}}
     results: dict = {"dobench": {}}
-    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.1}}
-    check.agreement(
-        "axpy", EvalReport.model_validate(raw), plan, {"n16m": {"candidate": 1.0, "torch_add": 1.2}}, results
-    )
+    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.1, "input_sets": 3}}
+    runs = {"n16m": {"candidate": [1.0, 1.0], "torch_add": [1.1, 1.3]}}
+    check.agreement("axpy", EvalReport.model_validate(raw), plan, runs, results)
     row = results["dobench"]["axpy"]["n16m"]
     assert row["do_bench_ratio"] == pytest.approx(1.2) and row["pad_ms"] == 0.1
     assert row["agreement_pct"] == pytest.approx(100 * (1.25 / 1.2 - 1))
+    assert row["do_bench_order_pct"] == pytest.approx(100 * (1.1 / 1.3 - 1))
 
 
 def test_the_check_writes_its_parts_and_a_second_call_finishes_what_the_first_left(tmp_path, monkeypatch):
