@@ -9,9 +9,10 @@ The repeat is a second eval of each solution on its timed shapes only (correctne
 their speedups are compared. do_bench runs in one fresh process (not the eval's workers) whose torch.compile and
 Triton caches are the baselines' (jg_mcp/eval/compile_cache.py), for the solution and for the baseline the eval
 found strongest at each timed shape, its calls rotating over input sets of its own, as many as the eval's calls
-rotate over (at 5-25 us shapes do_bench on one set did not repeat within 18%); its ratio is compared with the
-eval's speedup. At a shape the eval found launch-bound, do_bench holds the GPU for the eval's pad after each of
-its L2 flushes, so both measure device time with launches hidden (see jg_mcp/eval/timing.py).
+rotate over (at 5-45 us shapes do_bench on one set moved by up to 18% between repeats), each measured twice in
+the order solution, baseline, baseline, solution; its ratio is compared with the eval's speedup. At a shape the
+eval found launch-bound, do_bench holds the GPU for the eval's pad after each of its L2 flushes, so both measure
+device time with launches hidden (see jg_mcp/eval/timing.py).
 """
 
 from __future__ import annotations

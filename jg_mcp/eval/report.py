@@ -16,7 +16,7 @@ REPORT_VERSION = 6
 5: per-shape `wall_s`, per-timing `host_waits`; each timed block runs on one input set and frees each call's output
 before the next call (times of version 4 and earlier rotated the sets call by call).
 6: calls rotate over the input sets call by call again, leads and do_bench cross-checks too (version 5 timed each
-block on one set, which did not repeat within 18% at 5-25 us shapes on the H200).
+block on one set, which moved by up to 18% between repeats at 5-45 us shapes on the H200).
 Reports of earlier versions still load (the new fields are optional)."""
 
 

@@ -11,13 +11,13 @@ the GPU takes to run it (a launch-bound shape, a few microseconds of work), the 
 flush, the same pad for every callable, so the call's launches are queued before its start event; its time is
 then device time as under a CUDA graph, not a mix of host and device time that changes from run to run. Blocks
 take turns A B, then B A, so drift between blocks cancels. Calls rotate over the input sets call by call (in the
-lead blocks too): each call reads a set the previous call did not, so its caches are cold beyond the L2 (the TLB's
-entries for its inputs were made for another set), as a model's next call to a kernel reads other tensors. The
-reason is reproducibility, measured on the H200 with eval/timing_probe.py --repeats 3: at 5-25 us shapes, do_bench
-repeated on one set in one process on the same tensors moved by up to 18% between repeats, and so did this loop on
-one set (each settles in one of two times ~1 us apart, which one changing from measurement to measurement), while
-both rotating over three sets repeated within 0.5-5% and agreed with each other within 3%. Each call's output is
-freed before the next call, as under do_bench.
+lead blocks too): each call reads a set the previous call did not, as a model's next call to a kernel reads other
+tensors. The reason is reproducibility, measured on the H200 (eval/timing_probe.py --repeats 3,
+eval/results/h200/probe_repeats3.json): at 5-45 us shapes, do_bench repeated on one set in one process on the same
+tensors moved by up to 18% between repeats, and so did this loop on one set (each settles in one of two times
+~1 us apart, which one changing from measurement to measurement). Rotating over three sets, this loop repeated
+within 5% for every callable and do_bench within 4% for all but one (18%), and their ratios agreed within 3%.
+Each call's output is freed before the next call, as under do_bench.
 
 Why the candidate's events can be believed: the harness times each block from outside (send to reply, its own
 clock). Per call, the time it saw beyond the reported device times (`unaccounted_ms`: the flush, the pad, the

@@ -128,10 +128,11 @@ def test_an_honest_candidate_timed_on_the_cpu_is_accepted_with_every_measurement
 
 
 def test_every_call_reads_another_input_set_than_the_call_before(tmp_path, timing_goal, monkeypatch):
-    """On the H200 at 5-25 us shapes, timing a kernel on one input set (do_bench's way, and the eval's blocks of
+    """On the H200 at 5-45 us shapes, timing a kernel on one input set (do_bench's way, and the eval's blocks of
     report version 5) did not repeat: the same measurement on the same tensors moved by up to 18% between repeats,
-    while rotating over three sets repeated within 0.5-5%. Every block on the timed sets (estimate, lead, timed,
-    the fresh pass's leads) now rotates call by call, and a timed block goes on where its lead left off."""
+    while the eval's loop rotating over three sets repeated within 5%. Every block on the timed sets (estimate,
+    lead, timed, the fresh pass's leads) now rotates call by call, and a timed block goes on where its lead left
+    off."""
     from eval_suite import CPU_TIMING, eval_solution
 
     from jg_mcp.eval.messages import Block
