@@ -21,6 +21,9 @@ TIMED_ON_THE_CPU = (
     "tests/eval/test_timing.py::test_an_honest_candidate_timed_on_the_cpu_is_accepted_with_every_measurement",
     "tests/eval/test_timing.py::test_a_timing_finding_that_a_second_timing_does_not_show_is_not_reported",
     "tests/eval/test_isolation.py::test_the_correctness_process_is_gone_before_the_baselines_are_timed",
+    "tests/eval/test_timing.py::test_every_call_reads_another_input_set_than_the_call_before",
+    "tests/eval/test_timing.py::test_the_pad_is_decided_on_a_block_as_long_as_a_timed_one",
+    "tests/eval/test_timing.py::test_a_timed_call_runs_with_the_previous_calls_output_freed_as_under_do_bench",
 )
 """Node id prefixes of the tests that time on the CPU (checked against the collection: a renamed one fails)."""
 DEMO, ALONE = "the demo's readers", "timed on the cpu, alone"
