@@ -120,8 +120,8 @@ class Block(Strict):
 
 
 class DoBench(Strict):
-    """triton.testing.do_bench of one callable, its calls rotating over a binding's input groups as the eval's do
-    (baseline role: the cross-check)."""
+    """triton.testing.do_bench of one callable, its calls rotating over a binding's input groups as the eval's
+    timed calls do (baseline role: the cross-check)."""
 
     op: Literal["do_bench"] = "do_bench"
     fn: str
