@@ -36,6 +36,12 @@ def waits_for_gpu(enqueue_ms: float, median_ms: float, flush_ms: float, pad_ms: 
     return enqueue_ms > flush_ms + pad_ms + 0.5 * median_ms
 
 
+def rotation(count: int, n_sets: int, first: int = 0) -> list[int]:
+    """The input sets of `count` consecutive calls that rotate over `n_sets` sets call by call, the first call on
+    set `first` (mod n_sets): how every block on the timed sets picks its inputs."""
+    return [(first + i) % n_sets for i in range(count)]
+
+
 def summarize(times_ms: list[float]) -> dict[str, float]:
     """Median, quartiles and the relative standard error of the median (normal approximation, IQR-based sigma)."""
     q = statistics.quantiles(times_ms, n=20, method="inclusive")

@@ -52,7 +52,7 @@ from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.report import EvalReport, Finding, Reason, ShapeResult, Timing, TimingMethod
 from jg_mcp.eval.scoring import escaped, seen_inputs_gain
-from jg_mcp.eval.sizing import block_sizes, lead_sizes, pad_for, summarize, waits_for_gpu
+from jg_mcp.eval.sizing import block_sizes, lead_sizes, pad_for, rotation, summarize, waits_for_gpu
 
 if TYPE_CHECKING:
     from jg_mcp.eval.harness import Evaluation
@@ -297,10 +297,10 @@ class TimingPhase:
         order = names[1:] + names[:1]
         for name in order:
             if p.warmup:
-                self.block(name, [i % n_sets for i in range(p.warmup * n_sets)], "tin", keep=False)
+                self.block(name, rotation(p.warmup * n_sets, n_sets), "tin", keep=False)
             device[name] = statistics.median(self.block(name, list(range(n_sets)), "tin", keep=False).times)
         sizes = block_sizes(device, p.block_ms, most)
-        queue = {name: self.block(name, [i % n_sets for i in range(sizes[name])], "tin").enqueue_ms for name in order}
+        queue = {name: self.block(name, rotation(sizes[name], n_sets), "tin").enqueue_ms for name in order}
         pad = pad_for(queue, device, self.flush_ms)
         self.pad_ms = pad if self.ev.device == "cuda" else 0.0
         shape.pad_ms, shape.launch_bound = self.pad_ms, self.pad_ms > 0
@@ -329,7 +329,7 @@ class TimingPhase:
         def next_sets(name: str, count: int) -> list[int]:
             """The callable's next `count` calls, rotating over the input sets where its last call left off."""
             first, queued[name] = queued[name], queued[name] + count
-            return [(first + i) % n_sets for i in range(count)]
+            return rotation(count, n_sets, first)
 
         def run(name: str) -> tuple[Ran, list[int]]:
             """A lead block of `name` (its outputs dropped, its times unused: the harness clocks only timed
@@ -458,7 +458,7 @@ class TimingPhase:
                 inputs = ev.make_inputs(case.dims, ev.rng.randrange(2**62))
                 hints: list[Finding] = []
                 if lead and results[name]["lead"]:
-                    sets = [i % n_sets for i in range(results[name]["lead"])]
+                    sets = rotation(results[name]["lead"], n_sets)
                     hints = self.block(name, sets, "tin", keep=False).hints
                 for view, tensor in zip(views, inputs, strict=True):
                     view.copy_(tensor)
