@@ -1,4 +1,4 @@
-"""MoE grouped GEMM: a host-built list of (expert, row range) tiles, one plain tiled GEMM per tile."""
+"""MoE grouped GEMM: one launch over an upper bound of row tiles; each program finds its expert from the offsets."""
 
 import os
 
@@ -10,6 +10,7 @@ import triton.language as tl
 # the operands are widened to float32 first. Compiled, the dot runs on bf16 tensor cores.
 WIDEN = os.environ.get("TRITON_INTERPRET") == "1"
 BM = 64
+BN = 128
 
 
 @triton.jit
@@ -17,19 +18,30 @@ def _grouped(
     x,
     w,
     out,
-    tiles,
-    n_tiles,
+    offsets,
+    E,
     N,
     K: tl.constexpr,
+    EB: tl.constexpr,
     BM: tl.constexpr,
     BN: tl.constexpr,
     BK: tl.constexpr,
     WIDEN: tl.constexpr,
 ):
+    # Tiles are numbered group by group: group e owns cdiv(size_e, BM) consecutive tile indices.
     t = tl.program_id(0)
-    expert = tl.load(tiles + t)
-    row0 = tl.load(tiles + n_tiles + t)
-    row_end = tl.load(tiles + 2 * n_tiles + t)
+    e = tl.arange(0, EB)
+    ends = tl.load(offsets + e, mask=e < E, other=0)
+    starts = tl.load(offsets + e - 1, mask=(e > 0) & (e < E), other=0)
+    tiles = (ends - starts + BM - 1) // BM
+    last = tl.cumsum(tiles, 0)
+    if t >= tl.sum(tiles):
+        return
+    expert = tl.sum((last <= t).to(tl.int32))
+    mine = e == expert
+    first_tile = tl.sum(tl.where(mine, last - tiles, 0))
+    row0 = tl.sum(tl.where(mine, starts, 0)) + (t - first_tile) * BM
+    row_end = tl.sum(tl.where(mine, ends, 0))
     rm = row0 + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
@@ -49,21 +61,12 @@ def _grouped(
 
 
 def kernel(x, w, offsets):
-    x, w = x.contiguous(), w.contiguous()
+    x, w, offsets = x.contiguous(), w.contiguous(), offsets.contiguous()
     t, k = x.shape
-    n = w.shape[1]
+    e, n = w.shape[0], w.shape[1]
     out = torch.empty(t, n, dtype=torch.bfloat16, device=x.device)
-    experts, starts, ends = [], [], []
-    start = 0
-    for e, end in enumerate(offsets.tolist()):
-        for row in range(start, end, BM):
-            experts.append(e)
-            starts.append(row)
-            ends.append(end)
-        start = end
-    if not experts:
-        return out
-    tiles = torch.tensor([experts, starts, ends], dtype=torch.int32, device=x.device)
-    grid = (len(experts), triton.cdiv(n, 128))
-    _grouped[grid](x, w, out, tiles, len(experts), n, k, BM=BM, BN=128, BK=64, WIDEN=WIDEN, num_warps=4, num_stages=3)
+    # Sum over groups of cdiv(size, BM) is at most cdiv(T, BM) + E; programs past the real count return at once.
+    grid = (triton.cdiv(t, BM) + e, triton.cdiv(n, BN))
+    eb = max(16, triton.next_power_of_2(e))
+    _grouped[grid](x, w, out, offsets, e, n, k, EB=eb, BM=BM, BN=BN, BK=64, WIDEN=WIDEN, num_warps=4, num_stages=3)
     return out
