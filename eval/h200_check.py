@@ -5,14 +5,16 @@ other, and `jg-mcp demo`. Prints a short table and writes check.json and check.m
     python eval/h200_check.py --out DIR [--goals a,b] [--parts evals,dobench,repeat,hacks,demo] [--deadline-s S]
         [--earlier CHECK_JSON] [--timing KEY=VALUE ...]
 
-The repeat is a second eval of each solution on its timed shapes only (correctness checked there too): only
-their speedups are compared. do_bench runs in one fresh process (not the eval's workers) whose torch.compile and
-Triton caches are the baselines' (jg_mcp/eval/compile_cache.py), for the solution and for the baseline the eval
-found strongest at each timed shape, its calls rotating over input sets of its own, as many as the eval's calls
-rotate over (at 5-45 us shapes do_bench on one set moved by up to 18% between repeats), each measured twice in
-the order solution, baseline, baseline, solution; its ratio is compared with the eval's speedup. At a shape the
-eval found launch-bound, do_bench holds the GPU for the eval's pad after each of its L2 flushes, so both measure
-device time with launches hidden (see jg_mcp/eval/timing.py).
+The repeat is a second eval of each solution on its timed shapes only, one correctness trial each (the first eval
+checked three per shape and the domain's shapes): only their speedups are compared. do_bench runs in one fresh
+process (not the eval's workers) whose torch.compile and Triton caches are the baselines'
+(jg_mcp/eval/compile_cache.py), for the solution and for the baseline the eval found strongest at each timed
+shape, its calls rotating over input sets of its own, as many as the eval's calls rotate over (at 5-45 us shapes
+do_bench on one set moved by up to 18% between repeats), each measured twice in the order solution, baseline,
+baseline, solution; its ratio is compared with the eval's speedup, with times read as medians (the eval's) and as
+interquartile means (eval/h200_tables.py). At a shape the eval found launch-bound, do_bench holds the GPU for the
+eval's pad after each of its L2 flushes, so both measure device time with launches hidden (see
+jg_mcp/eval/timing.py).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ sys.path.insert(0, str(REPO))
 from jg_mcp.eval import EvalOptions, EvalReport, evaluate  # noqa: E402
 from jg_mcp.eval.compile_cache import baseline_env  # noqa: E402
 from jg_mcp.eval.report import Reason  # noqa: E402
+
+sys.path.insert(0, str(REPO / "eval"))
+from h200_tables import markdown, repeat_agreement, speedups  # noqa: E402
 
 R = Reason
 GPU_HACKS: dict[str, set[Reason]] = {
@@ -64,15 +69,7 @@ def run_eval(solution: Path, goal: str, **options) -> EvalReport:
         shutil.rmtree(ws, ignore_errors=True)
 
 
-def speedups(report: EvalReport) -> dict[str, float]:
-    return {
-        s.name: s.speedup[report.strongest_baseline[s.name]]
-        for s in report.shapes
-        if s.kind == "timed" and s.name in report.strongest_baseline
-    }
-
-
-def dobench_all(plan: dict[str, dict[str, dict]]) -> dict[str, dict[str, dict[str, list[float]]]]:
+def dobench_all(plan: dict[str, dict[str, dict]]) -> dict[str, dict]:
     """In this (fresh) process: `dobench_one` for every goal of `plan` (goal -> shape -> baseline and pad)."""
     return {goal: dobench_one(goal, shapes) for goal, shapes in plan.items()}
 
@@ -90,27 +87,30 @@ def known_good(goal_name: str) -> tuple[Any, Any]:
     return goal, getattr(module, goal.goal.solution.function)
 
 
-def dobench_one(goal_name: str, shapes: dict[str, dict]) -> dict[str, dict[str, list[float]]]:
+def dobench_one(goal_name: str, shapes: dict[str, dict]) -> dict[str, dict[str, dict[str, list[float]]]]:
     """do_bench of the solution and of the named baseline at each timed shape (`shapes`: shape -> {"baseline":
     name, "pad_ms": pad, "input_sets": n}), the calls rotating over n input sets of this process's own, as the
     eval's timed calls rotate over n sets. Each is measured twice, in the order solution, baseline, baseline,
     solution, so that a drift (a power-capped GPU heating up) falls on both alike, as the eval's A B, B A blocks do;
-    per shape, each callable's two medians in the order measured."""
+    per shape and statistic (`median`, `iqm`), each callable's two values in the order measured."""
     import torch
 
+    from jg_mcp.eval.sizing import iqm
     from jg_mcp.eval.worker import padded_do_bench
 
     goal, kernel = known_good(goal_name)
-    out: dict[str, dict[str, list[float]]] = {}
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
     for shape in goal.goal.shapes:
         if shape.name not in shapes:
             continue
         base, pad, n_sets = (shapes[shape.name][k] for k in ("baseline", "pad_ms", "input_sets"))
         sets = [list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in range(n_sets)]
         fns = {"candidate": kernel, base: goal.baseline(base)}
-        out[shape.name] = {name: [] for name in fns}
+        out[shape.name] = {"median": {name: [] for name in fns}, "iqm": {name: [] for name in fns}}
         for name in ("candidate", base, base, "candidate"):
-            out[shape.name][name].append(padded_do_bench(fns[name], sets, pad))
+            times = padded_do_bench(fns[name], sets, pad)
+            out[shape.name]["median"][name].append(statistics.median(times))
+            out[shape.name]["iqm"][name].append(iqm(times))
         del sets
         torch.cuda.empty_cache()
     return out
@@ -123,7 +123,7 @@ def check_evals(goals: list[str], results: dict, key: str, deadline: float, timi
             continue
         try:
             solution = REPO / "eval" / "solutions" / goal / "solution.py"
-            narrow = {"shapes": "timed", "domain_shapes": 0} if key == "repeat" else {}
+            narrow = {"shapes": "timed", "domain_shapes": 0, "trials": 1} if key == "repeat" else {}
             report = run_eval(solution, goal, timing=timing or {}, **narrow)
         except Exception as exc:  # one goal's harness failure is a result, not the end of the check
             results.setdefault("errors", {})[f"{key}:{goal}"] = f"{type(exc).__name__}: {exc}"[-3000:]
@@ -177,10 +177,12 @@ def check_dobench(goals: list[str], results: dict) -> None:
 def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results: dict) -> None:
     """The eval's speedup against do_bench's ratio at each timed shape of one goal. do_bench's ratio is that of
     each callable's mean over its two measurements; `do_bench_order_pct` is how far the ratio measured with the
-    solution first was from the one measured with the baseline first (what the order alone did)."""
+    solution first was from the one measured with the baseline first (what the order alone did). The `_iqm`
+    fields compare the same way with both read as interquartile means."""
     rows = {}
+    by_iqm = speedups(report, "iqm_ms")
     for shape, sp in speedups(report).items():
-        runs = measured.get(shape, {})
+        runs, iqms = measured.get(shape, {}).get("median", {}), measured.get(shape, {}).get("iqm", {})
         base = report.strongest_baseline[shape]
         if "candidate" in runs and base in runs:
             cand, lib = runs["candidate"], runs[base]
@@ -194,6 +196,14 @@ def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results
                 "do_bench_order_pct": 100 * ((lib[0] / cand[0]) / (lib[-1] / cand[-1]) - 1),
                 "pad_ms": plan[shape]["pad_ms"],
             }
+            if shape in by_iqm:
+                ratio = statistics.mean(iqms[base]) / statistics.mean(iqms["candidate"])
+                rows[shape] |= {
+                    "eval_speedup_iqm": by_iqm[shape],
+                    "do_bench_ratio_iqm": ratio,
+                    "agreement_iqm_pct": 100 * (by_iqm[shape] / ratio - 1),
+                    "do_bench_iqm_runs_ms": iqms,
+                }
     results["dobench"][goal] = rows
     worst = max((abs(r["agreement_pct"]) for r in rows.values()), default=0.0)
     print(
@@ -266,85 +276,6 @@ def check_demo(results: dict, deadline: float) -> None:
     print(f"demo    exit {done.returncode} in {time.monotonic() - start:.1f}s", flush=True)
 
 
-def repeat_agreement(results: dict) -> dict[str, dict[str, float]]:
-    rows = {}
-    for goal, second in results["repeat"].items():
-        first = results["evals"].get(goal)
-        if first:
-            a, b = speedups(EvalReport.model_validate(first)), speedups(EvalReport.model_validate(second))
-            rows[goal] = {shape: 100 * (b[shape] / a[shape] - 1) for shape in a if shape in b}
-    return rows
-
-
-def markdown(results: dict) -> str:
-    walls = ", ".join(f"{k} {v:.0f} s" for k, v in results.get("part_wall_s", {}).items())
-    lines = ["# eval check on the GPU", "", f"- wall {results['wall_s']:.0f} s ({walls})"]
-    lines += [
-        "",
-        "| goal | verdict | geomean | wall s | worst do_bench agreement % | worst repeat % |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    repeat = results.get("repeat_agreement", {})
-    for goal, raw in results["evals"].items():
-        report = EvalReport.model_validate(raw)
-        db = results["dobench"].get(goal, {})
-        worst_db = max((abs(r["agreement_pct"]) for r in db.values() if isinstance(r, dict)), default=None)
-        worst_rep = max((abs(v) for v in repeat.get(goal, {}).values()), default=None)
-        verdict = "accepted" if report.accepted else "REJECTED: " + ", ".join(report.reasons)
-        lines.append(
-            f"| {goal} | {verdict} | {report.geomean_speedup or 0:.3f} | {report.wall_s:.1f} | "
-            f"{'-' if worst_db is None else f'{worst_db:.1f}'} | "
-            f"{'-' if worst_rep is None else f'{worst_rep:.1f}'} |"
-        )
-    lines += shape_table(results, repeat)
-    if results["hacks"]:
-        lines += ["", "| GPU hack | rejected for its reason | reasons |", "| --- | --- | --- |"]
-        lines += [
-            f"| {n} | {'yes' if h['ok'] else 'NO'} | {', '.join(h['reasons'])} |" for n, h in results["hacks"].items()
-        ]
-    if "demo" in results:
-        lines += ["", f"- demo: exit {results['demo']['exit']} in {results['demo']['wall_s']:.0f} s"]
-    if results.get("skipped"):
-        lines += [f"- SKIPPED (past --deadline-s): {', '.join(results['skipped'])}"]
-    if results.get("errors"):
-        lines += [f"- ERRORS: {', '.join(results['errors'])}"]
-    return "\n".join(lines) + "\n"
-
-
-def shape_table(results: dict, repeat: dict) -> list[str]:
-    """Per timed shape: the eval's speedup, do_bench's ratio and its order's own effect, the repeat, the pad, the
-    clocks."""
-    lines = [
-        "",
-        "| goal | shape | eval speedup | do_bench ratio | agreement % | do_bench order % | repeat % | pad ms | SM MHz "
-        "| power-cap share | host waits |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for goal, raw in results["evals"].items():
-        report = EvalReport.model_validate(raw)
-        db = results["dobench"].get(goal, {})
-        for shape, sp in speedups(report).items():
-            s = next(x for x in report.shapes if x.name == shape)
-            row = db.get(shape) if isinstance(db.get(shape), dict) else None
-            rep = repeat.get(goal, {}).get(shape)
-            clocks = s.clocks
-            cap = clocks.slowdowns.get("sw_power_cap") if clocks else None
-            order = row.get("do_bench_order_pct") if row else None
-            lines.append(
-                f"| {goal} | {shape} | {sp:.3f} | {row['do_bench_ratio']:.3f} | {row['agreement_pct']:+.1f} | "
-                if row
-                else f"| {goal} | {shape} | {sp:.3f} | - | - | "
-            )
-            lines[-1] += "- | " if order is None else f"{order:+.1f} | "
-            waits = [n for n, t in {"candidate": s.candidate, **s.baselines}.items() if t and t.host_waits]
-            lines[-1] += (
-                f"{'-' if rep is None else f'{rep:+.1f}'} | {s.pad_ms:.3f} | "
-                f"{'-' if not clocks else f'{clocks.sm_mhz_median:.0f}'} | {'-' if cap is None else f'{cap:.0%}'} | "
-                f"{', '.join(waits) or '-'} |"
-            )
-    return lines
-
-
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--dobench":
         print(json.dumps(dobench_all(json.loads(sys.argv[2]))))
@@ -393,6 +324,7 @@ def main() -> int:
                 step()
                 results["part_wall_s"][part] = time.monotonic() - mark
         results["repeat_agreement"] = repeat_agreement(results)
+        results["repeat_agreement_iqm"] = repeat_agreement(results, "iqm_ms")
     finally:
         results["wall_s"] = time.monotonic() - start
         (args.out / "check.json").write_text(json.dumps(results, indent=1))

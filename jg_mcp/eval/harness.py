@@ -296,27 +296,35 @@ class Evaluation:
     def check_case(self, report: EvalReport, case: Case, result: ShapeResult, proc: WorkerProcess) -> None:
         """Trials with fresh secret inputs written into the same buffers: a cache keyed by address gives stale
         output, one keyed by contents never hits."""
+        mark = time.monotonic()
         inputs, refs = self.reference(case.dims, self.rng.randrange(2**62))
+        spent = {"check_reference": time.monotonic() - mark, "check_bind": 0.0, "check_calls": 0.0}
         ins, outs = SharedBinding("in", self.device), SharedBinding("out", self.device)
         in_views, out_views = ins.add_group(inputs), outs.add_group(self.output_like(refs))
         worst: list[ErrorStats | None] = [None] * len(refs)
         poison = sorted({v.numel() * w for v in out_views for w in (1, 2, 4, 8)})
         previous: list[torch.Tensor] | None = None
         try:
+            mark = time.monotonic()
             proc.bind(ins)
             proc.bind(outs)
+            spent["check_bind"] = time.monotonic() - mark
             result.correct = True
             for trial in range(self.o.trials):
                 self.progress(f"check {case.name} trial {trial + 1}/{self.o.trials}")
                 if trial:
+                    mark = time.monotonic()
                     inputs, refs = self.reference(case.dims, self.rng.randrange(2**62))
+                    spent["check_reference"] += time.monotonic() - mark
                 for view, t in zip(in_views, inputs, strict=True):
                     view.copy_(t)
                 pristine = [raw.clone() for raw in ins.raws]
                 outs.poison()
                 self.sync()
+                mark = time.monotonic()
                 proc.send(Call(fn="candidate", inputs=("in", 0), outputs=("out", 0), poison_bytes=poison))
                 done = proc.expect(Done)
+                spent["check_calls"] += time.monotonic() - mark
                 found = self.judge(done, out_views, refs, worst, trial)
                 if not all(torch.equal(raw, p) for raw, p in zip(ins.raws, pristine, strict=True)):
                     found.append(
@@ -345,6 +353,7 @@ class Evaluation:
             proc.recv()
         finally:
             result.errors = [w for w in worst if w is not None]
+            result.wall_s |= spent
             ins.free()
             outs.free()
 

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-REPORT_VERSION = 6
+REPORT_VERSION = 7
 """2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, the block/fresh/spot-check timing parameters.
 3: `isolation`, `phases`, per-timing `unaccounted_ms`, `host_median_ms` measured by the harness's clock (optional).
 4: per-shape `pad_ms` and `launch_bound`, per-timing `lead` and `enqueue_ms`, the `lead_ms` timing parameter.
@@ -17,6 +17,8 @@ REPORT_VERSION = 6
 before the next call (times of version 4 and earlier rotated the sets call by call).
 6: calls rotate over the input sets call by call again, leads and do_bench cross-checks too (version 5 timed each
 block on one set, which moved by up to 18% between repeats at 5-45 us shapes on the H200).
+7: per-timing `iqm_ms`, and per-shape `wall_s` splits the correctness check into `check_reference`,
+`check_bind` and `check_calls`.
 Reports of earlier versions still load (the new fields are optional)."""
 
 
@@ -135,6 +137,9 @@ class Timing(Strict):
 
     median_ms: float
     """Median of the per-call times."""
+    iqm_ms: float | None = None
+    """Interquartile mean (the mean of the middle half) of the per-call times; reported beside the median, which
+    the speedups use (version 7)."""
     iqr_ms: float
     """Interquartile range of the per-call times."""
     q10_ms: float
@@ -229,7 +234,9 @@ class ShapeResult(Strict):
     """Why the shape was timed twice: what a timing finding would have said of the first timing. The times here
     are the second's, whose fresh calls each follow a lead block; a finding is reported only if it shows too."""
     wall_s: dict[str, float] = {}
-    """Wall time this shape took, per part: `check` (its correctness trials), `warm_candidate` and
+    """Wall time this shape took, per part: `check` (its correctness trials; of it, `check_reference` made their
+    inputs and reference outputs, `check_bind` shared the buffers with the candidate's process, `check_calls`
+    waited for its calls), `warm_candidate` and
     `warm_baselines` (every callable's first call in the timing processes, compilation included, while the
     correctness phase runs; the baselines' reads as at least the candidate's), `time` (its timing)."""
 

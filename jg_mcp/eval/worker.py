@@ -14,6 +14,7 @@ import itertools
 import os
 import signal
 import socket
+import statistics
 import sys
 import time
 import traceback
@@ -210,7 +211,7 @@ class Worker:
 
     def do_bench(self, cmd: DoBench) -> None:
         try:
-            ms = padded_do_bench(self.fns[cmd.fn], self.bound[cmd.inputs].groups, cmd.pad_ms)
+            ms = statistics.median(padded_do_bench(self.fns[cmd.fn], self.bound[cmd.inputs].groups, cmd.pad_ms))
         except Exception as exc:
             self.send(Benched(error=f"{type(exc).__name__}: {exc}"[-1000:]))
             return
@@ -223,10 +224,10 @@ def copy_into(slot: list[Any], out: Any) -> None:
         dst.copy_(o)
 
 
-def padded_do_bench(fn: Callable[..., object], sets: list[list[Any]], pad_ms: float) -> float:
-    """The median of `triton.testing.do_bench` (25 ms warm-up, 100 ms of timed calls, each after an L2 flush) of
-    `fn`, its calls rotating over the input `sets` call by call as in the eval's blocks, with the GPU held for
-    `pad_ms` after each flush, as there too."""
+def padded_do_bench(fn: Callable[..., object], sets: list[list[Any]], pad_ms: float) -> list[float]:
+    """The per-call times of `triton.testing.do_bench` (25 ms warm-up, 100 ms of timed calls, each after an L2
+    flush) of `fn`, its calls rotating over the input `sets` call by call as in the eval's blocks, with the GPU held
+    for `pad_ms` after each flush, as there too."""
     import torch
     import triton.testing
     from triton import runtime
@@ -237,7 +238,7 @@ def padded_do_bench(fn: Callable[..., object], sets: list[list[Any]], pad_ms: fl
         return fn(*next(turn))
 
     if pad_ms <= 0:
-        return float(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median"))
+        return list(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="all"))
     driver = runtime.driver.active
     cycles, plain = int(pad_ms * PAD_CYCLES_PER_MS), driver.clear_cache
 
@@ -247,7 +248,7 @@ def padded_do_bench(fn: Callable[..., object], sets: list[list[Any]], pad_ms: fl
 
     driver.clear_cache = clear_and_pad
     try:
-        return float(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median"))
+        return list(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="all"))
     finally:
         driver.clear_cache = plain
 

@@ -24,25 +24,43 @@ def _check():
 
 def test_the_speedup_is_compared_with_do_bench_shape_by_shape():
     """do_bench measures solution, baseline, baseline, solution: the ratio is of the two means, and the order's
-    own effect (solution first against baseline first) is reported beside it."""
+    own effect (solution first against baseline first) is reported beside it; the same comparison is made with
+    every time read as an interquartile mean."""
     check = _check()
     raw = eval_report("a" * 64, "b" * 64, speedup=1.25) | {"strongest_baseline": {"n16m": "torch_add"}}
+    stats = {"median_ms": 1.0, "iqr_ms": 0.1, "q10_ms": 0.9, "q90_ms": 1.1, "reps": 20, "rel_se_median": 0.01}
+    raw["shapes"][0] |= {"candidate": stats | {"iqm_ms": 2.0}, "baselines": {"torch_add": stats | {"iqm_ms": 3.0}}}
     results: dict = {"dobench": {}}
     plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.1, "input_sets": 3}}
-    runs = {"n16m": {"candidate": [1.0, 1.0], "torch_add": [1.1, 1.3]}}
+    runs = {
+        "n16m": {
+            "median": {"candidate": [1.0, 1.0], "torch_add": [1.1, 1.3]},
+            "iqm": {"candidate": [2.0, 2.0], "torch_add": [2.8, 3.2]},
+        }
+    }
     check.agreement("axpy", EvalReport.model_validate(raw), plan, runs, results)
     row = results["dobench"]["axpy"]["n16m"]
     assert row["do_bench_ratio"] == pytest.approx(1.2) and row["pad_ms"] == 0.1
     assert row["agreement_pct"] == pytest.approx(100 * (1.25 / 1.2 - 1))
     assert row["do_bench_order_pct"] == pytest.approx(100 * (1.1 / 1.3 - 1))
+    assert row["eval_speedup_iqm"] == pytest.approx(1.5) and row["do_bench_ratio_iqm"] == pytest.approx(1.5)
+    assert row["agreement_iqm_pct"] == pytest.approx(0.0)
+    results |= {"repeat_agreement": {"axpy": {"n16m": 2.5}}, "repeat_agreement_iqm": {"axpy": {"n16m": 1.0}}}
+    assert sys.modules["h200_tables"].targets_met(results) == [
+        "- medians: 0/1 within 3% of do_bench, 0/1 repeat within 2%, 0/1 both",
+        "- interquartile means: 1/1 within 3% of do_bench, 1/1 repeat within 2%, 1/1 both",
+    ]
 
 
 def test_the_check_writes_its_parts_and_a_second_call_finishes_what_the_first_left(tmp_path, monkeypatch):
     check = _check()
     ran: list[str] = []
 
-    def cpu_eval(solution, goal, **_options):
+    asked: list[dict] = []
+
+    def cpu_eval(solution, goal, **options):
         ran.append(solution.parent.name)
+        asked.append(options)
         ws = tmp_path / f"ws{len(ran)}"
         ws.mkdir()
         (ws / "solution.py").write_bytes(solution.read_bytes())
@@ -60,6 +78,7 @@ def test_the_check_writes_its_parts_and_a_second_call_finishes_what_the_first_le
     first, second = tmp_path / "first", tmp_path / "second"
     assert main("--out", str(first), "--goals", "softmax", "--parts", "evals,repeat") == 0
     assert ran == ["softmax", "softmax"]
+    assert asked[1] == {"timing": {}, "shapes": "timed", "domain_shapes": 0, "trials": 1}, "the repeat times again"
     written = json.loads((first / "check.json").read_text())
     assert written["evals"]["softmax"]["accepted"] and written["repeat"]["softmax"]["accepted"]
     assert (
@@ -94,8 +113,9 @@ def test_the_do_bench_cross_check_rotates_over_the_input_sets_call_by_call(monke
     def do_bench(fn, warmup, rep, return_mode):
         for _ in range(7):
             fn()
-        return 0.5
+        return [0.5, 0.25]
 
     monkeypatch.setattr(triton.testing, "do_bench", do_bench)
-    assert padded_do_bench(lambda x, y: seen.append(x + y), [["a", "1"], ["b", "2"], ["c", "3"]], 0.0) == 0.5
+    got = padded_do_bench(lambda x, y: seen.append(x + y), [["a", "1"], ["b", "2"], ["c", "3"]], 0.0)
+    assert got == [0.5, 0.25]
     assert seen == ["a1", "b2", "c3", "a1", "b2", "c3", "a1"]

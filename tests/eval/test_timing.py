@@ -10,7 +10,7 @@ from eval_suite import REPO, timing
 
 from jg_mcp.eval.options import EvalOptions, TimingParams
 from jg_mcp.eval.scoring import escaped, floor_ms, seen_inputs_gain
-from jg_mcp.eval.sizing import block_sizes, pad_for, summarize
+from jg_mcp.eval.sizing import block_sizes, iqm, pad_for, summarize
 
 AXPY = REPO / "jg_mcp" / "demo_goal" / "axpy.yaml"
 HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
@@ -25,6 +25,18 @@ def test_summary_reports_median_spread_and_a_shrinking_standard_error():
     assert 0.04 < s_many["iqr_ms"] < 0.1
     assert s_many["q10_ms"] < s_many["median_ms"] < s_many["q90_ms"]
     assert s_many["rel_se_median"] < s_few["rel_se_median"] < 0.05
+
+
+def test_the_interquartile_mean_moves_smoothly_where_the_median_jumps_between_two_modes():
+    """At 5-65 us shapes on the H200 the per-call times sit in two modes about 1 us apart, and the share in each
+    differs between processes: the median jumps from one mode to the other as that share crosses one half, the
+    interquartile mean (reported beside it) moves in proportion."""
+    more_fast, more_slow = [8.0] * 110 + [9.0] * 90, [8.0] * 90 + [9.0] * 110
+    median_moved = summarize(more_slow)["median_ms"] / summarize(more_fast)["median_ms"] - 1
+    iqm_moved = summarize(more_slow)["iqm_ms"] / summarize(more_fast)["iqm_ms"] - 1
+    assert median_moved == pytest.approx(1 / 8) and iqm_moved == pytest.approx(0.2 / 8.4)
+    assert iqm([3.0, 1.0, 100.0, 2.0, 2.0, 2.5, 2.5, 1.5]) == pytest.approx(2.25), "the extremes are left out"
+    assert iqm([1.0, 2.0]) == 1.5, "under four times, the mean of all"
 
 
 def test_floor_is_the_larger_of_compute_and_memory_time():
@@ -122,8 +134,11 @@ def test_an_honest_candidate_timed_on_the_cpu_is_accepted_with_every_measurement
         assert cand is not None and cand.reps >= 10 and cand.fresh_median_ms and cand.unaccounted_ms is not None
         assert cand.lead > 0 and cand.enqueue_ms is not None and shape.pad_ms == 0 and not cand.host_waits
         assert set(shape.baselines) == {"torch_add"} and shape.baselines["torch_add"].host_median_ms
-        assert set(shape.wall_s) == {"check", "warm_candidate", "warm_baselines", "time"}
+        assert cand.q10_ms <= cand.iqm_ms <= cand.q90_ms, "the interquartile mean sits inside the spread"
+        parts = {"check", "check_reference", "check_bind", "check_calls", "warm_candidate", "warm_baselines", "time"}
+        assert set(shape.wall_s) == parts
         assert 0 < shape.wall_s["warm_candidate"] <= shape.wall_s["warm_baselines"]
+        assert 0 < sum(shape.wall_s[k] for k in parts if k.startswith("check_")) <= shape.wall_s["check"]
     assert {"setup", "correctness", "timing", "total"} <= set(report.phases)
 
 

@@ -1,0 +1,135 @@
+"""The tables of eval/h200_check.py: the speedups it compares, the repeat's agreement, and check.md."""
+
+from __future__ import annotations
+
+from jg_mcp.eval import EvalReport
+
+
+def speedups(report: EvalReport, stat: str = "median_ms") -> dict[str, float]:
+    """Per timed shape, the strongest baseline's time over the solution's: the eval's own speedups (`median_ms`),
+    or the same ratio of the two interquartile means (`iqm_ms`, reports of version 7 on)."""
+    out = {}
+    for s in report.shapes:
+        base = report.strongest_baseline.get(s.name)
+        if s.kind != "timed" or base is None:
+            continue
+        if stat == "median_ms":
+            out[s.name] = s.speedup[base]
+        elif s.candidate is not None and s.candidate.iqm_ms and s.baselines[base].iqm_ms:
+            out[s.name] = s.baselines[base].iqm_ms / s.candidate.iqm_ms
+    return out
+
+
+def repeat_agreement(results: dict, stat: str = "median_ms") -> dict[str, dict[str, float]]:
+    """Per goal and timed shape, how far the repeat's speedup is from the first eval's, in percent."""
+    rows = {}
+    for goal, second in results["repeat"].items():
+        first = results["evals"].get(goal)
+        if first:
+            a = speedups(EvalReport.model_validate(first), stat)
+            b = speedups(EvalReport.model_validate(second), stat)
+            rows[goal] = {shape: 100 * (b[shape] / a[shape] - 1) for shape in a if shape in b}
+    return rows
+
+
+def markdown(results: dict) -> str:
+    walls = ", ".join(f"{k} {v:.0f} s" for k, v in results.get("part_wall_s", {}).items())
+    lines = ["# eval check on the GPU", "", f"- wall {results['wall_s']:.0f} s ({walls})"]
+    lines += [
+        "",
+        "| goal | verdict | geomean | wall s | worst do_bench agreement % | worst repeat % |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    repeat = results.get("repeat_agreement", {})
+    for goal, raw in results["evals"].items():
+        report = EvalReport.model_validate(raw)
+        db = results["dobench"].get(goal, {})
+        worst_db = max((abs(r["agreement_pct"]) for r in db.values() if isinstance(r, dict)), default=None)
+        worst_rep = max((abs(v) for v in repeat.get(goal, {}).values()), default=None)
+        verdict = "accepted" if report.accepted else "REJECTED: " + ", ".join(report.reasons)
+        lines.append(
+            f"| {goal} | {verdict} | {report.geomean_speedup or 0:.3f} | {report.wall_s:.1f} | "
+            f"{'-' if worst_db is None else f'{worst_db:.1f}'} | "
+            f"{'-' if worst_rep is None else f'{worst_rep:.1f}'} |"
+        )
+    lines += ["", *targets_met(results)]
+    lines += shape_table(results, repeat)
+    if results["hacks"]:
+        lines += ["", "| GPU hack | rejected for its reason | reasons |", "| --- | --- | --- |"]
+        lines += [
+            f"| {n} | {'yes' if h['ok'] else 'NO'} | {', '.join(h['reasons'])} |" for n, h in results["hacks"].items()
+        ]
+    if "demo" in results:
+        lines += ["", f"- demo: exit {results['demo']['exit']} in {results['demo']['wall_s']:.0f} s"]
+    if results.get("skipped"):
+        lines += [f"- SKIPPED (past --deadline-s): {', '.join(results['skipped'])}"]
+    if results.get("errors"):
+        lines += [f"- ERRORS: {', '.join(results['errors'])}"]
+    return "\n".join(lines) + "\n"
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f}"
+
+
+def shape_table(results: dict, repeat: dict) -> list[str]:
+    """Per timed shape: the eval's speedup, do_bench's ratio and its order's own effect, the repeat, the same two
+    comparisons with every time read as an interquartile mean, the pad, the clocks."""
+    lines = [
+        "",
+        "| goal | shape | eval speedup | do_bench ratio | agreement % | do_bench order % | repeat % | agreement % IQM "
+        "| repeat % IQM | pad ms | SM MHz | power-cap share | host waits |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    repeat_iqm = results.get("repeat_agreement_iqm", {})
+    for goal, raw in results["evals"].items():
+        report = EvalReport.model_validate(raw)
+        db = results["dobench"].get(goal, {})
+        for shape, sp in speedups(report).items():
+            s = next(x for x in report.shapes if x.name == shape)
+            row = db.get(shape) if isinstance(db.get(shape), dict) else {}
+            clocks = s.clocks
+            cap = clocks.slowdowns.get("sw_power_cap") if clocks else None
+            ratio = row.get("do_bench_ratio")
+            waits = [n for n, t in {"candidate": s.candidate, **s.baselines}.items() if t and t.host_waits]
+            cells = [
+                goal,
+                shape,
+                f"{sp:.3f}",
+                "-" if ratio is None else f"{ratio:.3f}",
+                pct(row.get("agreement_pct")),
+                pct(row.get("do_bench_order_pct")),
+                pct(repeat.get(goal, {}).get(shape)),
+                pct(row.get("agreement_iqm_pct")),
+                pct(repeat_iqm.get(goal, {}).get(shape)),
+                f"{s.pad_ms:.3f}",
+                "-" if not clocks else f"{clocks.sm_mhz_median:.0f}",
+                "-" if cap is None else f"{cap:.0%}",
+                ", ".join(waits) or "-",
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def targets_met(results: dict) -> list[str]:
+    """How many timed shapes agree with do_bench within 3% and repeat within 2%, with times read as medians (the
+    eval's speedups) and as interquartile means."""
+    lines = []
+    for label, agree_key, repeat_key in (
+        ("medians", "agreement_pct", "repeat_agreement"),
+        ("interquartile means", "agreement_iqm_pct", "repeat_agreement_iqm"),
+    ):
+        agree = [r.get(agree_key) for rows in results["dobench"].values() for r in rows.values() if isinstance(r, dict)]
+        rep = [v for rows in results.get(repeat_key, {}).values() for v in rows.values()]
+        both = [
+            (row.get(agree_key), results.get(repeat_key, {}).get(goal, {}).get(shape))
+            for goal, rows in results["dobench"].items()
+            for shape, row in rows.items()
+            if isinstance(row, dict)
+        ]
+        lines.append(
+            f"- {label}: {sum(a is not None and abs(a) <= 3 for a in agree)}/{len(agree)} within 3% of do_bench, "
+            f"{sum(abs(v) <= 2 for v in rep)}/{len(rep)} repeat within 2%, "
+            f"{sum(a is not None and r is not None and abs(a) <= 3 and abs(r) <= 2 for a, r in both)}/{len(both)} both"
+        )
+    return lines
