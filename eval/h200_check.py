@@ -5,6 +5,9 @@ other, and `jg-mcp demo`. Prints a short table and writes check.json and check.m
     python eval/h200_check.py --out DIR [--goals a,b] [--parts evals,dobench,repeat,hacks,demo] [--deadline-s S]
         [--earlier CHECK_JSON] [--timing KEY=VALUE ...]
 
+The part `dobench_repeat` (not run unless named) measures do_bench again in a second fresh process: how far the
+independent measurement's own ratio moves between two processes, beside the eval's repeat.
+
 The repeat is a second eval of each solution on its timed shapes only, one correctness trial each (the first eval
 checked three per shape and the domain's shapes): only their speedups are compared. do_bench runs in one fresh
 process (not the eval's workers) whose torch.compile and Triton caches are the baselines'
@@ -138,13 +141,14 @@ def check_evals(goals: list[str], results: dict, key: str, deadline: float, timi
         )
 
 
-def check_dobench(goals: list[str], results: dict) -> None:
+def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None:
     """do_bench of every evaluated goal's timed shapes in one fresh process (not the eval's workers), whose
-    torch.compile and Triton caches are the eval's baselines' (the same compiled baseline)."""
+    torch.compile and Triton caches are the eval's baselines' (the same compiled baseline). `dobench_repeat` does it
+    again in another fresh process: how far do_bench's own ratio moves between processes."""
     reports = {
         g: EvalReport.model_validate(results["evals"][g])
         for g in goals
-        if g in results["evals"] and g not in results["dobench"]
+        if g in results["evals"] and g not in results[key]
     }
     plan = {
         goal: {
@@ -167,14 +171,14 @@ def check_dobench(goals: list[str], results: dict) -> None:
     args = [sys.executable, str(Path(__file__)), "--dobench", json.dumps(plan)]
     done = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
     if done.returncode != 0:
-        results["errors"] = results.get("errors", {}) | {"dobench": done.stderr[-3000:]}
-        print(f"dobench HARNESS ERROR {done.stderr[-300:]}", flush=True)
+        results["errors"] = results.get("errors", {}) | {key: done.stderr[-3000:]}
+        print(f"{key} HARNESS ERROR {done.stderr[-300:]}", flush=True)
         return
     for goal, measured in json.loads(done.stdout.strip().splitlines()[-1]).items():
-        agreement(goal, reports[goal], plan[goal], measured, results)
+        agreement(goal, reports[goal], plan[goal], measured, results, key)
 
 
-def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results: dict) -> None:
+def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results: dict, key: str = "dobench") -> None:
     """The eval's speedup against do_bench's ratio at each timed shape of one goal. do_bench's ratio is that of
     each callable's mean over its two measurements; `do_bench_order_pct` is how far the ratio measured with the
     solution first was from the one measured with the baseline first (what the order alone did). The `_iqm`
@@ -204,10 +208,10 @@ def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results
                     "agreement_iqm_pct": 100 * (by_iqm[shape] / ratio - 1),
                     "do_bench_iqm_runs_ms": iqms,
                 }
-    results["dobench"][goal] = rows
+    results[key][goal] = rows
     worst = max((abs(r["agreement_pct"]) for r in rows.values()), default=0.0)
     print(
-        f"dobench {goal:20s} worst |eval/do_bench - 1| {worst:5.1f}%  "
+        f"{key} {goal:20s} worst |eval/do_bench - 1| {worst:5.1f}%  "
         + " ".join(f"{k}:{r['agreement_pct']:+.1f}% (order {r['do_bench_order_pct']:+.1f}%)" for k, r in rows.items()),
         flush=True,
     )
@@ -306,15 +310,17 @@ def main() -> int:
     deadline = start + args.deadline_s
     goals, parts = args.goals.split(","), args.parts.split(",")
     results: dict = {"parts": parts, "timing": timing, "part_wall_s": {}}
-    results |= {"evals": {}, "repeat": {}, "dobench": {}, "hacks": {}}
+    kept = ("evals", "dobench", "repeat", "dobench_repeat", "hacks")
+    results |= {k: {} for k in kept}
     if args.earlier:
         earlier = json.loads(args.earlier.read_text())
-        results |= {k: earlier[k] for k in ("evals", "dobench", "repeat", "hacks") if k in earlier}
+        results |= {k: earlier[k] for k in kept if k in earlier}
     try:
         steps = {
             "evals": lambda: check_evals(goals, results, "evals", deadline, timing),
             "dobench": lambda: check_dobench(goals, results),
             "repeat": lambda: check_evals(goals, results, "repeat", deadline, timing),
+            "dobench_repeat": lambda: check_dobench(goals, results, "dobench_repeat"),
             "hacks": lambda: check_hacks(results, deadline),
             "demo": lambda: check_demo(results, deadline),
         }
