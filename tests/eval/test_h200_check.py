@@ -129,3 +129,24 @@ def test_the_do_bench_cross_check_rotates_over_the_input_sets_call_by_call(monke
     got = padded_do_bench(lambda x, y: seen.append(x + y), [["a", "1"], ["b", "2"], ["c", "3"]], 0.0)
     assert got == [0.5, 0.25]
     assert seen == ["a1", "b2", "c3", "a1", "b2", "c3", "a1"]
+
+
+def test_the_spread_between_processes_is_read_the_same_way_for_the_eval_and_for_do_bench():
+    """eval/h200_spread.py: over several evals and several do_bench processes, each one's spread (largest minus
+    smallest over the mean) per shape, and the agreement of the two means."""
+    spec = importlib.util.spec_from_file_location("h200_spread", REPO / "eval" / "h200_spread.py")
+    spread = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(spread)  # type: ignore[union-attr]
+    evals = [
+        {"axpy": eval_report("a" * 64, "b" * 64, speedup=sp) | {"strongest_baseline": {"n16m": "torch_add"}}}
+        for sp in (1.0, 1.05, 1.02)
+    ]
+    dobench = [{"axpy": {"n16m": {"do_bench_ratio": r}}} for r in (1.0, 1.01)]
+    (row,) = spread.rows(evals, dobench)
+    assert row["eval"] == pytest.approx(100 * 0.05 / (3.07 / 3)) and row["do_bench"] == pytest.approx(
+        100 * 0.01 / 1.005
+    )
+    assert row["agreement_of_means"] == pytest.approx(100 * ((3.07 / 3) / 1.005 - 1)) and "eval_iqm" not in row
+    text = spread.markdown([row], 3, 2)
+    assert "eval: spread within 2% at 0/1 shapes" in text and "do_bench: spread within 2% at 1/1 shapes" in text
+    assert "mean of the evals within 3% of the mean of do_bench: 1/1" in text
