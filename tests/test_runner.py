@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import anyio
 import pytest
@@ -98,3 +99,35 @@ def test_progress_reports_elapsed_time_and_last_line(tmp_path):
 def test_odd_commands_finish(tmp_path, command):
     r = run(Runner(tmp_path), command, timeout_s=20)
     assert not r.timed_out
+
+
+def test_a_call_cancelled_while_its_command_starts_still_kills_the_command(tmp_path, monkeypatch):
+    """A client that disconnects (or cancels) in the moment between the command's spawn and the runner holding
+    its process must not leave the command running: on the H200 host's CI a stdio client closed its end 10 ms
+    after the call, bwrap had been spawned, and `sleep 600` outlived the server. The spawn is stretched here by
+    a pause after it, in which the call is cancelled."""
+    from jg_mcp.live import runner as runner_module
+
+    spawned: list[int] = []
+    real_open = anyio.open_process
+
+    async def slow_open(*args, **kwargs):
+        proc = await real_open(*args, **kwargs)
+        spawned.append(proc.pid)
+        await anyio.sleep(0.5)
+        return proc
+
+    monkeypatch.setattr(runner_module.anyio, "open_process", slow_open)
+
+    async def go():
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(Runner(tmp_path).run, "sleep 300", 60.0)
+            await anyio.sleep(0.2)
+            tg.cancel_scope.cancel()
+
+    anyio.run(go)
+    [pid] = spawned
+    deadline = time.monotonic() + 10
+    while alive(pid):
+        assert time.monotonic() < deadline, "the command outlived its cancelled call"
+        time.sleep(0.05)

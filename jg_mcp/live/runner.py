@@ -175,14 +175,18 @@ class Runner:
         start = time.monotonic()
         timed_out = False
         try:
-            proc = await anyio.open_process(
-                argv,
-                cwd=self.cwd,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                pass_fds=argv.pass_fds if isinstance(argv, Argv) else (),
-            )
+            # Shielded: a cancellation (the client cancels or disconnects) that lands while the process is being
+            # started would lose the process object after the spawn, and with it the group to kill; it is taken
+            # at the next await instead, where the `finally` below kills the group.
+            with anyio.CancelScope(shield=True):
+                proc = await anyio.open_process(
+                    argv,
+                    cwd=self.cwd,
+                    env=self.env,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    pass_fds=argv.pass_fds if isinstance(argv, Argv) else (),
+                )
         finally:
             if isinstance(argv, Argv):
                 argv.close()
