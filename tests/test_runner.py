@@ -65,11 +65,15 @@ def test_background_job_holding_stdout_does_not_hang_the_call(tmp_path):
     runner.kill_all()
 
 
-def test_kill_all_ends_background_jobs(tmp_path):
+def test_kill_all_ends_background_jobs_and_forgets_groups_left_empty(tmp_path):
+    """At session end only groups that still had a process when their command returned are killed: an empty
+    group's number can be taken by another process group on the host, which the session must not kill."""
     runner = Runner(tmp_path)
+    run(runner, "true")
+    assert runner.groups == set()
     run(runner, "sleep 300 > /dev/null 2>&1 & echo $! > bg.pid")
     pid = int((tmp_path / "bg.pid").read_text())
-    assert alive(pid)
+    assert alive(pid) and runner.groups == {os.getpgid(pid)}
     runner.kill_all()
     for _ in range(100):
         if not alive(pid):

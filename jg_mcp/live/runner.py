@@ -106,6 +106,17 @@ def kill_group(pgid: int) -> None:
         pass
 
 
+def group_alive(pgid: int) -> bool:
+    """True while some process is in the group (one we may not signal counts)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def tree_bytes(root: Path, stop_after: int) -> int:
     """The bytes of the regular files under `root` (hard links counted once, links not followed),
     walked through directory fds; stops counting once past `stop_after`."""
@@ -167,7 +178,8 @@ class Runner:
         self.progress_every_s = progress_every_s
         self.quota_bytes = quota_bytes
         self.groups: set[int] = set()
-        """Process groups started by this runner; killed at session end (background jobs)."""
+        """Process groups started by this runner that still had processes when their command returned (background
+        jobs); killed at session end."""
 
     async def run(self, command: str, timeout_s: float, on_progress: ProgressFn | None = None) -> CommandResult:
         argv = self.wrap(["/bin/bash", "-c", command])
@@ -213,6 +225,8 @@ class Runner:
                 with anyio.CancelScope(shield=True):
                     await proc.wait()
             await proc.aclose()
+            if not group_alive(proc.pid):
+                self.groups.discard(proc.pid)  # nothing left to kill, and the number may be reused by another group
         notice = None
         if self.quota_bytes is not None:
             notice = await anyio.to_thread.run_sync(quota_notice, self.cwd, self.quota_bytes)
