@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from jg_mcp.live import lifeline
 from jg_mcp.live.sandbox import Bwrap
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
@@ -213,7 +215,7 @@ def test_sigkill_mid_command_leaves_a_readable_prefix_and_only_bwrap_takes_the_c
     marker = f"jg-sigkill-{uuid.uuid4().hex}"
     proc = _stdio_server(tmp_path, sandbox)
     _start_command(proc, f"exec -a {marker} sleep 600")
-    _wait_for(lambda: _running(marker), 30)
+    _wait_for(lambda: _running(f"^{marker}"), 30)  # the command itself (argv[0]), not bwrap naming it
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     if sandbox == "bwrap":
@@ -227,6 +229,68 @@ def test_sigkill_mid_command_leaves_a_readable_prefix_and_only_bwrap_takes_the_c
     transcript = read_transcript(path)
     assert not transcript.closed and transcript.events[0].sandbox == sandbox
     assert transcript.events[-1].event == "request"
+
+
+SPAWN_THEN_WAIT = """
+import subprocess, sys, time
+from pathlib import Path
+from jg_mcp.eval.isolation import bwrap_argv, prepare
+from jg_mcp.live import lifeline
+from jg_mcp.live.sandbox import Bwrap
+ws, command = Path(sys.argv[1]), ["/bin/bash", "-c", sys.argv[2]]
+if sys.argv[3] == "live":
+    argv = Bwrap(ws).wrap(command)
+    fds = argv.pass_fds
+else:
+    (ws / "solution").mkdir(), (ws / "cache").mkdir()
+    prepare(ws / "solution", ws / "cache")
+    argv, fds = bwrap_argv(ws / "solution", ws / "cache", {"PATH": "/usr/bin:/bin"}) + command, (lifeline.read_end(),)
+subprocess.Popen(argv, pass_fds=fds, start_new_session=True)
+print("spawned", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(BWRAP_MISSING), reason=BWRAP_MISSING or "")
+@pytest.mark.parametrize("sandbox", ["live", "eval"])
+def test_a_parent_killed_while_bwrap_starts_leaves_no_sandbox_running(tmp_path, sandbox):
+    """SIGKILL lands on the spawning process (the server, the eval's harness) right after the spawn, while bwrap
+    is still setting up (before its own --die-with-parent takes hold): the command must never run on, orphaned."""
+    markers = [f"jg-orphan-{uuid.uuid4().hex}" for _ in range(12)]
+    for i, marker in enumerate(markers):
+        ws = tmp_path / f"ws{i}"
+        ws.mkdir()
+        parent = subprocess.Popen(
+            [sys.executable, "-c", SPAWN_THEN_WAIT, str(ws), f"exec -a {marker} sleep 600", sandbox],
+            stdout=subprocess.PIPE,
+        )
+        assert parent.stdout.readline() == b"spawned\n"
+        time.sleep(i * 0.004)  # from before bwrap's clone to after its mounts
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=30)
+    time.sleep(3)
+    survivors = [pid for m in markers for pid in _running(f"^{m}")]
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, f"{len(survivors)} of {len(markers)} commands outlived their killed parent"
+
+
+@pytest.mark.parametrize("server_alive", [True, False])
+def test_the_lifeline_guard_runs_the_command_only_while_the_server_lives(tmp_path, server_alive):
+    read, write = os.pipe()
+    if not server_alive:
+        os.close(write)
+    argv = ["/bin/bash", "-c", lifeline.GUARD, "jg-lifeline", str(read), "sh", "-c", "ls /proc/self/fd > fds"]
+    done = subprocess.run(argv, cwd=tmp_path, pass_fds=(read,), capture_output=True, text=True, timeout=30)
+    os.close(read)
+    if server_alive:
+        os.close(write)
+        assert done.returncode == 0
+        assert str(read) not in (tmp_path / "fds").read_text().split(), "the command must not hold the lifeline"
+    else:
+        assert done.returncode == lifeline.GONE_EXIT and "server that started this command is gone" in done.stderr
+        assert not (tmp_path / "fds").exists()
 
 
 def test_an_oversized_request_is_recorded_by_its_size_and_refused(gemm_goal, tmp_path):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import jg_mcp
 from jg_mcp.eval.report import Isolation
+from jg_mcp.live import lifeline
 from jg_mcp.live.sandbox import NAMESPACES, SYSTEM_DIRS, gpu_devices
 
 NOBODY = 65534
@@ -93,13 +94,9 @@ def _imported_from(directory: Path) -> list[Path]:
 
 
 def bwrap_argv(solution_dir: Path, cache_dir: Path, env: dict[str, str]) -> list[str]:
-    """The bubblewrap prefix that runs a command as the candidate's sandbox (see the module docstring)."""
-    args = [
-        shutil.which("bwrap") or "bwrap",
-        *NAMESPACES,
-        "--hostname",
-        "candidate",
-    ]
+    """The bubblewrap prefix that runs a command as the candidate's sandbox (see the module docstring); the
+    process gets `lifeline.read_end()`, so it runs only while the harness lives."""
+    args = lifeline.outer([shutil.which("bwrap") or "bwrap", *NAMESPACES, "--hostname", "candidate"])
     for d in SYSTEM_DIRS:
         args += ["--ro-bind-try", d, d]
     args += [
@@ -144,7 +141,7 @@ def bwrap_argv(solution_dir: Path, cache_dir: Path, env: dict[str, str]) -> list
     args.append("--")
     if os.geteuid() == 0:
         args += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs"]
-    return args
+    return args + lifeline.inner([])
 
 
 @functools.cache
@@ -167,6 +164,7 @@ def bwrap_problem() -> str | None:
             capture_output=True,
             text=True,
             timeout=60,
+            pass_fds=(lifeline.read_end(),),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap failed to start: {exc}"

@@ -26,6 +26,7 @@ from jg_mcp.eval import channel
 from jg_mcp.eval.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, pythonpath
 from jg_mcp.eval.messages import WORKER_MESSAGE, Bind, Bound, Setup, WorkerError
 from jg_mcp.eval.report import Finding, Reason
+from jg_mcp.live import lifeline
 
 M = TypeVar("M", bound=BaseModel)
 KEPT_ENV = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "LANG", "TZ", "CUDA_HOME", "TRITON_PTXAS_PATH")
@@ -92,7 +93,7 @@ class WorkerProcess:
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(
                 argv,
-                pass_fds=(theirs.fileno(),),
+                pass_fds=(theirs.fileno(), lifeline.read_end()) if sandboxed else (theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

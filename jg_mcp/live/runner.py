@@ -38,16 +38,17 @@ class CommandResult(BaseModel):
 
 
 class Argv(list[str]):
-    """An argv whose process must inherit `files` (bwrap reads its options from one); the runner passes
-    them and closes them once the process has started."""
+    """An argv whose process must inherit `files` (bwrap reads its options from one), which the runner passes
+    and closes once the process has started, and `fds`, which it passes and leaves open (a lifeline)."""
 
-    def __init__(self, args: Iterable[str], files: Sequence[BinaryIO] = ()):
+    def __init__(self, args: Iterable[str], files: Sequence[BinaryIO] = (), fds: Sequence[int] = ()):
         super().__init__(args)
         self.files = list(files)
+        self.fds = tuple(fds)
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
-        return tuple(f.fileno() for f in self.files)
+        return tuple(f.fileno() for f in self.files) + self.fds
 
     def close(self) -> None:
         for f in self.files:

@@ -23,7 +23,8 @@ is handed to that uid with mode 0700. (A server that is not root runs commands u
 so its sessions share one cap.)
 
 The sandbox's pid 1 dies with the server (`--die-with-parent`) and when its command returns; then
-the kernel kills every process in the namespace, so nothing a command starts outlives it.
+the kernel kills every process in the namespace, so nothing a command starts outlives it. A server killed
+while bwrap is still starting takes the sandbox down too, or the command never runs (`jg_mcp.live.lifeline`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict
 
 from jg_mcp import log
+from jg_mcp.live import lifeline
 from jg_mcp.live.runner import Argv, command_env
 from jg_mcp.live.uids import UIDS, SandboxError, UidPool, chown_tree
 
@@ -282,18 +284,12 @@ class Bwrap:
         args_file.write(b"".join(os.fsencode(o) + b"\0" for o in options))
         args_file.flush()
         args_file.seek(0)
-        head = [
-            "prlimit",
-            f"--nproc={lim.max_processes}",
-            f"--fsize={lim.max_file_bytes}",
-            self.bwrap,
-            "--args",
-            str(args_file.fileno()),
-        ]
+        head = lifeline.outer(["prlimit", f"--nproc={lim.max_processes}", f"--fsize={lim.max_file_bytes}", self.bwrap])
+        head += ["--args", str(args_file.fileno())]
         if self.as_root:
             uid = self.uid()
             head += ["--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
-        return Argv([*head, "--", *argv], [args_file])
+        return Argv([*head, "--", *lifeline.inner(argv)], [args_file], [lifeline.read_end()])
 
     def _mounts(self, ws: Path) -> list[str]:
         """Bind the system directories, the Python environment and the named toolchain directories

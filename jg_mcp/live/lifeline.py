@@ -1,0 +1,48 @@
+"""A sandboxed command runs only while the process that started it lives.
+
+bwrap's `--die-with-parent` takes hold only after bwrap has started: its outer process sets it after cloning
+the sandbox, the sandbox's pid 1 after mounting its root. A server killed (SIGKILL, the OOM killer) inside
+that window left an orphaned sandbox that ran its command to the end, unbounded. Two guards close it:
+
+- `outer`: `setpriv --pdeathsig KILL` runs first, so bwrap's outer process dies with the server from before
+  its clone (the signal survives the exec of prlimit and bwrap; a setuid bwrap resets it, then sets its own).
+- `inner`: inside the sandbox, after bwrap's setup and before the command, a shell checks this process's
+  lifeline: the read end of a pipe whose write end only this process holds (close-on-exec, never written).
+  End of file there means the server is gone, and the command does not run (exit 125). Past that check, the
+  server was alive after both bwrap processes had bound themselves to it, so its death takes them down.
+"""
+
+from __future__ import annotations
+
+import os
+
+GONE_EXIT = 125
+GUARD = (
+    'if read -t 0 -u "$1"; then echo "jg-mcp: the server that started this command is gone" >&2; exit '
+    f'{GONE_EXIT}; fi; fd=$1; exec {{fd}}<&-; shift; exec "$@"'
+)
+"""`read -t 0` succeeds when input is available or at end of file; nothing is ever written, so only the
+second: every holder of the write end has exited."""
+
+_pipe: tuple[int, int, int] | None = None
+
+
+def read_end() -> int:
+    """This process's lifeline: a pipe's read end to pass to sandboxes (made once per process; a forked child
+    makes its own)."""
+    global _pipe
+    if _pipe is None or _pipe[2] != os.getpid():
+        read, write = os.pipe()  # both close-on-exec: a command is passed only the read end, by pass_fds
+        _pipe = (read, write, os.getpid())
+    return _pipe[0]
+
+
+def outer(argv: list[str]) -> list[str]:
+    """`argv` (bwrap's command line) started so that it dies with the calling process from its first exec."""
+    return ["setpriv", "--pdeathsig", "KILL", "--", *argv]
+
+
+def inner(argv: list[str]) -> list[str]:
+    """`argv` (the command inside the sandbox) run only if the calling process is still alive once the sandbox
+    is up; the caller passes `read_end()` to the process."""
+    return ["/bin/bash", "-c", GUARD, "jg-lifeline", str(read_end()), *argv]
