@@ -6,6 +6,8 @@ that window left an orphaned sandbox that ran its command to the end, unbounded.
 
 - `outer`: `setpriv --pdeathsig KILL` runs first, so bwrap's outer process dies with the server from before
   its clone (the signal survives the exec of prlimit and bwrap; a setuid bwrap resets it, then sets its own).
+  A setpriv older than util-linux 2.33 lacks the option; then bwrap's own setting, made just after its
+  clone and well before the sandbox is up, is all there is.
 - `inner`: inside the sandbox, after bwrap's setup and before the command, a shell checks this process's
   lifeline: the read end of a pipe whose write end only this process holds (close-on-exec, never written).
   End of file there means the server is gone, and the command does not run (exit 125). Past that check, the
@@ -14,7 +16,10 @@ that window left an orphaned sandbox that ran its command to the end, unbounded.
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
+import subprocess
 
 GONE_EXIT = 125
 GUARD = (
@@ -37,9 +42,19 @@ def read_end() -> int:
     return _pipe[0]
 
 
+@functools.cache
+def has_pdeathsig() -> bool:
+    """Whether this host's setpriv can set the parent-death signal."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return False
+    done = subprocess.run([setpriv, "--help"], capture_output=True, text=True, timeout=30)
+    return "--pdeathsig" in done.stdout
+
+
 def outer(argv: list[str]) -> list[str]:
     """`argv` (bwrap's command line) started so that it dies with the calling process from its first exec."""
-    return ["setpriv", "--pdeathsig", "KILL", "--", *argv]
+    return ["setpriv", "--pdeathsig", "KILL", "--", *argv] if has_pdeathsig() else argv
 
 
 def inner(argv: list[str]) -> list[str]:
