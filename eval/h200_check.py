@@ -41,6 +41,7 @@ sys.path.insert(0, str(REPO))
 from jg_mcp.eval import EvalOptions, EvalReport, evaluate  # noqa: E402
 from jg_mcp.eval.compile_cache import baseline_env  # noqa: E402
 from jg_mcp.eval.report import Reason  # noqa: E402
+from jg_mcp.eval.spares import Spares  # noqa: E402
 
 sys.path.insert(0, str(REPO / "eval"))
 from h200_tables import markdown, repeat_agreement, speedups  # noqa: E402
@@ -61,13 +62,17 @@ GOALS = sorted(p.parent.name for p in (REPO / "eval" / "solutions").glob("*/solu
 HACK_SHAPE = "llama3_8b_prefill_qkv"
 
 
+SPARES = Spares()
+"""Every eval of the check takes the worker processes the eval before it started (jg_mcp/eval/spares.py)."""
+
+
 def run_eval(solution: Path, goal: str, **options) -> EvalReport:
     ws = Path(tempfile.mkdtemp(prefix="jg-check-"))
     shutil.copyfile(solution, ws / "solution.py")
     try:
         goal_file = REPO / "goals" / f"{goal}.yaml"
         options = {"device": "cuda", "timeout_s": 120, "isolation": "bwrap"} | options
-        return evaluate(EvalOptions(goal=goal_file, workspace=ws, **options))
+        return evaluate(EvalOptions(goal=goal_file, workspace=ws, **options), spares=SPARES)
     finally:
         shutil.rmtree(ws, ignore_errors=True)
 
@@ -332,6 +337,8 @@ def main() -> int:
         results["repeat_agreement"] = repeat_agreement(results)
         results["repeat_agreement_iqm"] = repeat_agreement(results, "iqm_ms")
     finally:
+        SPARES.close()
+        results["spares_taken"] = SPARES.taken
         results["wall_s"] = time.monotonic() - start
         (args.out / "check.json").write_text(json.dumps(results, indent=1))
         (args.out / "check.md").write_text(markdown(results))

@@ -37,6 +37,7 @@ from jg_mcp.eval.process import CandidateGone, WorkerProcess, sweep
 from jg_mcp.eval.report import Environment, ErrorStats, EvalReport, Finding, Reason, ShapeResult, TimingMethod
 from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import Case, select_cases
+from jg_mcp.eval.spares import Spares
 from jg_mcp.goals import LoadedGoal, load_goal
 from jg_mcp.live.safefs import read_bounded
 from jg_mcp.live.workspace import Workspace
@@ -76,7 +77,7 @@ def read_solution(workspace: Path, rel: str) -> bytes:
 class Evaluation:
     """One run of the harness over one solution."""
 
-    def __init__(self, options: EvalOptions, progress: Progress | None = None):
+    def __init__(self, options: EvalOptions, progress: Progress | None = None, spares: Spares | None = None):
         self.o = options
         self.progress = progress or (lambda _label: None)
         self.device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -84,14 +85,17 @@ class Evaluation:
             raise JgError("--device cuda: no CUDA device is available here (torch sees none)")
         self.seed = secrets.randbits(62)
         self.rng = random.Random(self.seed)
-        self.token = secrets.token_hex(16)
+        self.isolation = choose(options.isolation)
+        self.spares = spares if self.isolation.sandbox == "bwrap" else None
+        self.spare = self.spares.take() if self.spares is not None else None
+        """The processes a previous eval started for this one (`jg_mcp.eval.spares`), with their work and token."""
+        self.token = self.spare.token if self.spare else secrets.token_hex(16)
         self.tails: list[str] = []
         self.procs: list[WorkerProcess] = []
-        self.work = Path(tempfile.mkdtemp(prefix="jg-eval-"))
+        self.work = self.spare.work if self.spare else Path(tempfile.mkdtemp(prefix="jg-eval-"))
         self.goal: LoadedGoal = private_goal(Path(options.goal), self.work)
         self.outputs = self.goal.goal.outputs
         self.tol = self.goal.goal.tolerance
-        self.isolation = choose(options.isolation)
         self.baseline_cache: Path | None = None
         """The baselines' compile cache, chosen by `environment()` before any baseline process starts."""
 
@@ -102,6 +106,8 @@ class Evaluation:
         finally:
             for proc in self.procs:
                 self.tails.append(proc.close())
+            if self.spare is not None:
+                self.spare.close()  # what this eval did not need
             if self.isolation.sandbox == "none":
                 sweep(self.token)
             shutil.rmtree(self.work, ignore_errors=True)
@@ -111,8 +117,8 @@ class Evaluation:
         source = self.o.workspace / (self.o.solution or g.solution.file)
         data = read_solution(self.o.workspace, self.o.solution or g.solution.file)
         copied = self.work / "solution" / "solution.py"
-        copied.parent.mkdir()
-        (self.work / "cache").mkdir()
+        copied.parent.mkdir(exist_ok=True)  # a spare set's work holds both already
+        (self.work / "cache").mkdir(exist_ok=True)
         copied.write_bytes(data)
         prepare(copied.parent, self.work / "cache")
         report = EvalReport(
@@ -139,6 +145,8 @@ class Evaluation:
 
             timer = TimingPhase(self, self.spawn("candidate"), self.spawn("baseline"))
             timer.start(report, timed)
+        if self.spares is not None:
+            self.spares.prestart(self.device, self.o.timeout_s, candidates=2 if timed else 1, baseline=bool(timed))
         report.phases["setup"] = time.monotonic() - start
         mark = time.monotonic()
         started = self.ready(candidate, report)
@@ -148,6 +156,8 @@ class Evaluation:
         self.end(candidate)
         if timer is not None:
             mark = time.monotonic()
+            if self.spares is not None:
+                self.spares.settle()  # no spare imports while this eval times
             timer.run(report, timed)
             report.phases["timing"] = time.monotonic() - mark
         elif self.device != "cuda":
@@ -229,9 +239,11 @@ class Evaluation:
             if self.baseline_cache is None:
                 raise JgError("the baselines' compile cache is chosen by environment(), before a baseline process")
             cache_env = baseline_env(self.baseline_cache)
-        proc = WorkerProcess(
-            setup, self.work, sandboxed, self.token, self.o.timeout_s, self.device != "cuda", cache_env
-        )
+        proc = self.spare.pop(role, sandboxed, self.device, cache_env) if self.spare else None
+        if proc is None:
+            proc = WorkerProcess(role, self.work, sandboxed, self.token, self.o.timeout_s, self.device, cache_env)
+        proc.timeout_s = self.o.timeout_s
+        proc.start(setup)
         self.procs.append(proc)
         return proc
 
@@ -390,8 +402,9 @@ class Evaluation:
         return found
 
 
-def evaluate(options: EvalOptions, progress: Progress | None = None) -> EvalReport:
-    """Evaluate one solution; every problem with the candidate is a finding, never an exception."""
-    report = Evaluation(options, progress).run()
+def evaluate(options: EvalOptions, progress: Progress | None = None, spares: Spares | None = None) -> EvalReport:
+    """Evaluate one solution; every problem with the candidate is a finding, never an exception. With `spares`,
+    take the processes a previous eval started for this one and start the next eval's."""
+    report = Evaluation(options, progress, spares).run()
     _log.info("eval done", goal=report.goal, accepted=report.accepted, reasons=[str(r) for r in report.reasons])
     return report

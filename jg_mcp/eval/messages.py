@@ -163,6 +163,12 @@ class OutputMeta(Strict):
     """Its bytes were copied into the harness's output buffer."""
 
 
+class Started(Strict):
+    """The worker's first message, before its setup: its imports are done (see `jg_mcp.eval.spares`)."""
+
+    event: Literal["started"] = "started"
+
+
 class Ready(Strict):
     event: Literal["ready"] = "ready"
     version: int
@@ -215,10 +221,10 @@ class WorkerError(Strict):
 
 
 WorkerMessage = Annotated[
-    Ready | ImportFailed | Bound | Done | BlockDone | Benched | WorkerError, Field(discriminator="event")
+    Started | Ready | ImportFailed | Bound | Done | BlockDone | Benched | WorkerError, Field(discriminator="event")
 ]
-WORKER_MESSAGE: TypeAdapter[Ready | ImportFailed | Bound | Done | BlockDone | Benched | WorkerError] = TypeAdapter(
-    WorkerMessage
+WORKER_MESSAGE: TypeAdapter[Started | Ready | ImportFailed | Bound | Done | BlockDone | Benched | WorkerError] = (
+    TypeAdapter(WorkerMessage)
 )
 
 __all__ = [
@@ -239,6 +245,7 @@ __all__ = [
     "Ready",
     "Release",
     "Setup",
+    "Started",
     "TensorSpec",
     "Warm",
     "WorkerError",

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from jg_mcp.eval import channel
 from jg_mcp.eval.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, pythonpath
-from jg_mcp.eval.messages import WORKER_MESSAGE, Bind, Bound, Setup, WorkerError
+from jg_mcp.eval.messages import WORKER_MESSAGE, Bind, Bound, Setup, Started, WorkerError
 from jg_mcp.eval.report import Finding, Reason
 from jg_mcp.live import lifeline
 
@@ -42,21 +42,29 @@ class CandidateGone(Exception):
 
 class WorkerProcess:
     """One worker: `sandboxed` runs it in the candidate's bubblewrap sandbox, whose compile cache is the eval's;
-    unsandboxed, `cache_env` names its compile caches (the baselines' own), else the eval's."""
+    unsandboxed, `cache_env` names its compile caches (the baselines' own), else the eval's. It starts at once
+    (imports torch and the `ahead` modules) and runs nothing of its role until `start(setup)`."""
 
     def __init__(
         self,
-        setup: Setup,
+        role: str,
         work: Path,
         sandboxed: bool,
         token: str,
         timeout_s: float,
-        interpret: bool,
+        device: str,
         cache_env: dict[str, str] | None = None,
+        ahead: tuple[str, ...] = (),
     ):
         self.timeout_s = timeout_s
-        self.role = setup.role
+        self.role = role
+        self.sandboxed = sandboxed
+        self.device = device
+        self.cache_env = cache_env
         self.ready = False
+        self.started = False
+        """Whether the worker said `started` (its imports done), which it does once, before its setup."""
+        self.born = time.monotonic()
         self._pid: int | None = None
         self.sock, theirs = socket.socketpair()
         solution_dir, cache_dir = work / "solution", work / "cache"
@@ -66,12 +74,11 @@ class WorkerProcess:
             "PYTHONPATH": os.pathsep.join(pythonpath()),
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
-            "TRITON_INTERPRET": "1" if interpret else "0",
+            "TRITON_INTERPRET": "0" if device == "cuda" else "1",
             "JG_EVAL_TOKEN": token,
         }
         if sandboxed:
             env |= {"HOME": "/tmp", "TMPDIR": "/tmp", "TRITON_CACHE_DIR": f"{CACHE_DIR}/triton"}
-            setup = setup.model_copy(update={"module": f"{SOLUTION_DIR}/{Path(setup.module).name}"})
             prefix, cwd, parent = bwrap_argv(solution_dir, cache_dir, env), "/", 0
         else:
             home = work / f"home-{secrets.token_hex(3)}"
@@ -79,7 +86,7 @@ class WorkerProcess:
             env |= {"HOME": str(home), "TMPDIR": str(home)}
             env |= cache_env or {"TRITON_CACHE_DIR": str(cache_dir / "triton")}
             prefix, cwd, parent = [], str(home), os.getpid()
-        self.log_path = work / f"{setup.role}-{secrets.token_hex(4)}.log"
+        self.log_path = work / f"{role}-{secrets.token_hex(4)}.log"
         argv = [
             *prefix,
             sys.executable,
@@ -89,6 +96,8 @@ class WorkerProcess:
             "jg_mcp.eval.worker",
             str(theirs.fileno()),
             str(parent),
+            device,
+            *ahead,
         ]
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(
@@ -103,10 +112,20 @@ class WorkerProcess:
             )
         theirs.close()
         self.reader = channel.Reader(self.sock.fileno())
+
+    def start(self, setup: Setup) -> None:
+        """Tell the worker what to run; its answer (ready, or why not) is the next `recv`."""
+        if self.sandboxed:
+            setup = setup.model_copy(update={"module": f"{SOLUTION_DIR}/{Path(setup.module).name}"})
         try:
             self.send(setup)
         except CandidateGone:
             pass  # the process is already gone: the first recv says how it ended
+
+    def wait_started(self) -> None:
+        """Wait for `started` (a spare's imports), within the timeout; CandidateGone if it does not come."""
+        if not self.started:
+            self.expect(Started)
 
     def send(self, message: BaseModel, binding: Any = None) -> None:
         try:
@@ -121,8 +140,9 @@ class WorkerProcess:
         self.send(message, binding)
         self.expect(Bound)
 
-    def recv(self) -> Any:
-        """The next message, validated; anything else raises CandidateGone with the finding."""
+    def recv(self, wanted: type | None = None) -> Any:
+        """The next message, validated; anything else raises CandidateGone with the finding. The worker's first
+        message, `started`, is taken here and the next one returned (unless `wanted` is Started)."""
         try:
             raw = self.reader.recv(self.timeout_s)
         except channel.ChannelTimeout:
@@ -144,6 +164,12 @@ class WorkerProcess:
             raise CandidateGone(
                 _forged(f"a message that is not in the protocol ({exc.error_count()} errors)")
             ) from None
+        if isinstance(message, Started):
+            if self.started:
+                self.kill()
+                raise CandidateGone(_forged("`started` a second time"))
+            self.started = True
+            return message if wanted is Started else self.recv()
         if isinstance(message, WorkerError) and self.ready:
             raise CandidateGone(
                 Finding(
@@ -154,7 +180,7 @@ class WorkerProcess:
         return message
 
     def expect(self, kind: type[M]) -> M:
-        message = self.recv()
+        message = self.recv(kind)
         if not isinstance(message, kind):
             self.kill()
             raise CandidateGone(_forged(f"`{getattr(message, 'event', '?')}` where `{kind.__name__}` was due"))

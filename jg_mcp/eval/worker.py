@@ -1,7 +1,8 @@
 """A worker process: imports one module (the candidate's solution, or the goal's baselines) and runs its callables
 on tensors laid over memory the harness shares with it.
 
-Run as `python -m jg_mcp.eval.worker SOCKET_FD HARNESS_PID`. A worker never sees a seed, a reference or a goal
+Run as `python -m jg_mcp.eval.worker SOCKET_FD HARNESS_PID DEVICE [MODULE ...]`: it imports torch (and the
+MODULEs), says `started`, then waits for its setup. A worker never sees a seed, a reference or a goal
 file: it reads inputs from and writes outputs to the harness's buffers, and reports what it did. For the
 candidate role nothing it says is believed: the harness reads the buffers itself and checks the times it
 reports against its own clock. What the in-process guard sees is sent as hints (early findings).
@@ -37,11 +38,14 @@ from jg_mcp.eval.messages import (
     Ready,
     Release,
     Setup,
+    Started,
     Warm,
     WorkerError,
 )
 from jg_mcp.eval.report import Finding, Reason
 
+SETUP_WAIT_S = 900
+"""How long a started worker waits for its setup (a spare waits for the next eval) before it exits."""
 PAD_CYCLES_PER_MS = 2_500_000
 """Cycles of `torch.cuda._sleep` per ms of pad: at least the pad at any SM clock up to 2.5 GHz."""
 
@@ -305,17 +309,34 @@ def serve(worker: Worker, reader: channel.Reader) -> int:
         handler(cmd)
 
 
+def start(device: str, ahead: list[str]) -> None:
+    """What every worker needs before its setup (torch, CUDA), and the `ahead` modules its callables will import
+    anyway (torch.compile's): a worker started ahead of its eval (`jg_mcp.eval.spares`) has it done by then."""
+    import torch
+
+    from jg_mcp.eval import buffers, guard, ops  # noqa: F401
+
+    if device == "cuda":
+        torch.cuda.init()
+    for name in ahead:
+        importlib.import_module(name)
+
+
 def main(argv: list[str]) -> int:
-    fd, parent = int(argv[1]), int(argv[2])
+    fd, parent, device, ahead = int(argv[1]), int(argv[2]), argv[3], argv[4:]
     die_with(parent)
     if parent:
         watch_group()
     sock = socket.socket(fileno=fd)
     reader = channel.Reader(fd)
     try:
-        setup = COMMAND.validate_python(reader.recv(600))
+        start(device, ahead)
+        channel.send(fd, Started().model_dump(mode="json"))
+        setup = COMMAND.validate_python(reader.recv(SETUP_WAIT_S))
         if not isinstance(setup, Setup):
             raise ValueError("the first message must be the setup")
+        if setup.device != device:
+            raise ValueError(f"this worker was started for {device}, the setup is for {setup.device}")
         worker = Worker(sock, setup)
     except Exception as exc:
         channel.send(fd, WorkerError(error=f"{type(exc).__name__}: {exc}").model_dump(mode="json"))

@@ -1,0 +1,117 @@
+"""Spares: the worker processes an eval starts ahead for the next one (jg_mcp/eval/spares.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from eval_suite import CPU_TIMING
+
+from jg_mcp.eval import EvalOptions, EvalReport, evaluate
+from jg_mcp.eval.isolation import bwrap_problem
+from jg_mcp.eval.process import WorkerProcess
+from jg_mcp.eval.report import Reason
+from jg_mcp.eval.spares import Spares
+from tests.support import DEMO_GOAL
+
+pytestmark = pytest.mark.skipif(
+    bwrap_problem() is not None, reason="no bubblewrap: spares are made only for sandboxed candidates"
+)
+HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
+WRONG = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(x, y, alpha)\n"
+FORGE_STARTED = """import json
+import os
+import struct
+
+import torch
+
+body = json.dumps({"event": "started"}).encode()
+for fd in sorted(int(n) for n in os.listdir("/proc/self/fd")):
+    if fd > 2:
+        try:
+            os.write(fd, struct.pack("<Q", len(body)) + body)
+        except OSError:
+            pass
+
+
+def kernel(x, y, alpha):
+    return torch.addcmul(y, x, alpha)
+"""
+
+
+def run(root: Path, text: str, goal: Path, spares: Spares | None, **options) -> EvalReport:
+    ws = root / f"ws{len(list(root.glob('ws*')))}"
+    ws.mkdir(parents=True)
+    (ws / "solution.py").write_text(text)
+    defaults = {"device": "cpu", "shapes": "smoke", "domain_shapes": 0, "timeout_s": 90.0, "isolation": "bwrap"}
+    return evaluate(EvalOptions(goal=goal, workspace=ws, **(defaults | options)), spares=spares)
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_evals_in_a_row_take_the_processes_started_ahead_and_reach_the_same_verdicts(
+    tmp_path, timing_goal, monkeypatch
+):
+    """The second and third evals start no process of their own: each takes the two candidate processes and the
+    baseline process the eval before started, born before it began; the verdicts are what they are without."""
+    started: list[tuple[str, float]] = []
+    real_start = WorkerProcess.start
+
+    def start(self, setup):
+        started.append((self.role, self.born))
+        real_start(self, setup)
+
+    monkeypatch.setattr(WorkerProcess, "start", start)
+    reports, taken = [], []
+    with Spares() as spares:
+        for text in (HONEST, WRONG, HONEST):
+            begin, first = time.monotonic(), len(started)
+            reports.append(run(tmp_path, text, timing_goal, spares, **CPU_TIMING))
+            taken.append((begin, started[first:]))
+        left = spares.idle
+        assert left is not None and spares.taken == 2
+        pids, work = [p.proc.pid for p in left.procs], left.work
+    for i, (begin, procs) in enumerate(taken):
+        assert sorted(role for role, _ in procs) == ["baseline", "candidate", "candidate"]
+        assert all((born < begin) == (i > 0) for _, born in procs), (i, begin, procs)
+    assert reports[0].accepted and reports[2].accepted, [r.findings for r in reports]
+    assert not reports[1].accepted and Reason.INCORRECT in reports[1].reasons
+    assert not work.exists() and all(gone(p) for p in pids), "closing the spares ends what no eval took"
+
+
+@pytest.mark.parametrize("why", ["died", "waited too long"])
+def test_a_spare_set_that_died_or_waited_too_long_is_thrown_away(tmp_path, why):
+    with Spares(max_idle_s=0.0 if why == "waited too long" else 600.0) as spares:
+        assert run(tmp_path, HONEST, DEMO_GOAL, spares).accepted
+        assert spares.idle is not None
+        [spare] = spares.idle.procs
+        work = spares.idle.work
+        if why == "died":
+            os.killpg(spare.proc.pid, signal.SIGKILL)
+            spare.proc.wait()
+        report = run(tmp_path, HONEST, DEMO_GOAL, spares)
+        assert spares.taken == 0 and report.accepted, report.findings
+        assert not work.exists()
+
+
+def test_unsandboxed_evals_start_no_spares(tmp_path):
+    """Without bubblewrap a spare would be within reach of the running eval's candidate (same user, same pid
+    namespace): none is made."""
+    with Spares() as spares:
+        assert run(tmp_path, HONEST, DEMO_GOAL, spares, isolation="none").accepted
+        assert spares.idle is None
+
+
+def test_a_forged_started_message_is_tampering(tmp_path):
+    report = run(tmp_path, FORGE_STARTED, DEMO_GOAL, None)
+    assert not report.accepted and Reason.TAMPERED in report.reasons, report.findings
+    assert any("`started` a second time" in f.detail for f in report.findings)
