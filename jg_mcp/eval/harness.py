@@ -93,7 +93,13 @@ class Evaluation:
         self.tails: list[str] = []
         self.procs: list[WorkerProcess] = []
         self.work = self.spare.work if self.spare else Path(tempfile.mkdtemp(prefix="jg-eval-"))
-        self.goal: LoadedGoal = private_goal(Path(options.goal), self.work)
+        try:
+            self.goal: LoadedGoal = private_goal(Path(options.goal), self.work)
+        except BaseException:
+            if self.spare is not None:
+                self.spare.close()
+            shutil.rmtree(self.work, ignore_errors=True)
+            raise
         self.outputs = self.goal.goal.outputs
         self.tol = self.goal.goal.tolerance
         self.baseline_cache: Path | None = None

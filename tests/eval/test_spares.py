@@ -115,3 +115,20 @@ def test_a_forged_started_message_is_tampering(tmp_path):
     report = run(tmp_path, FORGE_STARTED, DEMO_GOAL, None)
     assert not report.accepted and Reason.TAMPERED in report.reasons, report.findings
     assert any("`started` a second time" in f.detail for f in report.findings)
+
+
+def test_an_eval_that_cannot_start_leaves_neither_its_spares_nor_its_work(tmp_path):
+    """A goal that does not load fails the eval before it runs: the spare set it took and its work directory are
+    gone all the same (nothing idles until the harness exits)."""
+    bad = tmp_path / "goal"
+    bad.mkdir()
+    (bad / "broken.yaml").write_text("name: broken\n")
+    (bad / "broken.py").write_text("")
+    with Spares() as spares:
+        run(tmp_path, HONEST, DEMO_GOAL, spares)
+        assert spares.idle is not None
+        pids, work = [p.proc.pid for p in spares.idle.procs], spares.idle.work
+        with pytest.raises(Exception, match="broken"):
+            run(tmp_path, HONEST, bad / "broken.yaml", spares)
+        assert spares.idle is None
+        assert all(gone(p) for p in pids) and not work.exists()
