@@ -87,18 +87,26 @@ class Spares:
         import torch
         import triton
 
-        work = Path(tempfile.mkdtemp(prefix="jg-eval-"))
-        (work / "solution").mkdir()
-        (work / "cache").mkdir()
-        prepare(work / "solution", work / "cache")
-        token = secrets.token_hex(16)
-        procs = [WorkerProcess("candidate", work, True, token, timeout_s, device) for _ in range(candidates)]
-        if baseline:
-            gpu = torch.cuda.get_device_name() if device == "cuda" else None
-            cache, _ = baseline_dir(torch.__version__, triton.__version__, gpu, work / "bcache")
-            env = baseline_env(cache)
-            procs.append(WorkerProcess("baseline", work, False, token, timeout_s, device, env, COMPILE_MODULES))
-        self.idle = SpareSet(work, token, procs)
+        spare = SpareSet(Path(tempfile.mkdtemp(prefix="jg-eval-")), secrets.token_hex(16), [])
+        work = spare.work
+        try:
+            (work / "solution").mkdir()
+            (work / "cache").mkdir()
+            prepare(work / "solution", work / "cache")
+            for _ in range(candidates):
+                spare.procs.append(WorkerProcess("candidate", work, True, spare.token, timeout_s, device))
+            if baseline:
+                gpu = torch.cuda.get_device_name() if device == "cuda" else None
+                cache, _ = baseline_dir(torch.__version__, triton.__version__, gpu, work / "bcache")
+                env = baseline_env(cache)
+                spare.procs.append(
+                    WorkerProcess("baseline", work, False, spare.token, timeout_s, device, env, COMPILE_MODULES)
+                )
+        except Exception as exc:  # a favour to the next eval: never the running eval's failure
+            _log.warning("spare set not started", error=f"{type(exc).__name__}: {exc}")
+            spare.close()
+            return
+        self.idle = spare
 
     def settle(self) -> None:
         """Return once every waiting spare has done its imports (or is thrown away for not doing them)."""

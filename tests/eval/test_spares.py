@@ -132,3 +132,26 @@ def test_an_eval_that_cannot_start_leaves_neither_its_spares_nor_its_work(tmp_pa
             run(tmp_path, HONEST, bad / "broken.yaml", spares)
         assert spares.idle is None
         assert all(gone(p) for p in pids) and not work.exists()
+
+
+def test_a_spare_that_cannot_start_costs_the_running_eval_nothing(tmp_path, monkeypatch):
+    """Starting the next eval's set is a favour to that eval: when a process of it cannot start (here the second),
+    the running eval goes on to its verdict, what was started is ended and its directory removed."""
+    import jg_mcp.eval.spares as spares_module
+
+    made: list[WorkerProcess] = []
+
+    def flaky(*args, **kwargs):
+        if made:
+            raise OSError("no more processes")
+        made.append(WorkerProcess(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(spares_module, "WorkerProcess", flaky)
+    with Spares() as spares:
+        spares.prestart("cpu", 30.0, candidates=2, baseline=False)
+        assert spares.idle is None
+        [first] = made
+        assert gone(first.proc.pid) and not first.log_path.parent.exists()
+        report = run(tmp_path, HONEST, DEMO_GOAL, spares)
+        assert report.accepted and spares.idle is None, report.findings
