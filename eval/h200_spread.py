@@ -1,6 +1,7 @@
 """How far the eval's speedup and do_bench's ratio each move between fresh processes, shape by shape: the spread
 (largest minus smallest, over their mean) over several evals of the same solutions and over several do_bench
-processes, and how the mean of the evals agrees with the mean of the do_bench ratios. Reads runs of
+processes, and how the mean of the evals agrees with the mean of the do_bench ratios; and whether the pad (decided
+in each process from its host times) goes with how far two evals' speedups part. Reads runs of
 eval/h200_check.py from a check.json whose "runs" hold them (eval/results/h200/check.json):
 
     python eval/h200_spread.py eval/results/h200/check.json \\
@@ -87,6 +88,57 @@ def markdown(table: list[dict], n_evals: int, n_dobench: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def pad_pairs(evals: list[dict]) -> list[dict]:
+    """Every pair of evals of the same solution, per timed shape in both: how far the second's speedup is from the
+    first's, beside each one's pad and launch-bound call (does the pad, decided from host times in each process,
+    explain the process-to-process spread?)."""
+    out = []
+    for i, first in enumerate(evals):
+        for second in evals[i + 1 :]:
+            for goal in first.keys() & second.keys():
+                a, b = EvalReport.model_validate(first[goal]), EvalReport.model_validate(second[goal])
+                sa, sb = speedups(a), speedups(b)
+                for shape in sa.keys() & sb.keys():
+                    xa = next(x for x in a.shapes if x.name == shape)
+                    xb = next(x for x in b.shapes if x.name == shape)
+                    out.append(
+                        {
+                            "goal": goal,
+                            "shape": shape,
+                            "repeat_pct": 100 * (sb[shape] / sa[shape] - 1),
+                            "pads": (xa.pad_ms, xb.pad_ms),
+                            "launch_bound": (xa.launch_bound, xb.launch_bound),
+                        }
+                    )
+    return out
+
+
+def pad_summary(pairs: list[dict]) -> list[str]:
+    """The repeat's size where both evals padded, where neither did and where one did (the call flipped), and
+    among the padded pairs the correlation of the pads' difference with the repeat's size."""
+    groups = {
+        "both padded": [p for p in pairs if all(p["launch_bound"])],
+        "neither padded": [p for p in pairs if not any(p["launch_bound"])],
+        "one padded": [p for p in pairs if p["launch_bound"][0] != p["launch_bound"][1]],
+    }
+    lines = []
+    for label, group in groups.items():
+        sizes = [abs(p["repeat_pct"]) for p in group]
+        if sizes:
+            lines.append(
+                f"- {label}: {len(sizes)} pairs, median |repeat| {statistics.median(sizes):.2f}%, "
+                f"max {max(sizes):.2f}%, over 2% at {sum(v > 2 for v in sizes)}"
+            )
+    padded = groups["both padded"]
+    if len(padded) > 2:
+        diffs = [abs(p["pads"][0] - p["pads"][1]) for p in padded]
+        sizes = [abs(p["repeat_pct"]) for p in padded]
+        if statistics.pstdev(diffs) > 0 and statistics.pstdev(sizes) > 0:
+            r = statistics.correlation(diffs, sizes)
+            lines.append(f"- both padded: correlation of |pad difference| with |repeat| {r:+.2f}")
+    return lines
+
+
 def pick(runs: dict, ref: str) -> dict:
     run, _, part = ref.partition(":")
     return runs[run][part]
@@ -102,6 +154,7 @@ def main() -> int:
     evals = [pick(runs, r) for r in args.evals]
     dobenches = [pick(runs, r) for r in args.dobench]
     print(markdown(rows(evals, dobenches), len(evals), len(dobenches)), end="")
+    print("\nPads and the repeat (every pair of the evals):\n" + "\n".join(pad_summary(pad_pairs(evals))))
     return 0
 
 

@@ -150,3 +150,25 @@ def test_the_spread_between_processes_is_read_the_same_way_for_the_eval_and_for_
     text = spread.markdown([row], 3, 2)
     assert "eval: spread within 2% at 0/1 shapes" in text and "do_bench: spread within 2% at 1/1 shapes" in text
     assert "mean of the evals within 3% of the mean of do_bench: 1/1" in text
+
+
+def test_the_pads_of_two_evals_are_set_beside_how_far_their_speedups_part():
+    """eval/h200_spread.py's pad section: pairs grouped by whether both evals padded the shape, neither or one, and
+    among the padded the correlation of the pads' difference with the repeat's size."""
+    spec = importlib.util.spec_from_file_location("h200_spread", REPO / "eval" / "h200_spread.py")
+    spread = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(spread)  # type: ignore[union-attr]
+
+    def run(speedup: float, pad: float) -> dict:
+        raw = eval_report("a" * 64, "b" * 64, speedup=speedup) | {"strongest_baseline": {"n16m": "torch_add"}}
+        raw["shapes"][0] |= {"pad_ms": pad, "launch_bound": pad > 0}
+        return {"axpy": raw}
+
+    pairs = spread.pad_pairs([run(1.0, 0.2), run(1.03, 0.3), run(1.0, 0.0), run(1.01, 0.5)])
+    assert len(pairs) == 6
+    first = next(p for p in pairs if p["pads"] == (0.2, 0.3))
+    assert first["repeat_pct"] == pytest.approx(3.0) and first["launch_bound"] == (True, True)
+    lines = spread.pad_summary(pairs)
+    assert lines[0] == "- both padded: 3 pairs, median |repeat| 1.94%, max 3.00%, over 2% at 1"
+    assert lines[1].startswith("- one padded: 3 pairs")
+    assert lines[2].startswith("- both padded: correlation of |pad difference| with |repeat| ")
