@@ -71,6 +71,15 @@ def test_evals_in_a_row_take_the_processes_started_ahead_and_reach_the_same_verd
         real_start(self, setup)
 
     monkeypatch.setattr(WorkerProcess, "start", start)
+    from jg_mcp.eval.timing import TimingPhase
+
+    real_run, imported_when_timed = TimingPhase.run, []
+
+    def run_timing(self, report, cases):
+        imported_when_timed.append([p.started for p in spares.idle.procs] if spares.idle else None)
+        real_run(self, report, cases)
+
+    monkeypatch.setattr(TimingPhase, "run", run_timing)
     reports, taken = [], []
     with Spares() as spares:
         for text in (HONEST, WRONG, HONEST):
@@ -86,6 +95,7 @@ def test_evals_in_a_row_take_the_processes_started_ahead_and_reach_the_same_verd
     assert reports[0].accepted and reports[2].accepted, [r.findings for r in reports]
     assert not reports[1].accepted and Reason.INCORRECT in reports[1].reasons
     assert not work.exists() and all(gone(p) for p in pids), "closing the spares ends what no eval took"
+    assert imported_when_timed == [[True, True, True]] * 3, "no spare may still be importing while an eval times"
 
 
 @pytest.mark.parametrize("why", ["died", "waited too long"])
