@@ -1,10 +1,10 @@
 """The re-verification harness: `evaluate(EvalOptions(...)) -> EvalReport`.
 
-Modules: harness (orchestration), process (the candidate process from outside), child (from inside),
-channel (the wire), policy (static and runtime API policy), guard (tamper checks), checks (output
-validity), shapes (which shapes), timing (how times are taken), scoring (speedups, floor), report (schema),
-clocks (NVML while timing). `evaluate` is imported on first use: the harness brings torch, and the
-report schema and static policy do not need it.
+Modules: harness (orchestration), sources (the solution and goal, read once), process (a worker process from
+outside), worker (from inside), spares (worker processes started ahead), channel (the wire), policy (static and
+runtime API policy), guard (tamper checks), checks (output validity), shapes (which shapes), timing (how times
+are taken), scoring (speedups, floor), report (schema), clocks (NVML while timing). `evaluate` is imported on
+first use: the harness brings torch, and the report schema and static policy do not need it.
 """
 
 from typing import Any
