@@ -1,7 +1,8 @@
 """How far the eval's speedup and do_bench's ratio each move between fresh processes, shape by shape: the spread
 (largest minus smallest, over their mean) over several evals of the same solutions and over several do_bench
 processes, and how the mean of the evals agrees with the mean of the do_bench ratios; and whether the pad (decided
-in each process from its host times) goes with how far two evals' speedups part. Reads runs of
+in each process from its host times) goes with how far two evals' speedups part; and whether the candidate's and
+the baseline's times move together between processes or apart. Reads runs of
 eval/h200_check.py from a check.json whose "runs" hold them (eval/results/h200/check.json):
 
     python eval/h200_spread.py eval/results/h200/check.json \\
@@ -139,6 +140,63 @@ def pad_summary(pairs: list[dict]) -> list[str]:
     return lines
 
 
+def callable_spreads(evals: list[dict], dobenches: list[dict]) -> list[dict]:
+    """Per goal and timed shape in every run: the spread over the processes of the candidate's time, of the
+    strongest baseline's and of their ratio, for the eval (candidate and baseline each in a process of its own)
+    and for do_bench (both in one process). A ratio that spreads less than its two times moved together (the
+    process moved both alike); one that spreads as much as both together, they moved apart."""
+    out = []
+    for goal in evals[0]:
+        if not all(goal in e for e in evals) or not all(goal in d for d in dobenches):
+            continue
+        reports = [EvalReport.model_validate(e[goal]) for e in evals]
+        for shape, base in reports[0].strongest_baseline.items():
+            timings = [next((x for x in r.shapes if x.name == shape), None) for r in reports]
+            runs = [d[goal].get(shape, {}).get("do_bench_runs_ms", {}) for d in dobenches]
+            if any(t is None or t.candidate is None or base not in t.baselines for t in timings):
+                continue
+            if not all("candidate" in r and base in r for r in runs):
+                continue
+            cand = [t.candidate.median_ms for t in timings]  # type: ignore[union-attr]
+            ref = [t.baselines[base].median_ms for t in timings]  # type: ignore[union-attr]
+            db_cand = [statistics.fmean(r["candidate"]) for r in runs]
+            db_ref = [statistics.fmean(r[base]) for r in runs]
+            out.append(
+                {
+                    "goal": goal,
+                    "shape": shape,
+                    "baseline": base,
+                    "eval": (spread(cand), spread(ref), spread([b / a for a, b in zip(cand, ref, strict=True)])),
+                    "do_bench": (
+                        spread(db_cand),
+                        spread(db_ref),
+                        spread([b / a for a, b in zip(db_cand, db_ref, strict=True)]),
+                    ),
+                }
+            )
+    return out
+
+
+def callable_markdown(table: list[dict]) -> str:
+    lines = [
+        "| goal | shape | baseline | eval: candidate % | baseline % | ratio % | do_bench: candidate % | baseline % "
+        "| ratio % |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in table:
+        cells = [f"{v:.1f}" for v in (*r["eval"], *r["do_bench"])]
+        lines.append(f"| {r['goal']} | {r['shape']} | {r['baseline']} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for method in ("eval", "do_bench"):
+        moved = [r[method] for r in table if max(r[method][:2]) > 0]
+        together = sum(ratio < max(cand, base) for cand, base, ratio in moved)
+        lines.append(
+            f"- {method}: the ratio spread less than the more moving of its two times at {together}/{len(moved)} "
+            "shapes (the two moved together)"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def pick(runs: dict, ref: str) -> dict:
     run, _, part = ref.partition(":")
     return runs[run][part]
@@ -155,6 +213,11 @@ def main() -> int:
     dobenches = [pick(runs, r) for r in args.dobench]
     print(markdown(rows(evals, dobenches), len(evals), len(dobenches)), end="")
     print("\nPads and the repeat (every pair of the evals):\n" + "\n".join(pad_summary(pad_pairs(evals))))
+    print(
+        "\nSpread over the processes of each time and of the ratio:\n\n"
+        + callable_markdown(callable_spreads(evals, dobenches)),
+        end="",
+    )
     return 0
 
 

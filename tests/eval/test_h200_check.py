@@ -172,3 +172,34 @@ def test_the_pads_of_two_evals_are_set_beside_how_far_their_speedups_part():
     assert lines[0] == "- both padded: 3 pairs, median |repeat| 1.94%, max 3.00%, over 2% at 1"
     assert lines[1].startswith("- one padded: 3 pairs")
     assert lines[2].startswith("- both padded: correlation of |pad difference| with |repeat| ")
+
+
+def test_each_callables_spread_is_set_beside_the_spread_of_their_ratio():
+    """eval/h200_spread.py: over the processes, how far the candidate's time, the baseline's and their ratio each
+    moved, for the eval and for do_bench: two times that moved together leave the ratio still."""
+    spec = importlib.util.spec_from_file_location("h200_spread", REPO / "eval" / "h200_spread.py")
+    spread = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(spread)  # type: ignore[union-attr]
+    stats = {"iqr_ms": 0.1, "q10_ms": 0.9, "q90_ms": 1.1, "reps": 20, "rel_se_median": 0.01}
+
+    def run(cand: float, base: float) -> dict:
+        raw = eval_report("a" * 64, "b" * 64, speedup=base / cand) | {"strongest_baseline": {"n16m": "torch_add"}}
+        raw["shapes"][0] |= {
+            "candidate": stats | {"median_ms": cand},
+            "baselines": {"torch_add": stats | {"median_ms": base}},
+        }
+        return {"axpy": raw}
+
+    evals = [run(1.0, 2.0), run(1.02, 2.04)]
+    dobench = [
+        {"axpy": {"n16m": {"do_bench_runs_ms": {"candidate": [1.0, 1.0], "torch_add": [2.0, 2.0]}}}},
+        {"axpy": {"n16m": {"do_bench_runs_ms": {"candidate": [1.02, 1.02], "torch_add": [2.0, 2.0]}}}},
+    ]
+    (row,) = spread.callable_spreads(evals, dobench)
+    assert row["baseline"] == "torch_add"
+    assert row["eval"] == pytest.approx((100 * 0.02 / 1.01, 100 * 0.04 / 2.02, 0.0))
+    assert row["do_bench"][:2] == pytest.approx((100 * 0.02 / 1.01, 0.0))
+    assert row["do_bench"][2] == pytest.approx(100 * (2 - 2 / 1.02) / ((2 + 2 / 1.02) / 2))
+    text = spread.callable_markdown([row])
+    assert "- eval: the ratio spread less than the more moving of its two times at 1/1 shapes" in text
+    assert "- do_bench: the ratio spread less than the more moving of its two times at 0/1 shapes" in text
