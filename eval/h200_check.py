@@ -6,7 +6,9 @@ other, and `jg-mcp demo`. Prints a short table and writes check.json and check.m
         [--earlier CHECK_JSON] [--timing KEY=VALUE ...] [--spares]
 
 The part `dobench_repeat` (not run unless named) measures do_bench again in a second fresh process: how far the
-independent measurement's own ratio moves between two processes, beside the eval's repeat.
+independent measurement's own ratio moves between two processes, beside the eval's repeat. Parts named
+`dobench_split...` (`dobench_split1,dobench_split2,...`; not run unless named) each time the solution in one fresh
+process and the baseline in another, the eval's arrangement, to read with eval/h200_spread.py.
 
 The repeat is a second eval of each solution on its timed shapes only, one correctness trial each (the first eval
 checked three per shape and the domain's shapes): only their speedups are compared. do_bench runs in one fresh
@@ -23,6 +25,7 @@ jg_mcp/eval/timing.py).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -78,9 +81,27 @@ def run_eval(solution: Path, goal: str, **options) -> EvalReport:
         shutil.rmtree(ws, ignore_errors=True)
 
 
-def dobench_all(plan: dict[str, dict[str, dict]]) -> dict[str, dict]:
+def dobench_all(plan: dict[str, dict[str, dict]], only: str | None = None) -> dict[str, dict]:
     """In this (fresh) process: `dobench_one` for every goal of `plan` (goal -> shape -> baseline and pad)."""
-    return {goal: dobench_one(goal, shapes) for goal, shapes in plan.items()}
+    return {goal: dobench_one(goal, shapes, only) for goal, shapes in plan.items()}
+
+
+def dobench_calls(base: str, only: str | None) -> tuple[str, ...]:
+    """The order of one shape's do_bench measurements: solution, baseline, baseline, solution; with `only`
+    (`candidate` or `baseline`, a split run), that callable's two."""
+    calls = ("candidate", base, base, "candidate")
+    if only is None:
+        return calls
+    return tuple(c for c in calls if (c == "candidate") == (only == "candidate"))
+
+
+def merge_measured(into: dict, part: dict) -> dict:
+    """Add one process's measurements (goal -> shape -> statistic -> callable -> times) to another's."""
+    for goal, shapes in part.items():
+        for shape, stats in shapes.items():
+            for stat, names in stats.items():
+                into.setdefault(goal, {}).setdefault(shape, {}).setdefault(stat, {}).update(names)
+    return into
 
 
 def known_good(goal_name: str) -> tuple[Any, Any]:
@@ -96,7 +117,9 @@ def known_good(goal_name: str) -> tuple[Any, Any]:
     return goal, getattr(module, goal.goal.solution.function)
 
 
-def dobench_one(goal_name: str, shapes: dict[str, dict]) -> dict[str, dict[str, dict[str, list[float]]]]:
+def dobench_one(
+    goal_name: str, shapes: dict[str, dict], only: str | None = None
+) -> dict[str, dict[str, dict[str, list[float]]]]:
     """do_bench of the solution and of the named baseline at each timed shape (`shapes`: shape -> {"baseline":
     name, "pad_ms": pad, "input_sets": n}), the calls rotating over n input sets of this process's own, as the
     eval's timed calls rotate over n sets. Each is measured twice, in the order solution, baseline, baseline,
@@ -114,9 +137,10 @@ def dobench_one(goal_name: str, shapes: dict[str, dict]) -> dict[str, dict[str, 
             continue
         base, pad, n_sets = (shapes[shape.name][k] for k in ("baseline", "pad_ms", "input_sets"))
         sets = [list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in range(n_sets)]
-        fns = {"candidate": kernel, base: goal.baseline(base)}
+        calls = dobench_calls(base, only)
+        fns = {name: kernel if name == "candidate" else goal.baseline(base) for name in dict.fromkeys(calls)}
         out[shape.name] = {"median": {name: [] for name in fns}, "iqm": {name: [] for name in fns}}
-        for name in ("candidate", base, base, "candidate"):
+        for name in calls:
             times = padded_do_bench(fns[name], sets, pad)
             out[shape.name]["median"][name].append(statistics.median(times))
             out[shape.name]["iqm"][name].append(iqm(times))
@@ -150,7 +174,9 @@ def check_evals(goals: list[str], results: dict, key: str, deadline: float, timi
 def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None:
     """do_bench of every evaluated goal's timed shapes in one fresh process (not the eval's workers), whose
     torch.compile and Triton caches are the eval's baselines' (the same compiled baseline). `dobench_repeat` does it
-    again in another fresh process: how far do_bench's own ratio moves between processes."""
+    again in another fresh process: how far do_bench's own ratio moves between processes. A part named
+    `dobench_split...` times the solution in one fresh process and the baseline in another, as the eval does: does
+    do_bench's ratio then move between runs as much as the eval's?"""
     reports = {
         g: EvalReport.model_validate(results["evals"][g])
         for g in goals
@@ -174,14 +200,17 @@ def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None
     cache = next(iter(reports.values())).environment.baseline_cache
     if cache:
         env |= baseline_env(Path(cache))
-    args = [sys.executable, str(Path(__file__)), "--dobench", json.dumps(plan)]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
-    if done.returncode != 0:
-        results["errors"] = results.get("errors", {}) | {key: done.stderr[-3000:]}
-        print(f"{key} HARNESS ERROR {done.stderr[-300:]}", flush=True)
-        return
-    for goal, measured in json.loads(done.stdout.strip().splitlines()[-1]).items():
-        agreement(goal, reports[goal], plan[goal], measured, results, key)
+    measured: dict = {}
+    for only in ("candidate", "baseline") if key.startswith("dobench_split") else (None,):
+        args = [sys.executable, str(Path(__file__)), "--dobench", json.dumps(plan), *([only] if only else [])]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+        if done.returncode != 0:
+            results["errors"] = results.get("errors", {}) | {key: done.stderr[-3000:]}
+            print(f"{key} HARNESS ERROR {done.stderr[-300:]}", flush=True)
+            return
+        merge_measured(measured, json.loads(done.stdout.strip().splitlines()[-1]))
+    for goal, rows in measured.items():
+        agreement(goal, reports[goal], plan[goal], rows, results, key)
 
 
 def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results: dict, key: str = "dobench") -> None:
@@ -288,7 +317,7 @@ def check_demo(results: dict, deadline: float) -> None:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--dobench":
-        print(json.dumps(dobench_all(json.loads(sys.argv[2]))))
+        print(json.dumps(dobench_all(json.loads(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else None)))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -325,7 +354,8 @@ def main() -> int:
     deadline = start + args.deadline_s
     goals, parts = args.goals.split(","), args.parts.split(",")
     results: dict = {"parts": parts, "timing": timing, "part_wall_s": {}}
-    kept = ("evals", "dobench", "repeat", "dobench_repeat", "hacks")
+    split = [p for p in parts if p.startswith("dobench_split")]
+    kept = ("evals", "dobench", "repeat", "dobench_repeat", *split, "hacks")
     results |= {k: {} for k in kept}
     if args.earlier:
         earlier = json.loads(args.earlier.read_text())
@@ -336,6 +366,7 @@ def main() -> int:
             "dobench": lambda: check_dobench(goals, results),
             "repeat": lambda: check_evals(goals, results, "repeat", deadline, timing),
             "dobench_repeat": lambda: check_dobench(goals, results, "dobench_repeat"),
+            **{key: functools.partial(check_dobench, goals, results, key) for key in split},
             "hacks": lambda: check_hacks(results, deadline),
             "demo": lambda: check_demo(results, deadline),
         }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 
 import pytest
@@ -203,3 +204,30 @@ def test_each_callables_spread_is_set_beside_the_spread_of_their_ratio():
     text = spread.callable_markdown([row])
     assert "- eval: the ratio spread less than the more moving of its two times at 1/1 shapes" in text
     assert "- do_bench: the ratio spread less than the more moving of its two times at 0/1 shapes" in text
+
+
+def test_a_split_do_bench_times_the_solution_and_the_baseline_in_two_fresh_processes(monkeypatch):
+    """`--parts dobench_split1`: the eval's arrangement under do_bench, one process per callable, each measured
+    twice; the two processes' times are put together and compared with the eval's speedup as `dobench` is."""
+    check = _check()
+    assert check.dobench_calls("cublas", None) == ("candidate", "cublas", "cublas", "candidate")
+    assert check.dobench_calls("cublas", "candidate") == ("candidate", "candidate")
+    assert check.dobench_calls("cublas", "baseline") == ("cublas", "cublas")
+    raw = eval_report("a" * 64, "b" * 64, speedup=1.25) | {"strongest_baseline": {"n16m": "torch_add"}}
+    results: dict = {"evals": {"axpy": raw}, "dobench_split1": {}}
+    per_role = {
+        "candidate": {"axpy": {"n16m": {"median": {"candidate": [1.0, 1.0]}, "iqm": {"candidate": [1.0, 1.0]}}}},
+        "baseline": {"axpy": {"n16m": {"median": {"torch_add": [1.2, 1.3]}, "iqm": {"torch_add": [1.2, 1.3]}}}},
+    }
+    seen = []
+
+    def fake_run(args, **kwargs):
+        seen.append(args[4:])
+        return subprocess.CompletedProcess(args, 0, stdout=json.dumps(per_role[args[4]]) + "\n", stderr="")
+
+    monkeypatch.setattr(check.subprocess, "run", fake_run)
+    check.check_dobench(["axpy"], results, "dobench_split1")
+    assert seen == [["candidate"], ["baseline"]]
+    row = results["dobench_split1"]["axpy"]["n16m"]
+    assert row["do_bench_ratio"] == pytest.approx(1.25) and row["agreement_pct"] == pytest.approx(0.0)
+    assert row["do_bench_runs_ms"] == {"candidate": [1.0, 1.0], "torch_add": [1.2, 1.3]}
