@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from jg_mcp.eval.report import Finding
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
+"""3: the worker says `started` before its setup."""
 
 
 class Strict(BaseModel):
