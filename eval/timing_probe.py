@@ -10,6 +10,8 @@ measurement is part of it at these sizes, so the spread of the repeats is report
 - `db1`: triton.testing.do_bench on one set of fresh torch tensors (what eval/h200_check.py compares with);
 - `db3`: the same, the calls rotating over three input sets;
 - `db1_dedicated`: one set, each tensor in its own cudaMalloc allocation, as the harness allocates them;
+- `db1_moved`: `db1` with its inputs, outputs and flush buffer in other memory at each repeat (its spread against
+  `db1`'s: does where the buffers land move a time as much as another process does?);
 - `loop1`, `loop3`: the eval's blocks (a lead block, then a timed block; flush, pad, events, outputs copied to a
   ring) on one set or rotating over three;
 - `loop1_int32`: `loop1` flushing with do_bench's int32 buffer instead of the eval's uint8 one;
@@ -82,6 +84,21 @@ def db(fn, sets: list[list], pad_ms: float) -> float:
     from jg_mcp.eval.worker import padded_do_bench
 
     return statistics.median(padded_do_bench(fn, sets, pad_ms))
+
+
+def moved(fn, sets: list[list], pad_ms: float) -> float:
+    """`db` on copies of `sets` made after the allocator gave its free memory back and a block of a random size
+    (1 MiB-4 GiB) was taken: the inputs, the outputs and do_bench's flush buffer land in other memory each time, as
+    they do in another process (is where they land what moves a time between processes?)."""
+    import torch
+
+    torch.cuda.empty_cache()
+    hold = torch.empty(random.randint(1, 4096) << 20, dtype=torch.uint8, device="cuda")
+    copies = [[t.clone() for t in s] for s in sets]
+    try:
+        return db(fn, copies, pad_ms)
+    finally:
+        del hold, copies
 
 
 def loop(fn, sets: list[list], pad_ms: float, rounds: int, flush, lead: bool = True, hold: bool = False) -> float:
@@ -194,6 +211,7 @@ def process_side(plan: dict[str, dict[str, float]], started: float, repeats: int
                     (name, "db1"): functools.partial(db, fn, sets[:1], pad),
                     (name, "db3"): functools.partial(db, fn, sets, pad),
                     (name, "db1_dedicated"): functools.partial(db, fn, [ded], pad),
+                    (name, "db1_moved"): functools.partial(moved, fn, sets[:1], pad),
                     (name, "loop1"): functools.partial(loop, fn, sets[:1], pad, 6, flush),
                     (name, "loop1_int32"): functools.partial(loop, fn, sets[:1], pad, 6, flush32),
                     (name, "loop1_nolead"): functools.partial(loop, fn, sets[:1], pad, 6, flush, False),
