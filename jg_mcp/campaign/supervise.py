@@ -3,13 +3,16 @@
 The runner stops the agent when the server closes the session for a spent budget, when the wall clock from the
 session's first request passes the budget plus a grace (an agent that makes no call after its budget), or at
 the hard deadline (startup allowance + budget + grace). A worker whose campaign is gone kills its agents and
-itself (`watch_parent`), and so does one told to stop (SIGTERM: `kill_agents_and_exit`).
+itself (`watch_parent`), and so does one told to stop (SIGTERM: `kill_agents_and_exit`). A worker killed outright
+(SIGKILL runs no handler) takes its agent down too: the agent is started under `jg_mcp.live.lifeline`'s guards
+(the kernel's parent-death signal, and a check that the worker is still there once that is set).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -17,6 +20,7 @@ from pathlib import Path
 
 from jg_mcp.campaign import Launch
 from jg_mcp.campaign.budget import SPENT_PREFIX
+from jg_mcp.live import lifeline
 
 POLL_S = 0.2
 
@@ -118,6 +122,20 @@ class Watch:
         return ""
 
 
+def unrunnable(program: str, cwd: str, env: dict[str, str]) -> str | None:
+    """Why `program` cannot be run (as exec would find it: by PATH, or relative to `cwd` when it names a
+    directory), else None: the agent starts through a wrapper, whose own start would not say so."""
+    if "/" in program:
+        found: str | None = str(Path(cwd, program))
+    else:
+        found = shutil.which(program, path=env.get("PATH", os.defpath))
+    if found is None or not os.path.exists(found):
+        return "No such file or directory"
+    if os.path.isdir(found) or not os.access(found, os.X_OK):
+        return "Permission denied"
+    return None
+
+
 def supervise(launch: Launch, run_dir: Path, env: dict[str, str], watch: Watch) -> tuple[str, int | None, float]:
     """Run the agent until it exits or `watch` says to stop it. Returns (exit reason, exit code, wall seconds)."""
     start = time.monotonic()
@@ -125,9 +143,19 @@ def supervise(launch: Launch, run_dir: Path, env: dict[str, str], watch: Watch) 
     stdin = open(launch.stdin_file, "rb") if launch.stdin_file else subprocess.DEVNULL  # noqa: SIM115
     try:
         with (run_dir / "agent.log").open("wb") as out, (run_dir / "agent.stderr.log").open("wb") as err:
+            missing = unrunnable(launch.argv[0], launch.cwd, env)
+            if missing:
+                return f"agent could not start: {missing}: {launch.argv[0]}", None, 0.0
             try:
                 proc = subprocess.Popen(
-                    launch.argv, cwd=launch.cwd, env=env, stdin=stdin, stdout=out, stderr=err, start_new_session=True
+                    lifeline.outer(lifeline.inner(launch.argv)),
+                    cwd=launch.cwd,
+                    env=env,
+                    stdin=stdin,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                    pass_fds=(lifeline.read_end(),),
                 )
             except OSError as exc:
                 return f"agent could not start: {exc.strerror or exc}: {launch.argv[0]}", None, 0.0

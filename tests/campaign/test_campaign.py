@@ -166,3 +166,37 @@ def test_a_run_summarises_its_eval_report_and_says_in_one_line_when_the_report_i
     assert (
         reason.startswith(f"eval exit 0, report unusable: {partial}: not a jg-mcp eval report: ") and "\n" not in reason
     )
+
+
+SUPERVISE_THEN_WAIT = """
+import sys
+from pathlib import Path
+from jg_mcp.campaign import Launch
+from jg_mcp.campaign.supervise import Watch, supervise
+run_dir = Path(sys.argv[1])
+launch = Launch(argv=["bash", "-c", f"exec -a {sys.argv[2]} sleep 600"], cwd=str(run_dir))
+supervise(launch, run_dir, {"PATH": "/usr/bin:/bin"}, Watch(run_dir, budget_s=600, startup_s=600, grace_s=1))
+"""
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 0.5])
+def test_a_run_worker_killed_outright_takes_its_agent_down(tmp_path, delay_s):
+    """The agent runs in a session of its own (so the runner can stop its whole group); a run worker SIGKILLed
+    (the OOM killer, a timeout's last resort) runs no handler, and its agent must not run on, unwatched, spending
+    its budget: right after the spawn, or once the agent is running."""
+    marker = f"jg-agent-{os.getpid()}-{int(delay_s * 10)}-{time.monotonic_ns()}"
+    worker = subprocess.Popen([sys.executable, "-c", SUPERVISE_THEN_WAIT, str(tmp_path), marker])
+
+    def running() -> list[int]:
+        done = subprocess.run(["pgrep", "-f", f"^{marker}"], capture_output=True, text=True)
+        return [int(p) for p in done.stdout.split()]
+
+    wait_for(lambda: (tmp_path / "agent.log").exists(), 60, "the agent's start")
+    time.sleep(delay_s)
+    worker.send_signal(signal.SIGKILL)
+    worker.wait(10)
+    time.sleep(2)
+    survivors = running()
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, "the agent outlived its run worker"
