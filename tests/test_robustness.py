@@ -289,7 +289,7 @@ def test_the_lifeline_guard_runs_the_command_only_while_the_server_lives(tmp_pat
         assert done.returncode == 0
         assert str(read) not in (tmp_path / "fds").read_text().split(), "the command must not hold the lifeline"
     else:
-        assert done.returncode == lifeline.GONE_EXIT and "server that started this command is gone" in done.stderr
+        assert done.returncode == lifeline.GONE_EXIT and "process that started this command is gone" in done.stderr
         assert not (tmp_path / "fds").exists()
 
 

@@ -12,6 +12,9 @@ that window left an orphaned sandbox that ran its command to the end, unbounded.
   lifeline: the read end of a pipe whose write end only this process holds (close-on-exec, never written).
   End of file there means the server is gone, and the command does not run (exit 125). Past that check, the
   server was alive after both bwrap processes had bound themselves to it, so its death takes them down.
+
+The eval's candidate sandbox (`jg_mcp.eval.isolation`) and a campaign's agent (`jg_mcp.campaign.supervise`, no
+sandbox: the two guards alone) start the same way.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import subprocess
 
 GONE_EXIT = 125
 GUARD = (
-    'if read -t 0 -u "$1"; then echo "jg-mcp: the server that started this command is gone" >&2; exit '
+    'if read -t 0 -u "$1"; then echo "jg-mcp: the process that started this command is gone" >&2; exit '
     f'{GONE_EXIT}; fi; fd=$1; exec {{fd}}<&-; shift; exec "$@"'
 )
 """`read -t 0` succeeds when input is available or at end of file; nothing is ever written, so only the
