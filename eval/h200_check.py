@@ -345,9 +345,8 @@ def main() -> int:
         "checked on the CPU only so far, not yet on the H200",
     )
     args = parser.parse_args()
-    if args.spares:
-        global SPARES
-        SPARES = Spares()
+    global SPARES
+    SPARES = Spares() if args.spares else None
     timing = {k: float(v) for k, v in (item.split("=", 1) for item in args.timing)}
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()

@@ -13,6 +13,7 @@ import pytest
 from eval_suite import REPO
 
 from jg_mcp.eval import EvalOptions, EvalReport, evaluate
+from jg_mcp.eval.isolation import bwrap_problem
 from tests.support import eval_report
 
 
@@ -231,3 +232,27 @@ def test_a_split_do_bench_times_the_solution_and_the_baseline_in_two_fresh_proce
     row = results["dobench_split1"]["axpy"]["n16m"]
     assert row["do_bench_ratio"] == pytest.approx(1.25) and row["agreement_pct"] == pytest.approx(0.0)
     assert row["do_bench_runs_ms"] == {"candidate": [1.0, 1.0], "torch_add": [1.2, 1.3]}
+
+
+@pytest.mark.skipif(bwrap_problem() is not None, reason="spares need bubblewrap")
+def test_with_spares_each_eval_of_the_check_takes_the_processes_the_one_before_started(tmp_path, monkeypatch):
+    """`--spares`: the check's evals share one Spares, the second eval takes the set the first started, the count
+    is in check.json and what is left is ended; without it no eval gets one. Driven on the CPU."""
+    check = _check()
+    given: list = []
+    cpu = {"device": "cpu", "shapes": "smoke", "domain_shapes": 0}
+
+    def cpu_evaluate(options, spares=None):
+        given.append(spares)
+        return evaluate(options.model_copy(update=cpu), None, spares)
+
+    def main(*args: str) -> int:
+        monkeypatch.setattr(sys, "argv", ["h200_check", *args])
+        return check.main()
+
+    monkeypatch.setattr(check, "evaluate", cpu_evaluate)
+    assert main("--out", str(tmp_path / "a"), "--goals", "softmax,swiglu", "--parts", "evals", "--spares") == 0
+    assert given[0] is given[1] is not None and given[0].idle is None, "one Spares for the check, closed at its end"
+    assert json.loads((tmp_path / "a" / "check.json").read_text())["spares_taken"] == 1
+    assert main("--out", str(tmp_path / "b"), "--goals", "softmax", "--parts", "evals") == 0
+    assert given[2] is None and "spares_taken" not in json.loads((tmp_path / "b" / "check.json").read_text())
