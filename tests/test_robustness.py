@@ -293,6 +293,18 @@ def test_the_lifeline_guard_runs_the_command_only_while_the_server_lives(tmp_pat
         assert not (tmp_path / "fds").exists()
 
 
+def test_a_lifeline_the_caller_did_not_pass_stops_the_command_instead_of_being_skipped(tmp_path):
+    """`inner(argv)` needs `read_end()` passed to the process: a caller that forgets it must find out at once, not
+    get a guard that reads a closed descriptor as a live server."""
+    read, write = os.pipe()
+    argv = ["/bin/bash", "-c", lifeline.GUARD, "jg-lifeline", str(read), "sh", "-c", "touch ran"]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    os.close(read)
+    os.close(write)
+    assert done.returncode == lifeline.GONE_EXIT and f"no lifeline on descriptor {read}" in done.stderr
+    assert not (tmp_path / "ran").exists()
+
+
 def test_an_oversized_request_is_recorded_by_its_size_and_refused(gemm_goal, tmp_path):
     session = Session(gemm_goal, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr")
     server = build_server(gemm_goal, SingleSession(session))

@@ -26,11 +26,14 @@ import subprocess
 
 GONE_EXIT = 125
 GUARD = (
+    'if ! { true <&"$1"; } 2>/dev/null; then echo "jg-mcp: no lifeline on descriptor $1" >&2; exit '
+    f"{GONE_EXIT}; fi; "
     'if read -t 0 -u "$1"; then echo "jg-mcp: the process that started this command is gone" >&2; exit '
     f'{GONE_EXIT}; fi; fd=$1; exec {{fd}}<&-; shift; exec "$@"'
 )
-"""`read -t 0` succeeds when input is available or at end of file; nothing is ever written, so only the
-second: every holder of the write end has exited."""
+"""A descriptor that is not open (a caller that did not pass `read_end()`) stops the command, rather than read as
+a live spawner. `read -t 0` succeeds when input is available or at end of file; nothing is ever written, so only
+the second: every holder of the write end has exited."""
 
 _pipe: tuple[int, int, int] | None = None
 
