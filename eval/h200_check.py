@@ -287,6 +287,7 @@ def check_hacks(results: dict, deadline: float) -> None:
             "ok": ok,
             "findings": [f.detail[:300] for f in report.findings][:6],
             "wall_s": report.wall_s,
+            "phases": report.phases,
         }
         print(
             f"hack    {name:26s} {'ok' if ok else 'MISSED'}  {report.wall_s:5.1f}s  {','.join(report.reasons)}",
@@ -342,7 +343,7 @@ def main() -> int:
         "--spares",
         action="store_true",
         help="each eval takes worker processes the eval before it started (process start off the critical path); "
-        "checked on the CPU only so far, not yet on the H200",
+        "off by default: on the H200 the check took 642 s with spares and 603 s without (run 8 against run 6)",
     )
     args = parser.parse_args()
     global SPARES

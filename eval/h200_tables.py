@@ -34,7 +34,7 @@ def repeat_agreement(results: dict, stat: str = "median_ms") -> dict[str, dict[s
 
 def markdown(results: dict) -> str:
     walls = ", ".join(f"{k} {v:.0f} s" for k, v in results.get("part_wall_s", {}).items())
-    lines = ["# eval check on the GPU", "", f"- wall {results['wall_s']:.0f} s ({walls})"]
+    lines = ["# eval check on the GPU", "", f"- wall {results['wall_s']:.0f} s ({walls})", *phase_totals(results)]
     lines += [
         "",
         "| goal | verdict | geomean | wall s | worst do_bench agreement % | worst repeat % |",
@@ -66,6 +66,28 @@ def markdown(results: dict) -> str:
     if results.get("errors"):
         lines += [f"- ERRORS: {', '.join(results['errors'])}"]
     return "\n".join(lines) + "\n"
+
+
+def phase_totals(results: dict) -> list[str]:
+    """Which GPU ran the evals, and per part the evals' phases summed over the goals (the phases overlap: the
+    baselines' preparation runs beside the candidate's start and correctness)."""
+    lines = []
+    for part in ("evals", "repeat"):
+        reports = [EvalReport.model_validate(raw) for raw in results.get(part, {}).values()]
+        if not reports:
+            continue
+        if not lines:
+            env = reports[0].environment
+            lines.append(
+                f"- GPU: {env.gpu or 'none'} {env.gpu_uuid or ''}, driver {env.driver or '-'}".replace(" ,", ",")
+            )
+        totals: dict[str, float] = {}
+        for report in reports:
+            for name, seconds in report.phases.items():
+                totals[name] = totals.get(name, 0.0) + seconds
+        summed = ", ".join(f"{name} {seconds:.1f}" for name, seconds in totals.items())
+        lines.append(f"- {part}, phases summed over {len(reports)} goals (s): {summed}")
+    return lines
 
 
 def dobench_repeat(results: dict, ratio_key: str = "do_bench_ratio") -> dict[str, dict[str, float]]:

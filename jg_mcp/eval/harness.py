@@ -132,9 +132,11 @@ class Evaluation:
         report.phases["correctness"] = time.monotonic() - mark
         self.end(candidate)
         if timer is not None:
-            mark = time.monotonic()
             if self.spares is not None:
+                mark = time.monotonic()
                 self.spares.settle()  # no spare imports while this eval times
+                report.phases["spares_wait"] = time.monotonic() - mark
+            mark = time.monotonic()
             timer.run(report, timed)
             report.phases["timing"] = time.monotonic() - mark
         elif self.device != "cuda":
@@ -186,6 +188,7 @@ class Evaluation:
             device=self.device,
             gpu=name,
             driver=gpu.driver_version if gpu else None,
+            gpu_uuid=str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid) if name else None,
             torch=torch.__version__,
             triton=triton.__version__,
             python=platform.python_version(),

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-REPORT_VERSION = 7
+REPORT_VERSION = 8
 """2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, the block/fresh/spot-check timing parameters.
 3: `isolation`, `phases`, per-timing `unaccounted_ms`, `host_median_ms` measured by the harness's clock (optional).
 4: per-shape `pad_ms` and `launch_bound`, per-timing `lead` and `enqueue_ms`, the `lead_ms` timing parameter.
@@ -19,6 +19,8 @@ before the next call (times of version 4 and earlier rotated the sets call by ca
 block on one set, which moved by up to 18% between repeats at 5-45 us shapes on the H200).
 7: per-timing `iqm_ms`, and per-shape `wall_s` splits the correctness check into `check_reference`,
 `check_bind` and `check_calls`.
+8: `environment.gpu_uuid`, and the phase `spares_wait` (an eval waiting for the next eval's processes to finish their
+imports before it times).
 Reports of earlier versions still load (the new fields are optional)."""
 
 
@@ -250,6 +252,8 @@ class Environment(Strict):
     """GPU name, if any."""
     driver: str | None
     """NVIDIA driver version, if any."""
+    gpu_uuid: str | None = None
+    """The GPU's UUID, if any: which physical GPU, so that runs on different machines can be told apart."""
     torch: str
     """torch version."""
     triton: str

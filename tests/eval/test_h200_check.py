@@ -97,12 +97,16 @@ def test_the_check_writes_its_parts_and_a_second_call_finishes_what_the_first_le
         set(written["part_wall_s"]) == {"evals", "repeat"}
         and "| softmax | accepted |" in (first / "check.md").read_text()
     )
+    phases = written["evals"]["softmax"]["phases"]
+    assert "- GPU: none, driver -" in (first / "check.md").read_text()
+    assert f"- evals, phases summed over 1 goals (s): setup {phases['setup']:.1f}, " in (first / "check.md").read_text()
 
     earlier = str(first / "check.json")
     assert main("--out", str(second), "--goals", "softmax", "--parts", "hacks", "--earlier", earlier) == 0
     assert ran[2:] == ["background_thread"]
     done = json.loads((second / "check.json").read_text())
     assert done["hacks"]["background_thread"]["ok"] and done["evals"]["softmax"]["accepted"]
+    assert done["hacks"]["background_thread"]["phases"]["correctness"] > 0, "a hack's eval keeps its phases"
     assert main("--out", str(second), "--parts", "hacks", "--earlier", str(second / "check.json")) == 0
     assert len(ran) == 3, "a hack already in the earlier run is not run again"
 

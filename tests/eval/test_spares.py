@@ -80,6 +80,13 @@ def test_evals_in_a_row_take_the_processes_started_ahead_and_reach_the_same_verd
         real_run(self, report, cases)
 
     monkeypatch.setattr(TimingPhase, "run", run_timing)
+    real_settle = Spares.settle
+
+    def settle(self):
+        time.sleep(0.3)
+        real_settle(self)
+
+    monkeypatch.setattr(Spares, "settle", settle)
     reports, taken = [], []
     with Spares() as spares:
         for text in (HONEST, WRONG, HONEST):
@@ -96,6 +103,7 @@ def test_evals_in_a_row_take_the_processes_started_ahead_and_reach_the_same_verd
     assert not reports[1].accepted and Reason.INCORRECT in reports[1].reasons
     assert not work.exists() and all(gone(p) for p in pids), "closing the spares ends what no eval took"
     assert imported_when_timed == [[True, True, True]] * 3, "no spare may still be importing while an eval times"
+    assert all(r.phases["spares_wait"] >= 0.3 for r in reports), "the wait for the spares is a phase of its own"
 
 
 @pytest.mark.parametrize("why", ["died", "waited too long"])
