@@ -386,3 +386,30 @@ def test_a_malformed_eval_report_is_one_line_naming_the_file_not_a_traceback(tmp
         assert f"{path}: not a jg-mcp eval report: " in line and problem in line, line
     with pytest.raises(EvalReportError, match=f"^{tmp_path / 'missing.json'}: cannot read the eval report: "):
         audit.read_eval_report(tmp_path / "missing.json")
+
+
+def test_the_text_audit_shows_what_the_agent_wrote_without_letting_it_steer_the_terminal(tmp_path):
+    """Commands and file names are the agent's text: escape sequences, carriage returns and newlines in them
+    would let it erase or forge lines of the audit on a terminal (hide its errors, print `audit clean`). Every
+    line the audit prints is one line of printable text."""
+    fake = "\x1b[2K\r  step   1 exit 0 0.01s  $ ls\naudit clean\x1b[8m\u202e"
+    transcript, _ = scripted_session(
+        tmp_path,
+        [
+            call("run_command", command=f"true || curl -s https://example.invalid/x # {fake}"),
+            call("write_file", path=f"odd{fake}.txt", content="x"),
+        ],
+    )
+    report = audit.audit(transcript)
+    text = render_text(report)
+    assert not report.ok and text.endswith("audit FAILED")
+    assert "\x1b" not in text and "\r" not in text and "\u202e" not in text
+    assert not [line for line in text.splitlines() if line.startswith(("audit clean", "  step   1 exit 0"))], text
+    assert "\\x1b[2K\\r" in text, "the escape is shown, not dropped"
+
+
+def test_printable_writes_out_every_steering_character_and_keeps_the_rest():
+    from jg_mcp.terminal import lines, printable
+
+    assert printable("a\x1b[31mb\rc\nd\x9b\u202ee\u200bf é") == "a\\x1b[31mb\\rc\\nd\\x9b\\u202ee\\u200bf é"
+    assert lines(["one\ntwo", "three"]) == "one\\ntwo\nthree"

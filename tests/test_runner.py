@@ -8,7 +8,7 @@ import time
 import anyio
 import pytest
 
-from jg_mcp.live.runner import Runner
+from jg_mcp.live.runner import MAX_PARALLEL_COMMANDS, Runner
 
 
 def run(runner, command, timeout_s=30.0, on_progress=None):
@@ -135,3 +135,54 @@ def test_a_call_cancelled_while_its_command_starts_still_kills_the_command(tmp_p
     while alive(pid):
         assert time.monotonic() < deadline, "the command outlived its cancelled call"
         time.sleep(0.05)
+
+
+def test_preparing_the_sandbox_does_not_hold_up_the_event_loop(tmp_path):
+    """A sandbox's wrap walks the workspace (handing it to the sandbox uid): with a million files that takes
+    seconds, which on the event loop would stall every other request of the server meanwhile."""
+
+    def slow_wrap(argv):
+        time.sleep(1.5)
+        return argv
+
+    gaps: list[float] = []
+
+    async def go():
+        async def tick():
+            last = time.monotonic()
+            while True:
+                await anyio.sleep(0.05)
+                gaps.append(time.monotonic() - last)
+                last = time.monotonic()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(tick)
+            result = await Runner(tmp_path, wrap=slow_wrap).run("echo ran", 30.0)
+            tg.cancel_scope.cancel()
+        return result
+
+    assert anyio.run(go).stdout == "ran\n"
+    assert max(gaps) < 0.5, f"the event loop stalled for {max(gaps):.2f} s"
+
+
+def test_a_sessions_commands_run_at_most_a_few_at_once(tmp_path):
+    """Each sandboxed command gets its own bounded /tmp and /dev/shm in memory: parallel calls would multiply
+    that bound. A session runs at most MAX_PARALLEL_COMMANDS at once; the others wait their turn."""
+    runner = Runner(tmp_path)
+    command = "echo start $(date +%s.%N) >> log; sleep 0.4; echo end $(date +%s.%N) >> log"
+
+    async def go():
+        async with anyio.create_task_group() as tg:
+            for _ in range(MAX_PARALLEL_COMMANDS + 3):
+                tg.start_soon(runner.run, command, 30.0)
+
+    anyio.run(go)
+    events = sorted(
+        (float(t), +1 if kind == "start" else -1)
+        for kind, t in (line.split() for line in (tmp_path / "log").read_text().splitlines())
+    )
+    running, most = 0, 0
+    for _, step in events:
+        running += step
+        most = max(most, running)
+    assert len(events) == 2 * (MAX_PARALLEL_COMMANDS + 3) and most == MAX_PARALLEL_COMMANDS, events

@@ -4,6 +4,7 @@ succeeds with the sandbox off, which proves the attempt is real."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,7 +17,7 @@ from mcp import Client
 
 import jg_mcp
 from jg_mcp.goals import load_goal
-from jg_mcp.live.sandbox import Bwrap, SandboxLimits
+from jg_mcp.live.sandbox import Bwrap, SandboxLimits, python_dirs
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
 from tests.support import SECRET_VAR, bwrap_missing, copy_goal
@@ -245,3 +246,33 @@ def test_the_workspace_is_private_and_the_goal_copy_cannot_be_changed_or_deleted
             assert ws.stat().st_uid == env.sandboxes[0].uid()
     else:
         assert "# tampered" in reference.read_text()  # the attempt is real: unsandboxed it replaces the copy
+
+
+def test_a_command_cannot_make_a_user_namespace_to_mount_memory_past_its_caps(env):
+    """In a user namespace of its own a command holds every capability there, so it could mount a tmpfs of any
+    size (host memory, charged to no process) past max_tmp_bytes: creating one is refused in the sandbox. The
+    threads and subprocesses a toolchain starts still work."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare (util-linux)")
+    out = env.run(
+        "unshare -Urm sh -c 'mount -t tmpfs -o size=100G none /tmp && echo MOUNTED'; echo rc=$?; "
+        'python -c \'import subprocess, threading; t = threading.Thread(target=print, args=("thread ok",)); '
+        't.start(); t.join(); print(subprocess.run(["echo", "child ok"], capture_output=True, text=True).stdout)\''
+    )
+    assert "thread ok" in out["stdout"] and "child ok" in out["stdout"], out
+    if sandboxed(env):
+        assert "MOUNTED" not in out["stdout"] and "rc=0" not in out["stdout"], out
+    elif os.geteuid() == 0 or Path("/proc/sys/kernel/unprivileged_userns_clone").exists():
+        assert "MOUNTED" in out["stdout"], "the attempt is real: it mounts with the sandbox off"
+
+
+def test_the_hosts_opt_is_not_shown_unless_the_toolchain_lives_there(env, tmp_path):
+    """/opt holds whatever a host installed there (guides, mirrors, other tools): under the goal-only condition
+    the agent sees the toolchain, not the host's collection. A directory under /opt that this Python or a named
+    toolchain variable needs is still bound."""
+    if not sandboxed(env):
+        pytest.skip("unsandboxed commands see the whole host by design")
+    out = env.run("ls -A /opt 2>/dev/null; echo end")
+    listed = out["stdout"].split("end")[0].split()
+    needed = {p.parts[2] for p in python_dirs() if len(p.parts) > 2 and p.parts[1] == "opt"}
+    assert set(listed) <= needed, out

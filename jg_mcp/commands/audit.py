@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from jg_mcp import log
 from jg_mcp.commands.arguments import input_file, output_file
+from jg_mcp.terminal import lines
 
 if TYPE_CHECKING:
     from jg_mcp.record import audit
@@ -122,4 +123,4 @@ def render_text(report: audit.AuditReport) -> str:
         where = f"line {f.line}: " if f.line else ""
         out.append(f"{f.severity.upper():7s} {f.area}/{f.kind}: {where}{f.message}")
     out.append("audit " + ("clean" if report.ok else "FAILED"))
-    return "\n".join(out)
+    return lines(out)

@@ -9,6 +9,7 @@ from pathlib import Path
 from jg_mcp.commands.arguments import input_file, new_dir, non_negative_int
 from jg_mcp.errors import UsageError
 from jg_mcp.record import replay, steps
+from jg_mcp.terminal import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,11 +66,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"rebuilt {args.to} at {where}: {len(report.written)} files")
     for item in report.not_reconstructible:
         print(
-            f"  not reconstructible (over the blob cap, hash only): {item['path']} "
+            f"  not reconstructible (over the blob cap, hash only): {printable(item['path'])} "
             f"sha256 {item['sha256'] or 'not recorded'} {item['size']} bytes"
         )
     for problem in report.problems:
-        print(f"  problem: {problem}")
+        print(f"  problem: {printable(problem)}")
     ok = not report.not_reconstructible and not report.problems
     if args.rerun:
         ok = _rerun(record, args.to, step) and ok
@@ -90,13 +91,13 @@ def _rerun(record: steps.Record, root: Path, step: int) -> bool:
         print(f"  note: {note}")
     for r in results:
         exits = f"{_exit(r.recorded_exit)} -> {_exit(r.rerun_exit)}"
-        print(f"  step {r.step:3d}  {r.verdict:17s}  {exits}  $ {r.command[:100]}")
+        print(f"  step {r.step:3d}  {r.verdict:17s}  {exits}  $ {printable(r.command[:100])}")
         if r.skipped:
-            print(f"      {r.skipped}")
+            print(f"      {printable(r.skipped)}")
         if r.files_differ:
-            print(f"      files that differ from the recording: {', '.join(r.files_differ)}")
+            print(f"      files that differ from the recording: {printable(', '.join(r.files_differ))}")
         if r.diff:
-            print("      " + r.diff.rstrip("\n").replace("\n", "\n      "))
+            print("\n".join("      " + printable(line) for line in r.diff.rstrip("\n").split("\n")))
     return all(r.verdict in ("match", "output differs") for r in results)
 
 

@@ -17,6 +17,9 @@ import anyio
 from anyio.abc import ByteReceiveStream
 from pydantic import BaseModel
 
+MAX_PARALLEL_COMMANDS = 4
+"""Most commands of one runner (one session) running at once; more wait their turn. Each sandboxed command has
+its own in-memory /tmp and /dev/shm, so this bounds what parallel calls can hold."""
 DEFAULT_CAP = 64 * 1024
 DRAIN_AFTER_EXIT_S = 0.5
 ProgressFn = Callable[[float, str], Awaitable[None]]
@@ -178,12 +181,19 @@ class Runner:
         self.cap = cap
         self.progress_every_s = progress_every_s
         self.quota_bytes = quota_bytes
+        self.slots = anyio.Semaphore(MAX_PARALLEL_COMMANDS)
         self.groups: set[int] = set()
         """Process groups started by this runner that still had processes when their command returned (background
         jobs); killed at session end."""
 
     async def run(self, command: str, timeout_s: float, on_progress: ProgressFn | None = None) -> CommandResult:
-        argv = self.wrap(["/bin/bash", "-c", command])
+        """Run `command` once one of the runner's MAX_PARALLEL_COMMANDS slots is free; its timeout counts from
+        its start. The wrap (a sandbox's, which walks the workspace) runs in a worker thread."""
+        async with self.slots:
+            return await self._run(command, timeout_s, on_progress)
+
+    async def _run(self, command: str, timeout_s: float, on_progress: ProgressFn | None) -> CommandResult:
+        argv = await anyio.to_thread.run_sync(self.wrap, ["/bin/bash", "-c", command])
         out, err = CappedBuffer(self.cap), CappedBuffer(self.cap)
         start = time.monotonic()
         timed_out = False

@@ -4,15 +4,17 @@
 the command sees, `limits` what it runs under (None: none). `NoSandbox` runs commands as they are;
 `Bwrap` runs each in fresh pid, net, ipc and uts namespaces (and a user namespace when the server is
 not root) on an empty root that holds only what a kernel developer needs, read-only: /usr and the
-/bin, /sbin, /lib* links or directories, /etc, /opt, /sys (GPU topology), this Python's environment
+/bin, /sbin, /lib* links or directories, /etc, /sys (GPU topology), this Python's environment
 and the directories the kept environment names (CUDA_HOME, LD_LIBRARY_PATH). The rest of the host is
-absent: /run, /var, /home, the host's /tmp and every unix socket in them, the goal files, the
+absent: /opt, /run, /var, /home, the host's /tmp and every unix socket in them, the goal files, the
 transcripts, other sessions' workspaces (hidden directories inside a bound one are covered by empty
 read-only tmpfs mounts). The workspace is bound read-write, its root-owned goal copies (reference.py)
 read-only on top, so they can be neither changed nor deleted; /tmp, /dev/shm and HOME are private
 tmpfs mounts of a bounded size; a per-session cache directory (Triton, pip) persists; there is no
 network. GPU device nodes are passed through. bwrap reads its options from a memfd (`--args FD`), so
-its command line, which every process inside can read as /proc/1/cmdline, names no host path.
+its command line, which every process inside can read as /proc/1/cmdline, names no host path. A seccomp
+filter refuses new user namespaces (`jg_mcp.live.seccomp`): in one, a command could mount a tmpfs past the
+caps below.
 
 Limits: RLIMIT_FSIZE caps every file a command writes, `--size` each tmpfs; the workspace's total is
 checked after each command (a notice, not a cap). RLIMIT_NPROC caps processes and threads; the kernel
@@ -45,7 +47,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict
 
 from jg_mcp import log
-from jg_mcp.live import lifeline
+from jg_mcp.live import lifeline, seccomp
 from jg_mcp.live.runner import Argv, command_env
 from jg_mcp.live.uids import UIDS, SandboxError, UidPool, chown_tree
 
@@ -55,9 +57,11 @@ MODES = ("auto", "bwrap", "none")
 SANDBOX_HOME = "/tmp/home"
 SANDBOX_CACHE = "/tmp/home/.cache"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys")
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
 """What of the host's root the sandbox shows (read-only); /etc whole, since the toolchain reads much of it
-(ld.so.cache, alternatives, passwd, ssl, nvidia icd files) and what in it is secret is not world-readable."""
+(ld.so.cache, alternatives, passwd, ssl, nvidia icd files) and what in it is secret is not world-readable.
+Not /opt: a host keeps anything there (guides, package mirrors, other tools), which the goal-only condition
+does not hand out; a toolchain under /opt is bound when this Python lives there or a kept variable names it."""
 NAMESPACES = (
     "--unshare-pid",
     "--unshare-net",
@@ -280,6 +284,8 @@ class Bwrap:
         options += ["--remount-ro", "/", "--chdir", str(ws), "--clearenv"]
         for key, value in self.env.items():
             options += ["--setenv", key, value]
+        files = [f for f in [seccomp.program_file()] if f is not None]
+        options += [o for f in files for o in ("--seccomp", str(f.fileno()))]
         args_file = open(os.memfd_create("bwrap-args", os.MFD_CLOEXEC), "w+b")
         args_file.write(b"".join(os.fsencode(o) + b"\0" for o in options))
         args_file.flush()
@@ -289,7 +295,7 @@ class Bwrap:
         if self.as_root:
             uid = self.uid()
             head += ["--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
-        return Argv([*head, "--", *lifeline.inner(argv)], [args_file], [lifeline.read_end()])
+        return Argv([*head, "--", *lifeline.inner(argv)], [args_file, *files], [lifeline.read_end()])
 
     def _mounts(self, ws: Path) -> list[str]:
         """Bind the system directories, the Python environment and the named toolchain directories
