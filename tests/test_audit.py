@@ -413,3 +413,19 @@ def test_printable_writes_out_every_steering_character_and_keeps_the_rest():
 
     assert printable("a\x1b[31mb\rc\nd\x9b\u202ee\u200bf é") == "a\\x1b[31mb\\rc\\nd\\x9b\\u202ee\\u200bf é"
     assert lines(["one\ntwo", "three"]) == "one\\ntwo\nthree"
+
+
+def test_a_final_solution_the_transcript_could_not_store_fails_the_audit(tmp_path, monkeypatch):
+    """An agent that fills the transcript's blob budget first gets its final solution recorded by hash only: its
+    text cannot be checked for forbidden APIs, so the audit cannot pass it."""
+    from jg_mcp.record import transcript
+
+    monkeypatch.setattr(transcript, "BLOB_BUDGET_BYTES", 64 << 10)
+    steps = [
+        call("run_command", command="for i in $(seq 1500); do head -c 64 /dev/urandom > f$i; done"),
+        call("write_file", path="solution.py", content=SOLUTION_WITH_ADD),
+    ]
+    path, _ = scripted_session(tmp_path, steps)
+    report = audit.audit(path)
+    assert not report.ok
+    assert any(f.severity == "error" and "was not stored" in f.message for f in report.findings), report.findings

@@ -3,6 +3,10 @@
 The workspace directory is opened once; every later access goes through that descriptor with
 jg_mcp.live.safefs (no symbolic link followed, regular files only), so a command that swaps a directory for
 a link, or a file for a FIFO or a device, cannot make the server read, write or wait outside it.
+
+A scan is bounded whatever a command leaves behind: at most SCAN_LIMIT files, SCAN_DEPTH levels, and
+SCAN_READ_BYTES read (no file over SCAN_FILE_BYTES), so sparse files of terabytes cost a stat each. Paths are
+recorded only when their names are UTF-8 (what a transcript can hold); other names are reported, escaped.
 """
 
 from __future__ import annotations
@@ -23,6 +27,13 @@ SCAN_LIMIT = 50_000
 """Most files a scan records; past it, the rest are named as skipped."""
 SCAN_DEPTH = 128
 """Deepest directory level a scan enters."""
+SCAN_FILE_BYTES = 256 * 1024 * 1024
+"""Largest file a scan reads (and hashes): past it the file is named as not recorded. Sources, compiled
+artefacts and test data are far smaller; a sparse file of any size costs a command nothing, so without it one
+`truncate -s 8G` made the scan read 8 GiB."""
+SCAN_READ_BYTES = 1024 * 1024 * 1024
+"""Most bytes one scan reads: changed files past it are named as not recorded, and the next scan reads them
+(unchanged files cost nothing). About 3 s of hashing on a slow host: what the scan after a command may take."""
 UNRECORDED_DIR = "__pycache__"
 """Directories whose files are not recorded (bytecode the interpreter rewrites); a scan names them."""
 Hasher = Callable[[int, int], tuple[str, int]]
@@ -46,7 +57,15 @@ class Scan:
     unrecorded: list[str] = field(default_factory=list)
     """Files under __pycache__, not recorded."""
     skipped: list[str] = field(default_factory=list)
-    """What the scan could not record, each a sentence: the file limit, the depth limit, unreadable files."""
+    """What the scan could not record, each a sentence: the file limit, the depth limit, unreadable files, files
+    past the byte bounds, names that are not UTF-8 (shown escaped)."""
+    unread: list[str] = field(default_factory=list)
+    """Regular files seen but not hashed (unreadable, or past the byte bounds): they keep their previous state."""
+    partial: bool = False
+    """Some files were not seen (the file limit, the depth limit, a directory that could not be listed): any
+    previously recorded file may still be there."""
+    bytes_read: int = 0
+    """What the hasher read."""
 
 
 def file_sha256(fd: int, size: int) -> tuple[str, int]:
@@ -58,11 +77,31 @@ def file_sha256(fd: int, size: int) -> tuple[str, int]:
     return h.hexdigest(), n
 
 
+def is_utf8(name: str) -> bool:
+    """Whether `name` came from bytes that are UTF-8 (os.listdir escapes other bytes as lone surrogates, which
+    no JSON encoder, hence no transcript, accepts)."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(name: str) -> str:
+    """`name` printable and encodable: bytes that are not UTF-8 as `\\xNN`."""
+    return name.encode(errors="surrogateescape").decode(errors="backslashreplace")
+
+
 def clean_parts(path: str, root: Path) -> tuple[str, ...]:
     """The components of an agent-supplied path inside `root` ('..' resolved by name, which is exact since
     no link is followed), or PathRefused."""
     if "\0" in path:
         raise PathRefused("path contains a NUL byte")
+    if not is_utf8(path):
+        raise PathRefused(
+            "path is not valid UTF-8 text (it holds a lone surrogate); the workspace records UTF-8 names only: "
+            "rename such a file with run_command"
+        )
     if not path.strip():
         raise PathRefused("path is empty")
     p = PurePosixPath(path)
@@ -141,7 +180,9 @@ class Workspace:
         """The names in the directory `parts`, directories marked with a trailing '/'."""
         with self.dir_fd(parts) as dfd:
             names = os.listdir(dfd)
-            return sorted(n + ("/" if _is_dir(dfd, n) else "") for n in names)
+            return sorted(
+                shown(n) + ("/" if _is_dir(dfd, n) else "") + ("" if is_utf8(n) else " (name not UTF-8)") for n in names
+            )
 
     def write(self, parts: tuple[str, ...], data: bytes) -> bool:
         """Atomically replace or create the file at `parts` (parents made); returns whether it is new."""
@@ -152,12 +193,24 @@ class Workspace:
         with self.dir_fd(parts[:-1]) as dfd:
             os.unlink(parts[-1], dir_fd=dfd)
 
-    def scan(self, hasher: Hasher = file_sha256, limit: int | None = None) -> Scan:
+    def scan(
+        self,
+        hasher: Hasher = file_sha256,
+        limit: int | None = None,
+        read_bytes: int | None = None,
+        file_bytes: int | None = None,
+    ) -> Scan:
         """Current regular files with hashes (no link followed, nothing but regular files opened, each
         read only up to its size at the time); unchanged files (size, times, inode) reuse the cached hash.
-        At most `limit` files (default SCAN_LIMIT) are recorded."""
-        limit = SCAN_LIMIT if limit is None else limit
-        out = Scan(states={})
+        At most `limit` files (default SCAN_LIMIT) are recorded and `read_bytes` (SCAN_READ_BYTES) read, no
+        file larger than `file_bytes` (SCAN_FILE_BYTES); names that are not UTF-8 are not recorded."""
+        run = _Run(
+            out=Scan(states={}),
+            hasher=hasher,
+            limit=SCAN_LIMIT if limit is None else limit,
+            read_bytes=SCAN_READ_BYTES if read_bytes is None else read_bytes,
+            file_bytes=SCAN_FILE_BYTES if file_bytes is None else file_bytes,
+        )
         top = safefs.open_dir(self.fd, ())
         try:
             names = iter(sorted(os.listdir(top)))
@@ -173,29 +226,41 @@ class Workspace:
                     os.close(dfd)
                     stack.pop()
                     continue
-                rel = prefix + name
-                try:
-                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    self._enter(out, stack, dfd, name, rel)
-                elif stat.S_ISREG(st.st_mode):
-                    if f"/{UNRECORDED_DIR}/" in f"/{rel}":
-                        out.unrecorded.append(rel)
-                    elif len(out.states) >= limit:
-                        out.skipped.append(f"files past the first {limit} (such as '{rel}') were not recorded")
-                        break
-                    else:
-                        self._hash(out, dfd, name, rel, st, hasher)
+                if not self._visit(run, stack, dfd, name, prefix + name):
+                    break
         finally:
             for dfd, _, _ in stack:
                 os.close(dfd)
-        return out
+        run.summarise()
+        return run.out
+
+    def _visit(self, run: _Run, stack: list, dfd: int, name: str, rel: str) -> bool:
+        """Record, enter or pass over one directory entry; False when the file limit ends the scan."""
+        out = run.out
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return True
+        is_dir, is_reg = stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode)
+        if (is_dir or is_reg) and not is_utf8(name):
+            run.bad_names.append(f"'{shown(rel)}" + ("/'" if is_dir else "'"))
+        elif is_dir:
+            self._enter(out, stack, dfd, name, rel)
+        elif is_reg:
+            if f"/{UNRECORDED_DIR}/" in f"/{rel}":
+                out.unrecorded.append(rel)
+            elif len(out.states) >= run.limit:
+                out.skipped.append(f"files past the first {run.limit} (such as '{rel}') were not recorded")
+                out.partial = True
+                return False
+            else:
+                self._hash(run, dfd, name, rel, st)
+        return True
 
     def _enter(self, out: Scan, stack: list, dfd: int, name: str, rel: str) -> None:
         if len(stack) >= SCAN_DEPTH:
             out.skipped.append(f"'{rel}' is deeper than {SCAN_DEPTH} levels: its files were not recorded")
+            out.partial = True
             return
         try:
             sub = os.open(name, safefs.DIR_FLAGS, dir_fd=dfd)
@@ -206,10 +271,12 @@ class Workspace:
         except OSError as exc:
             os.close(sub)
             out.skipped.append(f"'{rel}' could not be listed: {exc.strerror}")
+            out.partial = True
             return
         stack.append((sub, rel + "/", names))
 
-    def _hash(self, out: Scan, dfd: int, name: str, rel: str, st: os.stat_result, hasher: Hasher) -> None:
+    def _hash(self, run: _Run, dfd: int, name: str, rel: str, st: os.stat_result) -> None:
+        out = run.out
         old = self._states.get(rel)
         if old and (old.size, old.mtime_ns, old.ctime_ns, old.ino) == (
             st.st_size,
@@ -219,27 +286,46 @@ class Workspace:
         ):
             out.states[rel] = old
             return
+        if st.st_size > run.file_bytes:  # not even opened
+            run.unread(run.too_large, rel)
+            return
         try:
             fd, st = safefs.open_regular(dfd, name, rel)
         except (PathRefused, FileNotFoundError):  # swapped for something else, or gone, since the stat
             return
         except OSError as exc:
-            out.skipped.append(f"'{rel}' could not be read: {exc.strerror}")
+            run.unread(run.unreadable, rel, exc.strerror)
             return
         try:
-            digest, size = hasher(fd, st.st_size)
+            if st.st_size > run.file_bytes:  # grew since the stat
+                run.unread(run.too_large, rel)
+                return
+            if out.bytes_read + st.st_size > run.read_bytes:
+                run.unread(run.over_budget, rel)
+                return
+            digest, size = run.hasher(fd, st.st_size)
+        except OSError as exc:  # an I/O error on this file: the others are still recorded
+            run.unread(run.unreadable, rel, exc.strerror)
+            return
         finally:
             os.close(fd)
+        out.bytes_read += size
         out.states[rel] = FileState(size, st.st_mtime_ns, digest, st.st_ctime_ns, st.st_ino)
 
-    def changes(self, hasher: Hasher = file_sha256) -> tuple[dict[str, FileState], list[str], Scan]:
+    def changes(
+        self, hasher: Hasher = file_sha256, read_bytes: int | None = None, file_bytes: int | None = None
+    ) -> tuple[dict[str, FileState], list[str], Scan]:
         """Files written and deleted since the previous call (the first call sees everything), and the scan.
-        A scan that skipped something (`Scan.skipped`) reports no deletions: files it did not see keep their
-        previous state. Callers serialise calls (Session holds a lock): the previous state is shared."""
-        scan = self.scan(hasher)
-        now = scan.states
-        if scan.skipped:
-            now = {**{p: s for p, s in self._states.items() if f"/{UNRECORDED_DIR}/" not in f"/{p}"}, **now}
+        A file the scan saw but did not read (`Scan.unread`) keeps its previous state; a scan that did not see
+        every file (`Scan.partial`) reports no deletions: files it did not see keep their previous state.
+        Every path returned is UTF-8 (a transcript can hold it). Callers serialise calls (Session holds a lock):
+        the previous state is shared."""
+        scan = self.scan(hasher, read_bytes=read_bytes, file_bytes=file_bytes)
+        if scan.partial:
+            kept = {p: s for p, s in self._states.items() if f"/{UNRECORDED_DIR}/" not in f"/{p}"}
+        else:
+            kept = {p: self._states[p] for p in scan.unread if p in self._states}
+        now = {**kept, **scan.states}
         changed = {p: s for p, s in now.items() if p not in self._states or self._states[p].sha256 != s.sha256}
         deleted = sorted(set(self._states) - set(now))
         self._states = now
@@ -248,6 +334,50 @@ class Workspace:
     def manifest(self) -> dict[str, dict[str, object]]:
         """path -> {sha256, size} of the files as of the last `changes` (what the transcript recorded)."""
         return {p: {"sha256": s.sha256, "size": s.size} for p, s in sorted(self._states.items())}
+
+
+SHOWN_NAMES = 10
+"""Most paths a sentence about files not recorded names."""
+
+
+@dataclass
+class _Run:
+    """One scan in progress: its result, its hasher and bounds, and the files it passed over, by reason."""
+
+    out: Scan
+    hasher: Hasher
+    limit: int
+    read_bytes: int
+    file_bytes: int
+    unreadable: list[str] = field(default_factory=list)
+    too_large: list[str] = field(default_factory=list)
+    over_budget: list[str] = field(default_factory=list)
+    bad_names: list[str] = field(default_factory=list)
+    """Each list holds paths as a sentence names them: quoted, maybe followed by why."""
+
+    def unread(self, reason: list[str], rel: str, why: str | None = None) -> None:
+        """`rel` was seen but not read, for `reason` (one of the lists above)."""
+        reason.append(f"'{rel}'" + (f" ({why})" if why else ""))
+        self.out.unread.append(rel)
+
+    def summarise(self) -> None:
+        """One sentence in `skipped` per reason files were passed over, naming the first few."""
+        for paths, what in (
+            (self.unreadable, "files that could not be read were not recorded"),
+            (
+                self.too_large,
+                f"files larger than the {self.file_bytes} bytes a scan reads of one file were not recorded",
+            ),
+            (
+                self.over_budget,
+                f"changed files were not recorded, the scan having read its {self.read_bytes} bytes; the next scan "
+                "reads them",
+            ),
+            (self.bad_names, "names that are not UTF-8 (shown escaped) were not recorded, nor anything under them"),
+        ):
+            if paths:
+                named = ", ".join(paths[:SHOWN_NAMES]) + (", ..." if len(paths) > SHOWN_NAMES else "")
+                self.out.skipped.append(f"{what}: {named} ({len(paths)} in all)")
 
 
 def _is_dir(dfd: int, name: str) -> bool:

@@ -348,7 +348,7 @@ def check_solution(record: Record, summary: Summary, goal: LoadedGoal) -> list[F
     except BlobError as exc:
         return note("error", str(exc))
     if source is None:
-        return note("warning", f"the final {summary.solution_file} was not stored: forbidden-API scan skipped")
+        return note("error", f"the final {summary.solution_file} was not stored: its text cannot be checked")
     try:
         uses = forbidden_uses(source.decode(errors="replace"), goal.goal.forbidden)
     except SyntaxError as exc:

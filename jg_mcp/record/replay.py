@@ -52,7 +52,9 @@ def sync(record: Record, root: Path, step: int) -> Rebuild:
     target = state_at(record, step)
     report = Rebuild(step=step)
     ws = Workspace(root)
-    present = ws.scan().states
+    scan = ws.scan()
+    present = scan.states
+    report.problems += scan.skipped
     for rel in sorted(set(present) - set(target)):
         try:
             ws.remove(ws.parts(rel))

@@ -3,10 +3,11 @@
 Each line is one event (a tagged union on `event`). Every event carries `seq` (0, 1, 2, ...)
 and `prev`, the sha256 of the previous line's bytes (64 zeros for the header), so an edit,
 deletion, reordering or truncation shows. File contents are stored content-addressed in
-`RUN.blobs/<sha256>` next to `RUN.jsonl`, up to a cap (COMMAND_BLOB_CAP, WRITE_BLOB_CAP); larger
-content is recorded by hash and size only. Each line is flushed as it is written, so a killed
-server leaves a valid prefix. One writer per transcript: appends and blob stores from the event loop and
-from worker threads are serialised by a lock, so the order of lines is the order of completion.
+`RUN.blobs/<sha256>` next to `RUN.jsonl`, up to a cap per file (COMMAND_BLOB_CAP, WRITE_BLOB_CAP) and a
+budget per transcript (BLOB_BUDGET_BYTES); past either, content is recorded by hash and size only. Each
+line is flushed as it is written, so a killed server leaves a valid prefix. One writer per transcript: appends
+and blob stores from the event loop and from worker threads are serialised by a lock, so the order of lines is
+the order of completion.
 
 With a transcript key, every event also carries `mac`, an HMAC-SHA256 under the key of the line as
 written with `"mac":null`; since that line holds `prev`, the hash of the line before, nobody without the
@@ -46,6 +47,12 @@ WRITE_BLOB_CAP = 16 * 1024 * 1024
 every file the agent wrote with write_file is stored whole, so replay can rebuild it. Larger than
 COMMAND_BLOB_CAP because the agent's own source is what an audit reads; the stdio line limit
 (jg_mcp.live.stdio.LINE_LIMIT_BYTES) and the server's request limit leave room for it."""
+BLOB_BUDGET_BYTES = 2 * 1024 * 1024 * 1024
+"""Most bytes one transcript's blob store takes. A command makes files for nothing (a sparse 8 MiB file takes 4
+KiB of disk, and the workspace quota is checked only after the command), each stored densely: without a budget
+one loop of `truncate` filled gigabytes of the transcripts' disk per command. A session's sources and artefacts
+take far less. Content that does not fit what is left is recorded by hash and size only (`FileChange.stored`
+false; smaller content, such as a source file, may still fit), and a warning notice says so once."""
 
 
 class EventBase(BaseModel):
@@ -200,7 +207,7 @@ def mac_ok(line: bytes, mac: str | None, key: bytes) -> bool:
 class TranscriptWriter:
     """Appends events, chaining hashes (and MACs, with a key) and flushing each line. Thread-safe."""
 
-    def __init__(self, path: Path, key: bytes | None = None):
+    def __init__(self, path: Path, key: bytes | None = None, blob_budget: int | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.blobs = blobs_dir(self.path)
@@ -211,6 +218,12 @@ class TranscriptWriter:
         self._seq = 0
         self._prev = GENESIS
         self.closed = False
+        self.blob_budget = BLOB_BUDGET_BYTES if blob_budget is None else blob_budget
+        """Most bytes this transcript's new blobs may take (BLOB_BUDGET_BYTES unless given)."""
+        self.blob_bytes = 0
+        """Bytes of the blobs this writer stored."""
+        self.blob_budget_reached = False
+        """A blob was not stored because the budget was spent (the transcript holds a notice saying so)."""
 
     def append(self, event: EventBase) -> EventBase:
         with self.lock:
@@ -254,7 +267,8 @@ class TranscriptWriter:
 
     def store_fd(self, fd: int, size: int, cap: int) -> tuple[str, int, bool]:
         """Hash the first `size` bytes of a file descriptor and, when they fit `cap` (COMMAND_BLOB_CAP or
-        WRITE_BLOB_CAP), store them as a blob in the same pass; returns (sha256, bytes read, stored)."""
+        WRITE_BLOB_CAP) and the blob budget, store them as a blob in the same pass; returns (sha256, bytes read,
+        stored). Content already stored costs no budget; the first blob refused for the budget adds a notice."""
         h, n = hashlib.sha256(), 0
         keep = size <= cap
         chunks: list[bytes] = []
@@ -265,14 +279,33 @@ class TranscriptWriter:
                 chunks.append(chunk)
         digest = h.hexdigest()
         if keep:
-            self._place(digest, chunks)
+            keep = self._place(digest, chunks, n)
         return digest, n, keep
 
-    def _place(self, digest: str, chunks: list[bytes]) -> None:
-        """Write a blob under a temporary name unique to this call, then rename it into place."""
+    def _place(self, digest: str, chunks: list[bytes], size: int) -> bool:
+        """Write a blob under a temporary name unique to this call, then rename it into place, if it is not
+        there already and fits the budget; returns whether the blob is stored."""
         target = self.blobs / digest
         if target.exists():
-            return
+            return True
+        with self.lock:
+            fits = self.blob_bytes + size <= self.blob_budget
+            first_refusal = not fits and not self.blob_budget_reached
+            if fits:
+                self.blob_bytes += size
+            else:
+                self.blob_budget_reached = True
+        if first_refusal:
+            self.record(
+                Notice(
+                    level="warning",
+                    message=f"the transcript's blob store has reached its budget of {self.blob_budget} bytes: "
+                    "changed content that does not fit what is left is recorded by hash and size only (stored "
+                    "false), and a replay cannot rebuild it",
+                )
+            )
+        if not fits:
+            return False
         tmp = self.blobs / f".{digest}.{secrets.token_hex(6)}.tmp"
         try:
             with open(tmp, "xb") as fh:
@@ -281,6 +314,7 @@ class TranscriptWriter:
             os.replace(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)
+        return True
 
 
 class ReadResult(BaseModel):
