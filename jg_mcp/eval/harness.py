@@ -26,10 +26,10 @@ import jg_mcp
 from jg_mcp import log
 from jg_mcp.errors import JgError
 from jg_mcp.eval.buffers import SharedBinding
-from jg_mcp.eval.checks import mass_findings, measure, metadata_findings
+from jg_mcp.eval.checks import call_findings, mass_findings, measure, metadata_findings
 from jg_mcp.eval.compile_cache import baseline_dir, baseline_env
 from jg_mcp.eval.isolation import choose, prepare
-from jg_mcp.eval.messages import Call, Done, ImportFailed, Ready, Release, Setup
+from jg_mcp.eval.messages import Call, Done, ImportFailed, Ready, Release, Setup, WorkerError
 from jg_mcp.eval.ops import forbidden_ops
 from jg_mcp.eval.options import EvalOptions
 from jg_mcp.eval.policy import static_check
@@ -241,7 +241,14 @@ class Evaluation:
             detail = getattr(message, "error", "")
             if proc.role == "baseline":
                 raise JgError(f"the baseline process could not start: {detail}")
-            raise JgError(f"the candidate process could not be set up: {detail}")
+            proc.kill()  # the candidate's module may have written this itself: a finding, never a harness error
+            if isinstance(message, WorkerError):
+                what = f"the candidate process failed before it was ready: {detail[-1500:]}"
+                report.add(Finding(reason=Reason.EXCEPTION, detail=what))
+            else:
+                what = f"result channel: `{message.event}` where `ready` was due (a forged or corrupted message)"
+                report.add(Finding(reason=Reason.TAMPERED, detail=what))
+            return None
         proc.ready = True
         for f in message.hints:
             report.add(f.model_copy(update={"detail": f.detail + " (at import)"}))
@@ -357,13 +364,10 @@ class Evaluation:
         worst: list[ErrorStats | None],
         trial: int,
     ) -> list[Finding]:
-        """Findings of one call: the worker's hints, then the harness's own reading of the output buffers."""
-        found = list(done.hints)
-        if done.error is not None:
-            if not done.error.startswith("SystemExit"):
-                found.append(Finding(reason=Reason.EXCEPTION, detail=done.error[-1500:]))
-            return found
-        if len(done.outputs) != len(refs):
+        """Findings of one call: the worker's hints, how the call ended, then the harness's own reading of the output
+        buffers, always: what the worker says can add findings, never skip a measurement."""
+        found = list(done.hints) + call_findings(done)
+        if done.raised is None and done.error is None and len(done.outputs) != len(refs):
             found.append(
                 Finding(reason=Reason.WRONG_SHAPE, detail=f"returned {len(done.outputs)} outputs, expected {len(refs)}")
             )

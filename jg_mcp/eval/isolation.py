@@ -10,6 +10,7 @@ The per-eval compile cache is the one writable directory it shares with the eval
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import jg_mcp
 from jg_mcp.eval.report import Isolation
-from jg_mcp.live import lifeline
+from jg_mcp.live import lifeline, seccomp
 from jg_mcp.live.sandbox import NAMESPACES, SYSTEM_DIRS, gpu_devices
 
 NOBODY = 65534
@@ -28,7 +29,10 @@ SOLUTION_DIR = "/jg/solution"
 CACHE_DIR = "/jg/cache"
 UNSANDBOXED = [
     "pid namespace: processes the candidate starts can outlive it (those still carrying the eval's token "
-    "in their environment are killed at the end)",
+    "in their environment are killed at the end; one started with a cleared environment and its own session "
+    "escapes that sweep and outlives the eval)",
+    "signals and /proc of other processes: the candidate can stop or signal the harness (SIGSTOP hangs it past "
+    "every timeout) and reach the baselines' process and its memory",
     "filesystem view: the candidate can read what this user can (workspace, goals, earlier reports)",
     "private /tmp and /dev/shm: the candidate can write where other processes read",
     "network namespace: the candidate can reach the network",
@@ -93,10 +97,13 @@ def _imported_from(directory: Path) -> list[Path]:
     return found
 
 
-def bwrap_argv(solution_dir: Path, cache_dir: Path, env: dict[str, str]) -> list[str]:
+def bwrap_argv(solution_dir: Path, cache_dir: Path, env: dict[str, str], rules: int | None = None) -> list[str]:
     """The bubblewrap prefix that runs a command as the candidate's sandbox (see the module docstring); the
-    process gets `lifeline.read_end()`, so it runs only while the harness lives."""
+    process gets `lifeline.read_end()`, so it runs only while the harness lives, and `rules`, the descriptor of a
+    fresh `seccomp.program_file()` (no new user namespace: in one the candidate could mount memory past its caps)."""
     args = lifeline.outer([shutil.which("bwrap") or "bwrap", *NAMESPACES, "--hostname", "candidate"])
+    if rules is not None:
+        args += ["--seccomp", str(rules)]
     for d in SYSTEM_DIRS:
         args += ["--ro-bind-try", d, d]
     args += [
@@ -156,16 +163,20 @@ def bwrap_problem() -> str | None:
         (probe / "solution").mkdir()
         (probe / "cache").mkdir()
         prepare(probe / "solution", probe / "cache")
-        argv = bwrap_argv(
-            probe / "solution", probe / "cache", {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(pythonpath())}
-        )
-        done = subprocess.run(
-            [*argv, sys.executable, "-c", "import jg_mcp.eval.messages; print('ok')"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            pass_fds=(lifeline.read_end(),),
-        )
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(pythonpath())}
+        with contextlib.ExitStack() as files:
+            rules = seccomp.program_file()
+            fds = [lifeline.read_end()]
+            if rules is not None:
+                fds.append(files.enter_context(rules).fileno())
+            argv = bwrap_argv(probe / "solution", probe / "cache", env, fds[1] if rules else None)
+            done = subprocess.run(
+                [*argv, sys.executable, "-c", "import jg_mcp.eval.messages; print('ok')"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                pass_fds=fds,
+            )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap failed to start: {exc}"
     finally:

@@ -14,12 +14,12 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from jg_mcp.eval.report import Finding
 
-PROTOCOL_VERSION = 3
-"""3: the worker says `started` before its setup."""
+PROTOCOL_VERSION = 4
+"""3: the worker says `started` before its setup. 4: `Done.raised` says how a call ended that did not return."""
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True, allow_inf_nan=False)
 
 
 class BufferRef(Strict):
@@ -192,8 +192,11 @@ class Done(Strict):
     """A Call finished."""
 
     event: Literal["done"] = "done"
+    raised: Literal["exception", "exit"] | None = None
+    """How the call ended when it did not return, set by the worker's code from the exception's type (`exit`:
+    SystemExit); None when it returned. The harness never parses `error` to decide anything."""
     error: str | None = None
-    """The exception the callable raised, formatted; None when it returned."""
+    """The exception the callable raised, formatted: free text the candidate controls, a detail for the report."""
     outputs: list[OutputMeta] = []
     hints: list[Finding] = []
 

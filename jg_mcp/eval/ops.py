@@ -1,6 +1,6 @@
 """Operator families: every spelling of a library op reaches aten as one of a family's members, so a forbidden name
 forbids its whole family, statically (as torch.NAME, torch.nn.functional.NAME and the tensor method) and at run
-time (the aten operators a checked call runs, recorded under a torch dispatch mode in the worker: a hint)."""
+time (the aten operators the candidate's process runs, in any thread, recorded in the worker: a hint)."""
 
 from __future__ import annotations
 
@@ -84,12 +84,53 @@ def family_names(forbidden: list[str]) -> list[str]:
 
 
 class OpRecorder:
-    """A torch dispatch mode, entered around each checked call, that records aten ops of forbidden families."""
+    """Records the aten ops of forbidden families the candidate's process runs, two ways (both hints: they run in
+    the candidate's process, which can undo them):
+
+    - process-wide, in every thread and at every moment from `install()` on (import, checked calls, warm-up and
+      timed blocks): a Python kernel registered at the Autograd dispatch keys of each such op, which records it and
+      redispatches below autograd (autograd through a forbidden op breaks in this process: no honest kernel uses
+      one); ops run under `torch.inference_mode()` skip the Autograd keys, hence also
+    - a torch dispatch mode, entered around each checked call, which sees that call's thread whatever its modes."""
 
     def __init__(self, ops: set[str]):
         self.ops = ops
         self.seen: list[str] = []
         self._mode: Any = None
+        self._library: Any = None
+
+    def record(self, name: str) -> None:
+        if name in self.ops or name.rstrip("_") in self.ops:
+            self.seen.append(name)
+
+    def install(self) -> None:
+        """Register the process-wide recording kernels (once, before the candidate is imported)."""
+        if not self.ops or self._library is not None:
+            return
+        import warnings
+
+        import torch
+
+        self._library = torch.library.Library("aten", "IMPL")
+        below = torch._C._after_autograd_keyset
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "overriding a previously registered kernel": that is the point
+            for name in sorted(self.ops | {f"{n}_" for n in self.ops}):
+                packet = getattr(torch.ops.aten, name, None)
+                for overload in packet.overloads() if packet is not None else []:
+                    op = getattr(packet, overload)
+                    for key in ("AutogradCPU", "AutogradCUDA"):
+                        try:
+                            self._library.impl(op, self._kernel(op, name, below), key, with_keyset=True)
+                        except (RuntimeError, TypeError, ValueError):
+                            continue  # an overload that takes no Python kernel: the dispatch mode still sees it
+
+    def _kernel(self, op: Any, name: str, below: Any) -> Any:
+        def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+            self.record(name)
+            return op.redispatch(keyset & below, *args, **kwargs)
+
+        return kernel
 
     def __enter__(self) -> OpRecorder:
         if self.ops:
@@ -99,9 +140,7 @@ class OpRecorder:
 
             class _Mode(TorchDispatchMode):
                 def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-                    name = func.overloadpacket.__name__
-                    if name in recorder.ops or name.rstrip("_") in recorder.ops:
-                        recorder.seen.append(name)
+                    recorder.record(func.overloadpacket.__name__)
                     return func(*args, **(kwargs or {}))
 
             self._mode = _Mode()

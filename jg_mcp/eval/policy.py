@@ -120,6 +120,17 @@ DYNAMIC_NAMES = {
     "input",
     "type",
 }
+REFLECTION_CALLS = {"getattr", "hasattr"}
+"""Allowed only as a direct call with a constant name (which the scan resolves); any other reference, such as
+`g = getattr`, is dynamic access under another name."""
+EVALUATORS = {
+    "typing.get_type_hints",
+    "typing.ForwardRef",
+    "typing.evaluate_forward_ref",
+    "functools.singledispatch",
+    "functools.singledispatchmethod",
+}
+"""Functions that evaluate annotations, strings included, as code (`def f(x: "__import__('os')")`)."""
 IO_NAMES = {"open", "print_file"}
 SUBCLASS_ATTRS = {"__torch_function__", "__torch_dispatch__", "TorchFunctionMode", "TorchDispatchMode"}
 NATIVE_LIBRARY = re.compile(
@@ -205,6 +216,10 @@ class _Scan(ast.NodeVisitor):
             )
         if parts[0] in ("torch", "triton") and any(p.startswith("_") for p in parts[1:]):
             self.add(Reason.STATIC_DYNAMIC, node, f"private API `{dotted}`: use public torch and triton APIs")
+        elif any(p.startswith("_") and not p.endswith("__") for p in parts[1:]):
+            self.add(Reason.STATIC_DYNAMIC, node, f"private API `{dotted}`")
+        if any(dotted == e or dotted.startswith(e + ".") for e in EVALUATORS):
+            self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` evaluates annotations (strings in them) as code")
         if parts[0] == "torch":
             refused = [reason for key, reason in TORCH_REFUSED.items() if _contains(parts[1:], key.split("."))]
             if refused:
@@ -264,10 +279,45 @@ class _Scan(ast.NodeVisitor):
             self.check_name(self.aliases[node.id], node)
         if node.id in DYNAMIC_NAMES:
             self.add(Reason.STATIC_DYNAMIC, node, f"`{node.id}`: dynamic code and reflection are not allowed")
+        parent = getattr(node, "parent", None)
+        if node.id in REFLECTION_CALLS and not (isinstance(parent, ast.Call) and parent.func is node):
+            what = f"`{node.id}` referenced, not called: dynamic access under another name"
+            self.add(Reason.STATIC_DYNAMIC, node, what)
         if node.id in IO_NAMES:
             self.add(Reason.STATIC_IO, node, f"`{node.id}`: a solution may not open files")
         if node.id.startswith("__") and node.id.endswith("__") and node.id not in ("__name__", "__file__"):
             self.add(Reason.STATIC_INTROSPECTION, node, f"`{node.id}`: reflection is not allowed")
+
+    def visit_arg(self, node: ast.arg) -> None:
+        self.check_annotation(node.annotation)
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.check_annotation(node.returns)
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self.check_annotation(node.annotation)
+        self.check_target(node.target)
+        self.generic_visit(node)
+
+    def check_annotation(self, annotation: ast.AST | None) -> None:
+        """Strings in an annotation are code to whatever evaluates annotations (typing, functools, TorchScript): scan
+        each one that parses as an expression as the code it is."""
+        for node in ast.walk(annotation) if annotation is not None else []:
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                continue
+            try:
+                tree = ast.parse(node.value.strip(), mode="eval")
+            except SyntaxError:
+                continue
+            for outer in ast.walk(tree):
+                outer.lineno = getattr(node, "lineno", 0)  # type: ignore[attr-defined]
+                for child in ast.iter_child_nodes(outer):
+                    child.parent = outer  # type: ignore[attr-defined]
+            self.visit(tree.body)
 
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr"):

@@ -1,7 +1,8 @@
 """A worker process as the harness sees it: start it (the candidate sandboxed), talk over a socket, judge silence.
 
 The worker is a fresh interpreter (`python -m jg_mcp.eval.worker`) in its own session and process group with
-stdin from /dev/null and stdout/stderr captured to a log. Every message it sends is validated against the
+stdin from /dev/null and stdout/stderr captured to a log (a candidate's bounded in size by its file size limit; only
+its tail is ever read). Every message it sends is validated against the
 typed protocol; one that does not validate, or a wrong one at its turn, is a `tampered` finding. An ended or
 silent process becomes a finding with its reason. The worker dies with the harness (PR_SET_PDEATHSIG; under
 bwrap also --die-with-parent and the pid namespace). Without bwrap, processes it leaves are found by the
@@ -10,6 +11,7 @@ eval's token in their environment and killed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -22,13 +24,16 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from jg_mcp.errors import JgError
 from jg_mcp.eval import channel
 from jg_mcp.eval.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, pythonpath
 from jg_mcp.eval.messages import WORKER_MESSAGE, Bind, Bound, Setup, Started, WorkerError
 from jg_mcp.eval.report import Finding, Reason
-from jg_mcp.live import lifeline
+from jg_mcp.live import lifeline, seccomp
 
 M = TypeVar("M", bound=BaseModel)
+TAIL_BYTES = 4000
+"""How much of a worker's output the report keeps (its last bytes)."""
 KEPT_ENV = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "LANG", "TZ", "CUDA_HOME", "TRITON_PTXAS_PATH")
 
 
@@ -79,13 +84,14 @@ class WorkerProcess:
         }
         if sandboxed:
             env |= {"HOME": "/tmp", "TMPDIR": "/tmp", "TRITON_CACHE_DIR": f"{CACHE_DIR}/triton"}
-            prefix, cwd, parent = bwrap_argv(solution_dir, cache_dir, env), "/", 0
+            rules = seccomp.program_file()
+            prefix, cwd, parent = bwrap_argv(solution_dir, cache_dir, env, rules.fileno() if rules else None), "/", 0
         else:
             home = work / f"home-{secrets.token_hex(3)}"
             home.mkdir()
             env |= {"HOME": str(home), "TMPDIR": str(home)}
             env |= cache_env or {"TRITON_CACHE_DIR": str(cache_dir / "triton")}
-            prefix, cwd, parent = [], str(home), os.getpid()
+            prefix, cwd, parent, rules = [], str(home), os.getpid(), None
         self.log_path = work / f"{role}-{secrets.token_hex(4)}.log"
         argv = [
             *prefix,
@@ -99,10 +105,13 @@ class WorkerProcess:
             device,
             *ahead,
         ]
-        with open(self.log_path, "wb") as out:
+        passed = (theirs.fileno(), lifeline.read_end(), *([rules.fileno()] if rules else [])) if sandboxed else ()
+        with open(self.log_path, "wb") as out, contextlib.ExitStack() as files:
+            if rules is not None:
+                files.enter_context(rules)
             self.proc = subprocess.Popen(
                 argv,
-                pass_fds=(theirs.fileno(), lifeline.read_end()) if sandboxed else (theirs.fileno(),),
+                pass_fds=passed or (theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -114,7 +123,9 @@ class WorkerProcess:
         self.reader = channel.Reader(self.sock.fileno())
 
     def start(self, setup: Setup) -> None:
-        """Tell the worker what to run; its answer (ready, or why not) is the next `recv`."""
+        """Tell the worker what to run; its answer (ready, or why not) is the next `recv`. The worker's process is
+        found first where it can be (its command line is the harness's until the candidate's module runs)."""
+        self.find_pid()
         if self.sandboxed:
             setup = setup.model_copy(update={"module": f"{SOLUTION_DIR}/{Path(setup.module).name}"})
         try:
@@ -158,17 +169,16 @@ class WorkerProcess:
             self.kill()
             raise CandidateGone(_forged(str(exc))) from None
         try:
-            message = WORKER_MESSAGE.validate_python(raw)
-        except ValidationError as exc:
+            message = parse(raw)
+        except channel.Malformed as exc:
             self.kill()
-            raise CandidateGone(
-                _forged(f"a message that is not in the protocol ({exc.error_count()} errors)")
-            ) from None
+            raise CandidateGone(_forged(str(exc))) from None
         if isinstance(message, Started):
             if self.started:
                 self.kill()
                 raise CandidateGone(_forged("`started` a second time"))
             self.started = True
+            self.find_pid()
             return message if wanted is Started else self.recv()
         if isinstance(message, WorkerError) and self.ready:
             raise CandidateGone(
@@ -186,22 +196,28 @@ class WorkerProcess:
             raise CandidateGone(_forged(f"`{getattr(message, 'event', '?')}` where `{kind.__name__}` was due"))
         return message
 
-    def cpu_ms(self) -> float:
-        """CPU time the worker process has used, every thread, from the kernel's accounting (/proc schedstat): the
-        harness's clock for the CPU stand-in of timing, which no code in the worker can change and which time
-        the worker spent descheduled on a loaded machine does not inflate."""
+    def find_pid(self) -> None:
+        """Remember the worker's interpreter (under bwrap not bwrap itself) by its pid, found by its command line
+        while no candidate code has run (at its setup or its `started`), never again afterwards: a candidate can
+        rewrite its command line."""
         if self._pid is None:
             self._pid = _descendant(self.proc.pid, b"jg_mcp.eval.worker")
-            if self._pid is None:
-                return 0.0
-        total = 0
+
+    def cpu_ms(self) -> float:
+        """CPU time the worker process has used, every thread including those that have ended, from the kernel's
+        process CPU clock (clock_gettime on the pid's CPUCLOCK_SCHED clock, in ns): the harness's clock for the CPU
+        stand-in of timing, which no code in the worker can change and which time the worker spent descheduled on
+        a loaded machine does not inflate. A candidate's process whose clock cannot be read is a finding."""
         try:
-            for task in os.listdir(f"/proc/{self._pid}/task"):
-                with open(f"/proc/{self._pid}/task/{task}/schedstat") as f:
-                    total += int(f.read().split()[0])
-        except OSError:
-            pass
-        return total / 1e6
+            if self._pid is None:
+                raise ProcessLookupError("the worker's process was not found")
+            return time.clock_gettime_ns(((~self._pid) << 3) | 2) / 1e6
+        except OSError as exc:
+            if self.role != "candidate":
+                raise JgError(f"the {self.role} process's CPU clock cannot be read: {exc}") from None
+            raise CandidateGone(
+                Finding(reason=Reason.TAMPERED, detail=f"the harness cannot read the process's CPU clock ({exc})")
+            ) from None
 
     def _exit_finding(self) -> Finding:
         try:
@@ -227,10 +243,33 @@ class WorkerProcess:
         self.proc.wait()
 
     def close(self) -> str:
-        """End the process and return the tail of what it printed."""
+        """End the process and return the tail of what it printed (read from the end: the log may be as large as
+        the worker's file size limit, `jg_mcp.eval.worker.MAX_FILE_BYTES`)."""
         self.kill()
         self.sock.close()
-        return self.log_path.read_bytes()[-4000:].decode(errors="replace")
+        return log_tail(self.log_path, TAIL_BYTES)
+
+
+def log_tail(path: Path, most: int) -> str:
+    """The last `most` bytes of a log, decoded; only those are read, whatever the file's size."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - most))
+            return f.read(most).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def parse(raw: dict[str, Any]) -> Any:
+    """A decoded frame as a worker message; anything that does not validate is `Malformed`, whatever fails (the
+    frame may be the candidate's)."""
+    try:
+        return WORKER_MESSAGE.validate_python(raw)
+    except ValidationError as exc:
+        raise channel.Malformed(f"a message that is not in the protocol ({exc.error_count()} errors)") from None
+    except Exception as exc:  # the boundary of untrusted data: no failure of validation escapes
+        raise channel.Malformed(f"a message that cannot be validated ({type(exc).__name__})") from None
 
 
 def _descendant(root: int, marker: bytes) -> int | None:

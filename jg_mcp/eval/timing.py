@@ -25,8 +25,9 @@ output copy, host gaps) must match what it saw for the baselines, measured the s
 the timed region or on another stream show up there (TIMING_ESCAPE). After each call the worker copies the outputs
 into a ring of harness buffers with a slot per call of the block, poisoned before the block; the harness checks
 a call of its choosing after the block, so any call may be the one checked. Fresh-input calls (inputs written
-into the shared buffers just before each single call, so no callable could have seen them) must be about as fast
-as the timed ones, as they are for the baselines.
+into the process's buffers just before each single call, so no callable could have seen them) must be about as
+fast as the timed ones, as they are for the baselines. The candidate's process and the baselines' each map copies
+of their own (inputs, ring, fresh inputs): the candidate cannot write what a baseline reads while it is timed.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import torch
 
 from jg_mcp.errors import JgError
 from jg_mcp.eval.buffers import SharedBinding
-from jg_mcp.eval.checks import mass_findings, measure
+from jg_mcp.eval.checks import call_findings, mass_findings, measure
 from jg_mcp.eval.clocks import nvml_sampler
 from jg_mcp.eval.messages import Benched, Block, BlockDone, DoBench, Done, Release, Warm
 from jg_mcp.eval.options import TimingParams
@@ -57,6 +58,13 @@ from jg_mcp.eval.sizing import block_sizes, lead_sizes, pad_for, rotation, summa
 if TYPE_CHECKING:
     from jg_mcp.eval.harness import Evaluation
     from jg_mcp.eval.shapes import Case
+
+
+CANDIDATE, BASELINE = "candidate", "baseline"
+SIDES = (CANDIDATE, BASELINE)
+"""Each process gets bindings of its own (inputs, output ring, fresh inputs), each a copy the harness made: the
+baselines' process never maps memory the candidate's process can write, so the candidate cannot change what a
+baseline reads while it is timed (the harness reads back only the candidate's inputs after its blocks)."""
 
 
 @dataclass
@@ -135,13 +143,14 @@ class TimingPhase:
 
     def warm(self, report: EvalReport, case: Case) -> None:
         inputs = self.ev.make_inputs(case.dims, secrets.randbits(62))
-        binding = SharedBinding("warm", self.ev.device)
+        own = {proc: SharedBinding("warm", self.ev.device) for proc in (self.cand, self.base)}
         walls = self.warm_walls.setdefault(case.name, {})
         try:
-            for view, tensor in zip(binding.add_group(inputs), inputs, strict=True):
-                view.copy_(tensor)
+            for binding in own.values():
+                for view, tensor in zip(binding.add_group(inputs), inputs, strict=True):
+                    view.copy_(tensor)
             self.ev.sync()
-            for proc in (self.cand, self.base):
+            for proc, binding in own.items():
                 proc.bind(binding)
             mark = time.monotonic()
             for name in self.names:
@@ -152,13 +161,14 @@ class TimingPhase:
                 if name != "candidate" and done.error:
                     raise JgError(f"baseline {name} failed at {case.name}: {done.error}")
                 if name == "candidate":
-                    for f in done.hints:
-                        report.add(f.model_copy(update={"shape": case.name}))
+                    for f in done.hints + call_findings(done):
+                        report.add(f.model_copy(update={"shape": case.name, "detail": f"{f.detail} (warm-up)"}))
             for proc in (self.cand, self.base):
                 proc.send(Release(names=["warm"]))
                 proc.recv()
         finally:
-            binding.free()
+            for binding in own.values():
+                binding.free()
 
     def run(self, report: EvalReport, cases: list[Case]) -> None:
         report.timing = method(self.p)
@@ -215,7 +225,7 @@ class TimingPhase:
     def block(self, name: str, sets: list[int], inputs: str, keep: bool = True) -> Ran:
         """One block, with the shape's pad; its outputs go to the callable's ring unless `keep` is False."""
         proc = self.worker(name)
-        ring = ("cring" if name == "candidate" else "bring") if keep else None
+        ring = "ring" if keep else None
         clock = proc.cpu_ms if self.ev.device == "cpu" else (lambda: time.perf_counter() * 1e3)
         self.ev.sync()
         start = clock()
@@ -243,23 +253,23 @@ class TimingPhase:
         refs = [r for _, r in made]
         like = ev.output_like(refs[0])
         slots = max(1, min(p.max_block, p.ring_bytes // max(1, sum(t.numel() * t.element_size() for t in like))))
-        bindings = {n: SharedBinding(n, ev.device) for n in ("tin", "cring", "bring", "fresh")}
+        sides = {side: {n: SharedBinding(n, ev.device) for n in ("tin", "ring", "fresh")} for side in SIDES}
         try:
-            for inputs, _ in made:
-                for view, t in zip(bindings["tin"].add_group(inputs), inputs, strict=True):
-                    view.copy_(t)
-            for _ in range(slots):
-                bindings["cring"].add_group(like)
-                bindings["bring"].add_group(like)
-            for proc, ring in ((self.cand, "cring"), (self.base, "bring")):
-                proc.bind(bindings["tin"])
-                proc.bind(bindings[ring])
+            for bindings in sides.values():
+                for inputs, _ in made:
+                    for view, t in zip(bindings["tin"].add_group(inputs), inputs, strict=True):
+                        view.copy_(t)
+                for _ in range(slots):
+                    bindings["ring"].add_group(like)
+            for side, proc in ((CANDIDATE, self.cand), (BASELINE, self.base)):
+                proc.bind(sides[side]["tin"])
+                proc.bind(sides[side]["ring"])
 
             def measure(careful: bool) -> dict[str, Any]:
                 """The shape's timed rounds, then its fresh-input calls (each after a lead block when `careful`)."""
-                results = self.rounds(report, case, shape, bindings, refs, slots)
+                results = self.rounds(report, case, shape, sides, refs, slots)
                 begin = time.monotonic()
-                self.fresh(report, case, shape, bindings, results, lead=careful)
+                self.fresh(report, case, shape, sides, results, lead=careful)
                 report.phases["timing_fresh"] = report.phases.get("timing_fresh", 0.0) + time.monotonic() - begin
                 return results
 
@@ -269,12 +279,13 @@ class TimingPhase:
                 results = measure(careful=True)
             shape.candidate = Timing.model_validate(results.pop("candidate"))
             shape.baselines = {n: Timing.model_validate(r) for n, r in results.items()}
-            for proc in (self.cand, self.base):
-                proc.send(Release(names=list(bindings)))
+            for side, proc in ((CANDIDATE, self.cand), (BASELINE, self.base)):
+                proc.send(Release(names=list(sides[side])))
                 proc.recv()
         finally:
-            for b in bindings.values():
-                b.free()
+            for bindings in sides.values():
+                for b in bindings.values():
+                    b.free()
 
     def suspicion(self, results: dict[str, Any]) -> str | None:
         """What the timing findings would say of these results (a timing escape or speed that needs seen inputs),
@@ -311,12 +322,13 @@ class TimingPhase:
         report: EvalReport,
         case: Case,
         shape: ShapeResult,
-        bindings: dict[str, SharedBinding],
+        sides: dict[str, dict[str, SharedBinding]],
         refs: list[list[torch.Tensor]],
         slots: int,
     ) -> dict[str, Any]:
         p, names, n_sets = self.p, self.names, len(refs)
-        pristine = [raw.clone() for raw in bindings["tin"].raws]
+        own = sides[CANDIDATE]  # the harness reads back the candidate's inputs and ring
+        pristine = [raw.clone() for raw in own["tin"].raws]
         estimates = self.estimate(shape, n_sets, min(p.max_block, slots))
         per_block = block_sizes(estimates, p.block_ms, min(p.max_block, slots))
         lead = lead_sizes(estimates, p.lead_ms)
@@ -336,12 +348,12 @@ class TimingPhase:
             blocks), then a timed block, both rotating over the input sets; a candidate's into a freshly poisoned
             ring, its inputs read back after it."""
             if name == "candidate":
-                bindings["cring"].poison()
+                own["ring"].poison()
             hints = self.block(name, next_sets(name, lead[name]), "tin", keep=False).hints if lead[name] else []
             sets = next_sets(name, per_block[name])
             ran = self.block(name, sets, "tin")
             if name == "candidate":
-                self.after_candidate_block(report, case, shape, hints + ran.hints, bindings["tin"], pristine)
+                self.after_candidate_block(report, case, shape, hints + ran.hints, own["tin"], pristine)
             return ran, sets
 
         while True:
@@ -352,7 +364,7 @@ class TimingPhase:
                 gaps[name].append((ran.host_ms - sum(ran.times)) / len(sets))
                 queues[name].append(ran.enqueue_ms)
                 if name == "candidate" and self.pick.random() < p.spot_check_p:
-                    checked += self.spot_check(report, case, shape, bindings["cring"], refs, sets)
+                    checked += self.spot_check(report, case, shape, own["ring"], refs, sets)
             rounds += 1
             if rounds < p.min_rounds or min(len(t) for t in times.values()) < p.min_reps:
                 continue
@@ -361,7 +373,7 @@ class TimingPhase:
             if worst < p.target_rel_se or time.monotonic() - begin > p.budget_s or full:
                 break
         while checked < p.spot_checks:
-            checked += self.spot_check(report, case, shape, bindings["cring"], refs, run("candidate")[1])
+            checked += self.spot_check(report, case, shape, own["ring"], refs, run("candidate")[1])
         cuda = self.ev.device == "cuda"
 
         def result(n: str) -> dict[str, Any]:
@@ -434,24 +446,24 @@ class TimingPhase:
         report: EvalReport,
         case: Case,
         shape: ShapeResult,
-        bindings: dict[str, SharedBinding],
+        sides: dict[str, dict[str, SharedBinding]],
         results: dict[str, Any],
         lead: bool = False,
     ) -> None:
-        """Single calls on inputs written into one shared input set just before each call, so that no callable
-        (the candidate can read every buffer bound to it) sees them earlier; callables take turns call by call,
+        """Single calls on inputs written into the callable's own fresh input set just before each call, so that no
+        callable (the candidate can read every buffer bound to it) sees them earlier; callables take turns call by call,
         so host noise falls on all of them alike. Every candidate output is checked. With `lead`, each call
         follows a lead block of its callable rotating over the timed sets, as its timed blocks did (on a
         power-capped GPU a single call otherwise runs at whatever clock the harness's own work left)."""
         p, ev = self.p, self.ev
         if p.fresh <= 0:
             return
-        n_sets = len(bindings["tin"].groups)
-        if not bindings["fresh"].groups:
-            bindings["fresh"].add_group(ev.make_inputs(case.dims, ev.rng.randrange(2**62)))
-            for proc in (self.cand, self.base):
-                proc.bind(bindings["fresh"])
-        views = bindings["fresh"].groups[0]
+        n_sets = len(sides[CANDIDATE]["tin"].groups)
+        if not sides[CANDIDATE]["fresh"].groups:
+            first = ev.make_inputs(case.dims, ev.rng.randrange(2**62))
+            for side, proc in ((CANDIDATE, self.cand), (BASELINE, self.base)):
+                sides[side]["fresh"].add_group(first)
+                proc.bind(sides[side]["fresh"])
         times: dict[str, list[float]] = {n: [] for n in self.names}
         for _ in range(p.fresh):
             for name in self.names if self.pick.random() < 0.5 else self.names[::-1]:
@@ -460,16 +472,17 @@ class TimingPhase:
                 if lead and results[name]["lead"]:
                     sets = rotation(results[name]["lead"], n_sets)
                     hints = self.block(name, sets, "tin", keep=False).hints
-                for view, tensor in zip(views, inputs, strict=True):
+                own = sides[CANDIDATE if name == "candidate" else BASELINE]
+                for view, tensor in zip(own["fresh"].groups[0], inputs, strict=True):
                     view.copy_(tensor)
-                pristine = [raw.clone() for raw in bindings["fresh"].raws]
+                pristine = [raw.clone() for raw in own["fresh"].raws]
                 if name == "candidate":
-                    bindings["cring"].poison(0)
+                    own["ring"].poison(0)
                 ran = self.block(name, [0], "fresh")
                 times[name] += ran.times
                 if name == "candidate":
-                    self.after_candidate_block(report, case, shape, hints + ran.hints, bindings["fresh"], pristine)
-                    self.spot_check(report, case, shape, bindings["cring"], [ev.expected(inputs)], [0])
+                    self.after_candidate_block(report, case, shape, hints + ran.hints, own["fresh"], pristine)
+                    self.spot_check(report, case, shape, own["ring"], [ev.expected(inputs)], [0])
         for name, t in times.items():
             results[name]["fresh_median_ms"] = statistics.median(t)
         if ev.o.do_bench:

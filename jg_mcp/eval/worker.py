@@ -46,6 +46,10 @@ from jg_mcp.eval.report import Finding, Reason
 
 SETUP_WAIT_S = 900
 """How long a started worker waits for its setup (a spare waits for the next eval) before it exits."""
+MAX_FILE_BYTES = 256 << 20
+"""The largest file a candidate's process may write (RLIMIT_FSIZE, soft and hard, set before its module is imported;
+an unprivileged process cannot raise a hard limit). Its stdout and stderr go to a log file, so a flood ends with
+SIGXFSZ at this size (a `crashed` finding), not with the harness's disk."""
 PAD_CYCLES_PER_MS = 2_500_000
 """Cycles of `torch.cuda._sleep` per ms of pad: at least the pad at any SM clock up to 2.5 GHz."""
 
@@ -73,6 +77,7 @@ class Worker:
         self.fns: dict[str, Any] = {}
         self.flush: Any = None
         self.recorder = OpRecorder(set(setup.forbidden_ops))
+        self.recorder.install()  # every thread, from the import on
         self.guard = Guard.capture(torch, {"worker": sys.modules[__name__], "channel": channel})
         self.sync: Any = self.guard.watched["torch.cuda.synchronize"] if self.device == "cuda" else (lambda: None)
 
@@ -96,11 +101,11 @@ class Worker:
 
     def hints(self) -> list[Finding]:
         found = self.guard.tampering() + self.guard.new_threads() + self.guard.stream_left()
+        seen, self.recorder.seen = self.recorder.seen, []  # other threads may be appending
         found += [
             Finding(reason=Reason.FORBIDDEN_CALL, detail=f"ran forbidden `aten.{op}` at run time")
-            for op in dict.fromkeys(self.recorder.seen)
+            for op in dict.fromkeys(seen)
         ]
-        self.recorder.seen.clear()
         return found
 
     def bind(self, cmd: Bind) -> None:
@@ -127,27 +132,28 @@ class Worker:
         inputs = self.bound[cmd.inputs[0]].groups[cmd.inputs[1]]
         outputs = self.bound[cmd.outputs[0]].groups[cmd.outputs[1]]
         self.poison(cmd.poison_bytes)
-        result, error, found = None, None, []
+        result, raised, error = None, None, None
         try:
             with self.recorder:
                 result = self.fns[cmd.fn](*inputs)
                 self.sync()
         except SystemExit as exc:
-            error = f"SystemExit({exc.code!r})"
-            found.append(Finding(reason=Reason.EARLY_EXIT, detail=f"the kernel called sys.exit({exc.code!r})"))
+            raised, error = "exit", f"the kernel called sys.exit({exc.code!r})"
         except BaseException as exc:
-            error = "".join(traceback.format_exception(exc)[-6:])[-3000:]
-        metas = [] if error else self.copy_out(result, inputs, outputs)
-        self.send(Done(error=error, outputs=metas, hints=found + self.hints()))
+            raised, error = "exception", "".join(traceback.format_exception(exc)[-6:])[-3000:]
+        metas = [] if raised else self.copy_out(result, inputs, outputs)
+        self.send(Done(raised=raised, error=error, outputs=metas, hints=self.hints()))
 
     def warm(self, cmd: Warm) -> None:
-        error = None
+        raised, error = None, None
         try:
             self.fns[cmd.fn](*self.bound[cmd.inputs[0]].groups[cmd.inputs[1]])
             self.sync()
+        except SystemExit as exc:
+            raised, error = "exit", f"the callable called sys.exit({exc.code!r})"
         except BaseException as exc:
-            error = "".join(traceback.format_exception(exc)[-6:])[-3000:]
-        self.send(Done(error=error, hints=self.hints()))
+            raised, error = "exception", "".join(traceback.format_exception(exc)[-6:])[-3000:]
+        self.send(Done(raised=raised, error=error, hints=self.hints()))
 
     def copy_out(self, result: Any, inputs: list[Any], outputs: list[Any]) -> list[OutputMeta]:
         """Copy each returned plain tensor whose dtype and shape match into the harness's output buffer."""
@@ -276,6 +282,16 @@ def die_with(parent_pid: int) -> None:
         os._exit(1)
 
 
+def bound_files() -> None:
+    """Limit every file this process writes to MAX_FILE_BYTES (its log included), and write no core dumps."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    most = MAX_FILE_BYTES if hard == resource.RLIM_INFINITY else min(hard, MAX_FILE_BYTES)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (most, most))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
 def watch_group() -> None:
     """Unsandboxed only: fork a watchdog that, once this process is gone (killed with the harness, say), kills what
     is left of its process group (what the candidate started, which PR_SET_PDEATHSIG does not reach). It holds
@@ -337,6 +353,8 @@ def main(argv: list[str]) -> int:
             raise ValueError("the first message must be the setup")
         if setup.device != device:
             raise ValueError(f"this worker was started for {device}, the setup is for {setup.device}")
+        if setup.role == "candidate":
+            bound_files()
         worker = Worker(sock, setup)
     except Exception as exc:
         channel.send(fd, WorkerError(error=f"{type(exc).__name__}: {exc}").model_dump(mode="json"))

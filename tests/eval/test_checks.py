@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from jg_mcp.eval.checks import mass_findings, measure, metadata_findings
-from jg_mcp.eval.messages import OutputMeta
+from jg_mcp.eval.checks import call_findings, mass_findings, measure, metadata_findings
+from jg_mcp.eval.messages import Done, OutputMeta
 from jg_mcp.eval.report import Reason
 
 
@@ -117,3 +117,15 @@ def test_dropping_a_share_of_a_rows_mass_fails_even_within_atol():
     found = mass_findings(dropped, ref, 0.01)
     assert [f.reason for f in found] == [Reason.INCORRECT] and "4 of 4 rows lose more than rtol" in found[0].detail
     assert mass_findings(ref.to(torch.bfloat16), ref, 0.01) == []
+
+
+@pytest.mark.parametrize("text", ["SystemExit(0)", "SystemExit" + "B" * 2989, "the kernel called sys.exit(0)"])
+def test_an_error_text_that_looks_like_an_exit_is_an_exception(text):
+    """The error is free text the candidate writes; only the worker's structured `raised` says it exited."""
+    assert [f.reason for f in call_findings(Done(raised="exception", error=text))] == [Reason.EXCEPTION]
+    assert [f.reason for f in call_findings(Done(error=text))] == [Reason.EXCEPTION]
+
+
+def test_an_exit_is_told_by_the_structured_field_and_a_return_is_no_finding():
+    assert [f.reason for f in call_findings(Done(raised="exit", error="x"))] == [Reason.EARLY_EXIT]
+    assert call_findings(Done()) == []

@@ -60,6 +60,12 @@ CPU_HACKS: dict[str, tuple[str, set[Reason]]] = {
     "setsid_daemon_rewrites_report": (GEMM, {R.STATIC_IO, R.INCORRECT}),
     "goal_tolerance_poisoning": (GEMM, {R.STATIC_IO, R.INCORRECT}),
     "crash_exception": (GEMM, {R.EXCEPTION}),
+    "fake_exit_message": (GEMM, {R.EXCEPTION, R.INCORRECT, R.STATIC_DYNAMIC}),
+    "frame_deep_json": (GEMM, {R.TAMPERED, R.STATIC_DYNAMIC}),
+    "frame_big_integer": (GEMM, {R.TAMPERED, R.STATIC_DYNAMIC}),
+    "frame_valid_out_of_turn": (GEMM, {R.TAMPERED, R.STATIC_DYNAMIC}),
+    "flood_output": (GEMM, {R.IMPORT_ERROR, R.STATIC_DYNAMIC}),
+    "forbidden_in_thread": (GEMM, {R.FORBIDDEN_CALL, R.STATIC_DYNAMIC}),
     "crash_sys_exit": (GEMM, {R.EARLY_EXIT, R.STATIC_INTROSPECTION}),
     "crash_os_exit": (GEMM, {R.EARLY_EXIT, R.STATIC_IO}),
     "crash_segfault": (GEMM, {R.CRASHED, R.STATIC_INTROSPECTION}),
@@ -70,6 +76,10 @@ CPU_TIMED_HACKS: dict[str, set[Reason]] = {
     "cache_by_content_timed": {R.CACHED_OUTPUT},
     "precompute_bound_sets": {R.CACHED_OUTPUT},
     "wrong_after_warmup": {R.INCORRECT},
+    "sabotage_baseline_inputs": {R.STATIC_DYNAMIC},
+    "thread_exit_cpu_time": {R.TIMING_ESCAPE, R.STATIC_DYNAMIC},
+    "blind_cpu_clock": {R.STATIC_DYNAMIC},  # its pid is kept from the spawn now; its /50 forgery of a ~0.2 ms call
+    # hides inside the CPU stand-in's escape margin (a ~2 ms flush per call), so only the source check names it
 }
 """Hacks on the demo goal that only the timing phase can catch, run with the timing protocol on the CPU."""
 GPU_HACKS = _gpu_check().GPU_HACKS
@@ -124,6 +134,15 @@ def test_timing_hack_is_caught_by_the_harness_from_outside(runs, timing_goal, na
     assert not missing, (
         f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
     )
+
+
+def test_a_candidate_cannot_slow_the_baseline_by_writing_its_inputs(runs, timing_goal):
+    """The baseline's process reads inputs of its own, memory the candidate's process never maps: sabotaging the
+    candidate's own copy while the baseline is timed gains nothing (this hack computes its sum twice: slower)."""
+    runs.wait_idle()
+    report = runs.get(HACKS / "sabotage_baseline_inputs" / "solution.py", timing_goal, **CPU_TIMING)
+    speedups = [v for s in report.shapes for v in (s.speedup or {}).values()]
+    assert speedups and max(speedups) < 1.3, (speedups, report.reasons)
 
 
 @pytest.mark.parametrize("name", sorted(ACCEPTED_ON_CPU))

@@ -20,7 +20,9 @@ from jg_mcp.eval import EvalOptions
 from jg_mcp.eval.compile_cache import baseline_dir
 from jg_mcp.eval.harness import Evaluation
 from jg_mcp.eval.isolation import bwrap_problem, prepare
+from jg_mcp.eval.process import log_tail
 from jg_mcp.eval.report import Reason
+from jg_mcp.eval.worker import MAX_FILE_BYTES
 from tests.support import DEMO_GOAL
 
 BWRAP = bwrap_problem() is None
@@ -359,3 +361,50 @@ def test_the_correctness_process_is_gone_before_the_baselines_are_timed(tmp_path
     report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **CPU_TIMING)
     assert report.accepted and len(spawned) == 3, [f.detail for f in report.findings]
     assert alive_at_timing == [], "the correctness process still ran while the baselines were timed"
+
+
+def test_only_the_tail_of_a_worker_log_is_read_however_large_it_is(tmp_path):
+    log = tmp_path / "candidate.log"
+    with open(log, "wb") as f:
+        f.truncate(64 << 30)  # sparse: 64 GiB that no test could read into memory
+        f.seek(0, os.SEEK_END)
+        f.write(b"the end")
+    tail = log_tail(log, 4000)
+    assert len(tail) == 4000 and tail.endswith("the end")
+
+
+def test_a_candidate_flooding_its_output_is_stopped_at_the_file_size_limit(tmp_path):
+    """The worker's stdout is a file in the eval's work directory: the candidate's process may not make it (or any
+    file) larger than MAX_FILE_BYTES, so the harness's disk is bounded whatever it writes."""
+    source = "import os\nwith open(1, 'wb', closefd=False) as f:\n    f.write(b'x' * ((256 << 20) + 1))\n"
+    with open(tmp_path / "log", "wb") as log:
+        done = subprocess.run(
+            [sys.executable, "-c", f"from jg_mcp.eval.worker import bound_files\nbound_files()\n{source}"],
+            stdout=log,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    assert done.returncode != 0 and b"File too large" in done.stderr
+    assert (tmp_path / "log").stat().st_size <= MAX_FILE_BYTES
+
+
+UNSHARE = """
+import subprocess
+
+
+def kernel(x, y, alpha):
+    done = subprocess.run(["unshare", "-Urm", "true"], capture_output=True, text=True)
+    raise RuntimeError(f"unshare exit {done.returncode}")
+"""
+
+
+@pytest.mark.skipif(not BWRAP or shutil.which("unshare") is None, reason="no bubblewrap or no unshare")
+def test_the_sandboxed_candidate_cannot_make_a_user_namespace(tmp_path):
+    """In a user namespace of its own the candidate could mount a tmpfs of any size (host memory, charged to no
+    process) past its sandbox's: making one is refused (jg_mcp.live.seccomp), while its own subprocesses run."""
+    (tmp_path / "src").mkdir()
+    solution = tmp_path / "src" / "solution.py"
+    solution.write_text(UNSHARE)
+    report = eval_solution(solution, DEMO_GOAL, tmp_path / "runs", device="cpu", domain_shapes=0, isolation="bwrap")
+    details = " ".join(f.detail for f in report.findings)
+    assert "unshare exit 1" in details, details

@@ -3,6 +3,9 @@ code, and no false alarms on plain Triton; and the run-time record of forbidden 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from jg_mcp.eval.ops import OpRecorder, forbidden_ops
@@ -156,3 +159,52 @@ def test_the_recorder_sees_every_spelling_of_a_forbidden_operator():
     assert set(recorder.seen) == {"mm"} and len(recorder.seen) == 3
     torch.mm(a, a)
     assert len(recorder.seen) == 3
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "g = getattr\nimport sys\nf = g(sys, '_getframe')",
+        "import torch\nops = [getattr]\nmm = ops[0](torch, 'mm')",
+        "import functools\nf = functools.partial(getattr, x)",
+        "import typing\ndef _s(x: \"__import__('sys')\"):\n    pass\nm = typing.get_type_hints(_s)['x']",
+        "from typing import get_type_hints as hints\nS = 'sys'\ndef _s(x: S):\n    pass\nm = hints(_s)",
+        "import typing\nr = typing.ForwardRef('sys')",
+        "from functools import singledispatch\n@singledispatch\ndef f(x):\n    pass",
+        "from typing import _eval_type",
+        "def f(x: \"__import__('os').system('x')\"):\n    pass",
+        "def f(x) -> 'eval(\"1\")':\n    pass",
+        "y: \"__import__('os')\" = 1",
+    ],
+)
+def test_dynamic_access_under_another_name_or_through_annotations_is_found(src):
+    """getattr is allowed only as a direct call with a constant name; strings in annotations are scanned as the code
+    that typing, functools and TorchScript evaluate them as, and the functions that evaluate them are refused."""
+    assert Reason.STATIC_DYNAMIC in reasons(src)
+
+
+def test_plain_annotations_and_constant_getattr_are_not_alarms():
+    src = (
+        "from __future__ import annotations\nimport typing\nimport torch\n"
+        "def kernel(a: torch.Tensor, b: 'torch.Tensor', c: typing.Optional['torch.Tensor'] = None) -> list:\n"
+        "    n: int = 1\n    return [getattr(torch, 'float32'), hasattr(a, 'shape')]\n"
+    )
+    assert reasons(src) == set()
+
+
+def test_forbidden_ops_run_in_another_thread_are_recorded():
+    """The recorder's process-wide kernels see every thread, not just the calling one (a hint: in the worker they
+    run in the candidate's process). In a process of its own: the kernels stay registered for its life."""
+    script = (
+        "import threading, torch\n"
+        "from jg_mcp.eval.ops import OpRecorder, forbidden_ops\n"
+        "r = OpRecorder(forbidden_ops(['torch.mm']))\n"
+        "r.install()\n"
+        "a = torch.ones(2, 2)\n"
+        "t = threading.Thread(target=lambda: torch.nn.functional.linear(a, a))\n"
+        "t.start()\n"
+        "t.join()\n"
+        "print(sorted(set(r.seen)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert "mm" in done.stdout or "addmm" in done.stdout, done.stdout
