@@ -3,14 +3,21 @@ calls and on seconds spent in run_command.
 
 Two middlewares share one `BudgetState`. The gate (innermost, inside the transcript middleware) answers
 every tool call past the budget with an error result saying the budget is spent, so the refusal is
-recorded like any other response, and shortens a run_command's timeout to what is left. The closer
+recorded like any other response, and grants each run_command a timeout within what is left. The closer
 (outermost of the recorded chain) closes the session with that reason once the refusal is recorded.
 The process that started the agent (`jg-mcp run`) sees the close event and stops the agent.
+
+The run_command rule, which holds however many commands run at once: a command is granted at most the
+wall clock left, and at most the command seconds left less those granted to the commands still running;
+its timeout becomes that grant (or stays its own, when smaller). A command that would be granted under
+one second is refused, saying what the running commands hold. Under a budget, `timeout_s` must be a JSON
+number: a string, which the tool would otherwise convert after the gate had looked, is refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from typing import Any
 
@@ -18,6 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SPENT_PREFIX = "budget spent"
 """Start of the close reason and of the error every tool call past the budget gets."""
+DEFAULT_TIMEOUT_S = 600.0
+"""run_command's own default timeout (jg_mcp.live.server), the request when the call names none."""
+MIN_GRANT_S = 1.0
+"""The shortest timeout run_command accepts: a command that would be granted less is refused."""
 
 
 class Budget(BaseModel):
@@ -27,7 +38,8 @@ class Budget(BaseModel):
     max_tool_calls: int | None = Field(default=None, ge=1)
     """Most tool calls answered; None: unlimited."""
     max_command_seconds: float | None = Field(default=None, gt=0)
-    """Most seconds spent inside run_command, summed over calls; None: unlimited."""
+    """Most seconds spent inside run_command, summed over calls (commands running at once share what is
+    left: each is granted only what the others have not been); None: unlimited."""
 
     def enforced(self) -> bool:
         return any(v is not None for v in (self.wall_clock_minutes, self.max_tool_calls, self.max_command_seconds))
@@ -42,19 +54,40 @@ class BudgetState:
         self.started: float | None = None
         self.tool_calls = 0
         self.command_seconds = 0.0
+        self.reserved: dict[int, float] = {}
+        """Seconds granted to the commands still running, by a key of each grant."""
+        self._keys = itertools.count(1)
         self.reason: str | None = None
 
     def start(self) -> None:
         if self.started is None:
             self.started = self.clock()
 
-    def seconds_left(self) -> float | None:
-        left = []
+    def grant(self, wanted: float) -> tuple[int, float] | str:
+        """Reserve a timeout for a new command: (a key for `settle`, the seconds granted: `wanted` or less),
+        or why none can be (under MIN_GRANT_S left). Without a limit on time, `wanted` is granted."""
+        free = []
         if self.budget.wall_clock_minutes is not None and self.started is not None:
-            left.append(self.budget.wall_clock_minutes * 60 - (self.clock() - self.started))
+            free.append(self.budget.wall_clock_minutes * 60 - (self.clock() - self.started))
         if self.budget.max_command_seconds is not None:
-            left.append(self.budget.max_command_seconds - self.command_seconds)
-        return min(left) if left else None
+            held = sum(self.reserved.values())
+            free.append(self.budget.max_command_seconds - self.command_seconds - held)
+        granted = min([wanted, *free])
+        if granted < MIN_GRANT_S:
+            held = sum(self.reserved.values())
+            return (
+                f"run_command refused: under {MIN_GRANT_S:g}s of the budget is left for it "
+                f"({len(self.reserved)} running commands hold {held:.1f}s of it, reserved); "
+                "wait for them to finish"
+            )
+        key = next(self._keys)
+        self.reserved[key] = granted
+        return key, granted
+
+    def settle(self, key: int, used: float) -> None:
+        """A granted command ended after `used` seconds: charge them and free its reservation."""
+        self.reserved.pop(key, None)
+        self.command_seconds += used
 
     def spent(self) -> str | None:
         if self.reason is None:
@@ -91,7 +124,8 @@ class Budgets:
 
 
 class BudgetGate:
-    """Innermost: refuses tool calls past the budget; caps run_command's timeout at what is left."""
+    """Innermost: refuses tool calls past the budget; grants run_command a timeout within what is left (see
+    the module's rule), so commands running at once do not together overrun it."""
 
     def __init__(self, budgets: Budgets):
         self.budgets = budgets
@@ -114,16 +148,26 @@ class BudgetGate:
         params = dict(ctx.params or {})
         if params.get("name") != "run_command":
             return await call_next(ctx)
-        left = state.seconds_left()
-        arguments = dict(params.get("arguments") or {})
-        if left is not None and isinstance(arguments.get("timeout_s", 600), (int, float)):
-            arguments["timeout_s"] = max(1.0, min(float(arguments.get("timeout_s", 600)), left))
+        arguments = params.get("arguments")
+        arguments = dict(arguments) if isinstance(arguments, dict) else {}
+        wanted = arguments.get("timeout_s", DEFAULT_TIMEOUT_S)
+        if isinstance(wanted, bool) or not isinstance(wanted, (int, float)):
+            text = f"run_command refused: under a budget, timeout_s must be a JSON number, not {wanted!r}"
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+        if not wanted >= MIN_GRANT_S:  # the tool refuses it (nothing runs): no grant to make
+            return await call_next(ctx)
+        granted = state.grant(float(wanted))
+        if isinstance(granted, str):
+            return CallToolResult(content=[TextContent(type="text", text=granted)], is_error=True)
+        key, seconds = granted
+        if seconds < wanted:
+            arguments["timeout_s"] = seconds
             ctx = dataclasses.replace(ctx, params={**params, "arguments": arguments})
         start = state.clock()
         try:
             return await call_next(ctx)
         finally:
-            state.command_seconds += state.clock() - start
+            state.settle(key, state.clock() - start)
 
 
 class BudgetCloser:
@@ -139,7 +183,7 @@ class BudgetCloser:
             reason = self.budgets.state(session).reason
             if reason is not None and not session.writer.closed:
                 session.notice("warning", f"{reason}: tool calls refused from now on")
-                session.close(reason)
+                await session.aclose(reason)
         return result
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.to_thread
 
 import jg_mcp
 from jg_mcp import log
@@ -18,7 +19,7 @@ from jg_mcp.commands.arguments import dir_to_fill, port, positive_float, positiv
 from jg_mcp.errors import UsageError
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
 from jg_mcp.live.sandbox import MODES, Bwrap, NoSandbox, Sandbox, SandboxLimits, choose
-from jg_mcp.live.session import Session, new_run_id
+from jg_mcp.live.session import CLOSE_WAIT_S, Session, new_run_id
 from jg_mcp.record.transcript import read_key
 
 if TYPE_CHECKING:
@@ -237,7 +238,10 @@ def run_stdio(args: argparse.Namespace) -> int:
     async def serve(server: MCPServer, stop: anyio.Event) -> None:
         await server.run_stdio_async()
 
-    return serve_until_stopped(sessions, SingleSession(session), session.close, serve, "client disconnected")
+    def close(reason: str) -> None:
+        session.close(reason, wait_s=CLOSE_WAIT_S)
+
+    return serve_until_stopped(sessions, SingleSession(session), close, serve, "client disconnected")
 
 
 def run_http(args: argparse.Namespace) -> int:
@@ -268,7 +272,8 @@ def run_http(args: argparse.Namespace) -> int:
 def serve_until_stopped(
     sessions: Sessions, pool: SessionPool, close_all: Callable[[str], None], serve: Serve, default_reason: str
 ) -> int:
-    """Build the server on `pool`, serve it, and close every session at the end, whatever ended it."""
+    """Build the server on `pool`, serve it, and close every session at the end, whatever ended it.
+    `close_all` blocks at most a few seconds (each session's last scan is given CLOSE_WAIT_S)."""
     from jg_mcp.live.server import build_server
 
     args, loaded = sessions.args, sessions.loaded
@@ -286,7 +291,8 @@ def serve_until_stopped(
 
 async def _serve(server: MCPServer, stdio: bool, close_all: Callable[[str], None], serve: Serve) -> str | None:
     """Serve until the client goes away or a signal arrives; returns the end reason. On a signal the
-    sessions are closed (commands killed, close events written) before anything is cancelled."""
+    sessions are closed (commands killed, close events written) before anything is cancelled, in a thread
+    of its own: the event loop goes on answering while they close."""
     reason: str | None = None
     stop = anyio.Event()
     async with anyio.create_task_group() as tg:
@@ -296,7 +302,7 @@ async def _serve(server: MCPServer, stdio: bool, close_all: Callable[[str], None
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
                 async for signum in signals:
                     reason = signal.Signals(signum).name
-                    close_all(reason)
+                    await anyio.to_thread.run_sync(close_all, reason, limiter=anyio.CapacityLimiter(1))
                     if stdio:
                         # The SDK reads stdin in a thread that no cancellation can interrupt.
                         logger.info("server stopped", reason=reason)

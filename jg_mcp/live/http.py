@@ -22,8 +22,10 @@ import contextlib
 import ipaddress
 import json
 import os
+import re
 import secrets
 import socket
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Generator
@@ -46,7 +48,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from jg_mcp import log
 from jg_mcp.errors import JgError, UsageError
-from jg_mcp.live.session import Session
+from jg_mcp.live.session import CLOSE_WAIT_S, Session
+from jg_mcp.live.stdio import SURROGATE, unreadable
 
 logger = log.get("jg_mcp.live.http")
 
@@ -58,6 +61,7 @@ MAX_HEADER_BYTES = 64 * 1024
 SNIFF_BYTES = 4 * 1024 * 1024
 """A request body is read for its JSON-RPC method (to see a session's first tool call) up to this size."""
 SESSION_ID = "mcp-session-id"
+SURROGATE_BYTES = re.compile(SURROGATE.pattern.encode())
 
 
 class HttpRefused(UsageError):
@@ -142,7 +146,36 @@ class Gate:
             return
         if session_id is not None and request.method == "POST" and self.pool.awaits_first_call(session_id):
             receive = _sniffing(receive, lambda body: self.pool.note_request(session_id, body))
+        if session_id is not None and request.method == "POST":
+            receive = _answerable(receive)
         await self.app(scope, receive, send)
+
+
+def _answerable(receive: Receive) -> Receive:
+    """`receive` that hands the SDK a request it would refuse unrecorded and answer without its id (one whose
+    strings hold a lone surrogate escape) as the stand-in that jg_mcp.live.stdio makes for it: recorded, and
+    answered with its id and the reason. The body is read whole first (the SDK reads it whole anyway)."""
+    done = False
+
+    async def wrapped() -> Message:
+        nonlocal done
+        if done:
+            return await receive()
+        done = True
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return message
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        if SURROGATE_BYTES.search(body) is not None:
+            body = (unreadable(body.decode("utf-8", errors="replace")) or "").encode() or body
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return wrapped
 
 
 def _sniffing(receive: Receive, on_body: Callable[[bytes], None]) -> Receive:
@@ -201,7 +234,11 @@ class Live:
 class ConnectionPool:
     """One Session per MCP connection (streamable HTTP session), closed when the connection ends, when it
     makes no tool call within `first_call_s`, or at shutdown; at most `max_sessions` live at once.
-    `make_session` returns the Session and what frees its sandbox (its uid)."""
+    `make_session` returns the Session and what frees its sandbox (its uid).
+
+    Releasing a session never blocks the event loop: its commands are killed at once, and its last scan
+    and close event are left to a thread of its own (which then frees the uid); `close_all` waits for
+    those threads, each close bounded by CLOSE_WAIT_S."""
 
     def __init__(
         self,
@@ -217,6 +254,8 @@ class ConnectionPool:
         self.live: dict[str, Live] = {}
         self.ended: OrderedDict[str, str] = OrderedDict()
         """Why recently ended sessions ended, by session id (the latest 1024), to answer their stragglers."""
+        self.closing: list[threading.Thread] = []
+        """The threads closing released sessions."""
 
     @property
     def open(self) -> list[Session]:
@@ -279,21 +318,36 @@ class ConnectionPool:
         self.release(key, f"idle: no request for {self.idle_s}s" if idle else "client disconnected")
 
     def release(self, key: str, reason: str) -> None:
+        """End a session without waiting: kill its commands now, close it and free its uid in a thread."""
         live = self.live.pop(key, None)
         if live is None:
             return
+        self.ended[key] = reason
+        while len(self.ended) > 1024:
+            self.ended.popitem(last=False)
+        live.session.runner.kill_all()
+        closer = threading.Thread(
+            target=self._close, args=(live, reason), name=f"jg-close-{live.session.run_id}", daemon=True
+        )
+        self.closing = [t for t in self.closing if t.is_alive()] + [closer]
+        closer.start()
+
+    @staticmethod
+    def _close(live: Live, reason: str) -> None:
         try:
-            live.session.close(reason)
+            live.session.close(reason, wait_s=CLOSE_WAIT_S)
         finally:
             live.release()
-            self.ended[key] = reason
-            while len(self.ended) > 1024:
-                self.ended.popitem(last=False)
         logger.info("session closed", run_id=live.session.run_id, reason=reason)
 
     def close_all(self, reason: str) -> None:
+        """Release every session and wait for their closes (each bounded by CLOSE_WAIT_S). Blocks: call it off
+        the event loop."""
         for key in list(self.live):
             self.release(key, reason)
+        deadline = time.monotonic() + CLOSE_WAIT_S + 2
+        for closer in list(self.closing):
+            closer.join(max(0.0, deadline - time.monotonic()))
 
 
 async def end_without_first_call(pool: ConnectionPool, app: ASGIApp, host: str, every_s: float = 1.0) -> None:

@@ -254,9 +254,9 @@ class Runner:
 
     def kill_all(self) -> None:
         """Kill every process group this runner started, background jobs included."""
-        for pgid in self.groups:
+        for pgid in list(self.groups):  # a copy: the event loop may change the set meanwhile (a close from a thread)
             kill_group(pgid)
-        self.groups.clear()
+            self.groups.discard(pgid)
 
 
 async def _pump(stream: ByteReceiveStream | None, buf: CappedBuffer) -> None:

@@ -12,7 +12,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_PARAMS, ToolAnnotations
+from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from jg_mcp import __version__, gpu
@@ -22,13 +22,19 @@ from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.gpu import GpuReport
 from jg_mcp.live.paging import NotText, read_page
 from jg_mcp.live.runner import CommandResult
-from jg_mcp.live.session import Session
-from jg_mcp.live.stdio import OVERSIZED, serve_stdio
+from jg_mcp.live.session import Session, outcome
+from jg_mcp.live.stdio import OVERSIZED, UNREADABLE, serve_stdio
+from jg_mcp.live.workspace import shown
 from jg_mcp.record.transcript import WRITE_BLOB_CAP, Request, Response, sha256_bytes
 
 MAX_REQUEST_CHARS = WRITE_BLOB_CAP + 1024 * 1024
 """Largest request params (in characters) recorded and served; larger ones are recorded by size and refused."""
 MAX_TIMEOUT_S = 3600
+MAX_CALLS_IN_FLIGHT = 64
+"""Tool calls one session may have unanswered at once; more are answered at once with an error saying so."""
+CANCELLED_SCAN_WAIT_S = 2.0
+"""How long a cancelled run_command still waits for the scan of its changes before it answers (the scan goes
+on and records them when it ends, unless the session has closed by then)."""
 CANCELLED = "cancelled: the client cancelled the call or disconnected before it finished"
 """The recorded error of a call cancelled mid-way (its response has `cancelled` set)."""
 
@@ -115,13 +121,23 @@ class TranscriptMiddleware:
         session = self.pool.get(ctx.session)
         rid = ctx.request_id
         raw = dict(ctx.params) if ctx.params is not None else None
+        if ctx.method == UNREADABLE:
+            self._refuse_unreadable(session, rid, raw or {})
         if ctx.method == OVERSIZED or _size(raw, MAX_REQUEST_CHARS) > MAX_REQUEST_CHARS:
             self._refuse(session, rid, ctx.method, raw or {})
         params = _storable(raw)
         session.writer.record(Request(request_id=rid, method=ctx.method, params=params))
         start = time.monotonic()
+        is_call = ctx.method == "tools/call"
         try:
-            result = await call_next(ctx)
+            if is_call and session.calls_in_flight >= MAX_CALLS_IN_FLIGHT:
+                result: Any = _busy()
+            else:
+                session.calls_in_flight += is_call
+                try:
+                    result = await call_next(ctx)
+                finally:
+                    session.calls_in_flight -= is_call
         except BaseException as exc:
             cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
             session.writer.record(
@@ -148,6 +164,17 @@ class TranscriptMiddleware:
         return result
 
     @staticmethod
+    def _refuse_unreadable(session: Session, rid: Any, params: dict[str, Any]) -> None:
+        """Record a request the JSON-RPC parser refused (stood in for by the stdio reader) and refuse it."""
+        method, message = str(params.get("method", "unknown")), str(params.get("reason", "unreadable request"))
+        original = params.get("params")
+        session.writer.record(
+            Request(request_id=rid, method=method, params=original if isinstance(original, dict) else None)
+        )
+        session.writer.record(Response(request_id=rid, method=method, duration_ms=0.0, is_error=True, error=message))
+        raise MCPError(INVALID_PARAMS, message)
+
+    @staticmethod
     def _refuse(session: Session, rid: Any, method: str, params: dict[str, Any]) -> None:
         """Record a request too large to keep as its method and size only, and refuse it."""
         if method == OVERSIZED:  # stood in for by the stdio reader (jg_mcp.live.stdio) for a line over its limit
@@ -163,8 +190,17 @@ class TranscriptMiddleware:
         raise MCPError(INVALID_PARAMS, message)
 
 
+def _busy() -> CallToolResult:
+    message = (
+        f"refused: this session already has {MAX_CALLS_IN_FLIGHT} tool calls unanswered (the limit); wait for "
+        "some of their answers before sending more"
+    )
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
 def _refused(path: str, exc: PathRefused | OSError, doing: str) -> ToolError:
     """The agent's message for a refused path or a failed file operation (never a bare OSError)."""
+    path = shown(path)
     if isinstance(exc, PathRefused):
         return ToolError(str(exc))
     if isinstance(exc, FileNotFoundError):
@@ -206,6 +242,8 @@ def _write_text(session: Session, path: str, content: str, request_id: str | int
         raise ToolError(f"content is {len(data)} bytes; the limit is {WRITE_BLOB_CAP}")
     ws = session.workspace
     with session.scan_lock:
+        if session.closing:
+            raise ToolError(f"the session is closed ({session.close_reason or 'closing'}): nothing is written")
         try:
             parts = ws.parts(path, for_write=True)
             created = ws.write(parts, data)
@@ -213,6 +251,22 @@ def _write_text(session: Session, path: str, content: str, request_id: str | int
             raise _refused(path, exc, "write") from None
         session.record_changes(request_id, "write_file", blob_cap=WRITE_BLOB_CAP)
     return WriteResult(path="/".join(parts), size=len(data), sha256=sha256_bytes(data), created=created)
+
+
+async def _record_command(session: Session, request_id: str | int | None) -> None:
+    """Record what a command changed, in its turn among the session's workspace jobs. A cancelled call waits
+    for that at most CANCELLED_SCAN_WAIT_S (the scan goes on and records when it ends)."""
+    job = session.submit(lambda: session.record_changes(request_id, "run_command"))
+    try:
+        await outcome(job)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCELLED_SCAN_WAIT_S):
+            await outcome(job)
+        raise
+    except OSError as exc:
+        raise ToolError(
+            f"the command ran, but the workspace could not be scanned for its changes: {exc.strerror or exc}"
+        ) from None
 
 
 class JgServer(MCPServer):
@@ -249,7 +303,7 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
             title="Read a workspace file", read_only_hint=True, idempotent_hint=True, open_world_hint=False
         ),
     )
-    def read_file(
+    async def read_file(
         path: Annotated[str, Field(description="File path, relative to the workspace root.")],
         ctx: Context,
         offset: Annotated[int, Field(ge=1, description="First line to return, counting from 1.")] = 1,
@@ -261,7 +315,8 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
         `next_offset` is null. A longer line is cut (`cut_line`). `total_lines` is null for files over 64 MiB.
         Binary files are refused with their size; inspect them with run_command instead. Paths outside the
         workspace, symbolic links and special files (FIFOs, devices, sockets) are refused."""
-        return _read_text(pool.get(ctx.request_context.session), path, offset, limit)
+        session = pool.get(ctx.request_context.session)
+        return await anyio.to_thread.run_sync(lambda: _read_text(session, path, offset, limit), limiter=session.readers)
 
     @_tool(
         server,
@@ -273,7 +328,7 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
             open_world_hint=False,
         ),
     )
-    def write_file(
+    async def write_file(
         path: Annotated[str, Field(description="File path, relative to the workspace root.")],
         content: Annotated[str, Field(description="The complete new content of the file (UTF-8).")],
         ctx: Context,
@@ -282,7 +337,8 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
 
         The file is replaced atomically. Returns the size in bytes and the sha256 of what was written.
         Paths outside the workspace or through symbolic links, and the read-only reference copy, are refused."""
-        return _write_text(pool.get(ctx.request_context.session), path, content, ctx.request_context.request_id)
+        session, rid = pool.get(ctx.request_context.session), ctx.request_context.request_id
+        return await session.in_turn(lambda: _write_text(session, path, content, rid))
 
     @_tool(
         server,
@@ -314,30 +370,23 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
         async def progress(elapsed: float, last_line: str) -> None:
             await ctx.report_progress(elapsed, None, f"{elapsed:.0f}s elapsed; {last_line}"[:300])
 
+        if session.closing:
+            raise ToolError(f"the session is closed ({session.close_reason or 'closing'}): nothing is run")
         try:
             result = await session.runner.run(command, timeout_s, progress)
         finally:
-            with anyio.CancelScope(shield=True):
-                try:
-                    await anyio.to_thread.run_sync(
-                        session.record_changes, ctx.request_context.request_id, "run_command"
-                    )
-                except OSError as exc:
-                    raise ToolError(
-                        f"the command ran, but the workspace could not be scanned for its changes: "
-                        f"{exc.strerror or exc}"
-                    ) from None
+            await _record_command(session, ctx.request_context.request_id)
         return result
 
     @_tool(
         server,
         ToolAnnotations(title="Query the GPUs", read_only_hint=True, idempotent_hint=False, open_world_hint=False),
     )
-    def query_gpu() -> GpuReport:
+    async def query_gpu(ctx: Context) -> GpuReport:
         """Report the machine's NVIDIA GPUs through NVML: name, driver and CUDA version, compute capability,
         memory total/used/free, utilisation, SM and memory clocks (current and max), temperature and power.
         On a machine without an NVIDIA GPU, `available` is false and `reason` says why."""
-        return gpu.query_gpu()
+        return await anyio.to_thread.run_sync(gpu.query_gpu, limiter=pool.get(ctx.request_context.session).readers)
 
     @server.resource(f"goal://{goal.name}", name="goal", title=goal.title, mime_type="text/markdown")
     def goal_resource() -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import platform
 import secrets
@@ -9,10 +11,14 @@ import shutil
 import socket
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import anyio
 
 from jg_mcp import __version__, log
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
@@ -24,6 +30,11 @@ from jg_mcp.record.transcript import COMMAND_BLOB_CAP, Close, FileChange, Header
 
 logger = log.get("jg_mcp.live.session")
 Wrap = Callable[[list[str]], list[str]]
+T = TypeVar("T")
+CLOSE_WAIT_S = 5.0
+"""How long a close waits for the session's last workspace scan before it closes the transcript without it."""
+READ_THREADS = 4
+"""Threads one session's reads (read_file, query_gpu) may hold at once; more calls wait, holding none."""
 
 
 def now_iso() -> str:
@@ -54,6 +65,58 @@ def recordable_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
 def command_setting(box: Sandbox) -> tuple[dict[str, str], dict[str, Any] | None]:
     """The environment commands see and the sandbox limits they run under, as the sandbox sets them."""
     return box.env, box.limits.model_dump() if box.limits is not None else None
+
+
+class Worker:
+    """Runs a session's workspace jobs (scans, writes) one at a time, in order, on a daemon thread that lives
+    while there are jobs.
+
+    Jobs waiting their turn hold no thread, so a slow scan delays only its own session's later jobs; the
+    thread being a daemon, a scan that never ends cannot keep the process from exiting."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._jobs: deque[tuple[Future[Any], Callable[[], Any]]] = deque()
+        self._lock = threading.Lock()
+        self._running = False
+
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
+        with self._lock:
+            self._jobs.append((future, fn))
+            if not self._running:
+                self._running = True
+                threading.Thread(target=self._run, name=self.name, daemon=True).start()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._jobs:
+                    self._running = False
+                    return
+                future, fn = self._jobs.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to whoever waits for the job
+                future.set_exception(exc)
+
+
+async def outcome(future: Future[T]) -> T:
+    """Wait on the event loop, holding no thread, for a job's result. Cancelling the wait leaves the job be."""
+    if not future.done():
+        done = anyio.Event()
+        loop = asyncio.get_running_loop()
+
+        def wake(_: Future[T]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop has ended: nobody waits any more
+                loop.call_soon_threadsafe(done.set)
+
+        future.add_done_callback(wake)
+        await done.wait()
+    return future.result()
 
 
 class Session:
@@ -87,7 +150,18 @@ class Session:
         self.scan_lock = threading.RLock()
         """Held while the workspace is scanned and its changes recorded, and around write_file's write and
         record, so one call's file changes stay together and the scan's previous state is not shared."""
+        self.worker = Worker(f"jg-scan-{self.run_id}")
+        """Runs the scans and writes of tool calls (`in_turn`), and the final scan, in order."""
+        self.readers = anyio.CapacityLimiter(READ_THREADS)
+        """The threads this session's read-only tool calls may hold (never anyio's default limiter)."""
         self._unrecorded: list[str] = []
+        self._record_lock = threading.Lock()
+        self._recorded: dict[str, dict[str, object]] = {}
+        """The manifest as of the last changes recorded: what a close that cannot scan again names."""
+        self._closing: Future[None] | None = None
+        self.close_reason: str | None = None
+        self.calls_in_flight = 0
+        """Tool calls received and not yet answered (counted by the server, which caps them)."""
         box = sandbox_of(wrap)
         quota = box.limits.max_workspace_bytes if box.limits is not None else None
         self.runner = Runner(self.workspace.root, wrap=box.wrap, env=box.env, quota_bytes=quota)
@@ -142,7 +216,10 @@ class Session:
             ]
             events += [FileChange(request_id=request_id, path=rel, op="delete", cause=cause) for rel in deleted]
             events += self._scan_notices(scan)
-            self.writer.append_all(events)
+            with self._record_lock:
+                self.writer.append_all(events)
+                if not self.writer.closed:
+                    self._recorded = self.workspace.manifest()
         return [*changed, *deleted]
 
     def _scan_notices(self, scan: Scan) -> list[Notice]:
@@ -164,14 +241,77 @@ class Session:
     def notice(self, level: str, message: str) -> None:
         self.writer.record(Notice(level=level, message=message))
 
-    def close(self, reason: str) -> None:
-        """Kill leftover commands, record final changes and the manifest. Safe to call twice."""
-        if self.writer.closed:
-            return
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
+        """Queue `fn` (a scan, a write and its record) behind the session's other workspace jobs."""
+        return self.worker.submit(fn)
+
+    async def in_turn(self, fn: Callable[[], T]) -> T:
+        """Run `fn` in its turn among the session's workspace jobs, waiting on the event loop; a wait cancelled
+        before the job started drops it."""
+        future = self.submit(fn)
+        try:
+            return await outcome(future)
+        except BaseException:
+            future.cancel()
+            raise
+
+    @property
+    def closing(self) -> bool:
+        """Whether the session is closing or closed: no more writes are made."""
+        return self._closing is not None or self.writer.closed
+
+    def _start_close(self, reason: str) -> Future[None]:
+        """Kill leftover commands and queue the final scan and close event (once; later reasons are ignored)."""
         self.runner.kill_all()
-        with self.scan_lock:
+        with self._record_lock:
+            if self._closing is None:
+                self.close_reason = reason
+                self._closing = self.submit(lambda: self._finish(reason))
+            return self._closing
+
+    def _finish(self, reason: str) -> None:
+        try:
+            self.record_changes(None, "session end")
+        except Exception as exc:  # noqa: BLE001 (the session's boundary: the close event is written whatever failed)
+            self.notice("error", f"the final workspace scan failed: {type(exc).__name__}: {exc}")
+        self._close_event(reason)
+
+    def _close_event(self, reason: str, missing: str | None = None) -> None:
+        """Write the close event (with the manifest as last recorded), after a notice saying what is `missing`."""
+        with self._record_lock:
             if self.writer.closed:
                 return
-            self.record_changes(None, "session end")
-            self.writer.append(Close(reason=reason, ended_at=now_iso(), manifest=self.workspace.manifest()))
+            events: list[Notice | Close] = [Notice(level="error", message=missing)] if missing else []
+            events.append(Close(reason=reason, ended_at=now_iso(), manifest=self._recorded))
+            self.writer.append_all(events)
         logger.info("transcript closed", transcript=str(self.transcript_path), head_sha256=self.writer.head_sha256)
+
+    def _give_up(self, reason: str, wait_s: float) -> None:
+        self._close_event(
+            reason,
+            f"the last workspace scan did not finish within {wait_s:g}s of the close: changes since the "
+            "previous scan are not recorded, and the manifest is the one last recorded",
+        )
+
+    def close(self, reason: str, wait_s: float | None = None) -> None:
+        """Kill leftover commands, record final changes and the manifest. Safe to call twice; blocks the
+        calling thread (never the event loop: use `aclose` there) until the close event is written. When the
+        last scan does not finish within `wait_s` (None: however long it takes), the close event is written
+        without it, after a notice that says so."""
+        if self.writer.closed:
+            return
+        closing = self._start_close(reason)
+        try:
+            closing.result(timeout=wait_s)
+        except TimeoutError:
+            self._give_up(self.close_reason or reason, wait_s or 0)
+
+    async def aclose(self, reason: str, wait_s: float = CLOSE_WAIT_S) -> None:
+        """`close` for the event loop: waits for the last scan on the loop, at most `wait_s`."""
+        if self.writer.closed:
+            return
+        closing = self._start_close(reason)
+        with anyio.move_on_after(wait_s):
+            await outcome(closing)
+        if not closing.done():
+            self._give_up(self.close_reason or reason, wait_s)
