@@ -12,14 +12,17 @@ import anyio
 import pytest
 from mcp import Client
 
+from jg_mcp.live import seccomp
 from jg_mcp.live.runner import Runner
 from jg_mcp.live.sandbox import (
+    SANDBOX_HOME,
     Bwrap,
     NoSandbox,
     Sandbox,
     SandboxError,
     SandboxLimits,
     UidPool,
+    choose,
     is_secret,
     sandbox_env,
     sandbox_of,
@@ -289,3 +292,23 @@ def test_the_sandbox_seam_takes_a_sandbox_its_bound_wrap_or_none():
     assert plain.wrap(["true"]) == ["true"] and plain.env["PATH"].startswith(os.path.dirname(sys.executable))
     with pytest.raises(TypeError):
         sandbox_of(lambda argv: argv)
+
+
+@pytest.mark.skipif(BWRAP_MISSING is not None, reason=BWRAP_MISSING or "")
+def test_where_bwrap_cannot_load_the_seccomp_filter_commands_stay_sandboxed_without_it(tmp_path, monkeypatch):
+    """A host whose bwrap or kernel cannot load the filter keeps the sandbox, without the filter, and says so:
+    falling back to no sandbox at all (what `auto` does when bwrap cannot run) would be far worse."""
+    template = Bwrap(tmp_path / "runs", [])
+    assert choose("bwrap", template, tmp_path / "probe") == ("bwrap", None) and template.filtered
+    monkeypatch.setattr(seccomp, "program", lambda machine=None: b"\x06\x00\x00\x00\x00\x00")  # not 8-byte ops
+    template = Bwrap(tmp_path / "runs", [])
+    mode, warning = choose("bwrap", template, tmp_path / "probe")
+    assert mode == "bwrap" and warning is not None and warning.startswith("SECCOMP OFF") and not template.filtered
+    ws = tmp_path / "runs" / "one" / "workspace"
+    ws.mkdir(parents=True)
+    sandbox = template.for_workspace(ws)
+    try:
+        out = anyio.run(Runner(ws, wrap=sandbox.wrap).run, "echo $HOME", 30.0)
+    finally:
+        sandbox.release()
+    assert not sandbox.filtered and out.exit_code == 0 and out.stdout.strip() == SANDBOX_HOME, out

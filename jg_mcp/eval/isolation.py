@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 import jg_mcp
 from jg_mcp.eval.report import Isolation
@@ -151,9 +152,35 @@ def bwrap_argv(solution_dir: Path, cache_dir: Path, env: dict[str, str], rules: 
     return args + lifeline.inner([])
 
 
+UNFILTERED = (
+    "new user namespaces: bwrap cannot load the seccomp filter here, so the candidate could make one and mount "
+    "memory past its sandbox's tmpfs caps"
+)
+FILTERED = [True]
+"""Whether the candidate's sandbox gets the seccomp filter: `bwrap_problem` turns it off where bwrap cannot load
+it here (and `choose` then names it missing)."""
+
+
+def filter_file() -> BinaryIO | None:
+    """A fresh `seccomp.program_file()` for one candidate sandbox, or None where there is none or it cannot load."""
+    return seccomp.program_file() if FILTERED[0] else None
+
+
 @functools.cache
 def bwrap_problem() -> str | None:
-    """None when bubblewrap can run the candidate's sandbox here, else why not (probed once per process)."""
+    """None when bubblewrap can run the candidate's sandbox here, else why not (probed once per process). Where it
+    runs only without the seccomp filter, the filter is turned off (`FILTERED`)."""
+    FILTERED[0] = True
+    problem = _bwrap_problem()
+    if problem is not None:
+        FILTERED[0] = False
+        if _bwrap_problem() is not None:
+            FILTERED[0] = True
+            return problem
+    return None
+
+
+def _bwrap_problem() -> str | None:
     if not shutil.which("bwrap"):
         return "bubblewrap (bwrap) is not installed"
     if os.geteuid() == 0 and not shutil.which("setpriv"):
@@ -165,7 +192,7 @@ def bwrap_problem() -> str | None:
         prepare(probe / "solution", probe / "cache")
         env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(pythonpath())}
         with contextlib.ExitStack() as files:
-            rules = seccomp.program_file()
+            rules = filter_file()
             fds = [lifeline.read_end()]
             if rules is not None:
                 fds.append(files.enter_context(rules).fileno())
@@ -202,7 +229,7 @@ def choose(mode: str) -> Isolation:
         return Isolation(sandbox="none", missing=UNSANDBOXED, detail="isolation turned off (--isolation none)")
     problem = bwrap_problem()
     if problem is None:
-        return Isolation(sandbox="bwrap")
+        return Isolation(sandbox="bwrap", missing=[] if FILTERED[0] else [UNFILTERED])
     if mode == "bwrap":
         from jg_mcp.errors import JgError
 

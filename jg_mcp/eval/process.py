@@ -26,10 +26,10 @@ from pydantic import BaseModel, ValidationError
 
 from jg_mcp.errors import JgError
 from jg_mcp.eval import channel
-from jg_mcp.eval.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, pythonpath
+from jg_mcp.eval.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, filter_file, pythonpath
 from jg_mcp.eval.messages import WORKER_MESSAGE, Bind, Bound, Setup, Started, WorkerError
 from jg_mcp.eval.report import Finding, Reason
-from jg_mcp.live import lifeline, seccomp
+from jg_mcp.live import lifeline
 
 M = TypeVar("M", bound=BaseModel)
 TAIL_BYTES = 4000
@@ -84,7 +84,7 @@ class WorkerProcess:
         }
         if sandboxed:
             env |= {"HOME": "/tmp", "TMPDIR": "/tmp", "TRITON_CACHE_DIR": f"{CACHE_DIR}/triton"}
-            rules = seccomp.program_file()
+            rules = filter_file()
             prefix, cwd, parent = bwrap_argv(solution_dir, cache_dir, env, rules.fileno() if rules else None), "/", 0
         else:
             home = work / f"home-{secrets.token_hex(3)}"

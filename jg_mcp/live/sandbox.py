@@ -227,6 +227,8 @@ class Bwrap:
         self.env = sandbox_env(os.environ)
         """The environment inside; bwrap clears the rest."""
         self.uids = uids
+        self.filtered = True
+        """Whether commands get the seccomp filter (`probe` turns it off where bwrap cannot load it here)."""
         self._uid: int | None = None
         self._give_back: weakref.finalize | None = None
 
@@ -234,6 +236,7 @@ class Bwrap:
         """The same sandbox around another workspace (one per session). As root it takes its uid now,
         so a full pool fails the session's start rather than its first command."""
         sandbox = Bwrap(workspace, self.hidden, self.limits, self.keep_root_owned, self.bwrap, self.uids)
+        sandbox.filtered = self.filtered
         if sandbox.as_root:
             sandbox.uid()
         return sandbox
@@ -284,7 +287,7 @@ class Bwrap:
         options += ["--remount-ro", "/", "--chdir", str(ws), "--clearenv"]
         for key, value in self.env.items():
             options += ["--setenv", key, value]
-        files = [f for f in [seccomp.program_file()] if f is not None]
+        files = [f for f in [seccomp.program_file() if self.filtered else None] if f is not None]
         options += [o for f in files for o in ("--seccomp", str(f.fileno()))]
         args_file = open(os.memfd_create("bwrap-args", os.MFD_CLOEXEC), "w+b")
         args_file.write(b"".join(os.fsencode(o) + b"\0" for o in options))
@@ -357,7 +360,20 @@ class Bwrap:
 
 
 def probe(sandbox: Bwrap, where: Path) -> str | None:
-    """None when `sandbox` can run a command in a new directory under `where`, else why not."""
+    """None when `sandbox` can run a command in a new directory under `where`, else why not. Where bwrap runs
+    but cannot load the seccomp filter, the sandbox goes on without it (`filtered` turns False)."""
+    reason = _probe(sandbox, where)
+    if reason is not None and sandbox.filtered:
+        sandbox.filtered = False
+        if _probe(sandbox, where) is not None:
+            sandbox.filtered = True
+            return reason
+        logger.warning("the sandbox's seccomp filter cannot be loaded here; commands run without it", reason=reason)
+        return None
+    return reason
+
+
+def _probe(sandbox: Bwrap, where: Path) -> str | None:
     if not shutil.which(sandbox.bwrap):
         return f"bubblewrap not found ({sandbox.bwrap}); install the `bubblewrap` package"
     missing = [tool for tool in ("prlimit", "setpriv") if not shutil.which(tool)]
@@ -398,7 +414,8 @@ def choose(mode: str, sandbox: Bwrap, where: Path) -> tuple[str, str | None]:
         return "none", None
     reason = probe(sandbox, where)
     if reason is None:
-        return "bwrap", None
+        unfiltered = "SECCOMP OFF: bwrap cannot load the filter here; commands may make user namespaces (and mount"
+        return "bwrap", None if sandbox.filtered else f"{unfiltered} memory past the tmpfs caps)"
     if mode == "bwrap":
         raise SandboxError(f"--sandbox bwrap: {reason}")
     warning = f"SANDBOX OFF: {reason}; run_command runs unsandboxed with this server's privileges"

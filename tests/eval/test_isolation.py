@@ -408,3 +408,29 @@ def test_the_sandboxed_candidate_cannot_make_a_user_namespace(tmp_path):
     report = eval_solution(solution, DEMO_GOAL, tmp_path / "runs", device="cpu", domain_shapes=0, isolation="bwrap")
     details = " ".join(f.detail for f in report.findings)
     assert "unshare exit 1" in details, details
+
+
+@pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
+def test_where_bwrap_cannot_load_the_seccomp_filter_the_candidate_stays_sandboxed_and_the_report_says_so(
+    tmp_path, monkeypatch
+):
+    """A host that cannot load the filter keeps the candidate's sandbox without it (rather than none at all, or no
+    eval at all under --isolation bwrap), and the report names the protection missing."""
+    from jg_mcp.eval import isolation
+    from jg_mcp.live import seccomp
+
+    monkeypatch.setattr(seccomp, "program", lambda machine=None: b"\x06\x00\x00\x00\x00\x00")  # not 8-byte ops
+    isolation.bwrap_problem.cache_clear()
+    try:
+        chosen = isolation.choose("bwrap")
+        assert chosen.sandbox == "bwrap" and chosen.missing == [isolation.UNFILTERED], chosen
+        (tmp_path / "src").mkdir()
+        solution = tmp_path / "src" / "solution.py"
+        solution.write_text(UNSHARE)
+        report = eval_solution(solution, DEMO_GOAL, tmp_path / "runs", device="cpu", domain_shapes=0, isolation="bwrap")
+        assert report.isolation.sandbox == "bwrap" and report.isolation.missing == [isolation.UNFILTERED]
+        assert "unshare exit 0" in " ".join(f.detail for f in report.findings), "the filter is really off"
+    finally:
+        monkeypatch.undo()
+        isolation.bwrap_problem.cache_clear()
+        assert isolation.bwrap_problem() is None and isolation.FILTERED == [True]
