@@ -162,7 +162,7 @@ def test_preparing_the_sandbox_does_not_hold_up_the_event_loop(tmp_path):
         return result
 
     assert anyio.run(go).stdout == "ran\n"
-    assert max(gaps) < 0.5, f"the event loop stalled for {max(gaps):.2f} s"
+    assert max(gaps) < 1.0, f"the event loop stalled for {max(gaps):.2f} s (the wrap takes 1.5 s)"
 
 
 def test_a_sessions_commands_run_at_most_a_few_at_once(tmp_path):

@@ -247,7 +247,7 @@ def test_releasing_an_http_session_whose_scan_is_stuck_returns_at_once(gemm_goal
     pool.live["k"] = _live(session, freed.set)
     started = time.monotonic()
     pool.release("k", "client disconnected")
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 2, "a release that waited would take the close's 5 s or the scan's 20 s"
     pool.close_all("server stopped")  # waits for the closes, each bounded
     assert time.monotonic() - started < 15 and freed.is_set()
     _ended_honestly(read_transcript(session.transcript_path), "client disconnected")
