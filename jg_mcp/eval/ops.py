@@ -91,7 +91,11 @@ class OpRecorder:
       timed blocks): a Python kernel registered at the Autograd dispatch keys of each such op, which records it and
       redispatches below autograd (autograd through a forbidden op breaks in this process: no honest kernel uses
       one); ops run under `torch.inference_mode()` skip the Autograd keys, hence also
-    - a torch dispatch mode, entered around each checked call, which sees that call's thread whatever its modes."""
+    - a torch dispatch mode, entered around each checked call, which sees that call's thread whatever its modes,
+      and looks through each composite op to the ops it is made of (under inference_mode a composite such as
+      `aten.linalg_matmul` reaches the mode by its own name, which no family lists).
+
+    Ops a native kernel runs inside another op (sparse.mm's addmm, bilinear's bmm) are not seen either way."""
 
     def __init__(self, ops: set[str]):
         self.ops = ops
@@ -141,6 +145,11 @@ class OpRecorder:
             class _Mode(TorchDispatchMode):
                 def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                     recorder.record(func.overloadpacket.__name__)
+                    if func._can_decompose():  # a composite op: what it is made of passes through here too
+                        with self:
+                            out = func.decompose(*args, **(kwargs or {}))
+                        if out is not NotImplemented:
+                            return out
                     return func(*args, **(kwargs or {}))
 
             self._mode = _Mode()

@@ -50,7 +50,7 @@ def escaped(candidate: Timing, baselines: dict[str, Timing], share: float = 0.15
         return None
     theirs = [b.unaccounted_ms for b in baselines.values() if b.unaccounted_ms is not None]
     excess = candidate.unaccounted_ms - max(theirs, default=0.0)
-    if excess <= max(UNACCOUNTED_MIN_MS, share * max(candidate.median_ms, *theirs)):
+    if excess <= max(UNACCOUNTED_MIN_MS, share * max([candidate.median_ms, *theirs])):
         return None
     return (
         f"the harness's clock saw {candidate.unaccounted_ms:.4f} ms per call beyond the reported device time "

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from jg_mcp.eval.ops import OpRecorder, forbidden_ops
 from jg_mcp.eval.policy import policy_text, static_check
@@ -208,3 +209,25 @@ def test_forbidden_ops_run_in_another_thread_are_recorded():
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     assert "mm" in done.stdout or "addmm" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda a, b: torch.linalg.matmul(a, b),
+        lambda a, b: torch.linalg.multi_dot([a, b]),
+        lambda a, b: torch.chain_matmul(a, b),
+        lambda a, b: torch.inner(a, b.t()),
+    ],
+    ids=["linalg.matmul", "linalg.multi_dot", "chain_matmul", "inner"],
+)
+def test_a_composite_op_is_recorded_by_what_it_runs_even_under_inference_mode(call):
+    """Under inference_mode the dispatch mode sees a composite op (aten.linalg_matmul) by its own name, which no
+    family lists: the recorder looks through it to the ops it is made of (aten.mm), whatever the spelling."""
+    from jg_mcp.eval.ops import OpRecorder, forbidden_ops
+
+    recorder = OpRecorder(forbidden_ops(["torch.mm"]))
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    with torch.inference_mode(), recorder:
+        out = call(a, b)
+    assert torch.allclose(out, a @ b, atol=1e-5) and recorder.seen, "a matrix product ran unrecorded"

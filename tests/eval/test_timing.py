@@ -53,6 +53,8 @@ def test_time_the_harness_saw_beyond_the_reported_times_is_an_escape_only_beyond
     assert escaped(timing(1.0, unaccounted=0.9), {"lib": timing(2.0, unaccounted=0.1)})
     assert not escaped(timing(1.0, unaccounted=0.12), {"lib": timing(2.0, unaccounted=0.1)})
     assert not escaped(timing(1.0, unaccounted=0.5), {"lib": timing(2.0, unaccounted=0.45)})
+    assert escaped(timing(1.0, unaccounted=0.9), {}), "with no baseline timed the candidate's own clock still counts"
+    assert not escaped(timing(1.0, unaccounted=0.01), {})
     assert not escaped(timing(0.001, unaccounted=0.008), {"lib": timing(0.001, unaccounted=0.0)})
 
 
