@@ -26,6 +26,12 @@ from jg_mcp.live import lifeline, seccomp
 from jg_mcp.live.sandbox import NAMESPACES, SYSTEM_DIRS, gpu_devices
 
 NOBODY = 65534
+TMP_BYTES = 4 * 1024**3
+"""The size of each of the candidate's tmpfs mounts (/tmp, /dev/shm): memory, which unbounded could take the host's."""
+MAX_PROCESSES = 4096
+"""RLIMIT_NPROC of the candidate's uid (as root, the unprivileged NOBODY): a fork bomb stops here. It counts threads,
+and every eval's candidates share the uid: room for several evals' torch and Triton threads. Not set when the
+harness is not root: the cap would count the user's own processes."""
 SOLUTION_DIR = "/jg/solution"
 CACHE_DIR = "/jg/cache"
 UNSANDBOXED = [
@@ -102,7 +108,8 @@ def bwrap_argv(solution_dir: Path, cache_dir: Path, env: dict[str, str], rules: 
     """The bubblewrap prefix that runs a command as the candidate's sandbox (see the module docstring); the
     process gets `lifeline.read_end()`, so it runs only while the harness lives, and `rules`, the descriptor of a
     fresh `seccomp.program_file()` (no new user namespace: in one the candidate could mount memory past its caps)."""
-    args = lifeline.outer([shutil.which("bwrap") or "bwrap", *NAMESPACES, "--hostname", "candidate"])
+    capped = ["prlimit", f"--nproc={MAX_PROCESSES}"] if os.geteuid() == 0 else []
+    args = lifeline.outer([*capped, shutil.which("bwrap") or "bwrap", *NAMESPACES, "--hostname", "candidate"])
     if rules is not None:
         args += ["--seccomp", str(rules)]
     for d in SYSTEM_DIRS:
@@ -114,10 +121,14 @@ def bwrap_argv(solution_dir: Path, cache_dir: Path, env: dict[str, str], rules: 
         "/dev",
         "--perms",
         "1777",
+        "--size",
+        str(TMP_BYTES),
         "--tmpfs",
         "/tmp",
         "--perms",
         "1777",
+        "--size",
+        str(TMP_BYTES),
         "--tmpfs",
         "/dev/shm",
     ]
@@ -183,8 +194,8 @@ def bwrap_problem() -> str | None:
 def _bwrap_problem() -> str | None:
     if not shutil.which("bwrap"):
         return "bubblewrap (bwrap) is not installed"
-    if os.geteuid() == 0 and not shutil.which("setpriv"):
-        return "setpriv (util-linux) is not installed"
+    if os.geteuid() == 0 and not (shutil.which("setpriv") and shutil.which("prlimit")):
+        return "setpriv or prlimit (util-linux) is not installed"
     probe = Path(tempfile.mkdtemp(prefix="jg-eval-probe-"))  # private (0700), never a name planted beforehand
     try:
         (probe / "solution").mkdir()

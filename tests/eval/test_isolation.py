@@ -434,3 +434,32 @@ def test_where_bwrap_cannot_load_the_seccomp_filter_the_candidate_stays_sandboxe
         monkeypatch.undo()
         isolation.bwrap_problem.cache_clear()
         assert isolation.bwrap_problem() is None and isolation.FILTERED == [True]
+
+
+LIMITS = """
+import os
+import resource
+
+
+def kernel(x, y, alpha):
+    tmp, shm = os.statvfs("/tmp"), os.statvfs("/dev/shm")
+    nproc = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    raise RuntimeError(f"limits tmp={tmp.f_blocks * tmp.f_frsize} shm={shm.f_blocks * shm.f_frsize} nproc={nproc}")
+"""
+
+
+@pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
+def test_the_sandboxed_candidate_has_bounded_tmpfs_and_as_root_a_process_cap(tmp_path):
+    """The candidate's /tmp and /dev/shm are memory: unbounded, they could take the host's (the harness's too);
+    as root its uid's processes are capped, so a fork bomb stops at the cap."""
+    from jg_mcp.eval.isolation import MAX_PROCESSES, TMP_BYTES
+
+    (tmp_path / "src").mkdir()
+    solution = tmp_path / "src" / "solution.py"
+    solution.write_text(LIMITS)
+    report = eval_solution(solution, DEMO_GOAL, tmp_path / "runs", device="cpu", domain_shapes=0, isolation="bwrap")
+    found = next(f.detail for f in report.findings if "limits tmp=" in f.detail).rsplit("limits ", 1)[1].split()
+    seen = dict(item.split("=") for item in found[:3])
+    assert int(seen["tmp"]) <= TMP_BYTES and int(seen["shm"]) <= TMP_BYTES, seen
+    if os.geteuid() == 0:
+        assert int(seen["nproc"]) == MAX_PROCESSES, seen
