@@ -8,7 +8,7 @@ import time
 import anyio
 import pytest
 
-from jg_mcp.live.runner import MAX_PARALLEL_COMMANDS, Runner
+from jg_mcp.live.runner import MAX_PARALLEL_COMMANDS, Runner, RunnerClosed
 
 
 def run(runner, command, timeout_s=30.0, on_progress=None):
@@ -186,3 +186,51 @@ def test_a_sessions_commands_run_at_most_a_few_at_once(tmp_path):
         running += step
         most = max(most, running)
     assert len(events) == 2 * (MAX_PARALLEL_COMMANDS + 3) and most == MAX_PARALLEL_COMMANDS, events
+
+
+def test_a_command_waiting_for_a_slot_never_starts_once_the_session_closes(tmp_path):
+    """A close kills the running commands, which frees their slots: a command queued behind them must not start
+    then, after the transcript's last scan (its changes would be recorded nowhere)."""
+    runner = Runner(tmp_path)
+    outcomes: list[object] = []
+
+    async def queued():
+        try:
+            outcomes.append(await runner.run("touch late", 30.0))
+        except RunnerClosed as exc:
+            outcomes.append(exc)
+
+    async def go():
+        async with anyio.create_task_group() as tg:
+            for _ in range(MAX_PARALLEL_COMMANDS):
+                tg.start_soon(runner.run, "sleep 20", 30.0)
+            await anyio.sleep(0.5)
+            tg.start_soon(queued)
+            await anyio.sleep(0.5)
+            runner.kill_all()
+
+    anyio.run(go)
+    time.sleep(0.3)
+    assert len(outcomes) == 1 and isinstance(outcomes[0], RunnerClosed), outcomes
+    assert not (tmp_path / "late").exists()
+
+
+def test_the_wait_for_a_slot_counts_against_the_commands_timeout(tmp_path):
+    """A budget grants a command seconds from its call: a command that queued for a slot gets only what is left
+    of its timeout, and none at all when the wait took it all."""
+    runner = Runner(tmp_path)
+    results: list = []
+
+    async def go():
+        async with anyio.create_task_group() as tg:
+            for _ in range(MAX_PARALLEL_COMMANDS):
+                tg.start_soon(runner.run, "sleep 2", 30.0)
+            await anyio.sleep(0.3)
+            started = time.monotonic()
+            results.append(await runner.run("touch late; sleep 5", 1.0))
+            results.append(time.monotonic() - started)
+
+    anyio.run(go)
+    result, took = results
+    assert result.timed_out and result.exit_code is None and took < 1.8, (result, took)
+    assert not (tmp_path / "late").exists() and "slot" in (result.notice or ""), result

@@ -263,3 +263,19 @@ def test_a_short_or_shared_key_file_is_refused(tmp_path):
     key.chmod(0o644)
     with pytest.raises(TranscriptError, match="chmod 600"):
         read_key(key)
+
+
+def test_calls_whose_ids_differ_only_in_type_keep_their_own_file_changes(tmp_path):
+    """JSON-RPC ids 500 and "500" are two requests: a change recorded for one (late, after a cancelled call's
+    response) is not credited to the other."""
+    from jg_mcp.record.steps import load_record
+    from jg_mcp.record.transcript import FileChange, Request
+
+    w = TranscriptWriter(tmp_path / "run.jsonl")
+    w.append(header())
+    w.append(Request(request_id=500, method="tools/call", params={"name": "run_command", "arguments": {}}))
+    w.append(Request(request_id="500", method="tools/call", params={"name": "run_command", "arguments": {}}))
+    w.append(FileChange(request_id=500, path="a.txt", op="write", sha256="0" * 64, size=1, cause="run_command"))
+    w.append(FileChange(request_id="500", path="b.txt", op="write", sha256="1" * 64, size=1, cause="run_command"))
+    record = load_record(tmp_path / "run.jsonl")
+    assert {c.event.path: c.step for c in record.changes} == {"a.txt": 1, "b.txt": 2}

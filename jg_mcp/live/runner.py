@@ -40,6 +40,10 @@ class CommandResult(BaseModel):
     """Set when the workspace grew past its quota: what it holds, the quota, what to do."""
 
 
+class RunnerClosed(RuntimeError):
+    """A command that was waiting for a slot when its session closed: it never ran."""
+
+
 class Argv(list[str]):
     """An argv whose process must inherit `files` (bwrap reads its options from one), which the runner passes
     and closes once the process has started, and `fds`, which it passes and leaves open (a lifeline)."""
@@ -182,15 +186,32 @@ class Runner:
         self.progress_every_s = progress_every_s
         self.quota_bytes = quota_bytes
         self.slots = anyio.Semaphore(MAX_PARALLEL_COMMANDS)
+        self.closed = False
+        """Set by `kill_all`: commands still waiting for a slot never start."""
         self.groups: set[int] = set()
         """Process groups started by this runner that still had processes when their command returned (background
         jobs); killed at session end."""
 
     async def run(self, command: str, timeout_s: float, on_progress: ProgressFn | None = None) -> CommandResult:
-        """Run `command` once one of the runner's MAX_PARALLEL_COMMANDS slots is free; its timeout counts from
-        its start. The wrap (a sandbox's, which walks the workspace) runs in a worker thread."""
-        async with self.slots:
-            return await self._run(command, timeout_s, on_progress)
+        """Run `command` once one of the runner's MAX_PARALLEL_COMMANDS slots is free. Its timeout counts from this
+        call: a wait for a slot spends it, and a command whose wait took it all does not run. Once `kill_all` has run
+        (the session closes), no waiting command starts: RunnerClosed. The wrap (a sandbox's, which walks the
+        workspace) runs in a worker thread."""
+        start, acquired = time.monotonic(), False
+        with anyio.move_on_after(timeout_s):
+            await self.slots.acquire()
+            acquired = True
+        if not acquired:
+            waited = round(time.monotonic() - start, 4)
+            notice = f"the command did not run: it waited {waited} s for one of the session's {MAX_PARALLEL_COMMANDS} "
+            notice += "command slots, its whole timeout"
+            return CommandResult(exit_code=None, stdout="", stderr="", duration_s=waited, timed_out=True, notice=notice)
+        try:
+            if self.closed:
+                raise RunnerClosed("the session is closing: the command did not run")
+            return await self._run(command, max(0.0, timeout_s - (time.monotonic() - start)), on_progress)
+        finally:
+            self.slots.release()
 
     async def _run(self, command: str, timeout_s: float, on_progress: ProgressFn | None) -> CommandResult:
         argv = await anyio.to_thread.run_sync(self.wrap, ["/bin/bash", "-c", command])
@@ -253,7 +274,8 @@ class Runner:
         )
 
     def kill_all(self) -> None:
-        """Kill every process group this runner started, background jobs included."""
+        """Kill every process group this runner started, background jobs included; start no more commands."""
+        self.closed = True
         for pgid in list(self.groups):  # a copy: the event loop may change the set meanwhile (a close from a thread)
             kill_group(pgid)
             self.groups.discard(pgid)

@@ -5,6 +5,7 @@ END for the changes recorded when the session closed. What replay, the audit and
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -99,13 +100,13 @@ def load_record(path: str | Path) -> Record:
                 arguments=params.get("arguments") or {},
             )
             calls.append(call)
-            by_id[str(event.request_id)] = call
-        elif isinstance(event, Response) and event.method == "tools/call" and str(event.request_id) in by_id:
-            call = by_id[str(event.request_id)]
+            by_id[_key(event.request_id)] = call
+        elif isinstance(event, Response) and event.method == "tools/call" and _key(event.request_id) in by_id:
+            call = by_id[_key(event.request_id)]
             call.duration_ms, call.is_error = event.duration_ms, event.is_error
             call.result, call.error, call.cancelled = event.result, event.error, event.cancelled
         elif isinstance(event, FileChange):
-            owner = by_id.get(str(event.request_id)) if event.request_id is not None else None
+            owner = by_id.get(_key(event.request_id)) if event.request_id is not None else None
             step = owner.step if owner else (0 if event.cause == "session start" else END)
             changes.append(Change(step=step, line=line, event=event))
     close = read.events[-1] if read.closed else None
@@ -118,6 +119,11 @@ def load_record(path: str | Path) -> Record:
         events=read.events,
         truncated=read.truncated,
     )
+
+
+def _key(request_id: str | int | None) -> str:
+    """A request id as JSON: 500 and "500" are two requests."""
+    return json.dumps(request_id)
 
 
 def _included(change: Change, step: int) -> bool:
