@@ -286,6 +286,29 @@ def test_a_request_with_a_lone_surrogate_escape_is_answered_with_an_error_and_re
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("depth", [300, 5000])
+def test_a_request_the_json_rpc_parser_cannot_read_is_answered_with_its_id_and_recorded(stdio, depth):
+    """Arguments nested deeper than the SDK's parser reads made it drop the request: no answer (the client waited
+    forever) and no record. Any request with an id that the parser refuses is answered and recorded."""
+    server = stdio()
+    nested = "[" * depth + "]" * depth
+    server.send(
+        '{"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "write_file", "arguments": '
+        f'{{"path": "a.txt", "content": {nested}}}}}}}'
+    )
+    refused = server.answer(11, 10)
+    assert "cannot read" in refused["error"]["message"], refused
+    server.call(12, "run_command", command="echo alive")
+    assert server.answer(12, 20)["result"]["structuredContent"]["stdout"] == "alive\n"
+    server.proc.stdin.close()
+    server.proc.wait(timeout=20)
+    events = server.transcript().events
+    [request] = [e for e in events if e.event == "request" and e.request_id == 11]
+    [response] = [e for e in events if e.event == "response" and e.request_id == 11]
+    assert request.method == "tools/call" and response.is_error and "cannot read" in response.error
+
+
+@pytest.mark.slow
 def test_an_http_request_with_a_lone_surrogate_escape_is_answered_with_its_id_and_recorded(tmp_path):
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {TOKEN}"}
     with HttpServer(tmp_path, "--sandbox", "none") as server:

@@ -78,12 +78,36 @@ def _escaped(value: Any) -> Any:
 
 
 def unreadable(line: str) -> str | None:
-    """The UNREADABLE stand-in for a request whose strings hold a lone surrogate; None for any other line."""
+    """The UNREADABLE stand-in for a request (a message with an id) that the SDK's JSON-RPC parser refuses, and
+    would drop unanswered; None for a line it reads, or one naming no id. A request whose strings hold a lone
+    surrogate keeps its params, escaped; any other (nested deeper than the parser reads, say) keeps none."""
+    from mcp import types
+
+    try:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        return None
+    except Exception as exc:  # noqa: BLE001 (whatever the parser raises, the SDK's reader drops the request)
+        error = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    return _surrogates(line) or _refused(line, error)
+
+
+def _refused(line: str, error: str) -> str | None:
+    found = ID.search(line[:PEEK].encode()) or ID.search(line[-PEEK:].encode())
+    if found is None:
+        return None
+    method = METHOD.search(line[:PEEK].encode())
+    reason = f"request refused: the server cannot read it as a JSON-RPC message ({error})"
+    params = {"method": method.group(1).decode() if method else "unknown", "reason": reason}
+    return json.dumps({"jsonrpc": "2.0", "id": json.loads(found.group(1)), "method": UNREADABLE, "params": params})
+
+
+def _surrogates(line: str) -> str | None:
+    """The stand-in for a request whose strings hold a lone surrogate, its params escaped; else None."""
     if SURROGATE.search(line) is None:
         return None
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(message, dict) or "id" not in message or not _lone_surrogate(message):
         return None
