@@ -228,3 +228,24 @@ def test_whatever_write_file_accepts_is_stored_whole_while_a_command_made_file_t
     changes = {e.path: e for e in read_transcript(session.transcript_path).events if e.event == "file_change"}
     assert changes["written.txt"].stored and (session.writer.blobs / changes["written.txt"].sha256).is_file()
     assert not changes["made.bin"].stored and not (session.writer.blobs / changes["made.bin"].sha256).exists()
+
+
+def test_request_params_are_limited_in_bytes_as_the_transcript_holds_them(server, session):
+    """The limit on what a request's params may hold counts UTF-8 bytes (what the transcript writes), not
+    characters: params of 4-byte characters had passed at four times the limit, 60 MB a call."""
+    from jg_mcp.live.server import MAX_REQUEST_BYTES
+
+    wide = "\U0001f600" * (MAX_REQUEST_BYTES // 4 + 1024)
+    assert len(wide) < MAX_REQUEST_BYTES < len(wide.encode())
+
+    async def fn(c):
+        return await c.call_tool("query_gpu", {"pad": wide})
+
+    with pytest.raises(Exception, match="unhandled errors"):  # the refusal is a JSON-RPC error the client raises
+        session_run(server, fn)
+    session.close("done")
+    events = read_transcript(session.transcript_path).events
+    [request] = [e for e in events if e.event == "request" and e.params_size]
+    [response] = [e for e in events if e.event == "response" and e.request_id == request.request_id]
+    assert request.params is None and request.params_size > MAX_REQUEST_BYTES
+    assert response.is_error and "bytes or more, over the limit" in response.error

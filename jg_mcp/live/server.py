@@ -27,8 +27,9 @@ from jg_mcp.live.stdio import OVERSIZED, UNREADABLE, serve_stdio
 from jg_mcp.live.workspace import shown
 from jg_mcp.record.transcript import WRITE_BLOB_CAP, Request, Response, sha256_bytes
 
-MAX_REQUEST_CHARS = WRITE_BLOB_CAP + 1024 * 1024
-"""Largest request params (in characters) recorded and served; larger ones are recorded by size and refused."""
+MAX_REQUEST_BYTES = WRITE_BLOB_CAP + 1024 * 1024
+"""Largest request params (UTF-8 bytes of their strings) recorded and served; larger ones are recorded by size and
+refused."""
 MAX_TIMEOUT_S = 3600
 MAX_CALLS_IN_FLIGHT = 64
 """Tool calls one session may have unanswered at once; more are answered at once with an error saying so."""
@@ -75,9 +76,9 @@ class WriteResult(BaseModel):
 
 
 def _size(value: Any, limit: int) -> int:
-    """Characters in a JSON-like value's strings (plus a few per item), counted until past `limit`."""
+    """UTF-8 bytes of a JSON-like value's strings (plus a few per item), counted until past `limit`."""
     if isinstance(value, str):
-        return len(value)
+        return len(value) if len(value) > limit else len(value.encode("utf-8", "surrogatepass"))
     if isinstance(value, dict):
         items: Any = (x for kv in value.items() for x in kv)
     elif isinstance(value, (list, tuple)):
@@ -123,7 +124,7 @@ class TranscriptMiddleware:
         raw = dict(ctx.params) if ctx.params is not None else None
         if ctx.method == UNREADABLE:
             self._refuse_unreadable(session, rid, raw or {})
-        if ctx.method == OVERSIZED or _size(raw, MAX_REQUEST_CHARS) > MAX_REQUEST_CHARS:
+        if ctx.method == OVERSIZED or _size(raw, MAX_REQUEST_BYTES) > MAX_REQUEST_BYTES:
             self._refuse(session, rid, ctx.method, raw or {})
         params = _storable(raw)
         session.writer.record(Request(request_id=rid, method=ctx.method, params=params))
@@ -180,9 +181,9 @@ class TranscriptMiddleware:
         if method == OVERSIZED:  # stood in for by the stdio reader (jg_mcp.live.stdio) for a line over its limit
             method, size, unit = str(params.get("method", "unknown")), int(params.get("size", 0)), "bytes"
         else:
-            size, unit = _size(params, MAX_REQUEST_CHARS), "characters or more"
+            size, unit = _size(params, MAX_REQUEST_BYTES), "bytes or more"
         message = (
-            f"request refused: its params hold {size} {unit}, over the limit of {MAX_REQUEST_CHARS} "
+            f"request refused: its params hold {size} {unit}, over the limit of {MAX_REQUEST_BYTES} "
             f"(write_file content may be at most {WRITE_BLOB_CAP} bytes)"
         )
         session.writer.record(Request(request_id=rid, method=method, params=None, params_size=size))
