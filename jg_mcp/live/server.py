@@ -23,7 +23,7 @@ from jg_mcp.gpu import GpuReport
 from jg_mcp.live.paging import NotText, read_page
 from jg_mcp.live.runner import CommandResult
 from jg_mcp.live.session import Session, outcome
-from jg_mcp.live.stdio import OVERSIZED, UNREADABLE, serve_stdio
+from jg_mcp.live.stdio import OVERSIZED, UNREADABLE, serve_stdio, storable
 from jg_mcp.live.workspace import shown
 from jg_mcp.record.transcript import WRITE_BLOB_CAP, Request, Response, sha256_bytes
 
@@ -101,17 +101,6 @@ def _dump(result: Any) -> dict[str, Any] | None:
     return dict(result)
 
 
-def _storable(value: Any) -> Any:
-    """`value` with lone surrogates (valid in JSON, not in UTF-8) escaped, so the transcript can hold it."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(value, dict):
-        return {_storable(k): _storable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_storable(v) for v in value]
-    return value
-
-
 class TranscriptMiddleware:
     """Records every inbound request and its response, with timing, in the session's transcript."""
 
@@ -126,7 +115,7 @@ class TranscriptMiddleware:
             self._refuse_unreadable(session, rid, raw or {})
         if ctx.method == OVERSIZED or _size(raw, MAX_REQUEST_BYTES) > MAX_REQUEST_BYTES:
             self._refuse(session, rid, ctx.method, raw or {})
-        params = _storable(raw)
+        params = storable(raw)
         session.writer.record(Request(request_id=rid, method=ctx.method, params=params))
         start = time.monotonic()
         is_call = ctx.method == "tools/call"
@@ -147,12 +136,12 @@ class TranscriptMiddleware:
                     method=ctx.method,
                     duration_ms=(time.monotonic() - start) * 1000,
                     is_error=True,
-                    error=CANCELLED if cancelled else _storable(f"{type(exc).__name__}: {exc}"),
+                    error=CANCELLED if cancelled else storable(f"{type(exc).__name__}: {exc}"),
                     cancelled=cancelled,
                 )
             )
             raise
-        dumped = _storable(_dump(result))
+        dumped = storable(_dump(result))
         session.writer.record(
             Response(
                 request_id=rid,

@@ -67,13 +67,14 @@ def _lone_surrogate(value: Any) -> bool:
     return False
 
 
-def _escaped(value: Any) -> Any:
+def storable(value: Any) -> Any:
+    """`value` with lone surrogates (valid in JSON, not in UTF-8) escaped, so the transcript can hold it."""
     if isinstance(value, str):
         return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
-        return {_escaped(k): _escaped(v) for k, v in value.items()}
+        return {storable(k): storable(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_escaped(v) for v in value]
+        return [storable(v) for v in value]
     return value
 
 
@@ -119,8 +120,8 @@ def _surrogates(line: str) -> str | None:
         "request refused: its JSON holds a lone surrogate escape (such as \\udcff), which is not a Unicode "
         "character; send text that is valid UTF-8 (shown escaped in the transcript)"
     )
-    params = {"method": _escaped(method) if isinstance(method, str) else "unknown", "reason": reason}
-    params["params"] = _escaped(message.get("params"))
+    params = {"method": storable(method) if isinstance(method, str) else "unknown", "reason": reason}
+    params["params"] = storable(message.get("params"))
     return json.dumps({"jsonrpc": "2.0", "id": rid, "method": UNREADABLE, "params": params})
 
 
