@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -161,6 +162,21 @@ def test_a_uid_that_names_an_account_or_runs_a_process_is_not_handed_out():
         busy.wait()
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting a process under other uids needs root")
+def test_a_uid_held_only_as_an_effective_or_saved_uid_is_busy_too():
+    """A setuid file a session left behind runs with the session's uid as its effective uid and someone else's as
+    its real one: that process can still write what the uid owns, so the uid is not handed to another session."""
+    pool = UidPool()
+    script = "import os, time; os.setresuid(65534, 62200, 62200); print('up', flush=True); time.sleep(60)"
+    busy = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert busy.stdout.readline() == "up\n"  # real uid nobody, effective and saved 62200
+        assert pool.take(62200, 2) == 62201
+    finally:
+        busy.kill()
+        busy.wait()
+
+
 @pytest.mark.skipif(
     BWRAP_MISSING is not None or os.geteuid() != 0,
     reason=BWRAP_MISSING or "sandbox uids are used only by a root server",
@@ -312,3 +328,38 @@ def test_where_bwrap_cannot_load_the_seccomp_filter_commands_stay_sandboxed_with
     finally:
         sandbox.release()
     assert not sandbox.filtered and out.exit_code == 0 and out.stdout.strip() == SANDBOX_HOME, out
+
+
+def test_what_a_killed_server_left_unsealed_is_sealed_before_its_uid_is_handed_out_again(tmp_path):
+    """A server killed while a command ran never sealed its workspace: whatever that command left (a setuid shell,
+    the workspace opened to everyone) must not reach the next sandbox handed the same uid. The uid's lock file
+    names the directories its holder gave it; the next holder seals them (0700, no setuid or setgid bit) first."""
+    ws, cache = tmp_path / "runs" / "a" / "workspace", tmp_path / "runs" / "a" / ".workspace.cache"
+    ws.mkdir(parents=True)
+    hold = (
+        "import sys; from pathlib import Path; from jg_mcp.live.sandbox import Bwrap, SandboxLimits, UidPool; "
+        f"box = Bwrap(Path({str(ws)!r}), limits=SandboxLimits(first_uid=62500, uid_count=1), "
+        f"uids=UidPool(Path({str(tmp_path / 'locks')!r}))); box.wrap(['true']); print(box.uid(), flush=True); "
+        "sys.stdin.readline()"
+    )
+    server = subprocess.Popen([sys.executable, "-c", hold], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline() == "62500\n"
+        for d in (ws, cache):  # what a command left when the server died
+            (d / "sh").write_bytes(Path("/bin/sh").read_bytes())
+            (d / "sh").chmod(0o6755)
+            d.chmod(0o755)
+    finally:
+        server.kill()
+        server.wait()
+    assert (ws / "sh").stat().st_mode & stat.S_ISUID, "left unsealed"
+    limits = SandboxLimits(first_uid=62500, uid_count=1)
+    (tmp_path / "runs" / "b").mkdir()
+    nxt = Bwrap(tmp_path / "runs" / "b" / "workspace", limits=limits, uids=UidPool(tmp_path / "locks"))
+    try:
+        assert nxt.uid() == 62500
+        for d in (ws, cache):
+            assert stat.S_IMODE(d.stat().st_mode) == 0o700 and stat.S_IMODE((d / "sh").stat().st_mode) == 0o755
+    finally:
+        nxt.release()
+    assert UidPool(tmp_path / "locks").take(62500, 1) == 62500  # released cleanly: nothing noted, nothing to seal

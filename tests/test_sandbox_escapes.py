@@ -4,10 +4,13 @@ succeeds with the sandbox off, which proves the attempt is real."""
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import signal
 import socket
+import stat
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -17,7 +20,8 @@ from mcp import Client
 
 import jg_mcp
 from jg_mcp.goals import load_goal
-from jg_mcp.live.sandbox import Bwrap, SandboxLimits, python_dirs
+from jg_mcp.live.runner import Argv, Runner
+from jg_mcp.live.sandbox import SANDBOX_CACHE, Bwrap, SandboxLimits, python_dirs
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
 from tests.support import SECRET_VAR, bwrap_missing, copy_goal
@@ -276,3 +280,111 @@ def test_the_hosts_opt_is_not_shown_unless_the_toolchain_lives_there(env, tmp_pa
     listed = out["stdout"].split("end")[0].split()
     needed = {p.parts[2] for p in python_dirs() if len(p.parts) > 2 and p.parts[1] == "opt"}
     assert set(listed) <= needed, out
+
+
+KEYRING_NUMBERS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}
+"""add_key, request_key, keyctl (asm/unistd_64.h, asm-generic/unistd.h)."""
+KEYRING_PROBE = f"""
+import ctypes, errno, platform
+add_key, request_key, keyctl = {KEYRING_NUMBERS!r}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+L = ctypes.c_long
+
+
+def call(nr, *args):
+    ctypes.set_errno(0)
+    result = libc.syscall(L(nr), *args)
+    return (result, "ok") if result >= 0 else (result, errno.errorcode.get(ctypes.get_errno(), "?"))
+
+
+# the thread keyring dies with this process: nothing is left in a keyring that outlives the test
+print("add_key", call(add_key, b"user", b"jg-probe", b"x", L(1), L(-1))[1])
+print("request_key", call(request_key, b"user", b"jg-absent", None, L(0))[1])
+print("keyctl", call(keyctl, L(0), L(-3), L(0))[1])  # KEYCTL_GET_KEYRING_ID of the session keyring
+found, _ = call(keyctl, L(10), L(-3), b"user", b"jg-session-secret", L(0))  # KEYCTL_SEARCH
+if found > 0:
+    data = ctypes.create_string_buffer(256)
+    size, _ = call(keyctl, L(11), L(found), data, L(256))  # KEYCTL_READ
+    print("secret", data.raw[:size].decode())
+"""
+WITH_SESSION_KEYRING = f"""
+import ctypes, os, platform, sys
+add_key, _, keyctl = {KEYRING_NUMBERS!r}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+L = ctypes.c_long
+secret = sys.argv[1].encode()
+# KEYCTL_JOIN_SESSION_KEYRING (anonymous, as pam_keyinit makes a login's), then a user key in it
+if libc.syscall(L(keyctl), L(1), None) < 0 or libc.syscall(L(add_key), b"user", b"jg-session-secret", secret,
+                                                            L(len(secret)), L(-3)) < 0:
+    print("no session keyring here", ctypes.get_errno())
+    sys.exit(77)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+@pytest.mark.skipif(platform.machine() not in KEYRING_NUMBERS, reason="no syscall numbers for this machine")
+@pytest.mark.parametrize("mode", ["bwrap", "none"])
+def test_a_command_cannot_reach_the_kernel_keyrings_of_the_server_or_its_uid(tmp_path, mode):
+    """Keyrings are not namespaced: a command could read the server's session keyring (a root login's, with its
+    secrets), which it inherits, and keep keys in its uid's user keyring, which the next session with that uid
+    reads. The sandbox refuses add_key, request_key and keyctl with ENOSYS, as a kernel without keyrings would."""
+    if mode == "bwrap" and BWRAP_MISSING:
+        pytest.skip(BWRAP_MISSING)
+    ws = tmp_path / "runs" / "one" / "workspace"
+    ws.mkdir(parents=True)
+    (ws / "probe.py").write_text(KEYRING_PROBE)
+    secret = f"keyring-secret-{uuid.uuid4().hex}"
+    sandbox = Bwrap(tmp_path / "runs", [tmp_path / "runs"]).for_workspace(ws) if mode == "bwrap" else None
+
+    def wrap(argv: list[str]) -> Argv:
+        inner = sandbox.wrap(argv) if sandbox is not None else Argv(argv)
+        return Argv([sys.executable, "-c", WITH_SESSION_KEYRING, secret, *inner], inner.files, inner.fds)
+
+    try:
+        out = anyio.run(Runner(ws, wrap=wrap).run, "python probe.py", 60.0)
+    finally:
+        if sandbox is not None:
+            sandbox.release()
+    if out.exit_code == 77:
+        pytest.skip(f"cannot make a session keyring here: {out.stdout}")
+    calls = dict(line.split(" ", 1) for line in out.stdout.splitlines())
+    if mode == "bwrap":
+        assert calls == {"add_key": "ENOSYS", "request_key": "ENOSYS", "keyctl": "ENOSYS"}, out
+    else:  # the attempt is real: unsandboxed, the calls reach the kernel and the server's secret is read
+        assert calls["add_key"] == "ok" and calls["request_key"] == "ENOKEY" and calls["secret"] == secret, out
+
+
+SETUID_BITS = stat.S_ISUID | stat.S_ISGID
+
+
+def _setuid_or_setgid(root: Path) -> list[str]:
+    found = []
+    for path in [root, *root.rglob("*")]:
+        st = path.lstat()
+        if not stat.S_ISLNK(st.st_mode) and st.st_mode & SETUID_BITS:
+            found.append(f"{path.relative_to(root)} {oct(st.st_mode)}")
+    return found
+
+
+@pytest.mark.parametrize("killed", [False, True])
+def test_no_setuid_file_or_open_workspace_is_left_when_a_command_returns(env, killed):
+    """The sandbox's own mount is nosuid, the host's is not: a setuid copy of a shell left in a workspace opened to
+    everyone would give any local user the sandbox uid, which the next session is handed, and with it that
+    session's live workspace. Once a command's processes are gone (it returned or its timeout killed it), and
+    before its result is back, the workspace and the compile cache are 0700 again and nothing in them is setuid or
+    setgid."""
+    ws = env.sessions[0].workspace.root
+    cache = ws.parent / f".{ws.name}.cache"
+    plant = "cp /bin/sh sh && chmod 4755 sh && mkdir -p d && cp /bin/sh d/sg && chmod 2755 d/sg && chmod 2777 d"
+    if sandboxed(env):
+        plant += f" && cp /bin/sh {SANDBOX_CACHE}/sh && chmod 6755 {SANDBOX_CACHE}/sh && chmod 755 {SANDBOX_CACHE}"
+    out = env.run(
+        f"{plant} && chmod 755 . && echo planted{' && sleep 60' if killed else ''}", timeout_s=2 if killed else 30
+    )
+    assert "planted" in out["stdout"] and out["timed_out"] is killed, out
+    if sandboxed(env):
+        assert stat.S_IMODE(ws.stat().st_mode) == 0o700 and stat.S_IMODE(cache.stat().st_mode) == 0o700
+        assert _setuid_or_setgid(ws) == [] and _setuid_or_setgid(cache) == []
+        assert os.access(ws / "sh", os.X_OK) and (cache / "sh").exists(), "the files stay, only the bits go"
+    else:  # the attempt is real: what a command sets is what is left
+        assert stat.S_IMODE(ws.stat().st_mode) == 0o755 and "sh 0o104755" in _setuid_or_setgid(ws)

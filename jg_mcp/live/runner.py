@@ -1,5 +1,9 @@
 """run_command's engine: a shell in the workspace with a timeout, a killed process group,
-capped output, periodic progress and a workspace size check."""
+capped output, periodic progress and a workspace size check.
+
+The runner tells the workspace's `Commands` when each command starts and ends (a process group left behind counts
+as running until `kill_all`), so a scan never trusts a hash taken while a command could write the file unseen
+(jg_mcp.live.workspace). The size check walks the workspace with the same bounded `Walk` as the scan."""
 
 from __future__ import annotations
 
@@ -10,12 +14,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import BinaryIO
 
 import anyio
-from anyio.abc import ByteReceiveStream
+from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel
+
+from jg_mcp.live import safefs
+from jg_mcp.live.workspace import Commands, Walk, commands_in
 
 MAX_PARALLEL_COMMANDS = 4
 """Most commands of one runner (one session) running at once; more wait their turn. Each sandboxed command has
@@ -46,12 +54,20 @@ class RunnerClosed(RuntimeError):
 
 class Argv(list[str]):
     """An argv whose process must inherit `files` (bwrap reads its options from one), which the runner passes
-    and closes once the process has started, and `fds`, which it passes and leaves open (a lifeline)."""
+    and closes once the process has started, and `fds`, which it passes and leaves open (a lifeline). `ended` is
+    called (in a worker thread) once the process has exited, before the command's result goes back."""
 
-    def __init__(self, args: Iterable[str], files: Sequence[BinaryIO] = (), fds: Sequence[int] = ()):
+    def __init__(
+        self,
+        args: Iterable[str],
+        files: Sequence[BinaryIO] = (),
+        fds: Sequence[int] = (),
+        ended: Callable[[], object] = lambda: None,
+    ):
         super().__init__(args)
         self.files = list(files)
         self.fds = tuple(fds)
+        self.ended = ended
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
@@ -125,45 +141,42 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def tree_bytes(root: Path, stop_after: int) -> int:
-    """The bytes of the regular files under `root` (hard links counted once, links not followed),
-    walked through directory fds; stops counting once past `stop_after`."""
+def tree_bytes(root: Path, stop_after: int) -> tuple[int, list[str]]:
+    """The bytes of the regular files under `root` (hard links counted once, links not followed), counted through
+    a bounded `Walk` (a descriptor per level, never one per sibling), stopping once past `stop_after`; and what the
+    walk could not see, one sentence each: when that is not empty, the count is a lower bound."""
     total, seen = 0, set()
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-    stack = [os.open(root, flags)]
     try:
-        while stack and total <= stop_after:
-            dfd = stack.pop()
-            try:
-                with os.scandir(dfd) as entries:
-                    for entry in entries:
-                        try:
-                            st = entry.stat(follow_symlinks=False)
-                            if stat.S_ISDIR(st.st_mode):
-                                stack.append(os.open(entry.name, flags, dir_fd=dfd))
-                            elif stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
-                                seen.add((st.st_dev, st.st_ino))
-                                total += st.st_size
-                        except OSError:
-                            continue
-            finally:
-                os.close(dfd)
-    finally:
-        for dfd in stack:
-            os.close(dfd)
-    return total
+        walk = Walk(os.open(root, safefs.DIR_FLAGS))
+        with closing(walk.entries()) as entries:
+            for _, _, _, st in entries:
+                if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_size
+                    if total > stop_after:
+                        break
+    except OSError as exc:  # the workspace directory itself could not be opened or listed
+        return total, [f"the workspace directory could not be listed: {exc.strerror}"]
+    return total, walk.missed
 
 
 def quota_notice(root: Path, quota: int) -> str | None:
-    """A notice for the agent when the workspace holds more than `quota` bytes, else None."""
-    held = tree_bytes(root, quota)
-    if held <= quota:
-        return None
-    return (
-        f"the workspace holds more than its quota of {quota} bytes (counted {held} so far): delete large "
-        "files (build outputs, checkpoints, caches) before writing more; files are capped one by one, the "
-        "total is only checked after each command"
-    )
+    """A notice for the agent when the workspace holds more than `quota` bytes, or when it could not be counted
+    whole (what could not be seen may hold more): else None."""
+    held, missed = tree_bytes(root, quota)
+    if held > quota:
+        return (
+            f"the workspace holds more than its quota of {quota} bytes (counted {held} so far): delete large "
+            "files (build outputs, checkpoints, caches) before writing more; files are capped one by one, the "
+            "total is only checked after each command"
+        )
+    if missed:
+        return (
+            f"the workspace's size could not be counted whole, so it may hold more than its quota of {quota} "
+            f"bytes (counted {held} in what could be seen): {'; '.join(missed)}. Make every directory readable, "
+            "and remove deep or numerous directories, so that the size can be checked"
+        )
+    return None
 
 
 class Runner:
@@ -178,6 +191,7 @@ class Runner:
         cap: int = DEFAULT_CAP,
         progress_every_s: float = 5.0,
         quota_bytes: int | None = None,
+        commands: Commands | None = None,
     ):
         self.cwd = Path(cwd)
         self.wrap = wrap
@@ -185,6 +199,10 @@ class Runner:
         self.cap = cap
         self.progress_every_s = progress_every_s
         self.quota_bytes = quota_bytes
+        self.commands = commands if commands is not None else commands_in(self.cwd)
+        """Told when each command starts and ends: the workspace's hash cache depends on it."""
+        self._left: dict[int, object] = {}
+        """The `Commands` tokens of the groups in `groups` whose command has returned: ended by `kill_all`."""
         self.slots = anyio.Semaphore(MAX_PARALLEL_COMMANDS)
         self.closed = False
         """Set by `kill_all`: commands still waiting for a slot never start."""
@@ -214,6 +232,32 @@ class Runner:
             self.slots.release()
 
     async def _run(self, command: str, timeout_s: float, on_progress: ProgressFn | None) -> CommandResult:
+        token = self.commands.started()
+        try:
+            proc, out, err, timed_out, start = await self._execute(command, timeout_s, on_progress, token)
+        finally:
+            if token not in self._left.values():  # else processes were left behind: running until kill_all
+                self.commands.ended(token)
+        notice = None
+        if self.quota_bytes is not None:
+            notice = await anyio.to_thread.run_sync(quota_notice, self.cwd, self.quota_bytes)
+        return CommandResult(
+            exit_code=None if timed_out else proc.returncode,
+            stdout=out.text(),
+            stderr=err.text(),
+            duration_s=round(time.monotonic() - start, 4),
+            timed_out=timed_out,
+            stdout_elided_bytes=out.elided,
+            stderr_elided_bytes=err.elided,
+            notice=notice,
+        )
+
+    async def _execute(
+        self, command: str, timeout_s: float, on_progress: ProgressFn | None, token: object
+    ) -> tuple[Process, CappedBuffer, CappedBuffer, bool, float]:
+        """Start the command, pump its output, wait for it (killing its group at the timeout); returns the
+        process, its outputs, whether it timed out and when it started. A group left with processes keeps the
+        command's `token` in `_left`."""
         argv = await anyio.to_thread.run_sync(self.wrap, ["/bin/bash", "-c", command])
         out, err = CappedBuffer(self.cap), CappedBuffer(self.cap)
         start = time.monotonic()
@@ -256,22 +300,15 @@ class Runner:
                 kill_group(proc.pid)
                 with anyio.CancelScope(shield=True):
                     await proc.wait()
+            if isinstance(argv, Argv):
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(argv.ended)
             await proc.aclose()
             if not group_alive(proc.pid):
                 self.groups.discard(proc.pid)  # nothing left to kill, and the number may be reused by another group
-        notice = None
-        if self.quota_bytes is not None:
-            notice = await anyio.to_thread.run_sync(quota_notice, self.cwd, self.quota_bytes)
-        return CommandResult(
-            exit_code=None if timed_out else proc.returncode,
-            stdout=out.text(),
-            stderr=err.text(),
-            duration_s=round(time.monotonic() - start, 4),
-            timed_out=timed_out,
-            stdout_elided_bytes=out.elided,
-            stderr_elided_bytes=err.elided,
-            notice=notice,
-        )
+            else:
+                self._left[proc.pid] = token
+        return proc, out, err, timed_out, start
 
     def kill_all(self) -> None:
         """Kill every process group this runner started, background jobs included; start no more commands."""
@@ -279,6 +316,10 @@ class Runner:
         for pgid in list(self.groups):  # a copy: the event loop may change the set meanwhile (a close from a thread)
             kill_group(pgid)
             self.groups.discard(pgid)
+            token = self._left.pop(pgid, None)
+            if token is not None:
+                self.commands.ended(token)
+        self.commands.invalidate()  # the session's final manifest is hashed afresh
 
 
 async def _pump(stream: ByteReceiveStream | None, buf: CappedBuffer) -> None:

@@ -14,7 +14,8 @@ tmpfs mounts of a bounded size; a per-session cache directory (Triton, pip) pers
 network. GPU device nodes are passed through. bwrap reads its options from a memfd (`--args FD`), so
 its command line, which every process inside can read as /proc/1/cmdline, names no host path. A seccomp
 filter refuses new user namespaces (`jg_mcp.live.seccomp`): in one, a command could mount a tmpfs past the
-caps below.
+caps below; and the kernel keyrings, which are not namespaced (the server's session keyring, the uid's user
+keyring that the next session with the uid would read).
 
 Limits: RLIMIT_FSIZE caps every file a command writes, `--size` each tmpfs; the workspace's total is
 checked after each command (a notice, not a cap). RLIMIT_NPROC caps processes and threads; the kernel
@@ -23,6 +24,13 @@ never applies it to root, so a root server has bwrap drop the command to an unpr
 (`jg_mcp.live.uids`): one session's fork bomb exhausts its own cap, not the others'. As root the workspace
 is handed to that uid with mode 0700. (A server that is not root runs commands under its own uid,
 so its sessions share one cap.)
+
+The sandbox's mounts are nosuid, the host's are not: a setuid copy of a shell that a command leaves in a workspace
+it opened to everyone would hand any local user the sandbox uid, which the next session on the host is given. So
+whatever ends a command's processes (it returns, its timeout kills it, the client cancels), before its result goes
+back the workspace and the compile cache are sealed (`seal`): 0700 again, and nothing in them setuid or setgid.
+Releasing the sandbox seals them once more; what a killed server could not seal, the next sandbox handed the same
+uid seals before its first command (the uid's lock file names the directories its holder gave it, `UidPool.note`).
 
 The sandbox's pid 1 dies with the server (`--die-with-parent`) and when its command returns; then
 the kernel kills every process in the namespace, so nothing a command starts outlives it. A server killed
@@ -36,6 +44,7 @@ import inspect
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -49,7 +58,7 @@ from pydantic import BaseModel, ConfigDict
 from jg_mcp import log
 from jg_mcp.live import lifeline, seccomp
 from jg_mcp.live.runner import Argv, command_env
-from jg_mcp.live.uids import UIDS, SandboxError, UidPool, chown_tree
+from jg_mcp.live.uids import MAX_HAND_OVER_DEPTH, UIDS, SandboxError, UidPool, chown_tree
 
 logger = log.get("jg_mcp.live.sandbox")
 
@@ -86,6 +95,7 @@ SECRET_VALUE = re.compile(
     r"|\b(ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|glpat-|hf_|sk-|xox[abprs]-|AKIA|ASIA|AIza)[A-Za-z0-9_\-]{8,}"
 )
 """Values that are secrets whatever their variable is called: credentials in URLs, well-known token forms."""
+SETID = stat.S_ISUID | stat.S_ISGID
 
 
 class SandboxLimits(BaseModel):
@@ -205,6 +215,45 @@ def named_dirs(env: Mapping[str, str]) -> list[Path]:
     return found
 
 
+def seal(root: Path) -> None:
+    """Close up a directory that a sandbox's uid can write, as the host sees it: `root` 0700 (nobody else reaches
+    anything under it) and no setuid or setgid bit on anything in it (the host's mount honours them). Walked
+    through directory fds without following links, so another command running meantime cannot redirect it; below
+    MAX_HAND_OVER_DEPTH only the root's mode guards."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    root_fd = os.open(root, flags)
+    os.fchmod(root_fd, 0o700)
+    stack = [(root_fd, os.scandir(root_fd))]
+    try:
+        while stack:
+            dfd, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                entries.close()
+                os.close(dfd)
+                stack.pop()
+                continue
+            try:
+                fd = os.open(entry.name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+            except OSError:
+                continue  # gone meanwhile
+            try:
+                st = os.fstat(fd)
+                if stat.S_ISLNK(st.st_mode):
+                    continue
+                if st.st_mode & SETID:  # through the descriptor: what was checked is what changes
+                    os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) & ~SETID)
+                if stat.S_ISDIR(st.st_mode) and len(stack) < MAX_HAND_OVER_DEPTH:
+                    child = os.open(".", flags, dir_fd=fd)
+                    stack.append((child, os.scandir(child)))
+            finally:
+                os.close(fd)
+    finally:
+        for dfd, entries in stack:
+            entries.close()
+            os.close(dfd)
+
+
 class Bwrap:
     """Wraps a command's argv in bubblewrap for one workspace; see the module docstring. As root it
     holds a uid of its own from `uids` until `release` or until it is garbage-collected."""
@@ -242,15 +291,36 @@ class Bwrap:
         return sandbox
 
     def uid(self) -> int:
-        """The uid (and gid) this sandbox's commands run as under a root server; taken on first use."""
+        """The uid (and gid) this sandbox's commands run as under a root server; taken on first use. What an
+        earlier holder of the uid left unsealed (its server was killed) is sealed first; the uid's lock file then
+        names this sandbox's directories until `release`."""
         if self._uid is None:
-            self._uid = self.uids.take(self.limits.first_uid, self.limits.uid_count)
-            self._give_back = weakref.finalize(self, self.uids.give_back, self._uid)
+            uid = self.uids.take(self.limits.first_uid, self.limits.uid_count)
+            self._give_back = weakref.finalize(self, self.uids.give_back, uid)
+            for left in self.uids.noted(uid):
+                if left.is_dir() and not left.is_symlink():
+                    seal(left)
+            self.uids.note(uid, self.holdings())
+            self._uid = uid
         return self._uid
 
+    def holdings(self) -> list[Path]:
+        """The host directories this sandbox's uid can write: the workspace and the compile cache."""
+        ws = self.workspace.resolve()
+        return [ws, self._cache_path(ws)]
+
+    def seal(self) -> None:
+        """`seal` the workspace and the compile cache (those that exist): once each command's processes are gone,
+        and at release."""
+        for root in self.holdings():
+            if root.is_dir() and not root.is_symlink():
+                seal(root)
+
     def release(self) -> None:
-        """Give the uid back; a later command takes a new one. Safe to call twice."""
-        if self._give_back is not None:
+        """Seal the workspace, give the uid back; a later command takes a new one. Safe to call twice."""
+        self.seal()
+        if self._give_back is not None and self._uid is not None:
+            self.uids.note(self._uid, [])
             self._give_back()
         self._uid = self._give_back = None
 
@@ -298,7 +368,7 @@ class Bwrap:
         if self.as_root:
             uid = self.uid()
             head += ["--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
-        return Argv([*head, "--", *lifeline.inner(argv)], [args_file, *files], [lifeline.read_end()])
+        return Argv([*head, "--", *lifeline.inner(argv)], [args_file, *files], [lifeline.read_end()], self.seal)
 
     def _mounts(self, ws: Path) -> list[str]:
         """Bind the system directories, the Python environment and the named toolchain directories
@@ -348,11 +418,15 @@ class Bwrap:
             chown_tree(ws, self.uid(), self.keep_root_owned)
         os.chmod(ws, 0o700)
 
+    @staticmethod
+    def _cache_path(ws: Path) -> Path:
+        return ws.parent / f".{ws.name}.cache"
+
     def _cache_dir(self, ws: Path) -> Path:
         """The session's compile caches (Triton, pip, ...), kept across commands beside the workspace
         and outside it, so cached binaries are neither recorded nor part of the solution. As root it
         belongs to this sandbox's uid (handed over whole when an earlier sandbox's uid owned it)."""
-        cache = ws.parent / f".{ws.name}.cache"
+        cache = self._cache_path(ws)
         cache.mkdir(mode=0o700, exist_ok=True)
         if self.as_root and cache.stat().st_uid != self.uid():
             chown_tree(cache, self.uid())

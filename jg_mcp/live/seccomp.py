@@ -1,11 +1,23 @@
-"""A seccomp filter for the sandboxes: no new user namespace.
+"""A seccomp filter for the sandboxes: no new user namespace, no kernel keyrings.
 
 In a user namespace of its own, an unprivileged process holds every capability over the namespaces it then
 creates, so a command could mount a tmpfs of any size (host memory that no process is charged for) past the
 sandbox's `--size` caps, or make mounts that hide what bwrap set up. The filter makes `unshare` and `clone`
 fail with EPERM when asked for a new user namespace, and `clone3` (whose flags sit in memory a filter cannot
-read) fail with ENOSYS, on which glibc and Python fall back to `clone`. Everything else is allowed. bwrap loads
-it (`--seccomp FD`) after its own setup, so its namespaces are made first.
+read) fail with ENOSYS, on which glibc and Python fall back to `clone`.
+
+Kernel keyrings are not namespaced (container runtimes refuse them for that reason): a sandboxed process inherits
+the server's session keyring (a root login's, which pam_keyinit makes and which holds that login's secrets) and
+possesses it, so it could read and write its keys; and the user keyring of its uid outlives every process, so a
+key one session stores there is read by the next session handed the same uid (or the next eval's candidate, which
+all run as one uid). `add_key`, `request_key` and `keyctl` fail with ENOSYS, as on a kernel built without
+keyrings: that is the answer software that uses keyrings optionally (keyutils, Kerberos's KEYRING cache, systemd)
+already reads as "none here" and goes on without, where EPERM reads as a refused request that some report as an
+error. No toolchain a kernel developer needs uses keyrings.
+
+Everything else is allowed. bwrap loads the filter (`--seccomp FD`) after its own setup, so its namespaces are
+made first; the live sandbox (`jg_mcp.live.sandbox`) and the eval's candidate sandbox (`jg_mcp.eval.isolation`)
+load the same one.
 
 The program is classic BPF over `struct seccomp_data` (nr at offset 0, arch at 4, args[0]'s low word at 16),
 for x86-64 and aarch64; on other machines there is no filter (`program()` is None).
@@ -17,7 +29,7 @@ import errno
 import os
 import platform
 import struct
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 CLONE_NEWUSER = 0x10000000
 ALLOW = 0x7FFF0000
@@ -30,10 +42,29 @@ JUMP_AT_LEAST = 0x35  # BPF_JMP | BPF_JGE | BPF_K
 X32_BIT = 0x40000000
 """x86-64's x32 calls carry this bit in their number under the same arch: killed, as their numbers differ."""
 RETURN = 0x06  # BPF_RET | BPF_K
+
+
+class Table(NamedTuple):
+    """One machine's AUDIT_ARCH_* and the numbers of the syscalls the filter looks at."""
+
+    arch: int
+    unshare: int
+    clone: int
+    clone3: int
+    add_key: int
+    request_key: int
+    keyctl: int
+
+    @property
+    def absent(self) -> tuple[int, ...]:
+        """The syscalls answered ENOSYS, as if this kernel had none: clone3 (callers fall back to clone, whose
+        flags the filter reads) and the kernel keyrings'."""
+        return (self.clone3, self.add_key, self.request_key, self.keyctl)
+
+
 ARCHES = {
-    # machine: (AUDIT_ARCH_*, unshare, clone, clone3)
-    "x86_64": (0xC000003E, 272, 56, 435),
-    "aarch64": (0xC00000B7, 97, 220, 435),
+    "x86_64": Table(0xC000003E, unshare=272, clone=56, clone3=435, add_key=248, request_key=249, keyctl=250),
+    "aarch64": Table(0xC00000B7, unshare=97, clone=220, clone3=435, add_key=217, request_key=218, keyctl=219),
 }
 """Syscall numbers from the kernel's tables (asm/unistd_64.h, asm-generic/unistd.h)."""
 
@@ -48,18 +79,19 @@ def program(machine: str | None = None) -> bytes | None:
     table = ARCHES.get(machine or platform.machine())
     if table is None:
         return None
-    arch, unshare, clone, clone3 = table
     ops = [
         _op(LOAD_WORD, 4),
-        _op(JUMP_EQUAL, arch, jt=1),
+        _op(JUMP_EQUAL, table.arch, jt=1),
         _op(RETURN, KILL_PROCESS),
         _op(LOAD_WORD, 0),
         _op(JUMP_AT_LEAST, X32_BIT, jt=0, jf=1),
         _op(RETURN, KILL_PROCESS),
-        _op(JUMP_EQUAL, clone3, jt=0, jf=1),
-        _op(RETURN, ERRNO | errno.ENOSYS),
-        _op(JUMP_EQUAL, unshare, jt=1),
-        _op(JUMP_EQUAL, clone, jt=0, jf=3),
+    ]
+    for nr in table.absent:
+        ops += [_op(JUMP_EQUAL, nr, jt=0, jf=1), _op(RETURN, ERRNO | errno.ENOSYS)]
+    ops += [
+        _op(JUMP_EQUAL, table.unshare, jt=1),
+        _op(JUMP_EQUAL, table.clone, jt=0, jf=3),
         _op(LOAD_WORD, 16),
         _op(JUMP_SET, CLONE_NEWUSER, jt=0, jf=1),
         _op(RETURN, ERRNO | errno.EPERM),

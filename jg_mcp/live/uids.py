@@ -30,15 +30,17 @@ class SandboxError(JgError):
 
 
 def running_uids() -> set[int]:
-    """The real uids of the running processes (what RLIMIT_NPROC counts)."""
-    uids = set()
+    """Every uid a running process holds: real (what RLIMIT_NPROC counts), effective, saved and file-system. A
+    setuid file a session left runs with its uid as the effective one and another as the real one, and can still
+    write what that uid owns."""
+    uids: set[int] = set()
     for status in glob.glob("/proc/[0-9]*/status"):
         try:
             with open(status) as f:
                 line = next(ln for ln in f if ln.startswith("Uid:"))
         except (OSError, StopIteration):
             continue
-        uids.add(int(line.split()[1]))
+        uids.update(int(field) for field in line.split()[1:5])
     return uids
 
 
@@ -97,6 +99,21 @@ class UidPool:
             f"of this server; the rest are held by other jg-mcp servers (locks in {self.lock_dir}), are "
             "accounts or run processes): close sessions or widen SandboxLimits.uid_count"
         )
+
+    def note(self, uid: int, paths: Iterable[Path]) -> None:
+        """Write in `uid`'s lock file the directories its holder gives the uid (none: nothing left to seal), so
+        that whoever takes the uid after a holder that died without cleaning up finds them (`noted`)."""
+        fd = self._locks[uid]
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, b"".join(os.fsencode(p) + b"\0" for p in paths), 0)
+
+    def noted(self, uid: int) -> list[Path]:
+        """What the last holder of `uid` wrote with `note` and did not clear: it died holding the uid."""
+        fd, data, chunk = self._locks[uid], b"", b"-"
+        while chunk:
+            chunk = os.pread(fd, 1 << 16, len(data))
+            data += chunk
+        return [Path(os.fsdecode(p)) for p in data.split(b"\0") if p]
 
     def give_back(self, uid: int) -> None:
         with self._lock:

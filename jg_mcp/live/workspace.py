@@ -7,16 +7,32 @@ a link, or a file for a FIFO or a device, cannot make the server read, write or 
 A scan is bounded whatever a command leaves behind: at most SCAN_LIMIT files, SCAN_DEPTH levels, and
 SCAN_READ_BYTES read (no file over SCAN_FILE_BYTES), so sparse files of terabytes cost a stat each. Paths are
 recorded only when their names are UTF-8 (what a transcript can hold); other names are reported, escaped.
+
+Every walk of the workspace (the scan, the runner's quota count) is a `Walk`: it holds one descriptor per directory
+level it is in (never one per sibling: a command that makes 30,000 directories must not take the server's
+descriptors), enters at most SCAN_DEPTH levels, lists at most SCAN_ENTRIES entries, and says what it did not see.
+
+A scan hashes only the files whose hash it cannot trust from an earlier scan. The rule (`Commands`): a cached hash
+is trusted only when it was taken while no command was running in the workspace and no command has started since
+(and the file's size, times and inode are unchanged). A process writing through a shared mapping to a page that is
+already dirty and writable changes the content and none of that metadata (on tmpfs no mmap write changes it), and
+only a command's processes can hold such a mapping: they all end with the command (the sandbox), so once no command
+has run since a hash was taken, nothing but a write that changes the metadata can have touched the file. Hence the
+first scan after a command (and the session's last scan: `Runner.kill_all` ends the epoch) hashes every file
+afresh, bounded by SCAN_READ_BYTES, and scans made while a command runs keep nothing.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import itertools
 import os
 import stat
+import threading
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -26,7 +42,11 @@ from jg_mcp.live import safefs
 SCAN_LIMIT = 50_000
 """Most files a scan records; past it, the rest are named as skipped."""
 SCAN_DEPTH = 128
-"""Deepest directory level a scan enters."""
+"""Deepest directory level a walk of the workspace (a scan, a quota count) enters: the most descriptors it holds."""
+SCAN_ENTRIES = 200_000
+"""Most directory entries (files, directories, links, anything) one walk of the workspace lists: past it the walk
+stops and says so. With SCAN_DEPTH it bounds what a walk costs (time, memory) whatever a command leaves behind,
+empty directories by the million included."""
 SCAN_FILE_BYTES = 256 * 1024 * 1024
 """Largest file a scan reads (and hashes): past it the file is named as not recorded. Sources, compiled
 artefacts and test data are far smaller; a sparse file of any size costs a command nothing, so without it one
@@ -62,8 +82,8 @@ class Scan:
     unread: list[str] = field(default_factory=list)
     """Regular files seen but not hashed (unreadable, or past the byte bounds): they keep their previous state."""
     partial: bool = False
-    """Some files were not seen (the file limit, the depth limit, a directory that could not be listed): any
-    previously recorded file may still be there."""
+    """Some files were not seen (the file limit, the depth or entry bound of the walk, a directory that could not
+    be listed): any previously recorded file may still be there."""
     bytes_read: int = 0
     """What the hasher read."""
 
@@ -90,6 +110,160 @@ def is_utf8(name: str) -> bool:
 def shown(name: str) -> str:
     """`name` printable and encodable: bytes that are not UTF-8 as `\\xNN`."""
     return name.encode(errors="surrogateescape").decode(errors="backslashreplace")
+
+
+class Commands:
+    """What a workspace's hash cache must know of the commands run in it: whether any is running, and an epoch
+    that moves whenever one starts or ends (or the session closes). A Runner and a Workspace of one directory
+    share one (`commands_in`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._epoch = 0
+        self._running: set[object] = set()
+
+    def started(self) -> object:
+        """A command is about to start; returns the token `ended` takes."""
+        token = object()
+        with self._lock:
+            self._epoch += 1
+            self._running.add(token)
+        return token
+
+    def ended(self, token: object) -> None:
+        """The command of `token` has ended and left no process behind (a second call does nothing more)."""
+        with self._lock:
+            self._epoch += 1
+            self._running.discard(token)
+
+    def invalidate(self) -> None:
+        """Trust no hash taken before now (the session closes: its final manifest is hashed afresh)."""
+        with self._lock:
+            self._epoch += 1
+
+    def quiet_epoch(self) -> int | None:
+        """The epoch when no command is running, else None: a hash taken now may be trusted later only while
+        this is unchanged."""
+        with self._lock:
+            return None if self._running else self._epoch
+
+
+_COMMANDS: weakref.WeakValueDictionary[tuple[int, int], Commands] = weakref.WeakValueDictionary()
+_COMMANDS_LOCK = threading.Lock()
+
+
+def commands_in(directory: int | Path) -> Commands:
+    """The `Commands` of a workspace directory (a descriptor or a path), one per directory (device, inode) while
+    something holds it."""
+    st = os.stat(directory)
+    with _COMMANDS_LOCK:
+        found = _COMMANDS.get((st.st_dev, st.st_ino))
+        if found is None:
+            found = _COMMANDS[(st.st_dev, st.st_ino)] = Commands()
+        return found
+
+
+Entry = tuple[int, str, str, os.stat_result]
+"""A walked entry: its directory's descriptor, its name, its path under the top, its lstat."""
+
+
+class Walk:
+    """A depth-first walk, in name order, of the tree under the open directory `top` (which it takes and closes),
+    through descriptors and with no link followed: `entries()` yields an `Entry` for everything under `top`, and
+    enters the directories whose name `enter` accepts.
+
+    It holds one descriptor per level it is in (two while listing one): each directory is listed at once, then its
+    entries are visited one by one, a subdirectory being opened (O_NOFOLLOW, relative to its parent) only when the
+    walk goes down into it. It enters at most SCAN_DEPTH levels and lists at most SCAN_ENTRIES entries. What it
+    could not see (too deep, a directory it could not open or list, past the entry bound) is in `missed`, one
+    sentence each (the first SHOWN_NAMES, then a count): an empty `missed` means every entry was seen. Listing
+    `top` itself failing raises OSError."""
+
+    def __init__(self, top: int, enter: Callable[[str], bool] = lambda name: True):
+        self.top = top
+        self.enter = enter
+        self.missed: list[str] = []
+        self.left = SCAN_ENTRIES
+        self.stopped = False
+        """The entry bound was reached: no directory is listed any more."""
+        self._more = 0
+
+    def note(self, sentence: str) -> None:
+        if len(self.missed) < SHOWN_NAMES:
+            self.missed.append(sentence)
+            return
+        self._more += 1
+        more = f"and {self._more} more places the walk could not see"
+        if self.missed[-1].startswith("and ") and self._more > 1:
+            self.missed[-1] = more
+        else:
+            self.missed.append(more)
+
+    def entries(self) -> Generator[Entry]:
+        """The walk (close it, or run it to its end, to close its descriptors)."""
+        try:
+            names = self._list(self.top, "")
+        except BaseException:
+            os.close(self.top)
+            raise
+        stack: list[tuple[int, str, Iterator[str]]] = [(self.top, "", iter(names))]
+        try:
+            while stack:
+                dfd, prefix, it = stack[-1]
+                name = next(it, None)
+                if name is None:
+                    os.close(dfd)
+                    stack.pop()
+                    continue
+                rel = prefix + name
+                try:
+                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    self.note(f"'{shown(rel)}' could not be examined: {exc.strerror}")
+                    continue
+                yield dfd, name, rel, st
+                if stat.S_ISDIR(st.st_mode) and self.enter(name):
+                    self._descend(stack, dfd, name, rel)
+        finally:
+            for dfd, _, _ in stack:
+                os.close(dfd)
+
+    def _descend(self, stack: list[tuple[int, str, Iterator[str]]], dfd: int, name: str, rel: str) -> None:
+        if self.stopped:
+            return
+        if len(stack) >= SCAN_DEPTH:
+            self.note(f"'{shown(rel)}/' is deeper than {SCAN_DEPTH} levels: nothing under it was seen")
+            return
+        try:
+            sub = os.open(name, safefs.DIR_FLAGS, dir_fd=dfd)
+        except (FileNotFoundError, NotADirectoryError):  # gone, or swapped for something else, since the stat
+            return
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # swapped for a link since the stat: not followed
+                return
+            self.note(f"'{shown(rel)}/' could not be opened: {exc.strerror}")
+            return
+        try:
+            names = self._list(sub, rel + "/")
+        except OSError as exc:
+            os.close(sub)
+            self.note(f"'{shown(rel)}/' could not be listed: {exc.strerror}")
+            return
+        stack.append((sub, rel + "/", iter(names)))
+
+    def _list(self, fd: int, prefix: str) -> list[str]:
+        """The names in the directory `fd`, sorted, at most the entries left of the walk's bound."""
+        with os.scandir(fd) as entries:
+            names = [e.name for e in itertools.islice(entries, self.left + 1)]
+        if len(names) > self.left:
+            names = names[: self.left]
+            self.stopped = True
+            where = f" (in '{shown(prefix)}')" if prefix else ""
+            self.note(f"the walk stopped at its bound of {SCAN_ENTRIES} entries{where}: the rest was not seen")
+        self.left -= len(names)
+        return sorted(names)
 
 
 def clean_parts(path: str, root: Path) -> tuple[str, ...]:
@@ -132,6 +306,11 @@ class Workspace:
         self.fd = os.open(self.root, safefs.DIR_FLAGS)
         weakref.finalize(self, os.close, self.fd)
         self._states: dict[str, FileState] = {}
+        self.commands = commands_in(self.fd)
+        """The commands run here (a Runner of this directory shares them): when the hash cache may be trusted."""
+        self._cache: tuple[int | None, dict[str, FileState]] = (None, {})
+        """The hashes of the last scan and the quiet epoch it started in (None: a command was running, nothing
+        kept)."""
 
     def parts(self, path: str, for_write: bool = False) -> tuple[str, ...]:
         """Map an agent-supplied path to its components inside the workspace, or refuse it."""
@@ -201,51 +380,39 @@ class Workspace:
         file_bytes: int | None = None,
     ) -> Scan:
         """Current regular files with hashes (no link followed, nothing but regular files opened, each
-        read only up to its size at the time); unchanged files (size, times, inode) reuse the cached hash.
-        At most `limit` files (default SCAN_LIMIT) are recorded and `read_bytes` (SCAN_READ_BYTES) read, no
-        file larger than `file_bytes` (SCAN_FILE_BYTES); names that are not UTF-8 are not recorded."""
+        read only up to its size at the time), through a bounded `Walk`. A file keeps its cached hash only under
+        the module's rule: unchanged size, times and inode, and no command run since the hash was taken (nor
+        running then). At most `limit` files (default SCAN_LIMIT) are recorded and `read_bytes` (SCAN_READ_BYTES)
+        read, no file larger than `file_bytes` (SCAN_FILE_BYTES); names that are not UTF-8 are not recorded."""
+        quiet = self.commands.quiet_epoch()
+        epoch, cached = self._cache
         run = _Run(
             out=Scan(states={}),
             hasher=hasher,
             limit=SCAN_LIMIT if limit is None else limit,
             read_bytes=SCAN_READ_BYTES if read_bytes is None else read_bytes,
             file_bytes=SCAN_FILE_BYTES if file_bytes is None else file_bytes,
+            cached=cached if quiet is not None and epoch == quiet else {},
         )
-        top = safefs.open_dir(self.fd, ())
-        try:
-            names = iter(sorted(os.listdir(top)))
-        except BaseException:
-            os.close(top)
-            raise
-        stack = [(top, "", names)]
-        try:
-            while stack:
-                dfd, prefix, names = stack[-1]
-                name = next(names, None)
-                if name is None:
-                    os.close(dfd)
-                    stack.pop()
-                    continue
-                if not self._visit(run, stack, dfd, name, prefix + name):
+        walk = Walk(safefs.open_dir(self.fd, ()), enter=is_utf8)
+        with closing(walk.entries()) as entries:
+            for dfd, name, rel, st in entries:
+                if not self._visit(run, dfd, name, rel, st):
                     break
-        finally:
-            for dfd, _, _ in stack:
-                os.close(dfd)
+        if walk.missed:
+            run.out.skipped += walk.missed
+            run.out.partial = True
         run.summarise()
+        self._cache = (quiet, dict(run.out.states) if quiet is not None else {})
         return run.out
 
-    def _visit(self, run: _Run, stack: list, dfd: int, name: str, rel: str) -> bool:
-        """Record, enter or pass over one directory entry; False when the file limit ends the scan."""
+    def _visit(self, run: _Run, dfd: int, name: str, rel: str, st: os.stat_result) -> bool:
+        """Record or pass over one walked entry (the walk enters directories); False when the file limit ends
+        the scan."""
         out = run.out
-        try:
-            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        except FileNotFoundError:
-            return True
         is_dir, is_reg = stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode)
         if (is_dir or is_reg) and not is_utf8(name):
             run.bad_names.append(f"'{shown(rel)}" + ("/'" if is_dir else "'"))
-        elif is_dir:
-            self._enter(out, stack, dfd, name, rel)
         elif is_reg:
             if f"/{UNRECORDED_DIR}/" in f"/{rel}":
                 out.unrecorded.append(rel)
@@ -257,27 +424,9 @@ class Workspace:
                 self._hash(run, dfd, name, rel, st)
         return True
 
-    def _enter(self, out: Scan, stack: list, dfd: int, name: str, rel: str) -> None:
-        if len(stack) >= SCAN_DEPTH:
-            out.skipped.append(f"'{rel}' is deeper than {SCAN_DEPTH} levels: its files were not recorded")
-            out.partial = True
-            return
-        try:
-            sub = os.open(name, safefs.DIR_FLAGS, dir_fd=dfd)
-        except OSError:  # replaced by something else since the stat: gone from this scan
-            return
-        try:
-            names = iter(sorted(os.listdir(sub)))
-        except OSError as exc:
-            os.close(sub)
-            out.skipped.append(f"'{rel}' could not be listed: {exc.strerror}")
-            out.partial = True
-            return
-        stack.append((sub, rel + "/", names))
-
     def _hash(self, run: _Run, dfd: int, name: str, rel: str, st: os.stat_result) -> None:
         out = run.out
-        old = self._states.get(rel)
+        old = run.cached.get(rel)
         if old and (old.size, old.mtime_ns, old.ctime_ns, old.ino) == (
             st.st_size,
             st.st_mtime_ns,
@@ -349,6 +498,8 @@ class _Run:
     limit: int
     read_bytes: int
     file_bytes: int
+    cached: dict[str, FileState]
+    """Hashes this scan may trust (see the module's rule), by path."""
     unreadable: list[str] = field(default_factory=list)
     too_large: list[str] = field(default_factory=list)
     over_budget: list[str] = field(default_factory=list)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -408,6 +409,41 @@ def test_the_sandboxed_candidate_cannot_make_a_user_namespace(tmp_path):
     report = eval_solution(solution, DEMO_GOAL, tmp_path / "runs", device="cpu", domain_shapes=0, isolation="bwrap")
     details = " ".join(f.detail for f in report.findings)
     assert "unshare exit 1" in details, details
+
+
+KEYRINGS = """
+import ctypes, errno, platform
+
+NUMBERS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}  # add_key, request_key, keyctl
+
+
+def kernel(x, y, alpha):
+    libc = ctypes.CDLL(None, use_errno=True)
+    add_key, request_key, keyctl = NUMBERS[platform.machine()]
+    answers = []
+    for name, nr, args in [
+        ("add_key", add_key, (b"user", b"jg-probe", b"x", ctypes.c_long(1), ctypes.c_long(-1))),  # thread keyring
+        ("request_key", request_key, (b"user", b"jg-absent", None, ctypes.c_long(0))),
+        ("keyctl", keyctl, (ctypes.c_long(0), ctypes.c_long(-4), ctypes.c_long(0))),  # the user keyring's id
+    ]:
+        ctypes.set_errno(0)
+        done = libc.syscall(ctypes.c_long(nr), *args)
+        answers.append(f"{name}={'ok' if done >= 0 else errno.errorcode.get(ctypes.get_errno())}")
+    raise RuntimeError("keyrings " + " ".join(answers))
+"""
+
+
+@pytest.mark.skipif(not BWRAP or platform.machine() not in ("x86_64", "aarch64"), reason="no bubblewrap or filter")
+def test_the_sandboxed_candidate_cannot_reach_the_kernel_keyrings(tmp_path):
+    """Keyrings are not namespaced: every candidate runs as one uid, whose user keyring would carry keys from one
+    eval to the next, and inherits the harness's session keyring. add_key, request_key and keyctl are refused
+    (ENOSYS, as on a kernel without keyrings; jg_mcp.live.seccomp)."""
+    (tmp_path / "src").mkdir()
+    solution = tmp_path / "src" / "solution.py"
+    solution.write_text(KEYRINGS)
+    report = eval_solution(solution, DEMO_GOAL, tmp_path / "runs", device="cpu", domain_shapes=0, isolation="bwrap")
+    details = " ".join(f.detail for f in report.findings)
+    assert "keyrings add_key=ENOSYS request_key=ENOSYS keyctl=ENOSYS" in details, details
 
 
 @pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
