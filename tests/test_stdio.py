@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import time
 
 import anyio
 import pytest
@@ -105,3 +108,99 @@ def test_stdout_carries_only_protocol_messages(tmp_path):
     proc.wait(timeout=30)
     assert all(line.startswith(b'{"jsonrpc"') for line in out.splitlines() if line)
     assert b"session started" in proc.stderr.read()
+
+
+class Wire:
+    """The raw stdio stream of a server subprocess: JSON-RPC messages out, lines in, every wait bounded."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc, self.buf = proc, b""
+
+    def send(self, rid: int, method: str, params: dict) -> None:
+        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode())
+        self.proc.stdin.write(b"\n")
+        self.proc.stdin.flush()
+
+    def call(self, rid: int, tool: str, **arguments) -> None:
+        self.send(rid, "tools/call", {"name": tool, "arguments": arguments})
+
+    def answer(self, seconds: float = 60) -> dict:
+        """The next answer (a message with a result or an error), skipping notifications."""
+        deadline = time.monotonic() + seconds
+        while True:
+            while b"\n" not in self.buf:
+                ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+                assert ready, "no answer in time"
+                data = os.read(self.proc.stdout.fileno(), 1 << 20)
+                assert data, "the server closed its stdout"
+                self.buf += data
+            line, self.buf = self.buf.split(b"\n", 1)
+            message = json.loads(line)
+            if "result" in message or "error" in message:
+                return message
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def test_a_request_whose_id_is_in_flight_is_refused_and_the_audit_credits_files_to_the_right_call(tmp_path):
+    """The agent sends a second tools/call with the id of one still running: it is refused with an error naming
+    the id (and recorded so), the first one completes, and the audit credits the first one's file to it."""
+    from jg_mcp.record import audit
+    from jg_mcp.record.steps import load_record
+
+    proc = _start(tmp_path)
+    wire = Wire(proc)
+    wire.call(7, "run_command", command="while [ ! -e go ]; do sleep 0.05; done; echo EVIL > evil.txt; echo did-evil")
+    wire.call(7, "run_command", command="echo benign > benign.txt")
+    second = wire.answer()
+    assert second["id"] == 7 and "error" in second, second
+    assert "id 7" in second["error"]["message"] and "in flight" in second["error"]["message"], second
+    wire.call(8, "write_file", path="go", content="")
+    answers = {a["id"]: a for a in (wire.answer(), wire.answer())}
+    assert "did-evil" in answers[7]["result"]["structuredContent"]["stdout"], answers
+    wire.close()
+    record = load_record(only_transcript(tmp_path))
+    evil, refused = [c for c in record.calls if c.request_id == 7]
+    assert "EVIL" in evil.arguments["command"] and not evil.is_error and evil.duration_ms is not None
+    assert refused.is_error and "in flight" in (refused.error or ""), refused
+    changes = {c.event.path: c.step for c in record.changes if c.step > 0}
+    assert changes == {"s.py": 1, "evil.txt": evil.step, "go": evil.step + 2}
+    assert not (tmp_path / "ws" / "benign.txt").exists()
+    report = audit.audit(only_transcript(tmp_path), goal_path=GEMM_FP8)
+    assert [f for f in report.findings if f.area == "integrity" and f.severity == "error"] == [], report.findings
+
+
+def test_a_transcript_disk_that_refuses_writes_for_a_while_loses_nothing_and_the_server_keeps_answering(tmp_path):
+    """The file system the transcript is on refuses its writes for a while (as when a command fills the disk
+    it shares with the workspace; here the file size limit set on the server, EFBIG after a short write):
+    every call is still answered, and once writes succeed again the transcript holds every request and
+    response exactly once, its chain intact, and a notice saying when the disk refused them."""
+    import resource
+
+    from jg_mcp.record import audit
+    from jg_mcp.record.transcript import Notice, read_transcript
+
+    proc = _start(tmp_path)
+    wire = Wire(proc)
+    transcript = only_transcript(tmp_path)
+    soft, hard = resource.prlimit(proc.pid, resource.RLIMIT_FSIZE)
+    resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (transcript.stat().st_size + 200, hard))
+    for rid in range(3, 7):
+        wire.call(rid, "write_file", path=f"w{rid}.txt", content=f"content {rid}\n")
+        answer = wire.answer()
+        assert answer["id"] == rid and "result" in answer and not answer["result"]["isError"], answer
+    resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (soft, hard))
+    wire.call(7, "run_command", command="echo done > done.txt")
+    assert "result" in wire.answer()
+    wire.close()
+    report = audit.audit(transcript, goal_path=GEMM_FP8)
+    assert [f for f in report.findings if f.area == "integrity" and f.severity == "error"] == [], report.findings
+    assert report.summary is not None
+    events = read_transcript(transcript).events
+    pairs = [(e.event, e.request_id) for e in events if e.event in ("request", "response") and e.request_id]
+    assert sorted(pairs, key=str) == sorted({(k, i) for k in ("request", "response") for i in range(1, 8)}, key=str)
+    written = {w.path: w.step for w in report.summary.files_written if w.step > 0}
+    assert written == {"s.py": 1, **{f"w{rid}.txt": rid - 1 for rid in range(3, 7)}, "done.txt": 6}
+    assert any(isinstance(e, Notice) and "refused" in e.message for e in events)

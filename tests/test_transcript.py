@@ -279,3 +279,82 @@ def test_calls_whose_ids_differ_only_in_type_keep_their_own_file_changes(tmp_pat
     w.append(FileChange(request_id="500", path="b.txt", op="write", sha256="1" * 64, size=1, cause="run_command"))
     record = load_record(tmp_path / "run.jsonl")
     assert {c.event.path: c.step for c in record.changes} == {"a.txt": 1, "b.txt": 2}
+
+
+REFUSING_DISK = """
+import resource, signal, sys
+from pathlib import Path
+from jg_mcp.record.transcript import Header, Notice, TranscriptWriter
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+w = TranscriptWriter(Path(sys.argv[1]))
+w.append(Header(jg_mcp_version="0", run_id="r", goal="g", goal_sha256="0" * 64, condition="goal-only",
+                sandbox="none", workspace="/w", host={}, gpu={}, started_at="t"))
+w.append(Notice(level="info", message="before"))
+resource.setrlimit(resource.RLIMIT_FSIZE, (w.path.stat().st_size + 40, hard))  # the next line is cut mid-write
+for i in range(5):
+    w.append(Notice(level="info", message=f"while full {i}"))
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+w.append(Notice(level="info", message="after"))
+"""
+
+
+def test_a_disk_that_refuses_writes_mid_line_leaves_every_event_once_in_order_and_says_so(tmp_path):
+    """A full disk (here the file size limit: EFBIG after a short write) refuses the transcript's writes for a
+    while: nothing cut or repeated stays in the file, the events kept meanwhile are written in order once
+    space returns, and a notice says at which seq the disk refused them (not tampering: the audit's chain
+    holds)."""
+    import subprocess
+
+    from jg_mcp.record.integrity import diagnose
+
+    path = tmp_path / "run.jsonl"
+    done = subprocess.run([sys.executable, "-c", REFUSING_DISK, str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    events = read_transcript(path).events
+    messages = [e.message for e in events[1:]]
+    expected = ["before", *[f"while full {i}" for i in range(5)]]
+    assert messages[: len(expected)] == expected and messages[-1] == "after", messages
+    notes = [e for e in events if isinstance(e, Notice) and "refused" in e.message]
+    assert len(notes) == 1 and notes[0].level == "warning" and "seq 2" in notes[0].message, notes
+    assert [p.kind for p in diagnose(path).problems] == ["cut short"]
+
+
+def test_two_unanswered_requests_with_one_id_are_an_integrity_error_not_a_silent_guess(tmp_path):
+    """A transcript (forged, or from a server that served both) where a second request reuses the id of one
+    still unanswered: which response and file changes belong to which cannot be known, so the audit says so
+    as an integrity error naming both lines; a request refused at once for its id (its error response on the
+    next line) pairs with that response and leaves the first call its own."""
+    from jg_mcp.record import audit
+    from jg_mcp.record.steps import load_record
+    from jg_mcp.record.transcript import FileChange, Request, Response
+
+    def run(name: str, refused: bool) -> Path:
+        w = TranscriptWriter(tmp_path / name)
+        w.append(header())
+        w.append(
+            Request(request_id=7, method="tools/call", params={"name": "run_command", "arguments": {"command": "evil"}})
+        )
+        w.append(
+            Request(request_id=7, method="tools/call", params={"name": "run_command", "arguments": {"command": "ok"}})
+        )
+        if refused:
+            w.append(Response(request_id=7, method="tools/call", duration_ms=0, is_error=True, error="id in flight"))
+        else:
+            w.append(Response(request_id=7, method="tools/call", duration_ms=1, result={}))
+        w.append(FileChange(request_id=7, path="evil.txt", op="write", sha256="0" * 64, size=1, cause="run_command"))
+        w.append(Response(request_id=7, method="tools/call", duration_ms=2000, result={}))
+        return w.path
+
+    refused = load_record(run("refused.jsonl", refused=True))
+    assert refused.problems == []
+    evil, second = refused.calls
+    assert evil.duration_ms == 2000 and not evil.is_error and second.is_error and second.error == "id in flight"
+    assert [(c.event.path, c.step) for c in refused.changes] == [("evil.txt", 1)]
+
+    served = run("served.jsonl", refused=False)
+    assert [p.line for p in load_record(served).problems] == [3]
+    findings = [f for f in audit.audit(served).findings if f.kind == "request id"]
+    assert len(findings) == 1 and findings[0].severity == "error" and findings[0].line == 3
+    assert "line 2" in findings[0].message and "cannot" in findings[0].message, findings

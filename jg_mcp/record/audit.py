@@ -56,9 +56,10 @@ class Finding(BaseModel):
     area: Literal["integrity", "policy", "eval"]
     kind: str
     """What was found. Integrity: invalid line, edited, deleted, reordered, duplicated, truncated, cut short,
-    header, blob, manifest, authenticity. Policy: refused, cancelled, no response, notice, network, outside
-    workspace, protected file, goal, budget, forbidden api, condition (a request outside what the session's
-    condition serves). Eval: eval."""
+    header, blob, manifest, authenticity, request id (a request reused the id of a call still unanswered, so
+    what followed under it cannot be credited for sure). Policy: refused, cancelled, no response, notice,
+    network, outside workspace, protected file, goal, budget, forbidden api, condition (a request outside what
+    the session's condition serves). Eval: eval."""
     severity: Literal["error", "warning"]
     """Errors make the audit fail (exit 1); warnings are for the reader."""
     line: int | None = None
@@ -416,6 +417,10 @@ def audit(
     summary = None
     if not any(f.kind not in ("cut short", "truncated", "blob", "authenticity") for f in findings):
         record = load_record(path)
+        findings += [
+            Finding(area="integrity", kind="request id", severity="error", line=p.line, message=p.message)
+            for p in record.problems
+        ]
         findings += check_manifest(record)
         try:
             goal = find_loaded_goal(record.header.goal, goal_path)

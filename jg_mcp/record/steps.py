@@ -1,6 +1,14 @@
 """A transcript read as steps: each `tools/call` request with its response (a step, counted from 1 in transcript
 order, whatever the tool, refused calls included) and each file change placed at its step: 0 for session start,
 END for the changes recorded when the session closed. What replay, the audit and its page read a session as.
+
+Responses and file changes name their request by JSON-RPC id only, so a call is found by id: a response pairs with
+the unanswered call of its id, a file change goes to that call (or, once answered, to the last call of its id: a
+cancelled call's changes may be recorded after its response). The server answers at once, with an error on the next
+line, a request whose id is already in flight (jg_mcp.live.server), so at most one call per id is ever unanswered
+and that refusal pairs with the request before it. A transcript with two unanswered calls of one id (forged, or from
+an older server that served both) cannot say which response or change is whose: its record names each such request
+in `problems` (the audit reports them as integrity errors) and pairs by order, the earliest unanswered first.
 """
 
 from __future__ import annotations
@@ -62,6 +70,12 @@ class Change(BaseModel):
     event: FileChange
 
 
+class IdProblem(BaseModel):
+    line: int
+    """Transcript line of the request that reused an id still in flight."""
+    message: str
+
+
 class Record(BaseModel):
     """A transcript read into the tool calls and file changes that replay and audit work on."""
 
@@ -72,6 +86,9 @@ class Record(BaseModel):
     close: Close | None
     events: list[Any]
     truncated: bool
+    problems: list[IdProblem] = []
+    """Requests that reused the id of a call still unanswered (and were not refused at once): what follows
+    under that id is paired by order, which may credit one call with what another did."""
 
     @property
     def blobs(self) -> Path:
@@ -81,43 +98,109 @@ class Record(BaseModel):
         return len(self.calls)
 
 
+class _Calls:
+    """The calls read so far, by id: the unanswered ones in order, and the last one of each id."""
+
+    def __init__(self) -> None:
+        self.calls: list[ToolCall] = []
+        self.unanswered: dict[str, list[ToolCall]] = {}
+        self.last: dict[str, ToolCall] = {}
+        self.problems: list[IdProblem] = []
+
+    def add(self, event: Request, line: int, refusal: Response | None) -> None:
+        """A tools/call request; `refusal` is the response on the next line when it reuses a live id."""
+        params = event.params or {}
+        call = ToolCall(
+            step=len(self.calls) + 1,
+            line=line,
+            request_id=event.request_id,
+            tool=str(params.get("name", "")),
+            arguments=params.get("arguments") or {},
+        )
+        self.calls.append(call)
+        key, waiting = _key(event.request_id), self.unanswered.setdefault(_key(event.request_id), [])
+        if waiting and refusal is not None:
+            _answer(call, refusal)
+            return
+        if waiting:
+            self.problems.append(
+                IdProblem(
+                    line=line,
+                    message=f"line {line} reuses request id {key} while the call on line {waiting[0].line} with that "
+                    "id is unanswered: which response and file changes belong to which of them cannot be told (they "
+                    "are credited by order, the earliest unanswered first)",
+                )
+            )
+        waiting.append(call)
+        self.last[key] = call
+
+    def answer(self, event: Response) -> None:
+        key = _key(event.request_id)
+        waiting = self.unanswered.get(key)
+        call = waiting.pop(0) if waiting else self.last.get(key)
+        if call is not None:
+            _answer(call, event)
+
+    def owner(self, request_id: str | int | None) -> ToolCall | None:
+        """The call a file change recorded under `request_id` belongs to."""
+        if request_id is None:
+            return None
+        key = _key(request_id)
+        waiting = self.unanswered.get(key)
+        return waiting[0] if waiting else self.last.get(key)
+
+
+def _answer(call: ToolCall, event: Response) -> None:
+    call.duration_ms, call.is_error = event.duration_ms, event.is_error
+    call.result, call.error, call.cancelled = event.result, event.error, event.cancelled
+
+
+def _refusal(events: list[Any], i: int, request: Request) -> Response | None:
+    """The error response on the line after `request` (events[i]) with its id, if there is one."""
+    following = events[i + 1] if i + 1 < len(events) else None
+    if (
+        isinstance(following, Response)
+        and following.is_error
+        and following.method == request.method
+        and _key(following.request_id) == _key(request.request_id)
+    ):
+        return following
+    return None
+
+
 def load_record(path: str | Path) -> Record:
     """Read and verify a transcript (TranscriptError names the first bad line)."""
     path = Path(path)
     read = read_transcript(path, verify=True)
-    calls: list[ToolCall] = []
-    by_id: dict[str, ToolCall] = {}
+    calls = _Calls()
     changes: list[Change] = []
-    for event in read.events:
+    skip: set[int] = set()
+    for i, event in enumerate(read.events):
         line = event.seq + 1
+        if i in skip:
+            continue
         if isinstance(event, Request) and event.method == "tools/call":
-            params = event.params or {}
-            call = ToolCall(
-                step=len(calls) + 1,
-                line=line,
-                request_id=event.request_id,
-                tool=str(params.get("name", "")),
-                arguments=params.get("arguments") or {},
-            )
-            calls.append(call)
-            by_id[_key(event.request_id)] = call
-        elif isinstance(event, Response) and event.method == "tools/call" and _key(event.request_id) in by_id:
-            call = by_id[_key(event.request_id)]
-            call.duration_ms, call.is_error = event.duration_ms, event.is_error
-            call.result, call.error, call.cancelled = event.result, event.error, event.cancelled
+            live = bool(calls.unanswered.get(_key(event.request_id)))
+            refusal = _refusal(read.events, i, event) if live else None
+            if refusal is not None:
+                skip.add(i + 1)
+            calls.add(event, line, refusal)
+        elif isinstance(event, Response) and event.method == "tools/call":
+            calls.answer(event)
         elif isinstance(event, FileChange):
-            owner = by_id.get(_key(event.request_id)) if event.request_id is not None else None
+            owner = calls.owner(event.request_id)
             step = owner.step if owner else (0 if event.cause == "session start" else END)
             changes.append(Change(step=step, line=line, event=event))
     close = read.events[-1] if read.closed else None
     return Record(
         path=path,
         header=read.events[0],
-        calls=calls,
+        calls=calls.calls,
         changes=changes,
         close=close,
         events=read.events,
         truncated=read.truncated,
+        problems=calls.problems,
     )
 
 

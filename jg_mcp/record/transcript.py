@@ -5,9 +5,16 @@ and `prev`, the sha256 of the previous line's bytes (64 zeros for the header), s
 deletion, reordering or truncation shows. File contents are stored content-addressed in
 `RUN.blobs/<sha256>` next to `RUN.jsonl`, up to a cap per file (COMMAND_BLOB_CAP, WRITE_BLOB_CAP) and a
 budget per transcript (BLOB_BUDGET_BYTES); past either, content is recorded by hash and size only. Each
-line is flushed as it is written, so a killed server leaves a valid prefix. One writer per transcript: appends
-and blob stores from the event loop and from worker threads are serialised by a lock, so the order of lines is
-the order of completion.
+line is written whole with one positioned write as it is appended, so a killed server leaves a valid prefix. One
+writer per transcript: appends and blob stores from the event loop and from worker threads are serialised by a
+lock, so the order of lines is the order of completion.
+
+A write the file system refuses (a full disk: the agent's commands can fill the one the transcript shares with the
+workspace) leaves nothing behind: the file is cut back to the end of the last whole line, and the event stays in
+memory, numbered and chained, to be written in order by the next append (up to PENDING_LIMIT_BYTES; past it, later
+events are counted, not kept). The server goes on answering. When the backlog is written, a notice says at which
+seq the disk refused writes and for how long (a warning; an error when events were lost), so an audit reads a disk
+that filled as that, never as tampering.
 
 With a transcript key, every event also carries `mac`, an HMAC-SHA256 under the key of the line as
 written with `"mac":null`; since that line holds `prev`, the hash of the line before, nobody without the
@@ -16,6 +23,7 @@ key can edit a line and re-chain the rest.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
@@ -23,12 +31,15 @@ import os
 import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from jg_mcp import log
 from jg_mcp.errors import KeyFileRefused, TranscriptError
 from jg_mcp.live.safefs import read_bounded
 
@@ -53,6 +64,12 @@ KiB of disk, and the workspace quota is checked only after the command), each st
 one loop of `truncate` filled gigabytes of the transcripts' disk per command. A session's sources and artefacts
 take far less. Content that does not fit what is left is recorded by hash and size only (`FileChange.stored`
 false; smaller content, such as a source file, may still fit), and a warning notice says so once."""
+PENDING_LIMIT_BYTES = 64 * 1024 * 1024
+"""Most bytes of events kept in memory while the transcript's file system refuses writes (a full disk). Past it,
+events are counted and dropped, not numbered (the chain stays whole), and the notice written when the disk takes
+writes again says how many were lost, from when to when (an error the audit fails on)."""
+
+logger = log.get("jg_mcp.record.transcript")
 
 
 class EventBase(BaseModel):
@@ -204,19 +221,62 @@ def mac_ok(line: bytes, mac: str | None, key: bytes) -> bool:
     return unsigned != line and hmac.compare_digest(mac, hmac.new(key, unsigned, hashlib.sha256).hexdigest())
 
 
-class TranscriptWriter:
-    """Appends events, chaining hashes (and MACs, with a key) and flushing each line. Thread-safe."""
+@dataclass
+class _Outage:
+    """The file system refused the transcript's writes: from which seq, since when, why, and what was dropped."""
 
-    def __init__(self, path: Path, key: bytes | None = None, blob_budget: int | None = None):
+    seq: int
+    since: float
+    error: str
+    lost: int = 0
+    lost_from: float = 0.0
+    lost_to: float = 0.0
+
+    def notice(self, written: int, limit: int) -> Notice:
+        message = (
+            f"the transcript's file system refused writes from seq {self.seq} for {time.time() - self.since:.1f}s "
+            f"({self.error}; as when the disk is full): the {written} events since were kept in memory and written "
+            "when it took writes again, each with the time it happened"
+        )
+        if not self.lost:
+            return Notice(level="warning", message=message)
+        return Notice(
+            level="error",
+            message=f"{message}; {self.lost} more events, from ts {self.lost_from:.3f} to {self.lost_to:.3f}, did "
+            f"not fit the {limit} bytes kept in memory and are not recorded",
+        )
+
+
+class TranscriptWriter:
+    """Appends events, chaining hashes (and MACs, with a key), each line written whole. Thread-safe. A line the
+    file system refuses is kept in memory and written, in order, by a later append (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: Path,
+        key: bytes | None = None,
+        blob_budget: int | None = None,
+        pending_limit: int = PENDING_LIMIT_BYTES,
+    ):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.blobs = blobs_dir(self.path)
         self.blobs.mkdir(exist_ok=True)
         self.key = key
         self.lock = threading.Lock()
-        self._fh = open(self.path, "xb")
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        self._end = 0
+        """Offset just past the last whole line written: the file is cut back to it when a write fails."""
+        self._cut_failed = False
         self._seq = 0
         self._prev = GENESIS
+        self._head = GENESIS
+        self._pending: deque[bytes] = deque()
+        """Lines numbered and chained but not yet written (the file system refused them), oldest first."""
+        self._pending_bytes = 0
+        self.pending_limit = pending_limit
+        """Most bytes of unwritten lines kept (PENDING_LIMIT_BYTES unless given)."""
+        self._outage: _Outage | None = None
         self.closed = False
         self.blob_budget = BLOB_BUDGET_BYTES if blob_budget is None else blob_budget
         """Most bytes this transcript's new blobs may take (BLOB_BUDGET_BYTES unless given)."""
@@ -245,25 +305,103 @@ class TranscriptWriter:
             return True
 
     def _append(self, event: EventBase) -> EventBase:
+        """Number, chain and write `event`, after any line still unwritten. When the file system refuses, the
+        line is kept for the next append; past `pending_limit` bytes kept, the event is counted as lost instead
+        (a close event is always kept). Never raises for a refused write."""
         if self.closed:
             raise TranscriptError(self.path, self._seq, "append after close")
+        self._write_pending()
+        if self._outage is not None and self._pending_bytes >= self.pending_limit and not isinstance(event, Close):
+            now = time.time()
+            self._outage.lost_from = self._outage.lost_from or now
+            self._outage.lost_to, self._outage.lost = now, self._outage.lost + 1
+            return event
+        event = self._stamp(event)
+        self._write_pending()
+        if isinstance(event, Close):
+            self.closed = True
+            self._release()
+            if self._pending:
+                logger.error(
+                    "the transcript's file system refuses writes: its last events are not written",
+                    transcript=str(self.path),
+                    unwritten=len(self._pending),
+                    first_unwritten_seq=self._seq - len(self._pending),
+                )
+        return event
+
+    def _stamp(self, event: EventBase) -> EventBase:
+        """`event` numbered, chained and timed, its line queued to be written."""
         event = event.model_copy(update={"seq": self._seq, "prev": self._prev, "ts": time.time(), "mac": None})
         line = event.model_dump_json().encode()
         if self.key is not None:
             line = mac_line(line, self.key)
-        self._fh.write(line + b"\n")
-        self._fh.flush()
         self._prev = sha256_bytes(line)
         self._seq += 1
-        if isinstance(event, Close):
-            self.closed = True
-            self._fh.close()
+        self._pending.append(line + b"\n")
+        self._pending_bytes += len(line) + 1
         return event
+
+    def _write_pending(self) -> None:
+        """Write the queued lines in order until one is refused; once the backlog of a refusal is written, queue
+        (and write) the notice that says so."""
+        while self._pending:
+            data = self._pending[0]
+            try:
+                self._write_line(data)
+            except OSError as exc:
+                if self._outage is None:
+                    why = f"{exc.strerror or exc} ({errno.errorcode.get(exc.errno or 0, exc.errno)})"
+                    self._outage = _Outage(seq=self._seq - len(self._pending), since=time.time(), error=why)
+                    logger.error(
+                        "the transcript's file system refuses writes: events are kept in memory until it takes them",
+                        transcript=str(self.path),
+                        seq=self._outage.seq,
+                        error=why,
+                    )
+                return
+            self._pending.popleft()
+            self._pending_bytes -= len(data)
+            self._head = sha256_bytes(data[:-1])
+            if not self._pending and self._outage is not None:
+                outage, self._outage = self._outage, None
+                self._stamp(outage.notice(self._seq - outage.seq, self.pending_limit))
+        self._release()
+
+    def _release(self) -> None:
+        """Close the file once the close event and every line before it are written."""
+        if self.closed and not self._pending and self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _write_line(self, data: bytes) -> None:
+        """Write one whole line at the end of the last one; on failure, cut the file back to that end and raise."""
+        view, done = memoryview(data), 0
+        try:
+            while done < len(data):
+                n = os.pwrite(self._fd, view[done:], self._end + done)
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                done += n
+        except OSError:
+            self._cut()
+            raise
+        self._end += len(data)
+        if self._cut_failed:
+            self._cut()
+
+    def _cut(self) -> None:
+        """Cut the file back to the end of the last whole line (a failed cut is tried again after the next write)."""
+        try:
+            os.ftruncate(self._fd, self._end)
+            self._cut_failed = False
+        except OSError:
+            self._cut_failed = True
 
     @property
     def head_sha256(self) -> str:
         """sha256 of the last line written: no later line vouches for it, so publish it elsewhere."""
-        return self._prev
+        return self._head
 
     def store_fd(self, fd: int, size: int, cap: int) -> tuple[str, int, bool]:
         """Hash the first `size` bytes of a file descriptor and, when they fit `cap` (COMMAND_BLOB_CAP or
@@ -284,7 +422,9 @@ class TranscriptWriter:
 
     def _place(self, digest: str, chunks: list[bytes], size: int) -> bool:
         """Write a blob under a temporary name unique to this call, then rename it into place, if it is not
-        there already and fits the budget; returns whether the blob is stored."""
+        there already and fits the budget; returns whether the blob is stored. A blob the file system refuses (a
+        full disk) is not stored, and a warning notice says so: the scan still records the change, by hash, for
+        the call that made it."""
         target = self.blobs / digest
         if target.exists():
             return True
@@ -312,6 +452,17 @@ class TranscriptWriter:
                 for chunk in chunks:
                     fh.write(chunk)
             os.replace(tmp, target)
+        except OSError as exc:
+            with self.lock:
+                self.blob_bytes -= size
+            self.record(
+                Notice(
+                    level="warning",
+                    message=f"the blob {digest} ({size} bytes) could not be stored ({exc.strerror or exc}; as when the "
+                    "disk is full): its change is recorded by hash and size only, and a replay cannot rebuild it",
+                )
+            )
+            return False
         finally:
             tmp.unlink(missing_ok=True)
         return True
