@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 from jg_mcp.commands.arguments import input_dir, non_negative_int, output_file, positive_float
 from jg_mcp.errors import UsageError
 from jg_mcp.goals import find_goal, load_goal
+from jg_mcp.terminal import printable
 
 if TYPE_CHECKING:
     from jg_mcp.eval.report import EvalReport
@@ -124,8 +125,21 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.accepted else 1
 
 
+DETAIL_CHARS = 300
+"""The most of a finding's detail printed on the terminal (the whole of it is in the JSON report)."""
+
+
+def _detail(text: str) -> str:
+    """The last line of a finding's detail (a traceback's exception), as one printable line of bounded length with
+    no runs of spaces: candidate text can neither steer the terminal nor wrap a line of its own into view."""
+    last = text.splitlines()[-1] if text.strip() else ""
+    line = printable(" ".join(last.split()))
+    return line if len(line) <= DETAIL_CHARS else line[: DETAIL_CHARS - 3] + "..."
+
+
 def verdict_lines(report: EvalReport) -> str:
-    """The verdict, the speedup or why there is none, and one line per finding."""
+    """One line per finding, then the verdict with the speedup or why there is none: the verdict comes last, after
+    every piece of candidate text, so nothing printed after it can be taken for it."""
     verdict = "ACCEPTED" if report.accepted else "REJECTED: " + ", ".join(report.reasons)
     if report.timing.skipped:
         speed = f"timing skipped: {report.timing.skipped}"
@@ -133,8 +147,9 @@ def verdict_lines(report: EvalReport) -> str:
         speed = "no speedup measured"
     else:
         speed = f"geomean speedup {report.geomean_speedup:.3f}x vs the strongest baseline"
-    lines = [f"{report.goal}: {verdict}; {speed}"]
+    lines = []
     for f in report.findings:
-        detail = f.detail.splitlines()[-1] if f.detail else ""
-        lines.append(f"  {f.reason}{' at ' + f.shape if f.shape else ''}: {detail}")
+        where = f" at {_detail(f.shape)}" if f.shape else ""
+        lines.append(f"  {f.reason}{where}: {_detail(f.detail)}")
+    lines.append(f"{report.goal}: {verdict}; {speed}")
     return "\n".join(lines)

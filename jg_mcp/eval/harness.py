@@ -37,7 +37,7 @@ from jg_mcp.eval.process import CandidateGone, WorkerProcess, sweep
 from jg_mcp.eval.report import Environment, ErrorStats, EvalReport, Finding, Reason, ShapeResult, TimingMethod
 from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import Case, select_cases
-from jg_mcp.eval.sources import private_goal, read_solution
+from jg_mcp.eval.sources import private_goal, read_solution, solution_text
 from jg_mcp.eval.spares import Spares
 from jg_mcp.goals import LoadedGoal
 
@@ -110,7 +110,8 @@ class Evaluation:
         )
         if self.o.expect_goal_sha256 and self.o.expect_goal_sha256 != report.goal_sha256:
             report.goal_changed = self.o.expect_goal_sha256
-        for f in static_check(data.decode(errors="replace"), g.forbidden):
+        text = solution_text(data)  # what the worker's import compiles from the same bytes, copied above
+        for f in [text] if isinstance(text, Finding) else static_check(text, g.forbidden):
             report.add(f)
         cases = select_cases(self.goal, self.o.shapes, self.device, self.o.domain_shapes, self.rng, self.o.only)
         kinds = ("timed", "smoke") if self.o.timing_on_cpu else ("timed",)

@@ -53,21 +53,53 @@ FAMILIES = [
         "NLLLoss",
     },
     {"logsumexp"},
-    {"silu", "silu_", "sigmoid", "sigmoid_", "glu", "SiLU"},
+    {"silu", "silu_", "sigmoid", "sigmoid_", "glu", "SiLU", "expit"},
 ]
-"""Operator families: a forbidden name forbids its whole family, whatever it is called at the aten level."""
+"""Operator families: a forbidden name forbids its whole family, whatever it is called at the aten level. Beyond the
+members listed, an op is a member's relative by its name (`in_family`)."""
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in name.lower().split("_") if w]
+
+
+def in_family(op: str, members: set[str]) -> bool:
+    """`op` is a relative of a member by name: the member's words (split at `_`) appear in `op`'s words as a
+    contiguous run, the first of them possibly as a word's ending (`log_sigmoid_forward`, `logsigmoid` and
+    `hardsigmoid` are sigmoid's; `linalg_matmul` is matmul's; `bilinear` is linear's); a member of 3 letters or
+    fewer (`mm`, `dot`, `glu`) only as whole words (`_sparse_mm`, not `comm`). The cumulative form of a member (a
+    `cum` inside: `logcumsumexp`) is that member's relative too: its last element is the member's reduction."""
+    candidates = [op.lower(), op.lower().replace("cum", "", 1)] if "cum" in op.lower() else [op.lower()]
+    for name in candidates:
+        words = _words(name)
+        for member in members:
+            key = _words(member)
+            if not key or not key[0].isidentifier():
+                continue
+            for i in range(len(words) - len(key) + 1):
+                first, rest = words[i], words[i + 1 : i + len(key)]
+                whole = first == key[0]
+                ending = len(member.strip("_")) > 3 and first.endswith(key[0])
+                if (whole or ending) and rest == key[1:]:
+                    return True
+    return False
+
+
+def family_members(forbidden: list[str]) -> set[str]:
+    """The members of every family the forbidden list touches (the names `in_family` relates ops to)."""
+    leaves = {name.rsplit(".", 1)[-1] for name in forbidden}
+    members: set[str] = set()
+    for family in FAMILIES:
+        if leaves & family:
+            members |= family
+    if "cross_entropy" in leaves or "nll_loss" in leaves:
+        members |= FAMILIES[1]
+    return members
 
 
 def forbidden_ops(forbidden: list[str]) -> set[str]:
     """aten operator names whose use is recorded at run time for this forbidden list."""
-    leaves = {name.rsplit(".", 1)[-1] for name in forbidden}
-    ops = set(leaves)
-    for family in FAMILIES:
-        if leaves & family:
-            ops |= family
-    if "cross_entropy" in leaves or "nll_loss" in leaves:
-        ops |= FAMILIES[1]
-    return ops
+    return {name.rsplit(".", 1)[-1] for name in forbidden} | family_members(forbidden)
 
 
 def family_names(forbidden: list[str]) -> list[str]:
@@ -100,12 +132,14 @@ class OpRecorder:
 
     def __init__(self, ops: set[str]):
         self.ops = ops
+        self.members = {op for family in FAMILIES for op in family if op in ops}
+        """The family members among `ops`: an op they relate to by name (`in_family`) is recorded too."""
         self.seen: list[str] = []
         self._mode: Any = None
         self._library: Any = None
 
     def record(self, name: str) -> None:
-        if name in self.ops or name.rstrip("_") in self.ops:
+        if name in self.ops or name.rstrip("_") in self.ops or in_family(name, self.members):
             self.seen.append(name)
 
     def install(self) -> None:
@@ -120,7 +154,9 @@ class OpRecorder:
         below = torch._C._after_autograd_keyset
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "overriding a previously registered kernel": that is the point
-            for name in sorted(self.ops | {f"{n}_" for n in self.ops}):
+            aten = {n.split("::", 1)[1] for n in torch._C._dispatch_get_all_op_names() if n.startswith("aten::")}
+            related = {n for n in aten if in_family(n, self.members)}
+            for name in sorted(self.ops | {f"{n}_" for n in self.ops} | related):
                 packet = getattr(torch.ops.aten, name, None)
                 for overload in packet.overloads() if packet is not None else []:
                     op = getattr(packet, overload)

@@ -9,7 +9,17 @@ The static pass refuses, each with its line and a sentence the agent can act on:
   files and the environment (except reading one named variable), patching imported modules, tensor subclasses;
 - any spelling of a forbidden API: the name, an alias, a constant-folded string, and the method of the same
   name on a tensor (`x.bmm` when `torch.bmm` is forbidden);
-- native code built with `torch.utils.cpp_extension` whose sources call a library (cuBLAS, cuDNN, ATen ops).
+- native code built with `torch.utils.cpp_extension` whose sources call a library (cuBLAS, cuDNN, ATen ops);
+- a module reached through an allowed one (`torch.sys` is `sys`): every dotted name rooted at an import is resolved
+  step by step against the real, trusted modules in the harness (getattr on them; the candidate's code never runs);
+- a module or class used as a value (bound to a name, passed, returned, stored): only its attributes, calls, and
+  (for a class) type tests, annotations and bases are allowed, so no alias escapes the checks; a class's base must
+  be an imported class or a class the file defines;
+- torch hooks (`__torch_function__`, `__torch_dispatch__`) defined anywhere, whatever the class's bases;
+- a file above MAX_SOURCE_BYTES, or too deep to parse (a finding, never an exception).
+
+The scan is linear in the source: an explicit stack, not recursion, and each node's dotted name and constant string
+computed once, bottom up.
 
 A forbidden name forbids its whole operator family (jg_mcp.eval.ops): `torch.tensordot` is a matrix product
 whether or not a goal's list names it.
@@ -18,11 +28,16 @@ whether or not a goal's list names it.
 from __future__ import annotations
 
 import ast
+import builtins
 import re
+import types
 from dataclasses import dataclass, field
+from typing import Any
 
-from jg_mcp.eval.ops import family_names
+from jg_mcp.eval.ops import family_members, family_names, in_family
 from jg_mcp.eval.report import Finding, Reason
+from jg_mcp.eval.source_ast import annotation_nodes, bindings, contains, fold_lengths, fold_text, is_getattr
+from jg_mcp.eval.trusted import UNKNOWN, is_tensor_method, is_torch_machinery, step, trusted
 
 ALLOWED_MODULES = {
     "torch",
@@ -132,6 +147,9 @@ EVALUATORS = {
 }
 """Functions that evaluate annotations, strings included, as code (`def f(x: "__import__('os')")`)."""
 IO_NAMES = {"open", "print_file"}
+MAX_SOURCE_BYTES = 1 << 20
+"""A solution file above this many bytes (a kernel file is kilobytes) is refused before it is parsed."""
+"""A dotted name that does not resolve in the harness (it fails in the candidate's process too)."""
 SUBCLASS_ATTRS = {"__torch_function__", "__torch_dispatch__", "TorchFunctionMode", "TorchDispatchMode"}
 NATIVE_LIBRARY = re.compile(
     r"cublas|cudnn|cutlass|cusparse|\bat::(?!Tensor\b|ScalarType\b|k[A-Z]|cuda::getCurrent"
@@ -142,31 +160,21 @@ NATIVE_LIBRARY = re.compile(
 """Library calls in native sources: cuBLAS, cuDNN, CUTLASS, and ATen/torch operators (allocation and types pass)."""
 
 
-def _contains(parts: list[str], key: list[str]) -> bool:
-    """`key` appears in `parts` as a contiguous run."""
-    return any(parts[i : i + len(key)] == key for i in range(len(parts) - len(key) + 1))
+def _refused_objects() -> dict[int, tuple[Reason, str]]:
+    """Objects no dotted name may reach, by id: the dynamic builtins, `open`, the annotation evaluators."""
+    found: dict[int, tuple[Reason, str]] = {}
+    for name in DYNAMIC_NAMES | REFLECTION_CALLS:
+        if hasattr(builtins, name):
+            found[id(getattr(builtins, name))] = (Reason.STATIC_DYNAMIC, f"the builtin `{name}`")
+    found[id(builtins.open)] = (Reason.STATIC_IO, "the builtin `open`")
+    for dotted in EVALUATORS:
+        module, _, name = dotted.rpartition(".")
+        if (obj := getattr(trusted(module), name, None)) is not None:
+            found[id(obj)] = (Reason.STATIC_DYNAMIC, f"`{dotted}`, which evaluates strings as code")
+    return found
 
 
-def _const_str(node: ast.AST) -> str | None:
-    """The value of a string constant, a constant concatenation, or `''.join` of constants; else None."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _const_str(node.left), _const_str(node.right)
-        return left + right if left is not None and right is not None else None
-    if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
-        return "".join(str(v.value) for v in node.values if isinstance(v, ast.Constant))
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "join"
-        and len(node.args) == 1
-        and isinstance(node.args[0], (ast.List, ast.Tuple))
-        and (sep := _const_str(node.func.value)) is not None
-    ):
-        parts = [_const_str(e) for e in node.args[0].elts]
-        return sep.join(p for p in parts if p is not None) if all(p is not None for p in parts) else None
-    return None
+IO_MODULES = {"os", "posix", "nt", "posixpath", "ntpath", "genericpath"}
 
 
 @dataclass
@@ -175,25 +183,122 @@ class _Scan(ast.NodeVisitor):
     allowed: set[str]
     findings: list[Finding] = field(default_factory=list)
     aliases: dict[str, str] = field(default_factory=dict)
-    """Local name -> dotted name it was imported as."""
+    """Local name -> dotted name it was imported as (from every import in the file, wherever it stands)."""
+    modules: set[str] = field(default_factory=set)
+    """Local names bound by `import X`: modules whatever they resolve to."""
     native: bool = False
     """The source builds native code (cpp_extension)."""
+    members: set[str] = field(default_factory=set)
+    """Members of the forbidden operator families: a torch name they relate to by name (ops.in_family) is forbidden."""
+    lengths: dict[ast.AST, int] = field(default_factory=dict)
+    chains: dict[ast.AST, str] = field(default_factory=dict)
+    """Node -> the dotted name it spells, rooted at an import (a Name, an Attribute chain, a constant getattr)."""
+    annotations: set[ast.AST] = field(default_factory=set)
+    """Nodes inside annotations, where a class is a type, not a value."""
+    local_classes: set[str] = field(default_factory=set)
+    """Names bound once in the file, by a class statement."""
+    resolved: dict[str, Any] = field(default_factory=dict)
+    refused: dict[int, tuple[Reason, str]] = field(default_factory=dict)
 
     def add(self, reason: Reason, node: ast.AST, what: str) -> None:
         self.findings.append(Finding(reason=reason, detail=f"line {getattr(node, 'lineno', 0)}: {what}"))
 
+    def prepare(self, tree: ast.AST, main: bool = True) -> list[ast.AST]:
+        """One pass over the whole file (`main`) or a parsed annotation string before the scan: imports (a function
+        may use a name imported below it), bindings, annotations, then each node's constant string length and dotted
+        name, bottom up."""
+        nodes = [tree]
+        bound: dict[str, int] = {}
+        classes: set[str] = set()
+        for node in nodes:  # breadth first, parents before children, as ast.walk
+            for child in ast.iter_child_nodes(node):
+                child.parent = node  # type: ignore[attr-defined]
+                nodes.append(child)
+            for name in bindings(node):
+                bound[name] = bound.get(name, 0) + 1
+            if isinstance(node, ast.ClassDef):
+                classes.add(node.name)
+            self.record_import(node)
+            for ann in annotation_nodes(node):
+                self.annotations.update(ast.walk(ann))
+        if main:
+            self.local_classes = {c for c in classes if bound.get(c) == 1}
+        self.lengths.update(fold_lengths(nodes))
+        for node in reversed(nodes):
+            if isinstance(node, ast.Name) and node.id in self.aliases:
+                self.chains[node] = self.aliases[node.id]
+            elif isinstance(node, ast.Attribute) and node.value in self.chains:
+                self.chains[node] = f"{self.chains[node.value]}.{node.attr}"
+            elif isinstance(node, ast.Call) and is_getattr(node) and node.args[0] in self.chains:
+                if attr := self.const_str(node.args[1]):
+                    self.chains[node] = f"{self.chains[node.args[0]]}.{attr}"
+        return nodes
+
+    def record_import(self, node: ast.AST) -> None:
+        """An import's local names (from anywhere in the file: a function may use a name imported below it)."""
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                local = (a.asname or a.name).split(".")[0]
+                self.aliases[local] = a.name if a.asname else a.name.split(".")[0]
+                self.modules.add(local)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            for a in node.names:
+                if a.name != "*":
+                    self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+
+    def const_str(self, node: ast.AST) -> str | None:
+        """The value of a constant string expression; else None."""
+        return fold_text(node) if node in self.lengths else None
+
     def dotted(self, node: ast.AST) -> str | None:
         """`t.nn.functional.linear` -> `torch.nn.functional.linear` through the import aliases."""
-        if isinstance(node, ast.Name):
-            return self.aliases.get(node.id)
-        if isinstance(node, ast.Attribute):
-            base = self.dotted(node.value)
-            return f"{base}.{node.attr}" if base else None
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
-            if len(node.args) >= 2 and (name := _const_str(node.args[1])) is not None:
-                base = self.dotted(node.args[0])
-                return f"{base}.{name}" if base else None
-        return None
+        return self.chains.get(node)
+
+    def resolve(self, dotted: str) -> Any:
+        """The real object a dotted name rooted at an allowed module reaches, step by step; UNKNOWN when a step
+        does not resolve, is private, or the root is not a trusted module."""
+        if dotted in self.resolved:
+            return self.resolved[dotted]
+        head, _, part = dotted.rpartition(".")
+        if not head:
+            obj = trusted(dotted) if dotted in ALLOWED_MODULES - {"__future__"} else UNKNOWN
+        else:
+            base = self.resolve(head)
+            obj = UNKNOWN if base is UNKNOWN or part.startswith("_") else step(base, part)
+        self.resolved[dotted] = obj
+        return obj
+
+    def resolve_prefixes(self, dotted: str) -> None:
+        """Fill the resolution cache shortest prefix first (no recursion as deep as the chain is long)."""
+        parts = dotted.split(".")
+        for i in range(1, len(parts) + 1):
+            self.resolve(".".join(parts[:i]))
+
+    def check_reach(self, dotted: str, node: ast.AST) -> Any:
+        """What a dotted name reaches: a module outside the allowed ones (torch.sys is sys), a dynamic builtin or
+        an evaluator (under any name), a function or class of a refused module, a torch mode class."""
+        self.resolve_prefixes(dotted)
+        obj = self.resolve(dotted)
+        if obj is UNKNOWN or "." not in dotted:
+            return obj
+        if isinstance(obj, types.ModuleType):
+            root = obj.__name__.split(".")[0]
+            if root not in self.allowed - {"os", "__future__"}:
+                reason = Reason.STATIC_IO if root in IO_MODULES else CATEGORY.get(root, Reason.STATIC_IMPORT)
+                self.add(reason, node, f"`{dotted}` is the module `{obj.__name__}`, which a solution may not use")
+            return obj
+        if id(obj) in self.refused:
+            reason, what = self.refused[id(obj)]
+            self.add(reason, node, f"`{dotted}` is {what}: dynamic code and reflection are not allowed")
+            return obj
+        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+            root = str(getattr(obj, "__module__", None) or "").split(".")[0]
+            if root in CATEGORY or root in IO_MODULES:
+                reason = Reason.STATIC_IO if root in IO_MODULES else CATEGORY[root]
+                self.add(reason, node, f"`{dotted}` comes from the module `{root}`, which a solution may not use")
+        if isinstance(obj, type) and is_torch_machinery(obj):
+            self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{dotted}`")
+        return obj
 
     def check_module(self, name: str, node: ast.AST) -> None:
         root = name.split(".")[0]
@@ -208,6 +313,8 @@ class _Scan(ast.NodeVisitor):
             if dotted == bad or dotted.startswith(bad + "."):
                 self.add(Reason.STATIC_FORBIDDEN, node, f"uses forbidden `{bad}` (as `{dotted}`)")
         parts = dotted.split(".")
+        if parts[0] == "torch" and len(parts) > 1 and in_family(parts[-1], self.members):
+            self.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` is a library op of a forbidden operator family")
         if parts[0] == "os" and dotted not in ("os", "os.environ", "os.environ.get", "os.getenv"):
             self.add(
                 Reason.STATIC_IO,
@@ -221,7 +328,7 @@ class _Scan(ast.NodeVisitor):
         if any(dotted == e or dotted.startswith(e + ".") for e in EVALUATORS):
             self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` evaluates annotations (strings in them) as code")
         if parts[0] == "torch":
-            refused = [reason for key, reason in TORCH_REFUSED.items() if _contains(parts[1:], key.split("."))]
+            refused = [reason for key, reason in TORCH_REFUSED.items() if contains(parts[1:], key.split("."))]
             if refused:
                 self.add(
                     refused[0],
@@ -234,11 +341,66 @@ class _Scan(ast.NodeVisitor):
         if parts[0] == "torch" and "cpp_extension" in parts:
             self.native = True
 
+    def check_value(self, node: ast.AST, dotted: str, obj: Any) -> None:
+        """A module may be used only through its attributes; a class also called, as a type (isinstance,
+        annotations, except, a base the ClassDef checks) or as a decorator. Anything else (bound to a name, passed,
+        returned, stored) would carry it past every check, under a name the scan does not know."""
+        parent = getattr(node, "parent", None)
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return
+        if isinstance(parent, ast.Call) and is_getattr(parent) and parent.args[0] is node:
+            return
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            return
+        is_module = isinstance(obj, types.ModuleType) or (isinstance(node, ast.Name) and node.id in self.modules)
+        if is_module:
+            self.add(Reason.STATIC_DYNAMIC, node, f"the module `{dotted}` used as a value: use its attributes")
+        elif isinstance(obj, type) and not self.type_position(node, parent):
+            self.add(
+                Reason.STATIC_DYNAMIC,
+                node,
+                f"the class `{dotted}` used as a value: call it, or use it in isinstance or an annotation",
+            )
+
+    def type_position(self, node: ast.AST, parent: ast.AST | None) -> bool:
+        if node in self.annotations:
+            return True
+        if isinstance(parent, ast.Call) and parent.func is node:
+            return True
+        if isinstance(parent, ast.ClassDef) and node in parent.bases:
+            return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node in parent.decorator_list:
+            return True
+        if isinstance(parent, ast.ExceptHandler):
+            return True
+        if isinstance(parent, ast.Tuple):
+            return self.type_position(parent, getattr(parent, "parent", None))
+        return (
+            isinstance(parent, ast.Call)
+            and isinstance(parent.func, ast.Name)
+            and parent.func.id in ("isinstance", "issubclass")
+            and len(parent.args) == 2
+            and parent.args[1] is node
+        )
+
+    def scan(self, root: ast.AST) -> None:
+        """Visit every node, parents first, in source order, with an explicit stack (code may nest deeper than
+        Python's recursion limit); a visitor returning False keeps its children unvisited."""
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if self.visit(node) is not False:
+                stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+    def generic_visit(self, node: ast.AST) -> None:
+        """Children are visited by `scan`."""
+
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
             self.check_module(a.name, node)
-            self.aliases[(a.asname or a.name).split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
             self.check_name(a.name, node)
+            if a.name.split(".")[0] in self.allowed:
+                self.check_reach(a.name, node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level:
@@ -249,8 +411,9 @@ class _Scan(ast.NodeVisitor):
             if a.name == "*":
                 self.add(Reason.STATIC_DYNAMIC, node, f"`from {node.module} import *`: import names explicitly")
                 continue
-            self.aliases[a.asname or a.name] = full
             self.check_name(full, node)
+            if (node.module or "").split(".")[0] in self.allowed:
+                self.check_reach(full, node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         name = node.attr
@@ -260,23 +423,31 @@ class _Scan(ast.NodeVisitor):
             self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `.{name}`")
         dotted = self.dotted(node)
         parent = getattr(node, "parent", None)
-        if dotted and not isinstance(parent, ast.Attribute):
-            self.check_name(dotted, node)
+        if dotted:
+            obj = self.check_reach(dotted, node)
+            self.check_value(node, dotted, obj)
+            if not isinstance(parent, ast.Attribute):
+                self.check_name(dotted, node)
         if dotted is None:
             bad = next((b for b in self.forbidden if b.startswith("torch.") and b.rsplit(".", 1)[-1] == name), None)
             if bad is not None:
                 self.add(Reason.STATIC_FORBIDDEN, node, f"calls `.{name}`, the method spelling of forbidden `{bad}`")
+            elif in_family(name, self.members) and is_tensor_method(name):
+                what = f"calls `.{name}`, a tensor method of a forbidden operator family"
+                self.add(Reason.STATIC_FORBIDDEN, node, what)
         if name.startswith("_") and not name.startswith("__") and dotted is None:
             base = node.value
             if not (isinstance(base, ast.Name) and base.id in ("self", "cls")):
                 self.add(
                     Reason.STATIC_DYNAMIC, node, f"private attribute `.{name}` of an object the solution did not define"
                 )
-        self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
-        if node.id in self.aliases and not isinstance(getattr(node, "parent", None), ast.Attribute):
-            self.check_name(self.aliases[node.id], node)
+        if node.id in self.aliases:
+            if not isinstance(getattr(node, "parent", None), ast.Attribute):
+                self.check_name(self.aliases[node.id], node)
+            if isinstance(node.ctx, ast.Load):
+                self.check_value(node, self.aliases[node.id], self.check_reach(self.aliases[node.id], node))
         if node.id in DYNAMIC_NAMES:
             self.add(Reason.STATIC_DYNAMIC, node, f"`{node.id}`: dynamic code and reflection are not allowed")
         parent = getattr(node, "parent", None)
@@ -285,23 +456,24 @@ class _Scan(ast.NodeVisitor):
             self.add(Reason.STATIC_DYNAMIC, node, what)
         if node.id in IO_NAMES:
             self.add(Reason.STATIC_IO, node, f"`{node.id}`: a solution may not open files")
+        if node.id in SUBCLASS_ATTRS:
+            self.add(Reason.STATIC_SUBCLASS, node, f"defines or names the torch hook `{node.id}`")
         if node.id.startswith("__") and node.id.endswith("__") and node.id not in ("__name__", "__file__"):
             self.add(Reason.STATIC_INTROSPECTION, node, f"`{node.id}`: reflection is not allowed")
 
     def visit_arg(self, node: ast.arg) -> None:
         self.check_annotation(node.annotation)
-        self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if node.name in SUBCLASS_ATTRS:
+            self.add(Reason.STATIC_SUBCLASS, node, f"defines the torch hook `{node.name}`: tensor subclasses and modes")
         self.check_annotation(node.returns)
-        self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self.check_annotation(node.annotation)
         self.check_target(node.target)
-        self.generic_visit(node)
 
     def check_annotation(self, annotation: ast.AST | None) -> None:
         """Strings in an annotation are code to whatever evaluates annotations (typing, functools, TorchScript): scan
@@ -311,44 +483,47 @@ class _Scan(ast.NodeVisitor):
                 continue
             try:
                 tree = ast.parse(node.value.strip(), mode="eval")
-            except SyntaxError:
-                continue
-            for outer in ast.walk(tree):
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue  # what does not parse does not evaluate either
+            inner = self.prepare(tree, main=False)
+            self.annotations.update(inner)
+            for outer in inner:
                 outer.lineno = getattr(node, "lineno", 0)  # type: ignore[attr-defined]
-                for child in ast.iter_child_nodes(outer):
-                    child.parent = outer  # type: ignore[attr-defined]
-            self.visit(tree.body)
+            self.scan(tree.body)
 
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr"):
-            if len(node.args) < 2 or _const_str(node.args[1]) is None:
+            if len(node.args) < 2 or self.const_str(node.args[1]) is None:
                 self.add(Reason.STATIC_DYNAMIC, node, f"`{node.func.id}` with a computed name")
             elif (dotted := self.dotted(node)) is not None:
                 self.check_name(dotted, node)
-            elif (name := _const_str(node.args[1])) is not None and name.startswith("_"):
+                self.check_value(node, dotted, self.check_reach(dotted, node))
+            elif (name := self.const_str(node.args[1])) is not None and name.startswith("_"):
                 self.add(Reason.STATIC_DYNAMIC, node, f"`getattr` of private or dunder `{name}`")
         dotted = self.dotted(node.func)
-        if dotted in ("os.environ.get", "os.getenv") and (not node.args or _const_str(node.args[0]) is None):
+        if dotted in ("os.environ.get", "os.getenv") and (not node.args or self.const_str(node.args[0]) is None):
             self.add(Reason.STATIC_IO, node, "reads the environment with a computed name")
-        self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
-        if self.dotted(node.value) == "os.environ" and _const_str(node.slice) is None:
+        if self.dotted(node.value) == "os.environ" and self.const_str(node.slice) is None:
             self.add(Reason.STATIC_IO, node, "reads the environment with a computed name")
-        self.generic_visit(node)
 
-    def visit_BinOp(self, node: ast.BinOp) -> None:
+    def visit_BinOp(self, node: ast.BinOp) -> bool:
         if isinstance(node.op, ast.MatMult) and any(b.endswith("__matmul__") for b in self.forbidden):
             self.add(Reason.STATIC_FORBIDDEN, node, "uses the forbidden `@` operator")
-        folded = _const_str(node)
-        if folded is not None:
-            self.check_string(folded, node)
-        else:
-            self.generic_visit(node)
+        if node in self.lengths and not isinstance(getattr(node, "parent", None), ast.BinOp):
+            self.check_fold(node)
+        return node not in self.lengths
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str):
             self.check_string(node.value, node)
+
+    def check_fold(self, node: ast.AST) -> None:
+        if self.lengths[node] > MAX_SOURCE_BYTES:
+            self.add(Reason.SYNTAX, node, f"a constant string expression above {MAX_SOURCE_BYTES >> 20} MiB")
+        else:
+            self.check_string(fold_text(node), node)
 
     def check_string(self, text: str, node: ast.AST) -> None:
         """Name-like strings (no whitespace) naming a forbidden API; prose (docstrings) is skipped."""
@@ -368,35 +543,53 @@ class _Scan(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self.check_target(target)
-        self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.check_target(node.target)
-        self.generic_visit(node)
 
     def check_target(self, target: ast.AST) -> None:
         if isinstance(target, ast.Attribute) and (dotted := self.dotted(target)):
             self.add(Reason.STATIC_MONKEYPATCH, target, f"assigns `{dotted}` of an imported module")
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        """A base must be an imported class (not torch's: a tensor, a mode) or a class this file defines once;
+        anything else (a parameter, a computed base, `*bases`) could be torch.Tensor under another name."""
+        if node.name in SUBCLASS_ATTRS:
+            self.add(Reason.STATIC_SUBCLASS, node, f"defines the torch machinery name `{node.name}`")
         for base in node.bases:
-            if (dotted := self.dotted(base)) and dotted.startswith("torch."):
-                self.add(Reason.STATIC_SUBCLASS, node, f"class `{node.name}` subclasses `{dotted}`")
-        self.generic_visit(node)
+            target = base.value if isinstance(base, ast.Subscript) else base
+            if (dotted := self.dotted(target)) is not None:
+                if dotted.startswith("torch."):
+                    self.add(Reason.STATIC_SUBCLASS, node, f"class `{node.name}` subclasses `{dotted}`")
+            elif not (isinstance(target, ast.Name) and target.id in self.local_classes):
+                what = ast.unparse(base) if len(ast.dump(base)) < 200 else "a computed base"
+                self.add(
+                    Reason.STATIC_SUBCLASS,
+                    node,
+                    f"class `{node.name}` has base `{what}`: a base must be an imported class or a class defined once "
+                    "in this file",
+                )
 
 
 def static_check(source: str, forbidden: list[str], allowed: set[str] | None = None) -> list[Finding]:
-    """Every static finding in a solution's source; a syntax error is itself a finding."""
+    """Every static finding in a solution's source; a syntax error, a file too large or too deep to read is itself a
+    finding: this never raises on any source."""
+    size = len(source.encode(errors="replace"))
+    if size > MAX_SOURCE_BYTES:
+        what = f"{size / (1 << 20):.1f} MiB, above the {MAX_SOURCE_BYTES >> 20} MiB a solution file may be"
+        return [Finding(reason=Reason.SYNTAX, detail=f"line 0: the file is {what}")]
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         return [Finding(reason=Reason.SYNTAX, detail=f"line {exc.lineno}: {exc.msg}")]
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            child.parent = node  # type: ignore[attr-defined]
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return [Finding(reason=Reason.SYNTAX, detail=f"line 0: the file cannot be read ({type(exc).__name__})")]
     scan = _Scan(forbidden=family_names(forbidden), allowed=ALLOWED_MODULES | (allowed or set()))
+    scan.members = family_members(forbidden)
+    scan.refused = _refused_objects()
     scan.native = "cpp_extension" in source
-    scan.visit(tree)
+    scan.prepare(tree)
+    scan.scan(tree)
     seen: set[tuple[Reason, str]] = set()
     unique = []
     for f in scan.findings:
@@ -415,5 +608,7 @@ def policy_text(forbidden: list[str], allowed: set[str] | None = None) -> str:
         "setattr, dunder attributes such as __dict__ or __class__, exec/eval/compile, private torch APIs such as "
         "torch._C or torch.ops), threads, processes or CUDA streams, files, or tensor subclasses. Native code "
         "built with torch.utils.cpp_extension may not call cuBLAS, cuDNN, CUTLASS or ATen operators. A forbidden "
-        "API is forbidden under every spelling (alias, method, string)."
+        "API is forbidden under every spelling (alias, method, string). A module, or a torch or triton class, may be "
+        "used only through its attributes, calls, type tests, annotations and as a base class, not bound to another "
+        "name or passed around; no function may be named __torch_function__ or __torch_dispatch__."
     )

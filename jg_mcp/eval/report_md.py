@@ -2,7 +2,28 @@
 
 from __future__ import annotations
 
+import re
+
 from jg_mcp.eval.report import EvalReport
+from jg_mcp.terminal import printable
+
+MARKUP = re.compile(r"[\\`*_\[\]<>&|~!]")
+"""The characters that start Markdown or HTML inside a line: emphasis, code, links, images, tags, entities, table
+cells, strikethrough (and the backslash itself)."""
+
+
+def text(s: str) -> str:
+    """Candidate-derived text as plain text on one line of Markdown: line breaks and control characters written out
+    as escapes, markup characters backslash-escaped, so it can neither add lines (rows, headings) nor markup."""
+    return MARKUP.sub(lambda m: "\\" + m.group(), printable(s))
+
+
+def code(s: str) -> str:
+    """`s` as a one-line code span, fenced with more backticks than any run inside it."""
+    s = printable(s)
+    fence = "`" * (max((len(run) for run in re.findall("`+", s)), default=0) + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
 
 
 def _fmt(x: float | None, spec: str = ".3f") -> str:
@@ -34,7 +55,7 @@ def markdown(report: EvalReport) -> str:
     out = [
         f"# eval: {report.goal}: {verdict}",
         "",
-        f"- solution `{report.solution_file}` sha256 `{report.solution_sha256}`",
+        f"- solution {code(report.solution_file)} sha256 `{report.solution_sha256}`",
         f"- goal sha256 `{report.goal_sha256}`, seed `{report.seed}`",
         f"- {f'{env.gpu} (driver {env.driver})' if env.gpu else 'no GPU'}, torch {env.torch}, triton {env.triton}, "
         f"jg-mcp {env.jg_mcp}, interpreter {env.interpreter}",
@@ -62,7 +83,7 @@ def markdown(report: EvalReport) -> str:
     if report.findings:
         out += ["", "## Findings", ""]
         for f in report.findings:
-            where = f" at {f.shape}" if f.shape else ""
+            where = f" at {text(f.shape)}" if f.shape else ""
             trial = f" trial {f.trial}" if f.trial is not None else ""
-            out.append(f"- `{f.reason}`{where}{trial}: {f.detail}")
+            out.append(f"- `{f.reason}`{where}{trial}: {text(f.detail)}")
     return "\n".join(out) + "\n"

@@ -3,10 +3,15 @@ and a private copy of the goal's two files, which is what the eval hashes and us
 
 from __future__ import annotations
 
+import codecs
+import io
+import re
 import shutil
+import tokenize
 from pathlib import Path
 
 from jg_mcp.errors import JgError, PathRefused
+from jg_mcp.eval.report import Finding, Reason
 from jg_mcp.goals import LoadedGoal, load_goal
 from jg_mcp.live.safefs import read_bounded
 from jg_mcp.live.workspace import Workspace
@@ -38,3 +43,45 @@ def read_solution(workspace: Path, rel: str) -> bytes:
             return b"".join(read_bounded(fd, st.st_size))
     except (PathRefused, OSError) as exc:
         raise JgError(f"no solution file {workspace / rel} to evaluate: {exc}") from None
+
+
+COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
+"""A coding declaration (PEP 263), as `tokenize` and the compiler find it in a comment line."""
+
+
+def _declared(data: bytes) -> list[str]:
+    """Every encoding named by a coding declaration in the first two lines, whichever line breaks (\\n, \\r, \\r\\n)
+    one counts: Python reads only the first it finds, this reads them all so no reading of the lines escapes it."""
+    heads = data.split(b"\n", 2)[:2] + re.split(rb"\r\n|\r|\n", data, maxsplit=2)[:2]
+    return [m.group(1).decode("ascii") for line in heads if (m := COOKIE.match(line))]
+
+
+def _utf8(name: str) -> bool:
+    try:
+        return codecs.lookup(name).name in ("utf-8", "utf-8-sig")
+    except LookupError:
+        return False
+
+
+def solution_text(data: bytes) -> str | Finding:
+    """The text Python compiles from the solution's bytes, which is what the static check must read; or a finding
+    when the eval refuses them. Python decodes a source by its BOM and coding declaration, so a check that read the
+    bytes any other way could see a comment where the import runs code (`# coding: utf-7`, where `+AAo-` is a
+    newline). A kernel needs no encoding but UTF-8: any other declared one is refused, and so are bytes that are not
+    UTF-8 (never decoded with replacement, which would show the check text the compiler never sees)."""
+    other = [name for name in _declared(data.removeprefix(codecs.BOM_UTF8)) if not _utf8(name)]
+    if other:
+        return Finding(
+            reason=Reason.SYNTAX,
+            detail=f"the source declares the encoding `{other[0]}`; only UTF-8 is accepted (drop the coding line)",
+        )
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        return Finding(reason=Reason.SYNTAX, detail=f"source encoding: {exc.msg}; only UTF-8 is accepted")
+    if not _utf8(encoding):  # what the scan above missed, Python's own rule still catches
+        return Finding(reason=Reason.SYNTAX, detail=f"the source's encoding is `{encoding}`; only UTF-8 is accepted")
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        return Finding(reason=Reason.SYNTAX, detail=f"the source is not valid UTF-8 at byte {exc.start}: {exc.reason}")

@@ -1,0 +1,57 @@
+"""Names resolved on trusted objects: the policy (jg_mcp.eval.policy) follows a dotted name rooted at an allowed module
+step by step with getattr on the real modules in the harness (torch, triton and the allowed standard library are
+trusted; the candidate's code never runs here)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+import types
+from typing import Any
+
+UNKNOWN = object()
+"""What a step that does not resolve reaches."""
+
+
+def trusted(root: str) -> Any:
+    """An allowed, trusted module (torch, triton, the standard library's allowed ones) as the harness has it."""
+    module = sys.modules.get(root)
+    if module is None:
+        with contextlib.redirect_stdout(sys.stderr):
+            module = importlib.import_module(root)
+    return module
+
+
+def step(obj: Any, part: str) -> Any:
+    """`obj.part` on a real, trusted object; a submodule not yet imported is imported (stdout kept clean)."""
+    try:
+        return getattr(obj, part)
+    except Exception:  # noqa: BLE001 - any failure of a trusted object's attribute is "does not resolve"
+        if not isinstance(obj, types.ModuleType):
+            return UNKNOWN
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            return importlib.import_module(f"{obj.__name__}.{part}")
+    except (Exception, SystemExit):  # noqa: BLE001 - a trusted submodule that does not import does not resolve
+        return UNKNOWN
+
+
+def is_torch_machinery(cls: type) -> bool:
+    """A torch.Tensor subclass or a torch function/dispatch mode (torch is loaded: the name reached it)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return issubclass(cls, (torch.Tensor, TorchFunctionMode, TorchDispatchMode)) and cls is not torch.Tensor
+
+
+def is_tensor_method(name: str) -> bool:
+    """A torch.Tensor method of that name (only asked for names of a forbidden family's relatives)."""
+    try:
+        import torch
+    except ImportError:
+        return True
+    return hasattr(torch.Tensor, name)
