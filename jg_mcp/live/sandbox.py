@@ -58,7 +58,7 @@ from pydantic import BaseModel, ConfigDict
 from jg_mcp import log
 from jg_mcp.live import lifeline, seccomp
 from jg_mcp.live.runner import Argv, command_env
-from jg_mcp.live.uids import MAX_HAND_OVER_DEPTH, UIDS, SandboxError, UidPool, chown_tree
+from jg_mcp.live.uids import MAX_HAND_OVER_DEPTH, UIDS, SandboxError, UidPool, chown_tree, end_holders
 
 logger = log.get("jg_mcp.live.sandbox")
 
@@ -317,7 +317,10 @@ class Bwrap:
                 seal(root)
 
     def release(self) -> None:
-        """Seal the workspace, give the uid back; a later command takes a new one. Safe to call twice."""
+        """End every process still holding the uid, seal the workspace, give the uid back; a later command takes a
+        new one. Safe to call twice."""
+        if self._uid is not None:
+            end_holders(self._uid)
         self.seal()
         if self._give_back is not None and self._uid is not None:
             self.uids.note(self._uid, [])

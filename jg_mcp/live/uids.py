@@ -14,8 +14,10 @@ import glob
 import grp
 import os
 import pwd
+import signal
 import stat
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -42,6 +44,41 @@ def running_uids() -> set[int]:
             continue
         uids.update(int(field) for field in line.split()[1:5])
     return uids
+
+
+def holders(uid: int) -> list[int]:
+    """The live processes (zombies aside) holding `uid` as their real, effective, saved or file-system uid."""
+    found = []
+    for status in glob.glob("/proc/[0-9]*/status"):
+        try:
+            with open(status) as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except (OSError, ValueError):
+            continue
+        if fields.get("State", "").split()[:1] == ["Z"]:
+            continue
+        if uid in {int(x) for x in fields.get("Uid", "").split()}:
+            found.append(int(status.split("/")[2]))
+    return found
+
+
+def end_holders(uid: int, wait_s: float = 5.0) -> list[int]:
+    """Kill every process holding `uid` and wait until none is left (at most `wait_s`): a sandbox's uid is its
+    alone, so whatever still holds it when the sandbox is released (a daemon that left its process group, or one
+    its pid namespace is still tearing down) is the sandbox's. Stopped first, so a forking one cannot outrun it;
+    returns the pids found."""
+    seen: set[int] = set()
+    deadline = time.monotonic() + wait_s
+    while (found := holders(uid)) and time.monotonic() < deadline:
+        seen.update(found)
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in found:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+        time.sleep(0.01)
+    return sorted(seen)
 
 
 def names_an_account(uid: int) -> bool:
