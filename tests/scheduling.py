@@ -19,6 +19,7 @@ DEMO_READERS = frozenset(
 TIMED_ON_THE_CPU = (
     "tests/eval/test_hacks.py::test_timing_hack_is_caught_by_the_harness_from_outside",
     "tests/eval/test_timing.py::test_an_honest_candidate_timed_on_the_cpu_is_accepted_with_every_measurement",
+    "tests/eval/test_freeze.py::test_no_candidate_process_runs_while_a_baseline_is_timed",
     "tests/eval/test_timing.py::test_a_timing_finding_that_a_second_timing_does_not_show_is_not_reported",
     "tests/eval/test_isolation.py::test_the_correctness_process_is_gone_before_the_baselines_are_timed",
     "tests/eval/test_timing.py::test_every_call_reads_another_input_set_than_the_call_before",

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -71,6 +72,9 @@ class WorkerProcess:
         """Whether the worker said `started` (its imports done), which it does once, before its setup."""
         self.born = time.monotonic()
         self._pid: int | None = None
+        self.token = token
+        self.frozen: list[int] | None = None
+        """The pids `freeze` stopped, until `thaw`."""
         self.sock, theirs = socket.socketpair()
         solution_dir, cache_dir = work / "solution", work / "cache"
         env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
@@ -139,6 +143,7 @@ class WorkerProcess:
             self.expect(Started)
 
     def send(self, message: BaseModel, binding: Any = None) -> None:
+        self.thaw()  # a frozen worker could not answer
         try:
             channel.send(self.sock.fileno(), message.model_dump(mode="json"))
             if binding is not None:
@@ -234,6 +239,30 @@ class WorkerProcess:
             detail=f"the {self.role} process exited with status {rc} before the harness was done",
         )
 
+    def freeze(self) -> None:
+        """Stop the worker and every process it started (SIGSTOP, which no code can catch or delay), so that none
+        of its code runs, on the host or queueing GPU work, while the harness times another process: the
+        candidate's processes are frozen while the baselines are timed. Found as the worker's process tree (under
+        bwrap every process of the sandbox is in it, orphans reparented to the sandbox's init) and, unsandboxed,
+        every process carrying the eval's token. A tree that keeps running is a finding."""
+        if self.frozen is not None or self.proc.poll() is not None:
+            return
+
+        def find() -> list[int]:
+            return sorted(set(tree(self.proc.pid)) | ({*carrying(self.token)} if not self.sandboxed else set()))
+
+        stopped = stop_all(find)
+        if stopped is None:
+            self.kill()
+            what = f"the {self.role} process's children could not all be stopped while another process was timed"
+            raise CandidateGone(Finding(reason=Reason.THREADS_LEFT, detail=what))
+        self.frozen = stopped
+
+    def thaw(self) -> None:
+        if self.frozen is not None:
+            resume(self.frozen)
+            self.frozen = None
+
     def kill(self) -> None:
         """Kill the process group: the worker and anything it started that is still there."""
         try:
@@ -272,9 +301,8 @@ def parse(raw: dict[str, Any]) -> Any:
         raise channel.Malformed(f"a message that cannot be validated ({type(exc).__name__})") from None
 
 
-def _descendant(root: int, marker: bytes) -> int | None:
-    """The nearest descendant of `root` (itself included) that runs this Python with `marker` in its command line
-    (under bwrap the sandboxed interpreter, not bwrap, whose own command line holds the whole command)."""
+def _children() -> dict[int, list[int]]:
+    """Every process's children, from /proc (a process that exits meanwhile is left out)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -284,9 +312,55 @@ def _descendant(root: int, marker: bytes) -> int | None:
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(entry))
-    queue = [root]
+    return children
+
+
+def tree(root: int) -> list[int]:
+    """`root` and its descendants, nearest first."""
+    children, found, queue = _children(), [], [root]
     while queue:
         pid = queue.pop(0)
+        found.append(pid)
+        queue += children.get(pid, [])
+    return found
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (R, S, D, T, t, Z, X), "X" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "X"
+
+
+def stop_all(find: Callable[[], list[int]], rounds: int = 50) -> list[int] | None:
+    """SIGSTOP every process `find` names until a look finds none still running (a forking process cannot outrun
+    it: its children are found and stopped on the next look); the pids stopped, or None if some still ran after
+    `rounds` looks."""
+    stopped: set[int] = set()
+    for _ in range(rounds):
+        running = [pid for pid in find() if _state(pid) not in "TtZX"]
+        if not running:
+            return sorted(stopped)
+        for pid in running:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.add(pid)
+        time.sleep(0.0005)
+    return None
+
+
+def resume(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGCONT)
+
+
+def _descendant(root: int, marker: bytes) -> int | None:
+    """The nearest descendant of `root` (itself included) that runs this Python with `marker` in its command line
+    (under bwrap the sandboxed interpreter, not bwrap, whose own command line holds the whole command)."""
+    for pid in tree(root):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = f.read().split(b"\0")
@@ -294,26 +368,31 @@ def _descendant(root: int, marker: bytes) -> int | None:
             argv = []
         if argv and argv[0] == os.fsencode(sys.executable) and marker in argv:
             return pid
-        queue += children.get(pid, [])
     return None
+
+
+def carrying(token: str) -> list[int]:
+    """The processes whose environment carries the eval's token (this one aside)."""
+    marker = f"JG_EVAL_TOKEN={token}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if marker in f.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
 
 
 def sweep(token: str, rounds: int = 5) -> list[int]:
     """Kill every process whose environment carries the eval's token (what an unsandboxed candidate left
     behind, daemons included); returns their pids. Stops them first, so a forking one cannot outrun it."""
     killed: list[int] = []
-    marker = f"JG_EVAL_TOKEN={token}".encode()
     for _ in range(rounds):
-        found = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
-                continue
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    if marker in f.read().split(b"\0"):
-                        found.append(int(entry))
-            except OSError:
-                continue
+        found = carrying(token)
         if not found:
             break
         for sig in (signal.SIGSTOP, signal.SIGKILL):

@@ -227,6 +227,8 @@ class TimingPhase:
         proc = self.worker(name)
         ring = "ring" if keep else None
         clock = proc.cpu_ms if self.ev.device == "cpu" else (lambda: time.perf_counter() * 1e3)
+        if name != "candidate":
+            self.cand.freeze()  # no candidate code runs while a baseline is timed; sending to it thaws it
         self.ev.sync()
         start = clock()
         proc.send(
@@ -486,6 +488,7 @@ class TimingPhase:
         for name, t in times.items():
             results[name]["fresh_median_ms"] = statistics.median(t)
         if ev.o.do_bench:
+            self.cand.freeze()
             for name in self.names[1:]:
                 self.base.send(DoBench(fn=name, inputs="tin", pad_ms=self.pad_ms))
                 results[name]["do_bench_ms"] = self.base.expect(Benched).median_ms
