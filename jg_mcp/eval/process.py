@@ -335,18 +335,24 @@ def _state(pid: int) -> str:
 
 
 def stop_all(find: Callable[[], list[int]], rounds: int = 50) -> list[int] | None:
-    """SIGSTOP every process `find` names until a look finds none still running (a forking process cannot outrun
-    it: its children are found and stopped on the next look); the pids stopped, or None if some still ran after
-    `rounds` looks."""
+    """SIGSTOP every process `find` names, and look again until a look finds no process not yet stopped (a process
+    forking as it is stopped has its children found on the next look); the pids stopped, or None if new ones still
+    appeared after `rounds` looks. It relies on the signal, not on the state /proc reports (which a sandboxing
+    kernel such as gVisor may report otherwise): a signalled process runs no more code of its own once the signal
+    is delivered, on its next return to user space."""
     stopped: set[int] = set()
     for _ in range(rounds):
-        running = [pid for pid in find() if _state(pid) not in "TtZX"]
-        if not running:
+        new = [pid for pid in find() if pid not in stopped and _state(pid) not in "ZX"]
+        if not new:
+            for _ in range(10):  # a moment for the stops to show where /proc reports them (microseconds on Linux)
+                if all(_state(pid) in "TtZX" for pid in stopped):
+                    break
+                time.sleep(0.0005)
             return sorted(stopped)
-        for pid in running:
+        for pid in new:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGSTOP)
-                stopped.add(pid)
+            stopped.add(pid)
         time.sleep(0.0005)
     return None
 
