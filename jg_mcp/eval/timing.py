@@ -27,7 +27,9 @@ into a ring of harness buffers with a slot per call of the block, poisoned befor
 a call of its choosing after the block, so any call may be the one checked. Fresh-input calls (inputs written
 into the process's buffers just before each single call, so no callable could have seen them) must be about as
 fast as the timed ones, as they are for the baselines. The candidate's process and the baselines' each map copies
-of their own (inputs, ring, fresh inputs): the candidate cannot write what a baseline reads while it is timed.
+of their own (inputs, ring, fresh inputs): the candidate cannot write what a baseline reads while it is timed,
+and its whole process tree is stopped (SIGSTOP, from the harness) while a baseline is timed, so none of its code
+runs beside the baselines' calls.
 """
 
 from __future__ import annotations
