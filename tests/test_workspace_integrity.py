@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from jg_mcp.live import workspace
+from jg_mcp.live import walk, workspace
 from jg_mcp.live.runner import Argv, Runner, quota_notice
 from jg_mcp.live.workspace import Workspace
 
@@ -109,14 +109,14 @@ def test_a_quota_check_past_its_depth_or_entry_bound_says_what_it_did_not_count(
     d = deep.joinpath(*["d"] * 8)
     d.mkdir(parents=True)
     (d / "f").write_bytes(b"x")
-    monkeypatch.setattr(workspace, "SCAN_DEPTH", 4)
+    monkeypatch.setattr(walk, "SCAN_DEPTH", 4)
     notice = quota_notice(deep, 1000)
     assert notice is not None and "deeper than 4" in notice
     wide = tmp_path / "wide"
     wide.mkdir()
     for i in range(300):
         (wide / str(i)).write_bytes(b"x")
-    monkeypatch.setattr(workspace, "SCAN_ENTRIES", 100)
+    monkeypatch.setattr(walk, "SCAN_ENTRIES", 100)
     notice = quota_notice(wide, 1000)
     assert notice is not None and "100 entries" in notice
 
@@ -126,7 +126,7 @@ def test_a_scan_stops_at_its_entry_bound_and_is_partial(tmp_path, monkeypatch):
     for i in range(300):
         (root / f"{i:03}").mkdir(parents=True)
     ws = Workspace(root)
-    monkeypatch.setattr(workspace, "SCAN_ENTRIES", 100)
+    monkeypatch.setattr(walk, "SCAN_ENTRIES", 100)
     scan = ws.scan()
     assert scan.partial and any("100 entries" in s for s in scan.skipped)
 

@@ -23,7 +23,7 @@ from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel
 
 from jg_mcp.live import safefs
-from jg_mcp.live.workspace import Commands, Walk, commands_in
+from jg_mcp.live.walk import Commands, Walk, commands_in
 
 MAX_PARALLEL_COMMANDS = 4
 """Most commands of one runner (one session) running at once; more wait their turn. Each sandboxed command has

@@ -28,7 +28,7 @@ from jg_mcp.live.paging import NotText, read_page
 from jg_mcp.live.runner import CommandResult
 from jg_mcp.live.session import Session, outcome
 from jg_mcp.live.stdio import OVERSIZED, UNREADABLE, serve_stdio, storable
-from jg_mcp.live.workspace import shown
+from jg_mcp.live.walk import shown
 from jg_mcp.record.transcript import WRITE_BLOB_CAP, Request, Response, sha256_bytes
 
 MAX_REQUEST_BYTES = WRITE_BLOB_CAP + 1024 * 1024
