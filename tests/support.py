@@ -291,7 +291,7 @@ class HttpServer:
         return self.proc.wait(timeout=30)
 
     def transcripts_by_run(self) -> dict:
-        from jg_mcp.record.transcript import read_transcript
+        from jg_mcp.record.reading import read_transcript
 
         return {p.stem: read_transcript(p) for p in self.transcripts.glob("*.jsonl")}
 

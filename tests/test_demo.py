@@ -8,7 +8,7 @@ import pytest
 
 from jg_mcp.gpu import query_gpu
 from jg_mcp.record import steps
-from jg_mcp.record.transcript import read_transcript
+from jg_mcp.record.reading import read_transcript
 from tests.support import demo
 
 pytestmark = pytest.mark.slow

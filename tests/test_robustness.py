@@ -22,7 +22,7 @@ from jg_mcp.live import lifeline
 from jg_mcp.live.sandbox import Bwrap
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
-from jg_mcp.record.transcript import read_transcript
+from jg_mcp.record.reading import read_transcript
 from tests.support import GEMM_FP8, bwrap_missing, serve_argv
 
 BWRAP_MISSING = bwrap_missing()

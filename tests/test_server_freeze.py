@@ -22,7 +22,7 @@ from jg_mcp.live import workspace
 from jg_mcp.live.http import ConnectionPool
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
-from jg_mcp.record.transcript import read_transcript
+from jg_mcp.record.reading import read_transcript
 from tests.support import GEMM_FP8, MCP_HEADERS, REPO, TOKEN, HttpServer, wait_until
 from tests.support import INIT as HTTP_INIT
 

@@ -10,7 +10,8 @@ import pytest
 from mcp import Client
 
 from jg_mcp.campaign.conditions import CONDITIONS
-from jg_mcp.record.transcript import COMMAND_BLOB_CAP, WRITE_BLOB_CAP, read_transcript
+from jg_mcp.record.reading import read_transcript
+from jg_mcp.record.transcript import COMMAND_BLOB_CAP, WRITE_BLOB_CAP
 
 
 def session_run(server, fn, timeout_s=120):

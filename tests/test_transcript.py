@@ -13,16 +13,8 @@ from jg_mcp.errors import TranscriptError
 from jg_mcp.live.runner import command_env
 from jg_mcp.live.sandbox import Bwrap, SandboxLimits
 from jg_mcp.live.session import recordable_env
-from jg_mcp.record.transcript import (
-    FORMAT_VERSION,
-    GENESIS,
-    Header,
-    Notice,
-    TranscriptWriter,
-    blobs_dir,
-    read_transcript,
-    sha256_bytes,
-)
+from jg_mcp.record.reading import read_transcript
+from jg_mcp.record.transcript import FORMAT_VERSION, GENESIS, Header, Notice, TranscriptWriter, blobs_dir, sha256_bytes
 from jg_mcp.scripted import call
 from tests.support import bwrap_missing
 
@@ -251,7 +243,7 @@ def test_an_unkeyed_transcript_says_authenticity_is_unchecked_and_fails_a_keyed_
 
 
 def test_a_short_or_shared_key_file_is_refused(tmp_path):
-    from jg_mcp.record.transcript import read_key
+    from jg_mcp.record.keys import read_key
 
     key = tmp_path / "k"
     key.write_bytes(b"short\n")

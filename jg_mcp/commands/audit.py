@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     input_file(args.goal, "--goal")
     output_file(args.json, "--json")
     output_file(args.html, "--html")
-    from jg_mcp.record.transcript import read_key
+    from jg_mcp.record.keys import read_key
 
     key = read_key(args.key_file) if args.key_file else None
     report = audit.audit(args.transcript, args.eval_report, args.goal, key)

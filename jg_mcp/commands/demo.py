@@ -21,7 +21,7 @@ import anyio
 from jg_mcp.commands.arguments import new_dir
 from jg_mcp.errors import JgError
 from jg_mcp.gpu import query_gpu
-from jg_mcp.record.transcript import read_transcript
+from jg_mcp.record.reading import read_transcript
 
 if TYPE_CHECKING:
     from mcp import StdioServerParameters

@@ -20,7 +20,7 @@ from jg_mcp.errors import UsageError
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
 from jg_mcp.live.sandbox import MODES, Bwrap, NoSandbox, Sandbox, SandboxLimits, choose
 from jg_mcp.live.session import CLOSE_WAIT_S, Session, new_run_id
-from jg_mcp.record.transcript import read_key
+from jg_mcp.record.keys import read_key
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer

@@ -26,7 +26,8 @@ from jg_mcp.gpu import query_gpu
 from jg_mcp.live.runner import Runner
 from jg_mcp.live.sandbox import SECRET_VALUE, Sandbox, is_secret, sandbox_of
 from jg_mcp.live.workspace import Scan, Workspace
-from jg_mcp.record.transcript import COMMAND_BLOB_CAP, Close, FileChange, Header, Notice, TranscriptWriter, key_id
+from jg_mcp.record.keys import key_id
+from jg_mcp.record.transcript import COMMAND_BLOB_CAP, Close, FileChange, Header, Notice, TranscriptWriter
 
 logger = log.get("jg_mcp.live.session")
 Wrap = Callable[[list[str]], list[str]]

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import hmac
-import json
 import os
 import secrets
 import threading
@@ -37,11 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from jg_mcp import log
-from jg_mcp.errors import KeyFileRefused, TranscriptError
+from jg_mcp.errors import TranscriptError
 from jg_mcp.live.safefs import read_bounded
+from jg_mcp.record.keys import mac_line
 
 FORMAT_VERSION = 4
 """1: the first format. 2: the header records the commands' environment and the sandbox limits.
@@ -182,43 +181,6 @@ def sha256_bytes(data: bytes) -> str:
 
 def blobs_dir(path: Path) -> Path:
     return path.with_suffix(".blobs")
-
-
-KEY_ID_TEXT = b"jg-mcp transcript key id"
-MAC_NULL = b'"mac":null'
-
-
-def key_id(key: bytes) -> str:
-    return hmac.new(key, KEY_ID_TEXT, hashlib.sha256).hexdigest()[:16]
-
-
-def read_key(path: Path) -> bytes:
-    """A transcript key from a file (surrounding whitespace dropped); at least 16 bytes, and the file readable by
-    its owner only (commands run as another user must not read it)."""
-    try:
-        if os.stat(path).st_mode & 0o077:
-            raise KeyFileRefused(path, "the key file is readable or writable by others: chmod 600 it")
-        key = Path(path).read_bytes().strip()
-    except OSError as exc:
-        raise KeyFileRefused(path, f"cannot read the key file: {exc.strerror or exc}") from None
-    if len(key) < 16:
-        raise KeyFileRefused(path, f"the key file holds {len(key)} bytes; a transcript key needs at least 16")
-    return key
-
-
-def mac_line(line: bytes, key: bytes) -> bytes:
-    """`line` (dumped with `"mac":null`) with its HMAC filled in. `mac` follows seq, prev and ts, which hold
-    no such text, so the first occurrence is the field."""
-    tag = hmac.new(key, line, hashlib.sha256).hexdigest()
-    return line.replace(MAC_NULL, b'"mac":"' + tag.encode() + b'"', 1)
-
-
-def mac_ok(line: bytes, mac: str | None, key: bytes) -> bool:
-    """Whether `line`, as written, carries a valid HMAC under `key`."""
-    if not mac:
-        return False
-    unsigned = line.replace(b'"mac":"' + mac.encode() + b'"', MAC_NULL, 1)
-    return unsigned != line and hmac.compare_digest(mac, hmac.new(key, unsigned, hashlib.sha256).hexdigest())
 
 
 @dataclass
@@ -466,56 +428,3 @@ class TranscriptWriter:
         finally:
             tmp.unlink(missing_ok=True)
         return True
-
-
-class ReadResult(BaseModel):
-    events: list[Any]
-    truncated: bool = False
-    """The last line was cut mid-write (the server was killed)."""
-    closed: bool = False
-
-
-def newer_version(data: Any) -> int | None:
-    """The format version of a header newer than this reader, else None (checked before validation,
-    which a newer header's new fields would fail with a less useful message)."""
-    if isinstance(data, dict) and data.get("event") == "header":
-        version = data.get("format_version")
-        if isinstance(version, int) and version > FORMAT_VERSION:
-            return version
-    return None
-
-
-def read_transcript(path: str | Path, verify: bool = True) -> ReadResult:
-    """Parse a transcript; with `verify`, check sequence numbers and the hash chain.
-
-    A final line without a newline is what a killed server leaves: it is reported as
-    `truncated` and ignored. Any other problem raises TranscriptError naming the line.
-    """
-    path = Path(path)
-    raw = path.read_bytes()
-    lines = raw.split(b"\n")
-    truncated = lines[-1] != b""
-    body = lines[:-1]
-    events: list[Any] = []
-    prev = GENESIS
-    for i, line in enumerate(body, start=1):
-        try:
-            data = json.loads(line)
-            if (newer := newer_version(data)) is not None:
-                raise TranscriptError(path, i, f"format version {newer} is newer than {FORMAT_VERSION}")
-            event = EVENT.validate_python(data)
-        except (json.JSONDecodeError, ValidationError) as exc:
-            raise TranscriptError(path, i, f"not a valid event: {str(exc).splitlines()[0]}") from None
-        if verify:
-            if event.seq != i - 1:
-                raise TranscriptError(path, i, f"sequence number {event.seq}, expected {i - 1}")
-            if event.prev != prev:
-                raise TranscriptError(path, i, "hash chain broken: the previous line was changed or removed")
-            if (i == 1) != isinstance(event, Header):
-                raise TranscriptError(path, i, "the header must be the first line and only the first")
-        prev = sha256_bytes(line)
-        events.append(event)
-    if not events and verify:
-        raise TranscriptError(path, 1, "empty transcript: no header")
-    closed = bool(events) and isinstance(events[-1], Close)
-    return ReadResult(events=events, truncated=truncated, closed=closed)

@@ -14,7 +14,7 @@ from jg_mcp.goals import load_goal
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
 from jg_mcp.record import audit
-from jg_mcp.record.transcript import read_transcript
+from jg_mcp.record.reading import read_transcript
 from tests.support import DEMO_GOAL
 
 
