@@ -363,3 +363,14 @@ def test_what_a_killed_server_left_unsealed_is_sealed_before_its_uid_is_handed_o
     finally:
         nxt.release()
     assert UidPool(tmp_path / "locks").take(62500, 1) == 62500  # released cleanly: nothing noted, nothing to seal
+
+
+def test_a_run_directory_is_reachable_by_its_owner_only(gemm_goal, tmp_path):
+    """While a command runs, the sandbox uid owns the workspace and may open it (chmod 755 .) and leave a setuid
+    file there until the command's end seals it: the run directory above it lets no other local user reach it."""
+    session = Session(gemm_goal, runs_dir=tmp_path / "runs", transcripts_dir=tmp_path / "tr", run_id="r1")
+    try:
+        assert stat.S_IMODE((tmp_path / "runs" / "r1").stat().st_mode) == 0o700
+        assert session.workspace.root == tmp_path / "runs" / "r1" / "workspace"
+    finally:
+        session.close("test finished")

@@ -141,7 +141,13 @@ class Session:
     ):
         self.loaded = loaded
         self.run_id = run_id or new_run_id(loaded.name)
-        root = Path(workspace_dir) if workspace_dir else Path(runs_dir) / self.run_id / "workspace"
+        if workspace_dir:
+            root = Path(workspace_dir)
+        else:  # the run's directory is its owner's alone: the sandbox uid may open the workspace while it runs
+            run = Path(runs_dir) / self.run_id
+            run.mkdir(mode=0o700, parents=True, exist_ok=True)
+            run.chmod(0o700)
+            root = run / "workspace"
         root.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(loaded.module_path, root / REFERENCE_FILE)
         (root / REFERENCE_FILE).chmod(0o444)
