@@ -49,7 +49,15 @@ from jg_mcp.eval.policy_tables import (
 )
 from jg_mcp.eval.report import Finding, Reason
 from jg_mcp.eval.source_ast import annotation_nodes, bindings, contains, fold_lengths, fold_text, is_getattr
-from jg_mcp.eval.trusted import UNKNOWN, is_tensor_method, is_torch_machinery, step, trusted
+from jg_mcp.eval.trusted import (
+    UNKNOWN,
+    builtin_class,
+    is_tensor_machinery,
+    is_tensor_method,
+    is_torch_machinery,
+    step,
+    trusted,
+)
 
 
 def _refused_objects() -> dict[int, tuple[Reason, str]]:
@@ -178,7 +186,8 @@ class _Scan(ast.NodeVisitor):
             return obj
         if id(obj) in self.refused:
             reason, what = self.refused[id(obj)]
-            self.add(reason, node, f"`{dotted}` is {what}: dynamic code and reflection are not allowed")
+            why = "" if reason == Reason.STATIC_FORBIDDEN else ": dynamic code and reflection are not allowed"
+            self.add(reason, node, f"`{dotted}` is {what}{why}")
             return obj
         if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
             root = str(getattr(obj, "__module__", None) or "").split(".")[0]
@@ -198,10 +207,13 @@ class _Scan(ast.NodeVisitor):
 
     def check_name(self, dotted: str, node: ast.AST) -> None:
         """A dotted name rooted at an imported module: forbidden APIs, private and refused torch parts."""
+        parts = dotted.split(".")
         for bad in self.forbidden:
+            leaf = bad.rsplit(".", 1)[-1]
             if dotted == bad or dotted.startswith(bad + "."):
                 self.add(Reason.STATIC_FORBIDDEN, node, f"uses forbidden `{bad}` (as `{dotted}`)")
-        parts = dotted.split(".")
+            elif bad.startswith("torch.") and parts[0] == "torch" and parts[-1] == leaf and len(leaf) > 3:
+                self.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` has the name of forbidden `{bad}` in torch")
         if parts[0] == "torch" and len(parts) > 1 and in_family(parts[-1], self.members):
             self.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` is a library op of a forbidden operator family")
         if parts[0] == "os" and dotted not in ("os", "os.environ", "os.environ.get", "os.getenv"):
@@ -261,6 +273,12 @@ class _Scan(ast.NodeVisitor):
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node in parent.decorator_list:
             return True
         if isinstance(parent, ast.ExceptHandler):
+            return True
+        if isinstance(parent, ast.Subscript) and parent.value is not node:  # a type parameter: Tuple[torch.Tensor]
+            return True
+        if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.BitOr):  # a union: torch.Tensor | None
+            return True
+        if isinstance(parent, ast.Call) and self.dotted(parent.func) == "typing.cast" and parent.args[:1] == [node]:
             return True
         if isinstance(parent, ast.Tuple):
             return self.type_position(parent, getattr(parent, "parent", None))
@@ -337,9 +355,16 @@ class _Scan(ast.NodeVisitor):
                 self.check_name(self.aliases[node.id], node)
             if isinstance(node.ctx, ast.Load):
                 self.check_value(node, self.aliases[node.id], self.check_reach(self.aliases[node.id], node))
-        if node.id in DYNAMIC_NAMES:
-            self.add(Reason.STATIC_DYNAMIC, node, f"`{node.id}`: dynamic code and reflection are not allowed")
         parent = getattr(node, "parent", None)
+        asks_type = (
+            node.id == "type"
+            and isinstance(parent, ast.Call)
+            and parent.func is node
+            and len(parent.args) == 1
+            and not parent.keywords
+        )  # type(x) names x's class; only type(name, bases, dict) makes one
+        if node.id in DYNAMIC_NAMES and not asks_type:
+            self.add(Reason.STATIC_DYNAMIC, node, f"`{node.id}`: dynamic code and reflection are not allowed")
         if node.id in REFLECTION_CALLS and not (isinstance(parent, ast.Call) and parent.func is node):
             what = f"`{node.id}` referenced, not called: dynamic access under another name"
             self.add(Reason.STATIC_DYNAMIC, node, what)
@@ -354,6 +379,9 @@ class _Scan(ast.NodeVisitor):
         self.check_annotation(node.annotation)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if node.name == "__del__":
+            what = "defines a finalizer (`__del__`): it runs when the interpreter chooses, outside the timed call"
+            self.add(Reason.STATIC_DYNAMIC, node, what)
         if node.name in SUBCLASS_ATTRS:
             self.add(Reason.STATIC_SUBCLASS, node, f"defines the torch hook `{node.name}`: tensor subclasses and modes")
         self.check_annotation(node.returns)
@@ -426,7 +454,7 @@ class _Scan(ast.NodeVisitor):
             return
         for bad in self.forbidden:
             leaf = bad.rsplit(".", 1)[-1]
-            if (len(leaf) > 3 and leaf in text) or text == bad:
+            if text in (bad, leaf) or text.endswith("." + leaf):
                 self.add(Reason.STATIC_FORBIDDEN, node, f"string names forbidden `{bad}`: {text!r}")
 
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -441,15 +469,19 @@ class _Scan(ast.NodeVisitor):
             self.add(Reason.STATIC_MONKEYPATCH, target, f"assigns `{dotted}` of an imported module")
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        """A base must be an imported class (not torch's: a tensor, a mode) or a class this file defines once;
-        anything else (a parameter, a computed base, `*bases`) could be torch.Tensor under another name."""
+        """A base must be an imported class (of torch's, not a tensor or a mode), a builtin class, or a class this
+        file defines once; anything else (a parameter, a computed base, `*bases`) could be torch.Tensor under another
+        name."""
         if node.name in SUBCLASS_ATTRS:
             self.add(Reason.STATIC_SUBCLASS, node, f"defines the torch machinery name `{node.name}`")
         for base in node.bases:
             target = base.value if isinstance(base, ast.Subscript) else base
             if (dotted := self.dotted(target)) is not None:
-                if dotted.startswith("torch."):
+                obj = self.resolve(dotted)
+                if dotted.startswith("torch.") and (not isinstance(obj, type) or is_tensor_machinery(obj)):
                     self.add(Reason.STATIC_SUBCLASS, node, f"class `{node.name}` subclasses `{dotted}`")
+            elif isinstance(target, ast.Name) and builtin_class(target.id) and target.id not in self.aliases:
+                continue
             elif not (isinstance(target, ast.Name) and target.id in self.local_classes):
                 what = ast.unparse(base) if len(ast.dump(base)) < 200 else "a computed base"
                 self.add(
@@ -476,6 +508,11 @@ def static_check(source: str, forbidden: list[str], allowed: set[str] | None = N
     scan = _Scan(forbidden=family_names(forbidden), allowed=ALLOWED_MODULES | (allowed or set()))
     scan.members = family_members(forbidden)
     scan.refused = _refused_objects()
+    for bad in scan.forbidden:  # a forbidden API reached under any other name is the same object
+        scan.resolve_prefixes(bad)
+        obj = scan.resolve(bad)
+        if obj is not UNKNOWN and not isinstance(obj, (types.ModuleType, type)) and id(obj) not in scan.refused:
+            scan.refused[id(obj)] = (Reason.STATIC_FORBIDDEN, f"the forbidden `{bad}`")
     scan.native = "cpp_extension" in source
     scan.prepare(tree)
     scan.scan(tree)
@@ -499,5 +536,6 @@ def policy_text(forbidden: list[str], allowed: set[str] | None = None) -> str:
         "built with torch.utils.cpp_extension may not call cuBLAS, cuDNN, CUTLASS or ATen operators. A forbidden "
         "API is forbidden under every spelling (alias, method, string). A module, or a torch or triton class, may be "
         "used only through its attributes, calls, type tests, annotations and as a base class, not bound to another "
-        "name or passed around; no function may be named __torch_function__ or __torch_dispatch__."
+        "name or passed around; no function may be named __torch_function__ or __torch_dispatch__, and no "
+        "class may define a finalizer (__del__)."
     )

@@ -4,6 +4,7 @@ trusted; the candidate's code never runs here)."""
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import importlib
 import sys
@@ -55,3 +56,16 @@ def is_tensor_method(name: str) -> bool:
     except ImportError:
         return True
     return hasattr(torch.Tensor, name)
+
+
+def is_tensor_machinery(cls: type) -> bool:
+    """torch.Tensor itself, a subclass of it, or a torch function/dispatch mode: what no class may derive from."""
+    torch = sys.modules.get("torch")
+    return torch is not None and (cls is torch.Tensor or is_torch_machinery(cls))
+
+
+def builtin_class(name: str) -> bool:
+    """A builtin class a solution may derive from (an exception, `object`, a container); not `type`, which makes
+    classes."""
+    obj = getattr(builtins, name, None)
+    return isinstance(obj, type) and obj is not type

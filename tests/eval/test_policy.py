@@ -370,3 +370,54 @@ def test_the_recorder_sees_ops_whose_names_contain_a_forbidden_leaf():
         torch.exp(x)
     assert "log_sigmoid_forward" in recorder.seen and "exp" not in recorder.seen
     assert "logcumsumexp" in lse.seen
+
+
+SWIGLU_FORBIDDEN = ["torch.compile", "torch.nn.functional.silu", "torch.sigmoid"]
+
+
+@pytest.mark.parametrize(
+    ("src", "forbidden"),
+    [
+        ("import torch\nc = torch.compiler.compile(len)\n", SWIGLU_FORBIDDEN),
+        ("import torch.nn.functional as F\ndef k(a, b):\n    return F.conv1d(a, b)\n", ["torch.matmul"]),
+        ("import torch.nn.functional as F\ndef k(x):\n    return F.normalize(x, dim=-1)\n", ["torch.rms_norm"]),
+    ],
+    ids=["compile-under-another-namespace", "matmul-as-convolution", "rms_norm-as-normalize"],
+)
+def test_a_forbidden_api_under_another_torch_name_or_as_a_library_relative_is_refused(src, forbidden):
+    """Red team, fourth pass: each was accepted. A forbidden torch name's leaf is forbidden in every torch namespace
+    (and any name reaching the same object); a convolution is a library matrix product, a normalisation a norm."""
+    assert Reason.STATIC_FORBIDDEN in reasons(src, forbidden)
+
+
+def test_a_finalizer_is_refused():
+    """`__del__` runs when the interpreter chooses, after the timed call: it could queue GPU work that the freeze of
+    the candidate's processes does not stop, beside the baselines' timed calls."""
+    src = "class Tail:\n    def __del__(self):\n        pass\n"
+    assert Reason.STATIC_DYNAMIC in reasons(src)
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch\nclass F(torch.autograd.Function):\n    @staticmethod\n"
+        "    def forward(ctx, x):\n        return x\n",
+        "import torch\nclass M(torch.nn.Module):\n    pass\n",
+        "class ShapeError(ValueError):\n    pass\n\n\nclass Plain(object):\n    pass\n",
+        "from typing import Optional, Tuple\nimport torch\nPair = Tuple[torch.Tensor, torch.Tensor]\n"
+        "Maybe = Optional[torch.Tensor]\n",
+        "import torch\nOut = torch.Tensor | None\n",
+        "import typing\nimport torch\ndef k(x):\n    return typing.cast(torch.Tensor, x)\n",
+        "def k(a, b):\n    if type(a) is not type(b):\n        raise TypeError('mismatch')\n    return a\n",
+        'NAME = "swiglu_silu_mul"\n',
+    ],
+    ids=["autograd-function", "nn-module", "builtin-bases", "type-aliases", "union-alias", "cast", "type-of", "name"],
+)
+def test_honest_idioms_the_red_team_saw_refused_are_allowed(src):
+    """Fourth pass: common honest code the policy refused (a false rejection is as bad as a false acceptance)."""
+    assert reasons(src, SWIGLU_FORBIDDEN) == set()
+
+
+def test_a_tensor_subclass_or_a_class_made_by_type_stays_refused():
+    assert Reason.STATIC_SUBCLASS in reasons("import torch\nclass T(torch.Tensor):\n    pass\n")
+    assert Reason.STATIC_DYNAMIC in reasons("T = type('T', (object,), {})\n")
