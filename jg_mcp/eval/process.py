@@ -31,6 +31,7 @@ from jg_mcp.eval.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, filter_fi
 from jg_mcp.eval.messages import WORKER_MESSAGE, Bind, Bound, Setup, Started, WorkerError
 from jg_mcp.eval.report import Finding, Reason
 from jg_mcp.live import lifeline
+from jg_mcp.live.uids import stop_then_kill
 
 M = TypeVar("M", bound=BaseModel)
 TAIL_BYTES = 4000
@@ -401,12 +402,7 @@ def sweep(token: str, rounds: int = 5) -> list[int]:
         found = carrying(token)
         if not found:
             break
-        for sig in (signal.SIGSTOP, signal.SIGKILL):
-            for pid in found:
-                try:
-                    os.kill(pid, sig)
-                except OSError:
-                    pass
+        stop_then_kill(found)
         killed += found
         time.sleep(0.05)
     return sorted(set(killed))

@@ -58,7 +58,7 @@ from pydantic import BaseModel, ConfigDict
 from jg_mcp import log
 from jg_mcp.live import lifeline, seccomp
 from jg_mcp.live.runner import Argv, command_env
-from jg_mcp.live.uids import MAX_HAND_OVER_DEPTH, UIDS, SandboxError, UidPool, chown_tree, end_holders
+from jg_mcp.live.uids import UIDS, SandboxError, UidPool, chown_tree, end_holders, walk_fds
 
 logger = log.get("jg_mcp.live.sandbox")
 
@@ -223,35 +223,23 @@ def seal(root: Path) -> None:
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     root_fd = os.open(root, flags)
     os.fchmod(root_fd, 0o700)
-    stack = [(root_fd, os.scandir(root_fd))]
-    try:
-        while stack:
-            dfd, entries = stack[-1]
-            entry = next(entries, None)
-            if entry is None:
-                entries.close()
-                os.close(dfd)
-                stack.pop()
-                continue
-            try:
-                fd = os.open(entry.name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-            except OSError:
-                continue  # gone meanwhile
-            try:
-                st = os.fstat(fd)
-                if stat.S_ISLNK(st.st_mode):
-                    continue
-                if st.st_mode & SETID:  # through the descriptor: what was checked is what changes
-                    os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) & ~SETID)
-                if stat.S_ISDIR(st.st_mode) and len(stack) < MAX_HAND_OVER_DEPTH:
-                    child = os.open(".", flags, dir_fd=fd)
-                    stack.append((child, os.scandir(child)))
-            finally:
-                os.close(fd)
-    finally:
-        for dfd, entries in stack:
-            entries.close()
-            os.close(dfd)
+
+    def visit(dfd: int, entry: os.DirEntry[str], may_enter: bool) -> int | None:
+        try:
+            fd = os.open(entry.name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+        except OSError:
+            return None  # gone meanwhile
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISLNK(st.st_mode):
+                return None
+            if st.st_mode & SETID:  # through the descriptor: what was checked is what changes
+                os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) & ~SETID)
+            return os.open(".", flags, dir_fd=fd) if stat.S_ISDIR(st.st_mode) and may_enter else None
+        finally:
+            os.close(fd)
+
+    walk_fds(root_fd, visit)
 
 
 class Bwrap:

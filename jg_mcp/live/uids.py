@@ -18,7 +18,7 @@ import signal
 import stat
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from jg_mcp.errors import JgError
@@ -71,14 +71,20 @@ def end_holders(uid: int, wait_s: float = 5.0) -> list[int]:
     deadline = time.monotonic() + wait_s
     while (found := holders(uid)) and time.monotonic() < deadline:
         seen.update(found)
-        for sig in (signal.SIGSTOP, signal.SIGKILL):
-            for pid in found:
-                try:
-                    os.kill(pid, sig)
-                except OSError:
-                    pass
+        stop_then_kill(found)
         time.sleep(0.01)
     return sorted(seen)
+
+
+def stop_then_kill(pids: list[int]) -> None:
+    """SIGSTOP every one of `pids`, then SIGKILL them: stopped first, none can fork or signal meanwhile (pids
+    already gone are passed over)."""
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
 
 
 def names_an_account(uid: int) -> bool:
@@ -163,14 +169,11 @@ UIDS = UidPool()
 """The pool every Bwrap takes from unless given another."""
 
 
-def chown_tree(root: Path, uid: int, keep: Iterable[str] = ()) -> None:
-    """chown `root` and everything under it (but `root`'s entries named in `keep`) to `uid`, through
-    directory fds without following links, so a command running meanwhile cannot redirect it outside."""
-    keep = set(keep)
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-    root_fd = os.open(root, flags)
-    if os.fstat(root_fd).st_uid != uid:
-        os.fchown(root_fd, uid, uid)
+def walk_fds(root_fd: int, visit: Callable[[int, os.DirEntry[str], bool], int | None]) -> None:
+    """Depth first under the open directory `root_fd` (taken, and closed with every other descriptor), never
+    following a link: `visit(dfd, entry, may_enter)` acts on one entry of the directory `dfd` and returns a
+    descriptor of it to go into, or None; `may_enter` is False below MAX_HAND_OVER_DEPTH levels. One descriptor per
+    level is open at a time, so a command running meanwhile cannot redirect the walk outside."""
     stack = [(root_fd, os.scandir(root_fd))]
     try:
         while stack:
@@ -181,18 +184,35 @@ def chown_tree(root: Path, uid: int, keep: Iterable[str] = ()) -> None:
                 os.close(dfd)
                 stack.pop()
                 continue
-            if dfd == root_fd and entry.name in keep:
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-                if st.st_uid != uid:
-                    os.chown(entry.name, uid, uid, dir_fd=dfd, follow_symlinks=False)
-                if stat.S_ISDIR(st.st_mode) and len(stack) < MAX_HAND_OVER_DEPTH:
-                    child = os.open(entry.name, flags, dir_fd=dfd)
-                    stack.append((child, os.scandir(child)))
-            except OSError:
-                continue
+            child = visit(dfd, entry, len(stack) < MAX_HAND_OVER_DEPTH)
+            if child is not None:
+                stack.append((child, os.scandir(child)))
     finally:
         for dfd, entries in stack:
             entries.close()
             os.close(dfd)
+
+
+def chown_tree(root: Path, uid: int, keep: Iterable[str] = ()) -> None:
+    """chown `root` and everything under it (but `root`'s entries named in `keep`) to `uid`, through
+    directory fds without following links, so a command running meanwhile cannot redirect it outside."""
+    keep = set(keep)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    root_fd = os.open(root, flags)
+    if os.fstat(root_fd).st_uid != uid:
+        os.fchown(root_fd, uid, uid)
+
+    def visit(dfd: int, entry: os.DirEntry[str], may_enter: bool) -> int | None:
+        if dfd == root_fd and entry.name in keep:
+            return None
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if st.st_uid != uid:
+                os.chown(entry.name, uid, uid, dir_fd=dfd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode) and may_enter:
+                return os.open(entry.name, flags, dir_fd=dfd)
+        except OSError:
+            pass
+        return None
+
+    walk_fds(root_fd, visit)
