@@ -33,7 +33,8 @@ from jg_mcp.eval.messages import Call, Done, ImportFailed, Ready, Release, Setup
 from jg_mcp.eval.ops import forbidden_ops
 from jg_mcp.eval.options import EvalOptions
 from jg_mcp.eval.policy import static_check
-from jg_mcp.eval.process import CandidateGone, WorkerProcess, sweep
+from jg_mcp.eval.process import CandidateGone, WorkerProcess
+from jg_mcp.eval.proctree import sweep
 from jg_mcp.eval.report import Environment, ErrorStats, EvalReport, Finding, Reason, ShapeResult, TimingMethod
 from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import Case, select_cases

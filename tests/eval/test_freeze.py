@@ -14,7 +14,8 @@ import time
 from eval_suite import CPU_TIMING, eval_solution
 
 from jg_mcp.eval.messages import Block, DoBench
-from jg_mcp.eval.process import WorkerProcess, _state, carrying, resume, stop_all, tree
+from jg_mcp.eval.process import WorkerProcess
+from jg_mcp.eval.proctree import carrying, resume, state, stop_all, tree
 
 HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
 SPINNERS = """
@@ -46,16 +47,16 @@ def test_a_forking_tree_and_its_orphans_are_all_stopped_and_then_resumed():
             return sorted(set(tree(root.pid)) | set(carrying(token)))
 
         def living() -> set[int]:
-            return {pid for pid in find() if _state(pid) != "Z"}  # the orphan's parent is a zombie
+            return {pid for pid in find() if state(pid) != "Z"}  # the orphan's parent is a zombie
 
         assert len(living()) == 3 and living() - set(tree(root.pid)), "the orphan is found by its token only"
         stopped = stop_all(find)
         assert stopped is not None and set(stopped) == living()
         time.sleep(0.05)
-        assert {_state(pid) for pid in living()} == {"T"}, "no process of the tree runs"
+        assert {state(pid) for pid in living()} == {"T"}, "no process of the tree runs"
         resume(stopped)
         time.sleep(0.05)
-        assert "T" not in {_state(pid) for pid in living()}, "every process runs again"
+        assert "T" not in {state(pid) for pid in living()}, "every process runs again"
     finally:
         for pid in find():
             os.kill(pid, signal.SIGKILL)
@@ -76,7 +77,7 @@ def test_no_candidate_process_runs_while_a_baseline_is_timed(tmp_path, timing_go
     def spy_send(self, message, binding=None):
         if self.role == "baseline" and isinstance(message, (Block, DoBench)):
             live = [p for p in made if p.role == "candidate" and p.proc.poll() is None]
-            checked.append({_state(pid) for p in live for pid in tree(p.proc.pid)})
+            checked.append({state(pid) for p in live for pid in tree(p.proc.pid)})
         return send(self, message, binding)
 
     monkeypatch.setattr(WorkerProcess, "__init__", spy_init)
