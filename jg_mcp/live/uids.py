@@ -18,7 +18,7 @@ import signal
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from jg_mcp.errors import JgError
@@ -31,35 +31,28 @@ class SandboxError(JgError):
     """bubblewrap was required but cannot run here, or no sandbox uid is free."""
 
 
-def running_uids() -> set[int]:
-    """Every uid a running process holds: real (what RLIMIT_NPROC counts), effective, saved and file-system. A
-    setuid file a session left runs with its uid as the effective one and another as the real one, and can still
-    write what that uid owns."""
-    uids: set[int] = set()
-    for status in glob.glob("/proc/[0-9]*/status"):
-        try:
-            with open(status) as f:
-                line = next(ln for ln in f if ln.startswith("Uid:"))
-        except (OSError, StopIteration):
-            continue
-        uids.update(int(field) for field in line.split()[1:5])
-    return uids
-
-
-def holders(uid: int) -> list[int]:
-    """The live processes (zombies aside) holding `uid` as their real, effective, saved or file-system uid."""
-    found = []
+def processes() -> Iterator[tuple[int, set[int], bool]]:
+    """Each process's pid, the uids it holds (real, effective, saved, file-system) and whether it is a zombie."""
     for status in glob.glob("/proc/[0-9]*/status"):
         try:
             with open(status) as f:
                 fields = dict(line.split(":", 1) for line in f if ":" in line)
-        except (OSError, ValueError):
+            uids = {int(x) for x in fields["Uid"].split()}
+        except (OSError, ValueError, KeyError):
             continue
-        if fields.get("State", "").split()[:1] == ["Z"]:
-            continue
-        if uid in {int(x) for x in fields.get("Uid", "").split()}:
-            found.append(int(status.split("/")[2]))
-    return found
+        yield int(status.split("/")[2]), uids, fields.get("State", "").split()[:1] == ["Z"]
+
+
+def running_uids() -> set[int]:
+    """Every uid a running process holds: real (what RLIMIT_NPROC counts), effective, saved and file-system. A
+    setuid file a session left runs with its uid as the effective one and another as the real one, and can still
+    write what that uid owns."""
+    return {uid for _, uids, _ in processes() for uid in uids}
+
+
+def holders(uid: int) -> list[int]:
+    """The live processes (zombies aside) holding `uid` as their real, effective, saved or file-system uid."""
+    return [pid for pid, uids, zombie in processes() if uid in uids and not zombie]
 
 
 def end_holders(uid: int, wait_s: float = 5.0) -> list[int]:
