@@ -234,7 +234,7 @@ def test_whatever_write_file_accepts_is_stored_whole_while_a_command_made_file_t
 def test_request_params_are_limited_in_bytes_as_the_transcript_holds_them(server, session):
     """The limit on what a request's params may hold counts UTF-8 bytes (what the transcript writes), not
     characters: params of 4-byte characters had passed at four times the limit, 60 MB a call."""
-    from jg_mcp.live.server import MAX_REQUEST_BYTES
+    from jg_mcp.live.recording import MAX_REQUEST_BYTES
 
     wide = "\U0001f600" * (MAX_REQUEST_BYTES // 4 + 1024)
     assert len(wide) < MAX_REQUEST_BYTES < len(wide.encode())

@@ -189,7 +189,7 @@ class BudgetCloser:
 
 def install(server: Any, pool: Any, budget: Budget, clock=time.monotonic) -> Budgets:
     """Wrap a built server's middleware chain with the budget (around the transcript middleware)."""
-    from jg_mcp.live.server import TranscriptMiddleware
+    from jg_mcp.live.recording import TranscriptMiddleware
 
     budgets = Budgets(budget, pool, clock)
     chain = server.middleware

@@ -25,7 +25,7 @@ from jg_mcp.record.keys import read_key
 if TYPE_CHECKING:
     from mcp.server import MCPServer
 
-    from jg_mcp.live.server import SessionPool
+    from jg_mcp.live.recording import SessionPool
 
 logger = log.get("jg_mcp.serve")
 DEFAULT_HOST = "127.0.0.1"

@@ -5,7 +5,7 @@ END for the changes recorded when the session closed. What replay, the audit and
 Responses and file changes name their request by JSON-RPC id only, so a call is found by id: a response pairs with
 the unanswered call of its id, a file change goes to that call (or, once answered, to the last call of its id: a
 cancelled call's changes may be recorded after its response). The server answers at once, with an error on the next
-line, a request whose id is already in flight (jg_mcp.live.server), so at most one call per id is ever unanswered
+line, a request whose id is already in flight (jg_mcp.live.recording), so at most one call per id is ever unanswered
 and that refusal pairs with the request before it. A transcript with two unanswered calls of one id (forged, or from
 an older server that served both) cannot say which response or change is whose: its record names each such request
 in `problems` (the audit reports them as integrity errors) and pairs by order, the earliest unanswered first.

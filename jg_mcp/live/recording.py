@@ -1,0 +1,217 @@
+"""Recording every request of a session: the transcript middleware, which writes each request and its response
+with timing, and refuses what cannot be recorded or served (params over MAX_REQUEST_BYTES, an id already in flight,
+more than MAX_CALLS_IN_FLIGHT tool calls at once)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Protocol
+from weakref import WeakKeyDictionary
+
+import anyio
+import anyio.to_thread
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST, CallToolResult, TextContent
+from pydantic import BaseModel
+
+from jg_mcp.live.session import Session
+from jg_mcp.live.stdio import OVERSIZED, UNREADABLE, storable
+from jg_mcp.record.transcript import WRITE_BLOB_CAP, Request, Response
+
+MAX_REQUEST_BYTES = WRITE_BLOB_CAP + 1024 * 1024
+"""Largest request params (UTF-8 bytes of their strings) recorded and served; larger ones are recorded by size and
+refused."""
+MAX_CALLS_IN_FLIGHT = 64
+"""Tool calls one session may have unanswered at once; more are answered at once with an error saying so."""
+CANCELLED = "cancelled: the client cancelled the call or disconnected before it finished"
+"""The recorded error of a call cancelled mid-way (its response has `cancelled` set)."""
+
+
+class SessionPool(Protocol):
+    """Finds the Session behind a request's ServerSession (one for stdio, one per client over HTTP)."""
+
+    def get(self, request_session: Any) -> Session: ...
+
+
+def _size(value: Any, limit: int) -> int:
+    """UTF-8 bytes of a JSON-like value's strings (plus a few per item), counted until past `limit`."""
+    if isinstance(value, str):
+        return len(value) if len(value) > limit else len(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, dict):
+        items: Any = (x for kv in value.items() for x in kv)
+    elif isinstance(value, (list, tuple)):
+        items = iter(value)
+    else:
+        return 8
+    total = 2
+    for item in items:
+        total += _size(item, limit) + 2
+        if total > limit:
+            break
+    return total
+
+
+def _dump(result: Any) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    if isinstance(result, BaseModel):
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dict(result)
+
+
+def _id_keys(rid: Any) -> frozenset[str]:
+    """What a request id collides on: the SDK takes 7 and "7" for one id (its table of requests in flight coerces
+    a numeric string, its HTTP transport routes answers by the id as text)."""
+    if rid is None:
+        return frozenset()
+    return frozenset({str(rid), str(coerce_request_id(rid))})
+
+
+class TranscriptMiddleware:
+    """Records every inbound request and its response, with timing, in the session's transcript.
+
+    At most one request per id is in flight in a session: one whose id (see `_id_keys`) a request of the same
+    session still holds is refused at once with an error naming the id, the refusal recorded on the line after
+    the request. Otherwise two calls would share an id, and the transcript, whose responses and file changes name
+    their request by id, could not tell which did what (jg_mcp.record.steps). An id is held from the request's
+    arrival until its answer, and, when the call ended in an error or was cancelled, until the workspace jobs
+    queued before then have finished, since a cancelled call's changes may still be recorded under its id."""
+
+    def __init__(self, pool: SessionPool):
+        self.pool = pool
+        self._held: WeakKeyDictionary[Session, set[str]] = WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    async def __call__(self, ctx, call_next):
+        session = self.pool.get(ctx.session)
+        rid = ctx.request_id
+        raw = dict(ctx.params) if ctx.params is not None else None
+        if ctx.method == UNREADABLE:
+            self._refuse_unreadable(session, rid, raw or {})
+        if ctx.method == OVERSIZED or _size(raw, MAX_REQUEST_BYTES) > MAX_REQUEST_BYTES:
+            self._refuse(session, rid, ctx.method, raw or {})
+        params = storable(raw)
+        keys = _id_keys(rid)
+        if not self._hold(session, keys):
+            self._refuse_in_flight(session, rid, ctx.method, params)
+        try:
+            result = await self._serve(session, ctx, call_next, params)
+        except BaseException:
+            if keys:
+                session.submit(lambda: self._free(session, keys))
+            raise
+        self._free(session, keys)
+        return result
+
+    def _hold(self, session: Session, keys: frozenset[str]) -> bool:
+        """Take `keys` for a request of `session`; False when a request in flight holds one of them."""
+        with self._lock:
+            held = self._held.setdefault(session, set())
+            if held & keys:
+                return False
+            held |= keys
+            return True
+
+    def _free(self, session: Session, keys: frozenset[str]) -> None:
+        with self._lock:
+            self._held.get(session, set()).difference_update(keys)
+
+    @staticmethod
+    async def _serve(session: Session, ctx: Any, call_next: Any, params: Any) -> Any:
+        rid = ctx.request_id
+        session.writer.record(Request(request_id=rid, method=ctx.method, params=params))
+        start = time.monotonic()
+        is_call = ctx.method == "tools/call"
+        try:
+            if is_call and session.calls_in_flight >= MAX_CALLS_IN_FLIGHT:
+                result: Any = _busy()
+            else:
+                session.calls_in_flight += is_call
+                try:
+                    result = await call_next(ctx)
+                finally:
+                    session.calls_in_flight -= is_call
+        except BaseException as exc:
+            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+            session.writer.record(
+                Response(
+                    request_id=rid,
+                    method=ctx.method,
+                    duration_ms=(time.monotonic() - start) * 1000,
+                    is_error=True,
+                    error=CANCELLED if cancelled else storable(f"{type(exc).__name__}: {exc}"),
+                    cancelled=cancelled,
+                )
+            )
+            raise
+        dumped = storable(_dump(result))
+        session.writer.record(
+            Response(
+                request_id=rid,
+                method=ctx.method,
+                duration_ms=(time.monotonic() - start) * 1000,
+                is_error=bool(dumped and dumped.get("isError")),
+                result=dumped,
+            )
+        )
+        return result
+
+    @staticmethod
+    def _refuse_in_flight(session: Session, rid: Any, method: str, params: Any) -> None:
+        """Record a request whose id a request in flight holds, and its refusal on the next line; refuse it."""
+        message = (
+            f"request refused: id {json.dumps(rid)} is the id of a request of this session still in flight "
+            "(unanswered); every request needs an id of its own: send it again with a new id"
+        )
+        session.writer.append_all(
+            [
+                Request(request_id=rid, method=method, params=params),
+                Response(request_id=rid, method=method, duration_ms=0.0, is_error=True, error=message),
+            ]
+        )
+        raise MCPError(INVALID_REQUEST, message)
+
+    @staticmethod
+    def _refuse_unreadable(session: Session, rid: Any, params: dict[str, Any]) -> None:
+        """Record a request the JSON-RPC parser refused (stood in for by the stdio reader) and its refusal on the
+        next line, and refuse it."""
+        method, message = str(params.get("method", "unknown")), str(params.get("reason", "unreadable request"))
+        original = params.get("params")
+        session.writer.append_all(
+            [
+                Request(request_id=rid, method=method, params=original if isinstance(original, dict) else None),
+                Response(request_id=rid, method=method, duration_ms=0.0, is_error=True, error=message),
+            ]
+        )
+        raise MCPError(INVALID_PARAMS, message)
+
+    @staticmethod
+    def _refuse(session: Session, rid: Any, method: str, params: dict[str, Any]) -> None:
+        """Record a request too large to keep as its method and size only, its refusal on the next line, and
+        refuse it."""
+        if method == OVERSIZED:  # stood in for by the stdio reader (jg_mcp.live.stdio) for a line over its limit
+            method, size, unit = str(params.get("method", "unknown")), int(params.get("size", 0)), "bytes"
+        else:
+            size, unit = _size(params, MAX_REQUEST_BYTES), "bytes or more"
+        message = (
+            f"request refused: its params hold {size} {unit}, over the limit of {MAX_REQUEST_BYTES} "
+            f"(write_file content may be at most {WRITE_BLOB_CAP} bytes)"
+        )
+        session.writer.append_all(
+            [
+                Request(request_id=rid, method=method, params=None, params_size=size),
+                Response(request_id=rid, method=method, duration_ms=0.0, is_error=True, error=message),
+            ]
+        )
+        raise MCPError(INVALID_PARAMS, message)
+
+
+def _busy() -> CallToolResult:
+    message = (
+        f"refused: this session already has {MAX_CALLS_IN_FLIGHT} tool calls unanswered (the limit); wait for "
+        "some of their answers before sending more"
+    )
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
