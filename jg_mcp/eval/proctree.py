@@ -71,9 +71,15 @@ def stop_all(find: Callable[[], list[int]], rounds: int = 50) -> list[int] | Non
 
 
 def resume(pids: list[int]) -> None:
+    """SIGCONT every one of `pids`, and wait a moment (at most 5 ms) for them to show running again where /proc
+    reports stops: the resumed process's own restart is then over before the harness starts its clock."""
     for pid in pids:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGCONT)
+    for _ in range(10):
+        if all(state(pid) not in "Tt" for pid in pids):
+            break
+        time.sleep(0.0005)
 
 
 def descendant(root: int, marker: bytes) -> int | None:

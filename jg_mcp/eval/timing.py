@@ -230,7 +230,9 @@ class TimingPhase:
         ring = "ring" if keep else None
         clock = proc.cpu_ms if self.ev.device == "cpu" else (lambda: time.perf_counter() * 1e3)
         if name != "candidate":
-            self.cand.freeze()  # no candidate code runs while a baseline is timed; sending to it thaws it
+            self.cand.freeze()  # no candidate code runs while a baseline is timed
+        else:
+            self.cand.thaw()  # before its clock starts: resuming it is no part of its time
         self.ev.sync()
         start = clock()
         proc.send(
