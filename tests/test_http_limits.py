@@ -3,13 +3,13 @@ surplus connections; and how `serve` refuses a taken port or HTTP options under 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import anyio
 import httpx
@@ -159,6 +159,19 @@ def test_an_idle_session_is_ended_and_gives_its_sandbox_uid_back(tmp_path):
             {"id": 2, "method": "tools/call", "params": {"name": "run_command", "arguments": {"command": "id -u"}}},
         )
         uid = int(json.loads(answer.split("data: ", 1)[1].split("\n", 1)[0])["result"]["structuredContent"]["stdout"])
+        lock = LOCK_DIR / str(uid)
+        assert lock in open_files(server.proc.pid)  # the live session holds its uid's lock
         wait_until(lambda: any(r.startswith("idle: no request for 2.0s") for r in closed_reasons(server)), 20)
-    with open(LOCK_DIR / str(uid), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises BlockingIOError while a server holds the uid
+        # given back by the running server; another test's server may take the uid next, so its lock is not the test
+        wait_until(lambda: lock not in open_files(server.proc.pid), 20)
+
+
+def open_files(pid: int) -> set[Path]:
+    """The files process `pid` has open now (a descriptor closed while read is left out)."""
+    found = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            found.add(Path(os.readlink(fd)))
+        except FileNotFoundError:
+            continue
+    return found
