@@ -71,6 +71,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--timeout", type=positive_float, default=300.0, help="seconds to wait for each answer (default 300)"
     )
     p.add_argument(
+        "--total-timeout",
+        type=positive_float,
+        default=1800.0,
+        help="seconds for the whole eval; when they run out the solution is rejected (timeout) (default 1800)",
+    )
+    p.add_argument(
         "--timing-budget",
         type=positive_float,
         help="seconds of timing per shape (default: budget_s in jg_mcp/eval/timing.py)",
@@ -108,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         trials=args.trials,
         domain_shapes=args.domain_shapes,
         timeout_s=args.timeout,
+        total_timeout_s=args.total_timeout,
         timing={"budget_s": args.timing_budget} if args.timing_budget else {},
         do_bench=args.do_bench,
     )

@@ -74,11 +74,14 @@ class Evaluation:
             raise
         self.outputs = self.goal.goal.outputs
         self.tol = self.goal.goal.tolerance
+        self.deadline: tuple[float, float] | None = None
+        """When the eval's own time limit runs out (`WorkerProcess.deadline`), set as it starts."""
         self.baseline_cache: Path | None = None
         """The baselines' compile cache, chosen by `environment()` before any baseline process starts."""
 
     def run(self) -> EvalReport:
         start = time.monotonic()
+        self.deadline = (start + self.o.total_timeout_s, self.o.total_timeout_s)
         try:
             return self._run(start)
         finally:
@@ -224,7 +227,7 @@ class Evaluation:
         proc = self.spare.pop(role, sandboxed, self.device, cache_env) if self.spare else None
         if proc is None:
             proc = WorkerProcess(role, self.work, sandboxed, self.token, self.o.timeout_s, self.device, cache_env)
-        proc.timeout_s = self.o.timeout_s
+        proc.timeout_s, proc.deadline = self.o.timeout_s, self.deadline
         proc.start(setup)
         self.procs.append(proc)
         return proc

@@ -76,6 +76,10 @@ class EvalOptions(BaseModel):
     """Untimed shapes drawn from the goal's shape domain (with any, also one at the top of the domain)."""
     timeout_s: float = 300.0
     """Wall-clock limit for each answer from a worker process."""
+    total_timeout_s: float = Field(default=1800.0, gt=0)
+    """Wall-clock limit for the whole eval: a candidate slow on every call, each within `timeout_s`, would otherwise
+    hold the eval for as long as its calls add up to. When it runs out, the process waited on is killed and the
+    eval rejected (TIMEOUT)."""
     timing: TimingParams = TimingParams()
     """The timing parameters."""
     timing_on_cpu: bool = False

@@ -63,6 +63,9 @@ class WorkerProcess:
         ahead: tuple[str, ...] = (),
     ):
         self.timeout_s = timeout_s
+        self.deadline: tuple[float, float] | None = None
+        """The eval's own limit, set by the eval that runs this worker: (time.monotonic() at which it runs out, its
+        length in seconds)."""
         self.role = role
         self.sandboxed = sandboxed
         self.device = device
@@ -159,15 +162,20 @@ class WorkerProcess:
     def recv(self, wanted: type | None = None) -> Any:
         """The next message, validated; anything else raises CandidateGone with the finding. The worker's first
         message, `started`, is taken here and the next one returned (unless `wanted` is Started)."""
+        wait = self.timeout_s
+        if self.deadline is not None:
+            wait = min(wait, max(0.0, self.deadline[0] - time.monotonic()))
         try:
-            raw = self.reader.recv(self.timeout_s)
+            raw = self.reader.recv(wait)
         except channel.ChannelTimeout:
             self.kill()
-            raise CandidateGone(
-                Finding(
-                    reason=Reason.TIMEOUT, detail=f"no answer within {self.timeout_s:.0f} s; the process was killed"
+            detail = f"no answer within {self.timeout_s:.0f} s; the process was killed"
+            if self.deadline is not None and wait < self.timeout_s:
+                detail = (
+                    f"the eval's time limit of {self.deadline[1]:.0f} s (--total-timeout) ran out while it waited "
+                    f"for the {self.role} process, which was killed"
                 )
-            ) from None
+            raise CandidateGone(Finding(reason=Reason.TIMEOUT, detail=detail)) from None
         except channel.ChannelClosed:
             raise CandidateGone(self._exit_finding()) from None
         except channel.Malformed as exc:

@@ -40,7 +40,15 @@ def test_rejected_solution_exits_1_and_names_the_reason(tmp_path, capsys):
     assert "REJECTED: static_forbidden, forbidden_call" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("extra", [["--trials", "2"], ["--shapes", "some"]])
+def test_the_whole_eval_is_limited_by_total_timeout_whatever_each_answer_may_take(tmp_path, capsys):
+    ws = _workspace(tmp_path, HACKS / "hang" / "solution.py")
+    argv = ["eval", "--goal", "gemm_fp8", "--workspace", str(ws), "--shapes", "smoke", "--domain-shapes", "0"]
+    assert main(argv + ["--device", "cpu", "--timeout", "120", "--total-timeout", "3"]) == 1
+    out = capsys.readouterr().out
+    assert "REJECTED: timeout" in out and "time limit of 3 s (--total-timeout) ran out" in out
+
+
+@pytest.mark.parametrize("extra", [["--trials", "2"], ["--shapes", "some"], ["--total-timeout", "0"]])
 def test_usage_errors_exit_2(tmp_path, extra):
     argv = ["eval", "--goal", "gemm_fp8", "--workspace", str(tmp_path), *extra]
     with pytest.raises(SystemExit) as exc:

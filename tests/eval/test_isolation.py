@@ -499,3 +499,20 @@ def test_the_sandboxed_candidate_has_bounded_tmpfs_and_as_root_a_process_cap(tmp
     assert int(seen["tmp"]) <= TMP_BYTES and int(seen["shm"]) <= TMP_BYTES, seen
     if os.geteuid() == 0:
         assert int(seen["nproc"]) == MAX_PROCESSES, seen
+
+
+def test_a_candidate_slow_on_every_call_is_stopped_by_the_eval_time_limit(tmp_path):
+    """Each call answers well within the per-answer timeout, so only a limit on the whole eval ends it: without
+    one, seconds a call over every shape and trial keep this eval going for 30 s and more."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "solution.py").write_text(
+        "import torch\n\n\ndef kernel(x, y, alpha):\n    n = 0\n    for i in range(60_000_000):\n"
+        "        n += i & 1\n    return torch.sub(y, x * -alpha) if n else y\n"
+    )
+    start = time.monotonic()
+    report = Evaluation(EvalOptions(goal=DEMO_GOAL, workspace=ws, device="cpu", timeout_s=60, total_timeout_s=6)).run()
+    assert time.monotonic() - start < 20
+    assert not report.accepted
+    assert [f.reason for f in report.findings] == [Reason.TIMEOUT]
+    assert "the eval's time limit of 6 s (--total-timeout) ran out" in report.findings[0].detail
