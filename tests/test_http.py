@@ -15,7 +15,8 @@ from mcp import Client
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
-from jg_mcp.live.http import connection_of, is_loopback, security_settings
+from jg_mcp.live.connections import connection_of
+from jg_mcp.live.http import is_loopback, security_settings
 from tests.support import (
     INIT,
     MCP_HEADERS,

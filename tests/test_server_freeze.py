@@ -19,7 +19,7 @@ from mcp import Client
 
 from jg_mcp.campaign import budget
 from jg_mcp.live import workspace
-from jg_mcp.live.http import ConnectionPool
+from jg_mcp.live.connections import ConnectionPool
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
 from jg_mcp.record.reading import read_transcript
@@ -254,7 +254,7 @@ def test_releasing_an_http_session_whose_scan_is_stuck_returns_at_once(gemm_goal
 
 
 def _live(session: Session, release):
-    from jg_mcp.live.http import Live
+    from jg_mcp.live.connections import Live
 
     return Live(session, release, time.monotonic(), time.monotonic())
 

@@ -246,7 +246,8 @@ def run_stdio(args: argparse.Namespace) -> int:
 
 def run_http(args: argparse.Namespace) -> int:
     """Serve streamable HTTP, one session per client connection."""
-    from jg_mcp.live.http import ConnectionPool, HttpLimits, listen, read_token, serve_http
+    from jg_mcp.live.connections import ConnectionPool
+    from jg_mcp.live.http import HttpLimits, listen, read_token, serve_http
 
     host = args.host or DEFAULT_HOST
     token, generated = read_token(args.token_file, host)

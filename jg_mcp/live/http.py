@@ -1,4 +1,5 @@
-"""Streamable HTTP: a bearer token, Host/Origin checks, and one Session per client connection.
+"""Streamable HTTP: a bearer token, Host/Origin checks, and one Session per client connection (the pool of
+those is `jg_mcp.live.connections`).
 
 Requests pass three gates before the MCP SDK sees them: Host and Origin must name this
 server (DNS-rebinding protection; a foreign Origin gets 403, a foreign Host 421), the
@@ -20,38 +21,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import json
 import os
 import re
 import secrets
 import socket
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
 
 import anyio
 import uvicorn
 from mcp.server import MCPServer
-from mcp.server.connection import Connection
-from mcp.server.session import ServerSession
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
-from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from jg_mcp import log
 from jg_mcp.errors import JgError, UsageError
-from jg_mcp.live.session import CLOSE_WAIT_S, Session
+from jg_mcp.live.connections import SESSION_ID, ConnectionPool, end_without_first_call, jsonrpc_error
 from jg_mcp.live.stdio import SURROGATE, unreadable
-
-logger = log.get("jg_mcp.live.http")
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 SHUTDOWN_GRACE_S = 3
@@ -60,7 +49,6 @@ CONNECTION_IDLE_S = 10
 MAX_HEADER_BYTES = 64 * 1024
 SNIFF_BYTES = 4 * 1024 * 1024
 """A request body is read for its JSON-RPC method (to see a session's first tool call) up to this size."""
-SESSION_ID = "mcp-session-id"
 SURROGATE_BYTES = re.compile(SURROGATE.pattern.encode())
 
 
@@ -106,11 +94,6 @@ def security_settings(host: str, allowed_hosts: list[str] | None = None) -> Tran
     )
 
 
-def _jsonrpc_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
-    return Response(json.dumps(body), status_code=status, media_type="application/json", headers=headers)
-
-
 class Gate:
     """ASGI middleware in front of the SDK app: Host/Origin, then the bearer token, then the era; then the
     session cap for requests that would open a session, and a note of each session's first tool call."""
@@ -130,10 +113,10 @@ class Gate:
         if refusal is None and not secrets.compare_digest(
             request.headers.get("authorization", "").encode(), self.expected
         ):
-            refusal = _jsonrpc_error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+            refusal = jsonrpc_error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
         version = request.headers.get("mcp-protocol-version")
         if refusal is None and version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            refusal = _jsonrpc_error(
+            refusal = jsonrpc_error(
                 400,
                 f"protocol version {version} is not served: use the initialize handshake "
                 f"({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}); every connection gets its own workspace",
@@ -191,207 +174,6 @@ def _sniffing(receive: Receive, on_body: Callable[[bytes], None]) -> Receive:
         return message
 
     return wrapped
-
-
-def is_tool_call(body: bytes) -> bool:
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return False
-    return isinstance(message, dict) and message.get("method") == "tools/call"
-
-
-def connection_of(request_session: ServerSession) -> Connection:
-    """The client connection behind a request's ServerSession.
-
-    mcp 2.3.0 builds a ServerSession per request and keeps the per-client Connection (whose `state`,
-    `session_id` and `exit_stack` are public, documented for per-connection state and cleanup) in
-    its private `_connection`, with no public accessor (python-sdk issue #2098; its own tests read
-    it so). The public alternatives fall short: the `mcp-session-id` header of `request_context.request`
-    is absent on `initialize`, which opens the session, and only the Connection's exit_stack learns
-    every way a session ends (DELETE, idle timeout, a crash). tests/test_http.py checks this attribute,
-    so an SDK upgrade that moves it fails there; then use the public accessor it brings."""
-    connection = getattr(request_session, "_connection", None)
-    if not isinstance(connection, Connection):
-        raise RuntimeError(
-            f"mcp {version('mcp')}: ServerSession._connection is {type(connection).__name__}, "
-            "not a Connection; jg_mcp.live.http.connection_of needs the SDK's new accessor"
-        )
-    return connection
-
-
-@dataclass
-class Live:
-    """A live session, when it was opened and last asked anything, and whether it made a tool call."""
-
-    session: Session
-    release: Callable[[], None]
-    opened: float
-    seen: float
-    called: bool = False
-
-
-class ConnectionPool:
-    """One Session per MCP connection (streamable HTTP session), closed when the connection ends, when it
-    makes no tool call within `first_call_s`, or at shutdown; at most `max_sessions` live at once.
-    `make_session` returns the Session and what frees its sandbox (its uid).
-
-    Releasing a session never blocks the event loop: its commands are killed at once, and its last scan
-    and close event are left to a thread of its own (which then frees the uid); `close_all` waits for
-    those threads, each close bounded by CLOSE_WAIT_S."""
-
-    def __init__(
-        self,
-        make_session: Callable[[], tuple[Session, Callable[[], None]]],
-        max_sessions: int | None = None,
-        first_call_s: float | None = None,
-        idle_s: float | None = None,
-    ):
-        self.make_session = make_session
-        self.max_sessions = max_sessions
-        self.first_call_s = first_call_s
-        self.idle_s = idle_s
-        self.live: dict[str, Live] = {}
-        self.ended: OrderedDict[str, str] = OrderedDict()
-        """Why recently ended sessions ended, by session id (the latest 1024), to answer their stragglers."""
-        self.closing: list[threading.Thread] = []
-        """The threads closing released sessions."""
-
-    @property
-    def open(self) -> list[Session]:
-        return [live.session for live in self.live.values()]
-
-    def get(self, request_session: ServerSession) -> Session:
-        conn = connection_of(request_session)
-        session = conn.state.get("jg_mcp.live.session")
-        if session is None:
-            session, release = self.make_session()
-            key = conn.session_id or f"local-{id(conn)}"
-            conn.state["jg_mcp.live.session"] = session
-            self.live[key] = Live(session, release, time.monotonic(), time.monotonic())
-            conn.exit_stack.callback(conn.state.pop, "jg_mcp.live.session", None)  # runs last: frees the Session
-            conn.exit_stack.callback(self.connection_ended, key)
-            logger.info("session started", run_id=session.run_id, workspace=str(session.workspace.root))
-        return session
-
-    def admit(self, session_id: str | None, method: str) -> Response | None:
-        """Note a request's session as active; returns the answer to a request the SDK need not see (one for
-        an ended session, one that would open a session past the cap), else None."""
-        if session_id in self.live:
-            self.live[session_id].seen = time.monotonic()
-        if session_id is not None and session_id in self.ended:
-            return _jsonrpc_error(404, f"this session ended ({self.ended[session_id]}): initialize a new one")
-        if (
-            session_id is None
-            and method == "POST"
-            and self.max_sessions is not None
-            and len(self.live) >= self.max_sessions
-        ):
-            return _jsonrpc_error(
-                503,
-                f"jg-mcp serves at most {self.max_sessions} sessions at once (--max-sessions) and all are "
-                f"open: end one (HTTP DELETE) or retry later; a session without a tool call ends after "
-                f"{self.first_call_s}s, an idle one after {self.idle_s}s",
-                {"Retry-After": "10"},
-            )
-        return None
-
-    def awaits_first_call(self, session_id: str) -> bool:
-        live = self.live.get(session_id)
-        return live is not None and not live.called
-
-    def note_request(self, session_id: str, body: bytes) -> None:
-        live = self.live.get(session_id)
-        if live is not None and is_tool_call(body):
-            live.called = True
-
-    def without_first_call(self, now: float) -> list[str]:
-        """The sessions that made no tool call within first_call_s of their start."""
-        if self.first_call_s is None:
-            return []
-        return [key for key, live in self.live.items() if not live.called and now - live.opened > self.first_call_s]
-
-    def connection_ended(self, key: str) -> None:
-        """The SDK ended the connection: the client's DELETE or going away, or its idle timeout."""
-        live = self.live.get(key)
-        idle = live is not None and self.idle_s is not None and time.monotonic() - live.seen >= self.idle_s
-        self.release(key, f"idle: no request for {self.idle_s}s" if idle else "client disconnected")
-
-    def release(self, key: str, reason: str) -> None:
-        """End a session without waiting: kill its commands now, close it and free its uid in a thread."""
-        live = self.live.pop(key, None)
-        if live is None:
-            return
-        self.ended[key] = reason
-        while len(self.ended) > 1024:
-            self.ended.popitem(last=False)
-        live.session.runner.kill_all()
-        closer = threading.Thread(
-            target=self._close, args=(live, reason), name=f"jg-close-{live.session.run_id}", daemon=True
-        )
-        self.closing = [t for t in self.closing if t.is_alive()] + [closer]
-        closer.start()
-
-    @staticmethod
-    def _close(live: Live, reason: str) -> None:
-        try:
-            live.session.close(reason, wait_s=CLOSE_WAIT_S)
-        finally:
-            live.release()
-        logger.info("session closed", run_id=live.session.run_id, reason=reason)
-
-    def close_all(self, reason: str) -> None:
-        """Release every session and wait for their closes (each bounded by CLOSE_WAIT_S). Blocks: call it off
-        the event loop."""
-        for key in list(self.live):
-            self.release(key, reason)
-        deadline = time.monotonic() + CLOSE_WAIT_S + 2
-        for closer in list(self.closing):
-            closer.join(max(0.0, deadline - time.monotonic()))
-
-
-async def end_without_first_call(pool: ConnectionPool, app: ASGIApp, host: str, every_s: float = 1.0) -> None:
-    """Every `every_s`, end the sessions that made no tool call in time: close the Session (transcript,
-    commands, uid), then end the SDK's session with the DELETE a client would send."""
-    while True:
-        await anyio.sleep(every_s)
-        for key in pool.without_first_call(time.monotonic()):
-            pool.release(key, f"no tool call within {pool.first_call_s}s of the session's start")
-            await _delete_session(app, key, host)
-
-
-async def _delete_session(app: ASGIApp, session_id: str, host: str) -> None:
-    """Send the SDK app the `DELETE /mcp` that ends `session_id` (its transport, its connection's exit stack)."""
-    headers = [(b"host", host.encode()), (SESSION_ID.encode(), session_id.encode())]
-    scope = {
-        "type": "http",
-        "method": "DELETE",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "query_string": b"",
-        "headers": headers,
-        "http_version": "1.1",
-        "scheme": "http",
-        "server": None,
-        "client": None,
-        "root_path": "",
-        "asgi": {"version": "3.0"},
-    }
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": b"", "more_body": False}
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")
-
-    async def send(message: Message) -> None:
-        pass
-
-    with anyio.move_on_after(5):
-        await app(scope, receive, send)
 
 
 def listen(host: str, port: int) -> socket.socket:
