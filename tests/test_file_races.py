@@ -14,6 +14,7 @@ import pytest
 from mcp import Client
 
 from jg_mcp.live import safefs
+from jg_mcp.live.sandbox import NoSandbox
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
 from jg_mcp.record import audit, replay, steps
@@ -247,3 +248,36 @@ def test_an_unexpected_os_error_reaches_the_agent_as_a_message(server):
 
     r = client_run(server, fn)
     assert r.is_error and "cannot write" in r.content[0].text and "File name too long" in r.content[0].text
+
+
+def test_a_command_being_set_up_when_the_session_closes_never_runs_after_the_close_event(gemm_goal, tmp_path):
+    """A red-team find: a run_command admitted just before the close (a budget spent by a parallel call) was set up
+    while the close scanned and wrote its manifest, then started: it rewrote solution.py after the close event,
+    recorded nowhere, and the audit said clean. Here the sandbox's setup is slow (as on a workspace of many
+    directories) and the close lands during it."""
+    box: list[Session] = []
+    closer: list[threading.Thread] = []
+
+    class SlowSetup(NoSandbox):
+        def wrap(self, argv: list[str]) -> list[str]:
+            closer.append(threading.Thread(target=box[0].close, args=("budget spent",)))
+            closer[0].start()
+            time.sleep(1.0)
+            return argv
+
+    session = Session(gemm_goal, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr", wrap=SlowSetup())
+    box.append(session)
+    (tmp_path / "ws" / "solution.py").write_text("honest\n")
+    server = build_server(gemm_goal, SingleSession(session))
+
+    async def fn(c):
+        return await bounded(c, "run_command", {"command": "sleep 0.3; echo swapped > solution.py; touch late"})
+
+    answer = client_run(server, fn)
+    closer[0].join(10)
+    time.sleep(1.0)
+    assert answer.is_error and "did not run" in answer.content[0].text, answer
+    assert (tmp_path / "ws" / "solution.py").read_text() == "honest\n" and not (tmp_path / "ws" / "late").exists()
+    last = steps.load_record(session.transcript_path).events[-1]
+    assert last.event == "close" and "late" not in last.manifest
+    assert audit.audit(session.transcript_path).ok

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import anyio
 import pytest
 
-from jg_mcp.live.runner import MAX_PARALLEL_COMMANDS, Runner, RunnerClosed
+from jg_mcp.live.runner import MAX_PARALLEL_COMMANDS, Argv, Runner, RunnerClosed
 
 
 def run(runner, command, timeout_s=30.0, on_progress=None):
@@ -234,3 +235,66 @@ def test_the_wait_for_a_slot_counts_against_the_commands_timeout(tmp_path):
     result, took = results
     assert result.timed_out and result.exit_code is None and took < 1.8, (result, took)
     assert not (tmp_path / "late").exists() and "slot" in (result.notice or ""), result
+
+
+def test_a_command_still_being_set_up_when_the_session_closes_never_runs(tmp_path):
+    """The sandbox's setup (handing the workspace to the sandbox uid) can take seconds on a workspace of many
+    files. A close landing then (a budget spent by a parallel call) must stop the command: once set up, it would
+    otherwise run after the transcript's last scan and close event, changing files recorded nowhere."""
+    set_up, ended = threading.Event(), []
+
+    def slow_wrap(argv):
+        set_up.set()
+        time.sleep(1.0)
+        return Argv(argv, ended=lambda: ended.append(True))
+
+    runner = Runner(tmp_path, wrap=slow_wrap)
+    outcomes: list[object] = []
+
+    async def call():
+        try:
+            outcomes.append(await runner.run("touch late", 30.0))
+        except RunnerClosed as exc:
+            outcomes.append(exc)
+
+    async def go():
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await anyio.to_thread.run_sync(set_up.wait)
+            runner.kill_all()
+
+    anyio.run(go)
+    time.sleep(0.3)
+    assert len(outcomes) == 1 and isinstance(outcomes[0], RunnerClosed), outcomes
+    assert not (tmp_path / "late").exists()
+    assert ended == [True], "what the setup prepared (a sandbox's seal) is undone though nothing ran"
+    assert runner.wait_quiet(0)
+
+
+def test_a_close_landing_while_the_process_is_spawned_kills_it_and_the_close_waits_for_that(tmp_path, monkeypatch):
+    """kill_all kills the process groups it knows; a process whose spawn is under way is not one yet. The runner
+    kills such a process itself as soon as it holds it, and the close (`wait_quiet`, before its last scan) waits
+    until it is gone, so nothing of the session runs or writes after the close event."""
+    from jg_mcp.live import runner as runner_module
+
+    runner = Runner(tmp_path)
+    real_open = anyio.open_process
+    spawned: list[int] = []
+    quiet_at_spawn: list[bool] = []
+
+    async def close_during_spawn(*args, **kwargs):
+        runner.kill_all()  # the close lands while the process is being started
+        quiet_at_spawn.append(runner.wait_quiet(0))
+        proc = await real_open(*args, **kwargs)
+        spawned.append(proc.pid)
+        return proc
+
+    monkeypatch.setattr(runner_module.anyio, "open_process", close_during_spawn)
+    with pytest.raises(RunnerClosed, match="killed as it started"):
+        run(runner, "sleep 0.5; touch late", 30.0)
+    assert quiet_at_spawn == [False], "a close must wait for a command whose process is being started"
+    assert runner.wait_quiet(0)
+    [pid] = spawned
+    assert not alive(pid)
+    time.sleep(1.0)
+    assert not (tmp_path / "late").exists()

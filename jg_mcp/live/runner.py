@@ -12,6 +12,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import closing
@@ -49,7 +50,8 @@ class CommandResult(BaseModel):
 
 
 class RunnerClosed(RuntimeError):
-    """A command that was waiting for a slot when its session closed: it never ran."""
+    """A command whose session closed before it ran: it waited for a slot or was being set up (it never ran), or
+    its process was being started (killed as it started)."""
 
 
 class Argv(list[str]):
@@ -209,6 +211,9 @@ class Runner:
         self.groups: set[int] = set()
         """Process groups started by this runner that still had processes when their command returned (background
         jobs); killed at session end."""
+        self._busy = 0
+        """Commands being set up, started or run: from before the wrap until their process is reaped."""
+        self._quiet = threading.Condition()
 
     async def run(self, command: str, timeout_s: float, on_progress: ProgressFn | None = None) -> CommandResult:
         """Run `command` once one of the runner's MAX_PARALLEL_COMMANDS slots is free. Its timeout counts from this
@@ -233,11 +238,16 @@ class Runner:
 
     async def _run(self, command: str, timeout_s: float, on_progress: ProgressFn | None) -> CommandResult:
         token = self.commands.started()
+        with self._quiet:
+            self._busy += 1
         try:
             proc, out, err, timed_out, start = await self._execute(command, timeout_s, on_progress, token)
         finally:
             if token not in self._left.values():  # else processes were left behind: running until kill_all
                 self.commands.ended(token)
+            with self._quiet:
+                self._busy -= 1
+                self._quiet.notify_all()
         notice = None
         if self.quota_bytes is not None:
             notice = await anyio.to_thread.run_sync(quota_notice, self.cwd, self.quota_bytes)
@@ -259,6 +269,12 @@ class Runner:
         process, its outputs, whether it timed out and when it started. A group left with processes keeps the
         command's `token` in `_left`."""
         argv = await anyio.to_thread.run_sync(self.wrap, ["/bin/bash", "-c", command])
+        if self.closed:  # the session closed while the command was set up (a sandbox's wrap can take seconds)
+            if isinstance(argv, Argv):
+                argv.close()
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(argv.ended)
+            raise RunnerClosed("the session closed while the command was being set up: the command did not run")
         out, err = CappedBuffer(self.cap), CappedBuffer(self.cap)
         start = time.monotonic()
         timed_out = False
@@ -279,7 +295,10 @@ class Runner:
             if isinstance(argv, Argv):
                 argv.close()
         self.groups.add(proc.pid)
+        closed_as_it_started = self.closed  # kill_all ran while the process was started: it did not know the group
         try:
+            if closed_as_it_started:
+                raise RunnerClosed("the session closed as the command's process started: it was killed as it started")
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_pump, proc.stdout, out)
                 tg.start_soon(_pump, proc.stderr, err)
@@ -296,7 +315,7 @@ class Runner:
                     await err.done.wait()
                 tg.cancel_scope.cancel()
         finally:
-            if proc.returncode is None or timed_out:
+            if proc.returncode is None or timed_out or closed_as_it_started:
                 kill_group(proc.pid)
                 with anyio.CancelScope(shield=True):
                     await proc.wait()
@@ -310,8 +329,16 @@ class Runner:
                 self._left[proc.pid] = token
         return proc, out, err, timed_out, start
 
+    def wait_quiet(self, timeout_s: float | None) -> bool:
+        """Wait (in a thread, never on the event loop) until no command is being set up, started or run; False if
+        `timeout_s` passed first. After `kill_all`, that is how long it takes a command caught in its setup or its
+        spawn to stop: a close waits for it before its last scan, so nothing runs after the close event."""
+        with self._quiet:
+            return self._quiet.wait_for(lambda: self._busy == 0, timeout_s)
+
     def kill_all(self) -> None:
-        """Kill every process group this runner started, background jobs included; start no more commands."""
+        """Kill every process group this runner started, background jobs included; start no more commands (one
+        being set up or started then stops itself: `wait_quiet`)."""
         self.closed = True
         for pgid in list(self.groups):  # a copy: the event loop may change the set meanwhile (a close from a thread)
             kill_group(pgid)

@@ -20,7 +20,7 @@ from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.gpu import GpuReport
 from jg_mcp.live.paging import NotText, read_page
 from jg_mcp.live.recording import SessionPool, TranscriptMiddleware
-from jg_mcp.live.runner import CommandResult
+from jg_mcp.live.runner import CommandResult, RunnerClosed
 from jg_mcp.live.session import Session, outcome
 from jg_mcp.live.stdio import serve_stdio
 from jg_mcp.live.walk import shown
@@ -237,6 +237,8 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
             raise ToolError(f"the session is closed ({session.close_reason or 'closing'}): nothing is run")
         try:
             result = await session.runner.run(command, timeout_s, progress)
+        except RunnerClosed as exc:
+            raise ToolError(f"the session is closed ({session.close_reason or 'closing'}): {exc}") from None
         finally:
             await _record_command(session, ctx.request_context.request_id)
         return result

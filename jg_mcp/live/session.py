@@ -34,6 +34,9 @@ Wrap = Callable[[list[str]], list[str]]
 T = TypeVar("T")
 CLOSE_WAIT_S = 5.0
 """How long a close waits for the session's last workspace scan before it closes the transcript without it."""
+QUIET_WAIT_S = 2.0
+"""How long a close waits for commands caught in their setup or spawn to stop (`Runner.wait_quiet`) before its
+last scan: one caught in its spawn is killed at once; one still being set up never starts, whenever its setup ends."""
 READ_THREADS = 4
 """Threads one session's reads (read_file, query_gpu) may hold at once; more calls wait, holding none."""
 
@@ -277,6 +280,12 @@ class Session:
             return self._closing
 
     def _finish(self, reason: str) -> None:
+        if not self.runner.wait_quiet(QUIET_WAIT_S):
+            self.notice(
+                "warning",
+                f"a command was still being set up {QUIET_WAIT_S:g}s into the close: it will not run, and the last "
+                "scan is taken now",
+            )
         try:
             self.record_changes(None, "session end")
         except Exception as exc:  # noqa: BLE001 (the session's boundary: the close event is written whatever failed)
