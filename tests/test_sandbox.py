@@ -14,9 +14,9 @@ import pytest
 from mcp import Client
 
 from jg_mcp.live import seccomp
+from jg_mcp.live.environment import SANDBOX_HOME, is_secret, sandbox_env
 from jg_mcp.live.runner import Runner
 from jg_mcp.live.sandbox import (
-    SANDBOX_HOME,
     Bwrap,
     NoSandbox,
     Sandbox,
@@ -24,8 +24,6 @@ from jg_mcp.live.sandbox import (
     SandboxLimits,
     UidPool,
     choose,
-    is_secret,
-    sandbox_env,
     sandbox_of,
 )
 from jg_mcp.live.server import SingleSession, build_server

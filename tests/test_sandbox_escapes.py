@@ -20,8 +20,9 @@ from mcp import Client
 
 import jg_mcp
 from jg_mcp.goals import load_goal
+from jg_mcp.live.environment import SANDBOX_CACHE
 from jg_mcp.live.runner import Argv, Runner
-from jg_mcp.live.sandbox import SANDBOX_CACHE, Bwrap, SandboxLimits, python_dirs
+from jg_mcp.live.sandbox import Bwrap, SandboxLimits, python_dirs
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
 from tests.support import SECRET_VAR, bwrap_missing, copy_goal

@@ -1,4 +1,4 @@
-"""The OS sandbox around run_command: bubblewrap, resource limits and a scrubbed environment.
+"""The OS sandbox around run_command: bubblewrap, resource limits and a scrubbed environment (`environment.py`).
 
 `Sandbox` is the seam: `wrap(argv)` gives the argv that runs a command inside, `env` the environment
 the command sees, `limits` what it runs under (None: none). `NoSandbox` runs commands as they are;
@@ -42,7 +42,6 @@ from __future__ import annotations
 import glob
 import inspect
 import os
-import re
 import shutil
 import stat
 import subprocess
@@ -57,15 +56,13 @@ from pydantic import BaseModel, ConfigDict
 
 from jg_mcp import log
 from jg_mcp.live import lifeline, seccomp
+from jg_mcp.live.environment import PATH_VARIABLES, SANDBOX_CACHE, SANDBOX_HOME, sandbox_env
 from jg_mcp.live.runner import Argv, command_env
 from jg_mcp.live.uids import UIDS, SandboxError, UidPool, chown_tree, end_holders, walk_fds
 
 logger = log.get("jg_mcp.live.sandbox")
 
 MODES = ("auto", "bwrap", "none")
-SANDBOX_HOME = "/tmp/home"
-SANDBOX_CACHE = "/tmp/home/.cache"
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
 """What of the host's root the sandbox shows (read-only); /etc whole, since the toolchain reads much of it
 (ld.so.cache, alternatives, passwd, ssl, nvidia icd files) and what in it is secret is not world-readable.
@@ -82,19 +79,6 @@ NAMESPACES = (
 )
 """bwrap's isolation of every sandbox, the agent's commands and the eval's candidate alike: its own pid, network,
 IPC, hostname and cgroup namespaces, killed with its parent, in a new session (no terminal to push input into)."""
-PATH_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "LD_LIBRARY_PATH", "TRITON_LIBCUDA_PATH")
-KEPT_NAMES = {"LANG", "LANGUAGE", "TERM", "TZ", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "OMP_NUM_THREADS"}
-KEPT_PREFIXES = ("LC_", "CUDA_", "TRITON_", "NVIDIA_", "TORCH_", "NCCL_", "PYTORCH_")
-SECRET = re.compile(
-    r"TOKEN|KEY|SECRET|PASS|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT|SIGN"
-    r"|^(AWS|GCP|GCLOUD|GOOGLE|AZURE|GH|GITHUB|GITLAB|HF|HUGGING|OPENAI|ANTHROPIC|SSH|NPM|PYPI|DOCKER)_",
-    re.IGNORECASE,
-)
-SECRET_VALUE = re.compile(
-    r"://[^/\s:@]*:[^/\s@]+@"  # a password in a URL: https://user:pass@host
-    r"|\b(ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|glpat-|hf_|sk-|xox[abprs]-|AKIA|ASIA|AIza)[A-Za-z0-9_\-]{8,}"
-)
-"""Values that are secrets whatever their variable is called: credentials in URLs, well-known token forms."""
 SETID = stat.S_ISUID | stat.S_ISGID
 
 
@@ -116,30 +100,6 @@ class SandboxLimits(BaseModel):
     uid_count: int = 184
     """How many uids the sandboxes may take: the most sandboxed sessions served at once as root. The
     default range ends below systemd's DynamicUser range (61184-65519)."""
-
-
-def is_secret(name: str, value: str = "") -> bool:
-    """True when the variable's name (token, key, password, ...) or value (a password in a URL, a known
-    token form) looks like a secret."""
-    return bool(SECRET.search(name) or SECRET_VALUE.search(value))
-
-
-def sandbox_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment inside the sandbox: an allow-list of harmless variables, never one whose name or
-    value looks like a secret."""
-    env = {k: v for k, v in environ.items() if (k in KEPT_NAMES or k.startswith(KEPT_PREFIXES)) and not is_secret(k, v)}
-    env.update(
-        PATH=os.pathsep.join([str(Path(sys.executable).parent), SYSTEM_PATH]),
-        HOME=SANDBOX_HOME,
-        XDG_CACHE_HOME=SANDBOX_CACHE,
-        TRITON_CACHE_DIR=f"{SANDBOX_CACHE}/triton",
-        TMPDIR="/tmp",
-        USER="agent",
-        LOGNAME="agent",
-        PYTHONUNBUFFERED="1",
-        LANG=environ.get("LANG", "C.UTF-8"),
-    )
-    return env
 
 
 @runtime_checkable

@@ -23,8 +23,9 @@ import anyio
 from jg_mcp import __version__, log
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.gpu import query_gpu
+from jg_mcp.live.environment import SECRET_VALUE, is_secret
 from jg_mcp.live.runner import Runner
-from jg_mcp.live.sandbox import SECRET_VALUE, Sandbox, is_secret, sandbox_of
+from jg_mcp.live.sandbox import Sandbox, sandbox_of
 from jg_mcp.live.workspace import Scan, Workspace
 from jg_mcp.record.keys import key_id
 from jg_mcp.record.transcript import COMMAND_BLOB_CAP, Close, FileChange, Header, Notice, TranscriptWriter
