@@ -37,6 +37,15 @@ SECRET_VAR = "JG_TEST_API_TOKEN"
 
 
 @functools.cache
+def can_set_oom_floor() -> bool:
+    """Whether this process holds CAP_SYS_RESOURCE (capability 24), without which its write of an OOM score
+    adjustment sets no floor that a less privileged process could not go below (containers often drop it)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> 24 & 1)
+    return False
+
+
 def bwrap_missing() -> str | None:
     """Why bubblewrap cannot run at all here (not installed, or namespaces forbidden), else None."""
     if not shutil.which("bwrap"):

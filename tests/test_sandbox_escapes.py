@@ -25,7 +25,7 @@ from jg_mcp.live.runner import Argv, Runner
 from jg_mcp.live.sandbox import Bwrap, SandboxLimits, python_dirs
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
-from tests.support import SECRET_VAR, bwrap_missing, copy_goal
+from tests.support import SECRET_VAR, bwrap_missing, can_set_oom_floor, copy_goal
 
 BWRAP_MISSING = bwrap_missing()
 
@@ -178,6 +178,17 @@ def test_process_and_file_size_caps_hold(env, tmp_path):
         limited.close()
     assert sized["stdout"].split() == (["1048576"] if sandboxed(env) else ["2000000"]), sized
     assert ("Resource temporarily unavailable" in forked["stderr"]) is sandboxed(env), forked
+
+
+def test_commands_are_what_the_oom_killer_takes_first_and_cannot_change_that(env):
+    """A command that exhausts the host's memory must not get the server killed in its place (the kernel's OOM
+    killer picks the process with the highest score): commands start with the highest score adjustment, set by the
+    root server before the sandbox drops privileges, which an unprivileged process cannot lower where the server
+    holds CAP_SYS_RESOURCE (this container does not: then only the start is checked)."""
+    out = env.run("cat /proc/self/oom_score_adj; echo 0 > /proc/self/oom_score_adj && echo lowered; true")
+    assert out["stdout"].split()[0] == ("1000" if sandboxed(env) else "0"), out
+    if sandboxed(env) and os.geteuid() == 0 and can_set_oom_floor():
+        assert "lowered" not in out["stdout"], out
 
 
 @pytest.mark.skipif(BWRAP_MISSING is not None, reason=BWRAP_MISSING or "")

@@ -22,7 +22,7 @@ from typing import BinaryIO
 
 import jg_mcp
 from jg_mcp.eval.report import Isolation
-from jg_mcp.live import lifeline, seccomp
+from jg_mcp.live import lifeline, oom, seccomp
 from jg_mcp.live.sandbox import NAMESPACES, SYSTEM_DIRS, gpu_devices
 
 NOBODY = 65534
@@ -110,7 +110,9 @@ def bwrap_argv(solution_dir: Path, cache_dir: Path, env: dict[str, str], rules: 
     fresh `seccomp.program_file()` (no new user namespace: in one the candidate could mount memory past its caps;
     no kernel keyrings: the harness's session keyring, and the user keyring every candidate's uid shares)."""
     capped = ["prlimit", f"--nproc={MAX_PROCESSES}"] if os.geteuid() == 0 else []
-    args = lifeline.outer([*capped, shutil.which("bwrap") or "bwrap", *NAMESPACES, "--hostname", "candidate"])
+    args = lifeline.outer(
+        oom.first([*capped, shutil.which("bwrap") or "bwrap", *NAMESPACES, "--hostname", "candidate"])
+    )
     if rules is not None:
         args += ["--seccomp", str(rules)]
     for d in SYSTEM_DIRS:

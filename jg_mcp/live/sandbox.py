@@ -55,7 +55,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict
 
 from jg_mcp import log
-from jg_mcp.live import lifeline, seccomp
+from jg_mcp.live import lifeline, oom, seccomp
 from jg_mcp.live.environment import PATH_VARIABLES, SANDBOX_CACHE, SANDBOX_HOME, sandbox_env
 from jg_mcp.live.runner import Argv, command_env
 from jg_mcp.live.uids import UIDS, SandboxError, UidPool, chown_tree, end_holders, walk_fds
@@ -314,7 +314,9 @@ class Bwrap:
         args_file.write(b"".join(os.fsencode(o) + b"\0" for o in options))
         args_file.flush()
         args_file.seek(0)
-        head = lifeline.outer(["prlimit", f"--nproc={lim.max_processes}", f"--fsize={lim.max_file_bytes}", self.bwrap])
+        head = lifeline.outer(
+            oom.first(["prlimit", f"--nproc={lim.max_processes}", f"--fsize={lim.max_file_bytes}", self.bwrap])
+        )
         head += ["--args", str(args_file.fileno())]
         if self.as_root:
             uid = self.uid()

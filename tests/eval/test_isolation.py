@@ -24,7 +24,7 @@ from jg_mcp.eval.isolation import bwrap_problem, prepare
 from jg_mcp.eval.process import log_tail
 from jg_mcp.eval.report import Reason
 from jg_mcp.eval.worker import MAX_FILE_BYTES
-from tests.support import DEMO_GOAL
+from tests.support import DEMO_GOAL, can_set_oom_floor
 
 BWRAP = bwrap_problem() is None
 MODES = [pytest.param("auto", marks=pytest.mark.skipif(not BWRAP, reason=f"no bubblewrap: {bwrap_problem()}")), "none"]
@@ -516,3 +516,32 @@ def test_a_candidate_slow_on_every_call_is_stopped_by_the_eval_time_limit(tmp_pa
     assert not report.accepted
     assert [f.reason for f in report.findings] == [Reason.TIMEOUT]
     assert "the eval's time limit of 6 s (--total-timeout) ran out" in report.findings[0].detail
+
+
+OOM_SCORE = """
+def kernel(x, y, alpha):
+    with open("/proc/self/oom_score_adj") as f:
+        score = f.read().strip()
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("0")
+        lowered = "lowered"
+    except OSError as exc:
+        lowered = f"refused errno {exc.errno}"
+    raise RuntimeError(f"oom_score_adj {score} {lowered}")
+"""
+
+
+@pytest.mark.skipif(not BWRAP or os.geteuid() != 0, reason="no bubblewrap, or not root")
+def test_the_sandboxed_candidate_is_what_the_oom_killer_takes_first(tmp_path):
+    """A candidate exhausting the host's memory must not get the harness killed in its place: it starts with the
+    highest OOM score adjustment, set while privileged, which it cannot lower where the harness holds
+    CAP_SYS_RESOURCE (this container does not: then only the start is checked)."""
+    (tmp_path / "src").mkdir()
+    solution = tmp_path / "src" / "solution.py"
+    solution.write_text(OOM_SCORE)
+    report = eval_solution(solution, DEMO_GOAL, tmp_path / "runs", device="cpu", domain_shapes=0, isolation="bwrap")
+    details = " ".join(f.detail for f in report.findings)
+    assert "oom_score_adj 1000 " in details, details
+    if can_set_oom_floor():
+        assert "oom_score_adj 1000 refused errno 13" in details, details
