@@ -23,7 +23,8 @@ never applies it to root, so a root server has bwrap drop the command to an unpr
 (`setpriv`, after the mounts are made), one per sandbox, unique across the host's jg-mcp servers
 (`jg_mcp.live.uids`): one session's fork bomb exhausts its own cap, not the others'. As root the workspace
 is handed to that uid with mode 0700. (A server that is not root runs commands under its own uid,
-so its sessions share one cap.)
+so its sessions share one cap.) There is no memory cap; a command is what the OOM killer takes first
+(`jg_mcp.live.oom`), not the server.
 
 The sandbox's mounts are nosuid, the host's are not: a setuid copy of a shell that a command leaves in a workspace
 it opened to everyone would hand any local user the sandbox uid, which the next session on the host is given. So
