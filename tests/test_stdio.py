@@ -116,12 +116,14 @@ class Wire:
     def __init__(self, proc: subprocess.Popen):
         self.proc, self.buf = proc, b""
 
-    def send(self, rid: int, method: str, params: dict) -> None:
-        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode())
-        self.proc.stdin.write(b"\n")
+    def send(self, rid: int | str, method: str, params: dict) -> None:
+        self.raw(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode() + b"\n")
+
+    def raw(self, line: bytes) -> None:
+        self.proc.stdin.write(line)
         self.proc.stdin.flush()
 
-    def call(self, rid: int, tool: str, **arguments) -> None:
+    def call(self, rid: int | str, tool: str, **arguments) -> None:
         self.send(rid, "tools/call", {"name": tool, "arguments": arguments})
 
     def answer(self, seconds: float = 60) -> dict:
@@ -205,3 +207,78 @@ def test_a_transcript_disk_that_refuses_writes_for_a_while_loses_nothing_and_the
     written = {w.path: w.step for w in report.summary.files_written if w.step > 0}
     assert written == {"s.py": 1, **{f"w{rid}.txt": rid - 1 for rid in range(3, 7)}, "done.txt": 6}
     assert any(isinstance(e, Notice) and "refused" in e.message for e in events)
+
+
+def peak_memory_kib(pid: int) -> int:
+    """The most memory the process has held at once (VmHWM): a peak no polling can miss."""
+    status = open(f"/proc/{pid}/status").read()
+    return int(status.split("VmHWM:", 1)[1].split()[0])
+
+
+def test_a_request_whose_id_is_not_a_plain_short_id_is_refused_unrun_and_recorded_in_bounded_size(tmp_path):
+    """The transcript records a call's id on its request, its response and every file change it made: one command
+    with a 4 MiB id that made 300 files wrote 1.2 GiB. A string id over MAX_ID_CHARS, or an integer past JSON's
+    safe range, is refused before the call runs, with an error naming the limit, and recorded by a short stand-in
+    for the id; the server keeps serving."""
+    from jg_mcp.live.stdio import MAX_ID_CHARS, MAX_SAFE_ID
+
+    proc = _start(tmp_path)
+    wire = Wire(proc)
+    for rid, limit in (("x" * (4 << 20), f"limit of {MAX_ID_CHARS} characters"), (MAX_SAFE_ID + 1, str(MAX_SAFE_ID))):
+        wire.call(rid, "run_command", command="touch a b c")
+        refused = wire.answer()
+        assert refused["id"] == rid and "error" in refused, str(refused)[:300]
+        assert "request refused: its id" in refused["error"]["message"] and limit in refused["error"]["message"]
+    wire.call(9, "run_command", command="echo alive")
+    assert wire.answer()["result"]["structuredContent"]["stdout"] == "alive\n"
+    wire.close()
+    transcript = only_transcript(tmp_path)
+    assert transcript.stat().st_size < 1 << 20
+    assert not (tmp_path / "ws" / "a").exists()
+    events = read_transcript(transcript).events
+    refusals = [e for e in events if e.event == "response" and e.is_error]
+    assert len(refusals) == 2 and all("request refused: its id" in e.error for e in refusals)
+    assert all(len(json.dumps(e.request_id)) < 200 for e in events if hasattr(e, "request_id"))
+
+
+def test_a_stdio_line_over_the_request_limit_is_refused_as_it_is_read_never_parsed(tmp_path):
+    """A 60 MB line (under the stdio line limit) of tiny JSON values, `{}` after `{}`, was parsed whole twice
+    before the size refusal: 4.5 GiB and 21 s. A line whose text is over MAX_REQUEST_BYTES is refused while it is
+    read, holding no more than that, answered with the limit and recorded by its size."""
+    from jg_mcp.live.recording import MAX_REQUEST_BYTES
+
+    proc = _start(tmp_path)
+    wire = Wire(proc)
+    before = peak_memory_kib(proc.pid)
+    values = b",".join([b"{}"] * ((24 << 20) // 3))
+    head = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run_command","arguments":'
+    wire.raw(head + b'{"command":"touch parsed","x":[' + values + b"]}}}\n")
+    refused = wire.answer(120)
+    grown_mib = (peak_memory_kib(proc.pid) - before) >> 10
+    assert refused["id"] == 9 and f"over the limit of {MAX_REQUEST_BYTES}" in refused["error"]["message"]
+    assert grown_mib < 256, f"the server's peak memory grew by {grown_mib} MiB for a {len(values) >> 20} MiB line"
+    wire.call(10, "run_command", command="echo alive")
+    assert wire.answer()["result"]["structuredContent"]["stdout"] == "alive\n"
+    wire.close()
+    events = read_transcript(only_transcript(tmp_path)).events
+    [request] = [e for e in events if e.event == "request" and e.request_id == 9]
+    [response] = [e for e in events if e.event == "response" and e.request_id == 9]
+    assert request.method == "tools/call" and request.params is None and request.params_size > MAX_REQUEST_BYTES
+    assert response.is_error and "over the limit" in response.error
+    assert not (tmp_path / "ws" / "parsed").exists()
+
+
+def test_a_write_whose_json_escaping_takes_its_line_past_the_request_limit_is_still_served(tmp_path):
+    """The request limit counts what the request holds, not how its JSON spells it: 3 MiB of control characters
+    take 18 MiB of `\\u0001` escapes on the wire, and are written."""
+    from jg_mcp.live.recording import MAX_REQUEST_BYTES
+
+    proc = _start(tmp_path)
+    wire = Wire(proc)
+    content = "\x01" * (3 << 20)
+    assert len(json.dumps(content)) > MAX_REQUEST_BYTES
+    wire.call(3, "write_file", path="controls.txt", content=content)
+    answer = wire.answer(120)
+    assert "result" in answer and not answer["result"]["isError"], str(answer)[:300]
+    wire.close()
+    assert (tmp_path / "ws" / "controls.txt").read_text() == content

@@ -1,9 +1,10 @@
 """Recording every request of a session: the transcript middleware, which writes each request and its response
-with timing, and refuses what cannot be recorded or served (params over MAX_REQUEST_BYTES, an id already in flight,
-more than MAX_CALLS_IN_FLIGHT tool calls at once)."""
+with timing, and refuses what cannot be recorded or served (an id that is not a plain short one, params over
+MAX_REQUEST_BYTES, an id already in flight, more than MAX_CALLS_IN_FLIGHT tool calls at once)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -18,12 +19,9 @@ from mcp.types import INVALID_PARAMS, INVALID_REQUEST, CallToolResult, TextConte
 from pydantic import BaseModel
 
 from jg_mcp.live.session import Session
-from jg_mcp.live.stdio import OVERSIZED, UNREADABLE, storable
+from jg_mcp.live.stdio import MAX_ID_CHARS, MAX_REQUEST_BYTES, MAX_SAFE_ID, OVERSIZED, UNREADABLE, storable
 from jg_mcp.record.transcript import WRITE_BLOB_CAP, Request, Response
 
-MAX_REQUEST_BYTES = WRITE_BLOB_CAP + 1024 * 1024
-"""Largest request params (UTF-8 bytes of their strings) recorded and served; larger ones are recorded by size and
-refused."""
 MAX_CALLS_IN_FLIGHT = 64
 """Tool calls one session may have unanswered at once; more are answered at once with an error saying so."""
 CANCELLED = "cancelled: the client cancelled the call or disconnected before it finished"
@@ -62,6 +60,23 @@ def _dump(result: Any) -> dict[str, Any] | None:
     return dict(result)
 
 
+def _id_over_limit(rid: Any) -> str | None:
+    """What is wrong with a request id that is not a plain short one (a string of at most MAX_ID_CHARS characters,
+    or an integer within ±MAX_SAFE_ID); None for one that is."""
+    if isinstance(rid, str) and len(rid) > MAX_ID_CHARS:
+        return f"is a string of {len(rid)} characters, over the limit of {MAX_ID_CHARS} characters"
+    if isinstance(rid, int) and not -MAX_SAFE_ID <= rid <= MAX_SAFE_ID:
+        return f"is an integer beyond the limit of ±{MAX_SAFE_ID}"
+    return None
+
+
+def _shown(rid: str | int) -> str:
+    """What the transcript records for an id over the limits, in place of it: its start, its size and a hash."""
+    text = rid if isinstance(rid, str) else str(rid) if rid.bit_length() < 10_000 else hex(rid)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return storable(f"{text[:32]}... ({len(text)} characters, sha256 {digest}...)")
+
+
 def _id_keys(rid: Any) -> frozenset[str]:
     """What a request id collides on: the SDK takes 7 and "7" for one id (its table of requests in flight coerces
     a numeric string, its HTTP transport routes answers by the id as text)."""
@@ -78,7 +93,12 @@ class TranscriptMiddleware:
     the request. Otherwise two calls would share an id, and the transcript, whose responses and file changes name
     their request by id, could not tell which did what (jg_mcp.record.steps). An id is held from the request's
     arrival until its answer, and, when the call ended in an error or was cancelled, until the workspace jobs
-    queued before then have finished, since a cancelled call's changes may still be recorded under its id."""
+    queued before then have finished, since a cancelled call's changes may still be recorded under its id.
+
+    Every line the transcript writes for a call repeats its id (its request, its response, each file change), so
+    a request whose id is not a plain short one (see `_id_over_limit`) is refused before anything else, and
+    recorded under a short stand-in for its id: one command with a 4 MiB id that made 300 files had written
+    1.2 GiB."""
 
     def __init__(self, pool: SessionPool):
         self.pool = pool
@@ -89,6 +109,9 @@ class TranscriptMiddleware:
         session = self.pool.get(ctx.session)
         rid = ctx.request_id
         raw = dict(ctx.params) if ctx.params is not None else None
+        over = _id_over_limit(rid)
+        if over is not None:
+            self._refuse_id(session, rid, ctx.method, raw or {}, over)
         if ctx.method == UNREADABLE:
             self._refuse_unreadable(session, rid, raw or {})
         if ctx.method == OVERSIZED or _size(raw, MAX_REQUEST_BYTES) > MAX_REQUEST_BYTES:
@@ -175,6 +198,25 @@ class TranscriptMiddleware:
         raise MCPError(INVALID_REQUEST, message)
 
     @staticmethod
+    def _refuse_id(session: Session, rid: str | int, method: str, params: dict[str, Any], over: str) -> None:
+        """Record a request whose id is over the limits, by its method (and tool name, when short) and a short
+        stand-in for the id, and its refusal on the next line; refuse it."""
+        name = params.get("name")
+        kept = {"name": storable(name)} if isinstance(name, str) and len(name) <= MAX_ID_CHARS else None
+        message = (
+            f"request refused: its id {over}; a request id is a string of at most {MAX_ID_CHARS} characters or an "
+            f"integer within ±{MAX_SAFE_ID} (2^53 - 1, the largest JSON keeps exact): send it again with such an id"
+        )
+        shown = _shown(rid)
+        session.writer.append_all(
+            [
+                Request(request_id=shown, method=method, params=kept),
+                Response(request_id=shown, method=method, duration_ms=0.0, is_error=True, error=message),
+            ]
+        )
+        raise MCPError(INVALID_REQUEST, message)
+
+    @staticmethod
     def _refuse_unreadable(session: Session, rid: Any, params: dict[str, Any]) -> None:
         """Record a request the JSON-RPC parser refused (stood in for by the stdio reader) and its refusal on the
         next line, and refuse it."""
@@ -192,14 +234,13 @@ class TranscriptMiddleware:
     def _refuse(session: Session, rid: Any, method: str, params: dict[str, Any]) -> None:
         """Record a request too large to keep as its method and size only, its refusal on the next line, and
         refuse it."""
-        if method == OVERSIZED:  # stood in for by the stdio reader (jg_mcp.live.stdio) for a line over its limit
-            method, size, unit = str(params.get("method", "unknown")), int(params.get("size", 0)), "bytes"
+        if method == OVERSIZED:  # stood in for by the stdio reader (jg_mcp.live.stdio) for a line over a limit
+            method, size = str(params.get("method", "unknown")), int(params.get("size", 0))
+            held = f"its message holds {size} bytes, over the limit of {int(params.get('limit', MAX_REQUEST_BYTES))}"
         else:
-            size, unit = _size(params, MAX_REQUEST_BYTES), "bytes or more"
-        message = (
-            f"request refused: its params hold {size} {unit}, over the limit of {MAX_REQUEST_BYTES} "
-            f"(write_file content may be at most {WRITE_BLOB_CAP} bytes)"
-        )
+            size = _size(params, MAX_REQUEST_BYTES)
+            held = f"its params hold {size} bytes or more, over the limit of {MAX_REQUEST_BYTES}"
+        message = f"request refused: {held} (write_file content may be at most {WRITE_BLOB_CAP} bytes)"
         session.writer.append_all(
             [
                 Request(request_id=rid, method=method, params=None, params_size=size),

@@ -1,14 +1,17 @@
 """The stdio transport with a limit on the size of a message, its own threads, and an answer to every request.
 
-The SDK's stdio reader holds each line whole, however long. This one reads at most LINE_LIMIT_BYTES of
-a line; a longer line is read through in chunks and dropped, and a small stand-in request takes its
-place: method OVERSIZED, the original id, and the original method and size as params. The transcript
-middleware records the stand-in as the refused request's method and size and answers it with an error.
+The SDK's stdio reader holds each line whole, however long, and parses it on the event loop. This one
+reads a line in chunks, measuring it as it comes (`Measure`): a line over MAX_REQUEST_BYTES so measured,
+or over LINE_LIMIT_BYTES of bytes, is read through and dropped, never parsed, and a small stand-in request
+takes its place: method OVERSIZED, the original id, and the original method, size and limit as params.
+The transcript middleware records the stand-in as the refused request's method and size and answers it
+with an error. (A line of 60 MB made of `{}` had been parsed whole twice before its refusal: 4.5 GiB.)
 
-A request the SDK's JSON parser refuses, though valid JSON with an id (a string holding a lone surrogate
-escape such as `"\\udcff"`, which is no Unicode text), would be dropped unanswered: it is replaced by a
-stand-in of method UNREADABLE naming the original method, the reason, and the params with the surrogates
-escaped, which the transcript middleware records and answers with that reason.
+A line within the limits is parsed once, in the reader's thread. A request the JSON-RPC parser refuses,
+though it has an id (a string holding a lone surrogate escape such as `"\\udcff"`, which is no Unicode
+text; nesting deeper than the parser reads), would be dropped unanswered: it is replaced by a stand-in of
+method UNREADABLE naming the original method, the reason, and (for surrogates) the params escaped, which
+the transcript middleware records and answers with that reason.
 
 stdin is read and stdout written in threads of their own (one each, never anyio's default limiter, whose
 threads tool calls may all hold), so the server reads and answers whatever its tools are doing.
@@ -20,10 +23,14 @@ import fcntl
 import json
 import os
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, BinaryIO
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
+from mcp.shared.message import SessionMessage
 
 from jg_mcp import log
 from jg_mcp.record.transcript import WRITE_BLOB_CAP
@@ -32,9 +39,22 @@ logger = log.get("jg_mcp.live.stdio")
 OVERSIZED = "jg/oversized"
 """Method of the stand-in for a message over the limit."""
 LINE_LIMIT_BYTES = 4 * WRITE_BLOB_CAP + 1024 * 1024
-"""Longest stdio message: room for the largest write_file (WRITE_BLOB_CAP) whose JSON escaping quadruples it."""
+"""Longest stdio message in bytes: room for the largest write_file (WRITE_BLOB_CAP) whose JSON escaping quadruples
+it."""
+MAX_REQUEST_BYTES = WRITE_BLOB_CAP + 1024 * 1024
+"""Largest request served and recorded whole: its params, counted as UTF-8 bytes of their strings (plus a few per
+item) by the transcript middleware, and a stdio line as `Measure` counts it. Larger ones are recorded by size and
+refused."""
+MAX_ID_CHARS = 200
+"""Longest string id a request may have; an integer id must be within ±MAX_SAFE_ID. The transcript repeats a call's
+id on its request, its response and every file change it made, so longer ones are refused (see
+jg_mcp.live.recording)."""
+MAX_SAFE_ID = 2**53 - 1
+"""Largest integer id (in magnitude): the largest integer JSON readers keep exactly."""
 PEEK = 4096
-ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,20})')
+CHUNK = 1 << 20
+"""Bytes of a line read at once."""
+ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,%d}"|-?\d{1,16}(?![\d.eE]))' % MAX_ID_CHARS)
 METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{1,100})"')
 UNREADABLE = "jg/unreadable"
 """Method of the stand-in for a request that is valid JSON but not text the JSON-RPC parser accepts."""
@@ -42,14 +62,15 @@ SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 """A surrogate escape in JSON text: paired, it is one character; alone, it is no character at all."""
 
 
-def stand_in(head: bytes, tail: bytes, size: int) -> str | None:
-    """The OVERSIZED request for a message whose first and last bytes are `head` and `tail`; None when it
-    names no id (a notification, or not JSON-RPC), which is dropped."""
+def stand_in(head: bytes, tail: bytes, size: int, limit: int) -> str | None:
+    """The OVERSIZED request for a message whose first and last bytes are `head` and `tail`, `size` over `limit`;
+    None when it names no id (a notification, or not JSON-RPC), which is dropped."""
     found = ID.search(head) or ID.search(tail)
     if found is None:
         return None
     method = METHOD.search(head) or METHOD.search(tail)
-    params: dict[str, Any] = {"method": method.group(1).decode() if method else "unknown", "size": size}
+    name = method.group(1).decode() if method else "unknown"
+    params: dict[str, Any] = {"method": name, "size": size, "limit": limit}
     return json.dumps({"jsonrpc": "2.0", "id": json.loads(found.group(1)), "method": OVERSIZED, "params": params})
 
 
@@ -80,15 +101,21 @@ def storable(value: Any) -> Any:
 
 def unreadable(line: str) -> str | None:
     """The UNREADABLE stand-in for a request (a message with an id) that the SDK's JSON-RPC parser refuses, and
-    would drop unanswered; None for a line it reads, or one naming no id. A request whose strings hold a lone
-    surrogate keeps its params, escaped; any other (nested deeper than the parser reads, say) keeps none."""
+    would drop unanswered; None for a line it reads, or one naming no id."""
     from mcp import types
 
     try:
         types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         return None
     except Exception as exc:  # noqa: BLE001 (whatever the parser raises, the SDK's reader drops the request)
-        error = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        return refusal(line, exc)
+
+
+def refusal(line: str, exc: Exception) -> str | None:
+    """The UNREADABLE stand-in for a request the JSON-RPC parser refused with `exc`; None when it names no id. A
+    request whose strings hold a lone surrogate keeps its params, escaped; any other (nested deeper than the
+    parser reads, say) keeps none."""
+    error = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
     return _surrogates(line) or _refused(line, error)
 
 
@@ -125,42 +152,102 @@ def _surrogates(line: str) -> str | None:
     return json.dumps({"jsonrpc": "2.0", "id": rid, "method": UNREADABLE, "params": params})
 
 
-class BoundedLines:
-    """Lines of a binary stream as text, for the SDK's stdio_server; lines over `limit` and requests the
-    parser would drop become stand-ins. Read in a thread of its own (`limiter`)."""
+def parse(text: str, replace: bool = True) -> SessionMessage | Exception:
+    """`text` parsed as a JSON-RPC message; what the parser raised when it refuses it, or with `replace`, the
+    UNREADABLE stand-in for it parsed instead (when it names an id)."""
+    from mcp import types
 
-    def __init__(self, stream: BinaryIO, limit: int = LINE_LIMIT_BYTES):
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(text, by_name=False))
+    except Exception as exc:  # noqa: BLE001 (whatever the parser raises, the server is told, as by the SDK's reader)
+        replaced = refusal(text, exc) if replace else None
+        return exc if replaced is None else parse(replaced, replace=False)
+
+
+class Measure:
+    """A line's size as MAX_REQUEST_BYTES counts it, from its bytes as they arrive, without parsing: a byte counts
+    one, except that an escape (`\\n`, `\\\\`, `\\u00e9`) counts one in all. JSON's escaping, up to six bytes a
+    character, so never counts against a write_file's content, while every byte outside a string counts: the
+    values a parse of the line would make can be no more than its size."""
+
+    def __init__(self) -> None:
+        self.raw = 0
+        """Bytes read."""
+        self.size = 0
+        """Bytes counted."""
+        self.open = False
+        """The bytes so far end in an escape's backslash, the character it escapes still to come."""
+
+    def add(self, chunk: bytes) -> None:
+        if not chunk:
+            return
+        self.raw += len(chunk)
+        self.size += len(chunk)
+        if self.open:
+            self.size -= 5 if chunk.startswith(b"u") else 1
+            chunk = chunk[1:]
+        plain = chunk.replace(b"\\\\", b"")  # the rest of a run of backslashes starts an escape, or nothing
+        escapes, unicode = plain.count(b"\\"), plain.count(b"\\u")
+        self.open = plain.endswith(b"\\")
+        self.size -= (len(chunk) - len(plain)) // 2 + escapes - unicode - self.open + 5 * unicode
+
+
+class Messages:
+    """The JSON-RPC messages of a binary stream of lines, each read, measured and parsed in a thread of its own
+    (`limiter`); lines over the limits and requests the parser would drop become stand-ins."""
+
+    def __init__(self, stream: BinaryIO, limit: int = LINE_LIMIT_BYTES, request_limit: int = MAX_REQUEST_BYTES):
         self.stream = stream
         self.limit = limit
+        self.request_limit = request_limit
         self.limiter = anyio.CapacityLimiter(1)
 
-    def __aiter__(self) -> BoundedLines:
+    def __aiter__(self) -> Messages:
         return self
 
-    async def __anext__(self) -> str:
+    async def __anext__(self) -> SessionMessage | Exception:
+        read = await anyio.to_thread.run_sync(self._next, abandon_on_cancel=True, limiter=self.limiter)
+        if read is None:
+            raise StopAsyncIteration
+        return read
+
+    def _next(self) -> SessionMessage | Exception | None:
+        """The next message; None at the end of the stream."""
         while True:
-            line = await anyio.to_thread.run_sync(
-                self.stream.readline, self.limit + 1, abandon_on_cancel=True, limiter=self.limiter
-            )
-            if not line:
-                raise StopAsyncIteration
-            if len(line) <= self.limit or line.endswith(b"\n") and len(line) == self.limit + 1:
-                text = line.decode("utf-8", errors="replace")
-                return unreadable(text) or text
-            head, tail, size = line[:PEEK], line[-PEEK:], len(line)
-            del line
-            while not tail.endswith(b"\n"):
-                part = await anyio.to_thread.run_sync(
-                    self.stream.readline, 1 << 20, abandon_on_cancel=True, limiter=self.limiter
-                )
+            measure, line = Measure(), bytearray()
+            while not line.endswith(b"\n") and not self._over(measure):
+                part = self.stream.readline(CHUNK)
                 if not part:
                     break
-                size += len(part)
-                tail = (tail + part)[-PEEK:]
-            logger.warning("message over the stdio limit refused", size=size, limit=self.limit)
-            replaced = stand_in(head, tail, size)
+                measure.add(part)
+                line += part
+            if not line:
+                return None
+            if not self._over(measure):
+                text = line.decode("utf-8", errors="replace")
+                line.clear()
+                return parse(text)
+            replaced = self._drop(line, measure)
             if replaced is not None:
-                return replaced
+                return parse(replaced, replace=False)
+
+    def _over(self, measure: Measure) -> bool:
+        return measure.size > self.request_limit or measure.raw > self.limit
+
+    def _drop(self, line: bytearray, measure: Measure) -> str | None:
+        """Read the rest of `line`, which is over a limit, through without keeping it; its OVERSIZED stand-in."""
+        head, tail = bytes(line[:PEEK]), bytes(line[-PEEK:])
+        line.clear()
+        while not tail.endswith(b"\n"):
+            part = self.stream.readline(CHUNK)
+            if not part:
+                break
+            measure.add(part)
+            tail = (tail + part)[-PEEK:]
+        over_request = measure.size > self.request_limit
+        size, limit = (measure.size, self.request_limit) if over_request else (measure.raw, self.limit)
+        logger.warning("message over the stdio limit refused", size=size, limit=limit)
+        return stand_in(head, tail, size, limit)
 
 
 class Answers:
@@ -185,19 +272,47 @@ def _claim(fd: int, diversion: int) -> int:
     return wire
 
 
+@asynccontextmanager
+async def _streams(messages: Messages, answers: Answers) -> AsyncIterator[tuple[Any, Any]]:
+    """The server's read and write streams, fed from `messages` and written to `answers`: what the SDK's
+    stdio_server does, without its reader's second parse of every line (on the event loop)."""
+    read_in, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write, write_out = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def pump_in() -> None:
+        try:
+            async with read_in:
+                async for received in messages:
+                    await read_in.send(received)
+        except anyio.ClosedResourceError:
+            await anyio.lowlevel.checkpoint()
+
+    async def pump_out() -> None:
+        try:
+            async with write_out:
+                async for answer in write_out:
+                    await answers.write(answer.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
+                    await answers.flush()
+        except anyio.ClosedResourceError:
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(pump_in)
+        tasks.start_soon(pump_out)
+        yield read, write
+
+
 async def serve_stdio(lowlevel: Any) -> None:
-    """Run a low-level MCP server over this process's stdin and stdout, with the line limit. While it runs,
+    """Run a low-level MCP server over this process's stdin and stdout, with the limits. While it runs,
     fd 0 reads /dev/null and fd 1 writes to stderr, so commands the server starts (and stray prints) can
     neither read the client's messages nor write into its stream."""
-    from mcp.server.stdio import stdio_server
-
     wire_in = _claim(0, os.open(os.devnull, os.O_RDONLY))
     wire_out = _claim(1, os.dup(2))
     # Never closed: a worker thread may still be blocked reading it when the server returns.
-    stream = os.fdopen(wire_in, "rb", closefd=False)
+    messages = Messages(os.fdopen(wire_in, "rb", closefd=False))
     answers = Answers(os.fdopen(wire_out, "wb", closefd=False))
     try:
-        async with stdio_server(stdin=BoundedLines(stream), stdout=answers) as (read, write):  # type: ignore[arg-type]
+        async with _streams(messages, answers) as (read, write):
             await lowlevel.run(read, write, lowlevel.create_initialization_options())
     finally:
         os.dup2(wire_in, 0)
