@@ -1,10 +1,11 @@
-"""What an HTTP client cannot hold on to: sessions past the cap, sessions without a tool call, half-open and
-surplus connections; and how `serve` refuses a taken port or HTTP options under stdio."""
+"""What an HTTP client cannot hold on to: sessions past the cap, sessions without a tool call, half-open,
+slow-bodied and surplus connections; and how `serve` refuses a taken port or HTTP options under stdio."""
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -107,6 +108,47 @@ def test_half_open_and_surplus_connections_are_closed(tmp_path):
             for s in [half_open, *silent, surplus]:
                 s.close()
         assert initialize(server).status_code == 200
+
+
+def test_connections_whose_request_body_trickles_in_are_closed_and_free_their_places(tmp_path):
+    def slow_post(server: HttpServer) -> socket.socket:
+        conn = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        headers = {**AUTH, "Host": f"127.0.0.1:{server.port}", "Content-Length": "1000000"}
+        conn.sendall(
+            ("POST /mcp HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n{").encode()
+        )
+        return conn
+
+    with HttpServer(tmp_path, "--sandbox", "none", "--max-connections", "3") as server:
+        session_id = initialize(server).headers["mcp-session-id"]
+        slow = [slow_post(server) for _ in range(3)]
+        trickling, start = set(slow), time.monotonic()
+        try:
+            while trickling and time.monotonic() - start < CONNECTION_IDLE_S + 10:
+                readable, _, _ = select.select(list(trickling), [], [], 1)
+                for conn in readable:
+                    try:
+                        closed = conn.recv(1024) == b""
+                    except OSError:
+                        closed = True
+                    if closed:
+                        trickling.discard(conn)
+                for conn in list(trickling):
+                    try:
+                        conn.sendall(b" ")  # a byte a second: the body never ends
+                    except OSError:
+                        trickling.discard(conn)
+            assert not trickling, f"{len(trickling)} slow connections still open after {CONNECTION_IDLE_S + 10}s"
+        finally:
+            for conn in slow:
+                conn.close()
+        tools = httpx.post(
+            server.url,
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            headers={**AUTH, "mcp-session-id": session_id, "mcp-protocol-version": INIT["params"]["protocolVersion"]},
+            timeout=10,
+        )
+        assert tools.status_code == 200 and "run_command" in tools.text
 
 
 def serve(tmp_path, *extra: str) -> subprocess.CompletedProcess:

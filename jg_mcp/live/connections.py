@@ -33,9 +33,11 @@ def jsonrpc_error(status: int, message: str, headers: dict[str, str] | None = No
 
 
 def is_tool_call(body: bytes) -> bool:
+    if b"tools/call" not in body:
+        return False
     try:
         message = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(message, dict) and message.get("method") == "tools/call"
 

@@ -8,12 +8,19 @@ handshake protocol version: the 2026 stateless era has no connection to hang a
 workspace on, so it is refused with a JSON-RPC error and clients fall back to the
 `initialize` handshake.
 
+A request's body is read here, whole, before the SDK sees it, and at most MAX_BODY_BYTES of it (the
+stdio transport's message limit): one declared larger is refused at once, and one that passes the
+limit while it is read is refused there (413, and the connection closed); a body is never held past
+the limit. A request of a live session whose JSON the SDK would drop unanswered is replaced by the
+stand-in that jg_mcp.live.stdio makes for it.
+
 Each session holds a workspace, a transcript and (as root) a sandbox uid, so sessions are
 bounded: at most `max_sessions` live at once (a request for another gets 503 saying so); one
 that makes no tool call within `first_call_s` of its start is ended, as is one with no request
 in flight for `idle_s` (the SDK's idle timeout). Connections are bounded too: at most
-`max_connections` open (more are closed on accept), and one that has no request in flight for
-CONNECTION_IDLE_S, a fresh one whose request headers are incomplete included, is closed.
+`max_connections` open (more are closed on accept), and one whose next request has not arrived whole
+(headers and body) CONNECTION_IDLE_S after it opened or its last response ended, plus a second for
+each RECEIVE_RATE bytes it sent meanwhile, is closed, whatever state that request is in.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import os
 import re
 import secrets
 import socket
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from pathlib import Path
 
 import anyio
@@ -35,20 +42,28 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from jg_mcp.errors import JgError, UsageError
 from jg_mcp.live.connections import SESSION_ID, ConnectionPool, end_without_first_call, jsonrpc_error
-from jg_mcp.live.stdio import SURROGATE, unreadable
+from jg_mcp.live.stdio import LINE_LIMIT_BYTES, SURROGATE, unreadable
+from jg_mcp.record.transcript import WRITE_BLOB_CAP
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 SHUTDOWN_GRACE_S = 3
 CONNECTION_IDLE_S = 10
-"""A connection with no request in flight for this long is closed (before its first request too)."""
+"""A connection whose next request has not arrived whole this long after it opened or its last response
+ended (plus a second per RECEIVE_RATE bytes received) is closed."""
+RECEIVE_RATE = 1024 * 1024
+"""Bytes a second a client sending a large body is granted beyond CONNECTION_IDLE_S: one that trickles its
+body in gives its connection back after CONNECTION_IDLE_S, one that uploads MAX_BODY_BYTES over a slow link
+is not cut off."""
 MAX_HEADER_BYTES = 64 * 1024
-SNIFF_BYTES = 4 * 1024 * 1024
-"""A request body is read for its JSON-RPC method (to see a session's first tool call) up to this size."""
+MAX_BODY_BYTES = LINE_LIMIT_BYTES
+"""Largest request body, the same as the largest stdio message: room for the largest write_file
+(WRITE_BLOB_CAP) whose JSON escaping quadruples it. The SDK is given it too, so its own limit never refuses less."""
 SURROGATE_BYTES = re.compile(SURROGATE.pattern.encode())
 
 
@@ -121,56 +136,83 @@ class Gate:
                 f"protocol version {version} is not served: use the initialize handshake "
                 f"({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}); every connection gets its own workspace",
             )
+        declared = request.headers.get("content-length", "")
+        if refusal is None and declared.isdecimal() and int(declared) > MAX_BODY_BYTES:
+            refusal = too_large()
         session_id = request.headers.get(SESSION_ID)
         if refusal is None:
             refusal = self.pool.admit(session_id, request.method)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        if session_id is not None and request.method == "POST" and self.pool.awaits_first_call(session_id):
-            receive = _sniffing(receive, lambda body: self.pool.note_request(session_id, body))
-        if session_id is not None and request.method == "POST":
-            receive = _answerable(receive)
-        await self.app(scope, receive, send)
+        replay = await self._read(request.method, session_id, receive)
+        if replay is None:
+            await too_large()(scope, receive, send)
+            return
+        await self.app(scope, replay, send)
+
+    async def _read(self, method: str, session_id: str | None, receive: Receive) -> Receive | None:
+        """`receive` that replays the request body, read whole (for a live session's POST, made answerable and
+        looked at for its first tool call); None when the body is over MAX_BODY_BYTES or the client went away.
+        Here, not in the caller, so the body is not held for the rest of the request once the app has read it."""
+        body = await _read_body(receive)
+        if body is None:
+            return None
+        if method == "POST" and session_id is not None and session_id in self.pool.live:
+            body = _answerable(body)
+            if self.pool.awaits_first_call(session_id):
+                self.pool.note_request(session_id, body)
+        return _replay(body, receive)
 
 
-def _answerable(receive: Receive) -> Receive:
-    """`receive` that hands the SDK a request it would refuse unrecorded and answer without its id (one whose
-    strings hold a lone surrogate escape) as the stand-in that jg_mcp.live.stdio makes for it: recorded, and
-    answered with its id and the reason. The body is read whole first (the SDK reads it whole anyway)."""
-    done = False
-
-    async def wrapped() -> Message:
-        nonlocal done
-        if done:
-            return await receive()
-        done = True
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return message
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        if SURROGATE_BYTES.search(body) is not None:
-            body = (unreadable(body.decode("utf-8", errors="replace")) or "").encode() or body
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return wrapped
+def too_large() -> Response:
+    """The answer to a body over MAX_BODY_BYTES; it closes the connection, so the rest of the body is not read."""
+    return jsonrpc_error(
+        413,
+        f"request body over the limit of {MAX_BODY_BYTES} bytes (the same as a stdio message's; "
+        f"write_file content may be at most {WRITE_BLOB_CAP} bytes)",
+        {"Connection": "close"},
+    )
 
 
-def _sniffing(receive: Receive, on_body: Callable[[bytes], None]) -> Receive:
-    """`receive` that also hands the request body (up to SNIFF_BYTES) to `on_body` once it is complete."""
-    body = bytearray()
-
-    async def wrapped() -> Message:
+async def _read_body(receive: Receive) -> bytes | None:
+    """The request body, read whole; None as soon as it passes MAX_BODY_BYTES (the rest is not read, and at
+    most the limit plus one chunk was held) or when the client went away before it ended (an answer to it
+    is dropped)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
         message = await receive()
-        if message["type"] == "http.request" and len(body) <= SNIFF_BYTES:
-            body.extend(message.get("body", b""))
-            if not message.get("more_body", False) and len(body) <= SNIFF_BYTES:
-                on_body(bytes(body))
+        if message["type"] != "http.request":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _answerable(body: bytes) -> bytes:
+    """`body`, or for a request the SDK would refuse unrecorded and answer without its id (one whose strings
+    hold a lone surrogate escape) the stand-in that jg_mcp.live.stdio makes for it: recorded, and answered with
+    its id and the reason."""
+    if SURROGATE_BYTES.search(body) is None:
+        return body
+    return (unreadable(body.decode("utf-8", errors="replace")) or "").encode() or body
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """`receive` that gives the app the body read already, as one message, then what the connection says next."""
+    held: bytes | None = body
+
+    async def wrapped() -> Message:
+        nonlocal held
+        if held is None:
+            return await receive()
+        message: Message = {"type": "http.request", "body": held, "more_body": False}
+        held = None
         return message
 
     return wrapped
@@ -215,7 +257,11 @@ async def serve_http(
     limits = limits or HttpLimits()
     settings = security_settings(host, allowed_hosts)
     sdk = server.streamable_http_app(
-        transport_security=settings, host=host, session_idle_timeout=limits.idle_s, max_sessions=limits.max_sessions
+        transport_security=settings,
+        host=host,
+        max_request_body_size=MAX_BODY_BYTES,
+        session_idle_timeout=limits.idle_s,
+        max_sessions=limits.max_sessions,
     )
     app = Gate(sdk, token, settings, pool)
     config = uvicorn.Config(
@@ -243,9 +289,16 @@ async def serve_http(
 
 def _bounded_h11(max_connections: int) -> type[H11Protocol]:
     class BoundedH11(H11Protocol):
-        """uvicorn's h11 protocol that closes a connection past `max_connections` at once, and one that has no
-        request in flight CONNECTION_IDLE_S after it opened or its last response ended, incomplete headers
-        included (uvicorn's own keep-alive timer stops at the first byte received)."""
+        """uvicorn's h11 protocol that closes a connection past `max_connections` at once, and one whose next
+        request has not arrived whole (headers and body) CONNECTION_IDLE_S after it opened or its last response
+        ended, plus a second per RECEIVE_RATE bytes received since. uvicorn's own keep-alive timer stops at the
+        first byte received, so without this a request whose headers or body never end would hold its
+        connection for good. A request is in flight, and its connection kept, once its body is complete and
+        until its response ends."""
+
+        armed = 0.0
+        received = 0
+        deadline: asyncio.TimerHandle | None = None
 
         # uvicorn's own signature, which narrows asyncio's BaseTransport to Transport (and ignores the override)
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -255,17 +308,36 @@ def _bounded_h11(max_connections: int) -> type[H11Protocol]:
                 return
             self._arm()
 
+        def data_received(self, data: bytes) -> None:
+            self.received += len(data)
+            super().data_received(data)
+
         def on_response_complete(self) -> None:
             super().on_response_complete()
             self._arm()
 
-        def _arm(self) -> None:
-            self.idle_since = self.loop.time()
-            self.loop.call_later(CONNECTION_IDLE_S, self._close_if_idle)
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.deadline is not None:
+                self.deadline.cancel()
+            super().connection_lost(exc)
 
-        def _close_if_idle(self) -> None:
-            idle = self.cycle is None or self.cycle.response_complete
-            if idle and not self.transport.is_closing() and self.loop.time() - self.idle_since >= CONNECTION_IDLE_S:
+        def _arm(self) -> None:
+            self.armed, self.received = self.loop.time(), 0
+            self._check_in(CONNECTION_IDLE_S)
+
+        def _check_in(self, seconds: float) -> None:
+            if self.deadline is not None:
+                self.deadline.cancel()
+            self.deadline = self.loop.call_later(seconds, self._close_if_late)
+
+        def _close_if_late(self) -> None:
+            in_flight = self.cycle is not None and not self.cycle.more_body and not self.cycle.response_complete
+            if in_flight or self.transport.is_closing():
+                return
+            left = self.armed + CONNECTION_IDLE_S + self.received / RECEIVE_RATE - self.loop.time()
+            if left > 0:
+                self._check_in(left)
+            else:
                 self.transport.close()
 
     return BoundedH11
