@@ -111,3 +111,36 @@ def test_a_write_file_over_the_sdk_default_of_4_mib_is_accepted_over_http_as_ove
 
     with HttpServer(tmp_path, "--sandbox", "none") as server:
         assert anyio.run(write)["size"] == len(content)
+
+
+def test_bodies_held_at_once_over_all_connections_are_bounded(tmp_path):
+    """One body is bounded by the limit, but every connection may send one: four connections each part-way into a
+    body of 60 MiB hold 240 MiB, and a fifth body that would take the total past MAX_BODIES_HELD_BYTES is refused
+    as it is read (503); once those requests end, the server serves again."""
+    part = b"A" * MIB
+    with HttpServer(tmp_path, "--sandbox", "none") as server:
+        session_id = open_session(server)
+        before = memory_mib(server.proc.pid, "VmHWM")
+        holding = []
+        try:
+            for _ in range(4):
+                conn = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+                holding.append(conn)
+                conn.sendall(post_head(server, session_id, "Transfer-Encoding: chunked"))
+                for _ in range(60):
+                    conn.sendall(b"%x\r\n%s\r\n" % (len(part), part))
+            with socket.create_connection(("127.0.0.1", server.port), timeout=30) as fifth:
+                fifth.sendall(post_head(server, session_id, "Transfer-Encoding: chunked"))
+                try:
+                    for _ in range(60):
+                        fifth.sendall(b"%x\r\n%s\r\n" % (len(part), part))
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                refused = answer(fifth)
+            assert refused is not None, "the fifth body was neither refused nor cut off"
+            assert refused == b"" or refused.startswith(b"HTTP/1.1 503 "), refused[:200]
+            assert memory_mib(server.proc.pid, "VmHWM") - before < 4 * LINE_LIMIT_BYTES // MIB + 200
+        finally:
+            for conn in holding:
+                conn.close()
+        assert httpx.post(server.url, json=INIT, headers=AUTH, timeout=30).status_code == 200

@@ -64,6 +64,11 @@ MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = LINE_LIMIT_BYTES
 """Largest request body, the same as the largest stdio message: room for the largest write_file
 (WRITE_BLOB_CAP) whose JSON escaping quadruples it. The SDK is given it too, so its own limit never refuses less."""
+MAX_BODIES_HELD_BYTES = 4 * MAX_BODY_BYTES
+"""Bytes of request bodies the server holds at once, over all connections, from a body's first byte until its
+request is answered (the SDK keeps the body, and what it parsed from it, that long): a request whose body would
+take it past this is refused (503) as it is read. Without it, max_connections bodies at the limit (16 GiB by
+default) would be held by one client."""
 SURROGATE_BYTES = re.compile(SURROGATE.pattern.encode())
 
 
@@ -118,6 +123,8 @@ class Gate:
         self.expected = f"Bearer {token}".encode()
         self.security = TransportSecurityMiddleware(settings)
         self.pool = pool
+        self.held = 0
+        """Bytes of request bodies held now (MAX_BODIES_HELD_BYTES)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -145,24 +152,62 @@ class Gate:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        replay = await self._read(request.method, session_id, receive)
-        if replay is None:
-            await too_large()(scope, receive, send)
-            return
-        await self.app(scope, replay, send)
+        taken = [0]
+        try:
+            replay = await self._read(request.method, session_id, receive, taken)
+            if isinstance(replay, Response):
+                await replay(scope, receive, send)
+                return
+            await self.app(scope, replay, send)
+        finally:
+            self.held -= taken[0]
 
-    async def _read(self, method: str, session_id: str | None, receive: Receive) -> Receive | None:
+    async def _read(
+        self, method: str, session_id: str | None, receive: Receive, taken: list[int]
+    ) -> Receive | Response:
         """`receive` that replays the request body, read whole (for a live session's POST, made answerable and
-        looked at for its first tool call); None when the body is over MAX_BODY_BYTES or the client went away.
-        Here, not in the caller, so the body is not held for the rest of the request once the app has read it."""
-        body = await _read_body(receive)
-        if body is None:
-            return None
+        looked at for its first tool call); the refusal when the body is over MAX_BODY_BYTES, would take the bodies
+        held past MAX_BODIES_HELD_BYTES, or the client went away. The bytes read are added to `self.held` and to
+        `taken[0]`, which the caller gives back once the request is answered. Here, not in the caller, so the body is
+        not held for the rest of the request once the app has read it."""
+        body = await self._read_body(receive, taken)
+        if isinstance(body, Response):
+            return body
         if method == "POST" and session_id is not None and session_id in self.pool.live:
             body = _answerable(body)
             if self.pool.awaits_first_call(session_id):
                 self.pool.note_request(session_id, body)
         return _replay(body, receive)
+
+    async def _read_body(self, receive: Receive, taken: list[int]) -> bytes | Response:
+        """The request body, read whole; the refusal as soon as it passes MAX_BODY_BYTES or the bodies held pass
+        MAX_BODIES_HELD_BYTES (the rest is not read, and at most one chunk past either was held), or when the
+        client went away before it ended (an answer to it is dropped)."""
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return too_large()
+            chunk = message.get("body", b"")
+            taken[0] += len(chunk)
+            self.held += len(chunk)
+            if taken[0] > MAX_BODY_BYTES:
+                return too_large()
+            if self.held > MAX_BODIES_HELD_BYTES:
+                return busy()
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+
+def busy() -> Response:
+    """The answer to a body that would take the bodies held past MAX_BODIES_HELD_BYTES; it closes the connection."""
+    return jsonrpc_error(
+        503,
+        f"the server holds {MAX_BODIES_HELD_BYTES} bytes of request bodies at once, over all connections, and this "
+        "body would take it past that: retry once other requests are answered",
+        {"Connection": "close", "Retry-After": "5"},
+    )
 
 
 def too_large() -> Response:
@@ -173,25 +218,6 @@ def too_large() -> Response:
         f"write_file content may be at most {WRITE_BLOB_CAP} bytes)",
         {"Connection": "close"},
     )
-
-
-async def _read_body(receive: Receive) -> bytes | None:
-    """The request body, read whole; None as soon as it passes MAX_BODY_BYTES (the rest is not read, and at
-    most the limit plus one chunk was held) or when the client went away before it ended (an answer to it
-    is dropped)."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
 
 
 def _answerable(body: bytes) -> bytes:
