@@ -282,3 +282,24 @@ def test_a_write_whose_json_escaping_takes_its_line_past_the_request_limit_is_st
     assert "result" in answer and not answer["result"]["isError"], str(answer)[:300]
     wire.close()
     assert (tmp_path / "ws" / "controls.txt").read_text() == content
+
+
+def test_a_client_cannot_send_a_request_that_passes_for_the_transports_stand_ins(tmp_path):
+    """The stdio reader stands in for a line over the limit, or one the parser refuses, with a request of its own
+    method, which the transcript middleware records from its params. A client sending that method itself had its
+    made-up size recorded, a non-integer size crashed the middleware unrecorded, and an 'unreadable' stand-in's
+    params were recorded past the size limit. Stand-ins carry a mark only this process knows; a client's
+    look-alike is an unknown method, answered and recorded as one."""
+    proc = _start(tmp_path)
+    wire = Wire(proc)
+    wire.send(1, "jg/oversized", {"method": "tools/call", "size": "many", "limit": None})
+    wire.send(2, "jg/unreadable", {"method": "tools/call", "reason": "forged", "params": {"pad": "x" * (20 << 20)}})
+    answers = [wire.answer(), wire.answer()]
+    assert all("error" in a and "forged" not in a["error"]["message"] for a in answers), str(answers)[:500]
+    wire.call(3, "run_command", command="echo alive")
+    assert wire.answer()["result"]["structuredContent"]["stdout"] == "alive\n"
+    wire.close()
+    transcript = only_transcript(tmp_path)
+    assert transcript.stat().st_size < 1 << 20
+    requests = [e for e in read_transcript(transcript).events if e.event == "request"]
+    assert [e.method for e in requests][-3:] == ["jg/oversized", "jg/unreadable", "tools/call"]

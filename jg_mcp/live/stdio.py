@@ -23,6 +23,7 @@ import fcntl
 import json
 import os
 import re
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, BinaryIO
@@ -36,7 +37,10 @@ from jg_mcp import log
 from jg_mcp.record.transcript import WRITE_BLOB_CAP
 
 logger = log.get("jg_mcp.live.stdio")
-OVERSIZED = "jg/oversized"
+STAND_IN_MARK = secrets.token_hex(8)
+"""Part of the stand-ins' method names, known to this process only: a client cannot send a request that passes for
+a stand-in (whose params the transcript middleware records as the transport's own account of a refused request)."""
+OVERSIZED = f"jg/oversized/{STAND_IN_MARK}"
 """Method of the stand-in for a message over the limit."""
 LINE_LIMIT_BYTES = 4 * WRITE_BLOB_CAP + 1024 * 1024
 """Longest stdio message in bytes: room for the largest write_file (WRITE_BLOB_CAP) whose JSON escaping quadruples
@@ -56,7 +60,7 @@ CHUNK = 1 << 20
 """Bytes of a line read at once."""
 ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,%d}"|-?\d{1,16}(?![\d.eE]))' % MAX_ID_CHARS)
 METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{1,100})"')
-UNREADABLE = "jg/unreadable"
+UNREADABLE = f"jg/unreadable/{STAND_IN_MARK}"
 """Method of the stand-in for a request that is valid JSON but not text the JSON-RPC parser accepts."""
 SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 """A surrogate escape in JSON text: paired, it is one character; alone, it is no character at all."""
