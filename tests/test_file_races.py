@@ -281,3 +281,31 @@ def test_a_command_being_set_up_when_the_session_closes_never_runs_after_the_clo
     last = steps.load_record(session.transcript_path).events[-1]
     assert last.event == "close" and "late" not in last.manifest
     assert audit.audit(session.transcript_path).ok
+
+
+def test_a_change_seen_while_other_commands_ran_names_them_and_the_audit_says_any_may_have_made_it(gemm_goal, tmp_path):
+    """A scan sees what changed, not who changed it: a red-team command that rewrote solution.py while an innocent
+    `true` ran had the change recorded under `true` alone, and the audit showed the innocent step doing it. The
+    change now names the commands still running (or not yet scanned) when it was seen, the audit warns, and a
+    write_file's own write is never in doubt."""
+    session = Session(gemm_goal, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr")
+    server = build_server(gemm_goal, SingleSession(session))
+
+    async def fn(c):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bounded, c, "run_command", {"command": "sleep 1; echo evil > solution.py; sleep 3"})
+            await anyio.sleep(2.5)
+            await bounded(c, "run_command", {"command": "true"})
+            await bounded(c, "write_file", {"path": "notes.txt", "content": "thinking\n"})
+
+    client_run(server, fn)
+    session.close("test finished")
+    record = steps.load_record(session.transcript_path)
+    by_path = {ch.event.path: ch for ch in record.changes if ch.step not in (0, steps.END)}
+    evil_step = next(c.step for c in record.calls if "evil" in str(c.arguments.get("command")))
+    evil_id = next(c.request_id for c in record.calls if c.step == evil_step)
+    assert by_path["solution.py"].event.running == [evil_id], by_path["solution.py"]
+    assert by_path["notes.txt"].event.running is None, "write_file's own write is certain"
+    findings = [f for f in audit.audit(session.transcript_path).findings if f.kind == "uncertain author"]
+    assert len(findings) == 1 and "solution.py" in findings[0].message
+    assert f"steps {evil_step} also ran" in findings[0].message

@@ -112,8 +112,9 @@ def _write_text(session: Session, path: str, content: str, request_id: str | int
             created = ws.write(parts, data)
         except (PathRefused, OSError) as exc:
             raise _refused(path, exc, "write") from None
-        session.record_changes(request_id, "write_file", blob_cap=WRITE_BLOB_CAP)
-    return WriteResult(path="/".join(parts), size=len(data), sha256=sha256_bytes(data), created=created)
+        digest = sha256_bytes(data)
+        session.record_changes(request_id, "write_file", blob_cap=WRITE_BLOB_CAP, made=("/".join(parts), digest))
+    return WriteResult(path="/".join(parts), size=len(data), sha256=digest, created=created)
 
 
 async def _record_command(session: Session, request_id: str | int | None) -> None:
@@ -235,12 +236,17 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
 
         if session.closing:
             raise ToolError(f"the session is closed ({session.close_reason or 'closing'}): nothing is run")
+        rid, mark = ctx.request_context.request_id, object()
+        session.commands[mark] = rid
         try:
             result = await session.runner.run(command, timeout_s, progress)
         except RunnerClosed as exc:
             raise ToolError(f"the session is closed ({session.close_reason or 'closing'}): {exc}") from None
         finally:
-            await _record_command(session, ctx.request_context.request_id)
+            try:
+                await _record_command(session, rid)
+            finally:
+                session.commands.pop(mark, None)
         return result
 
     @_tool(

@@ -171,6 +171,9 @@ class Session:
         """The manifest as of the last changes recorded: what a close that cannot scan again names."""
         self._closing: Future[None] | None = None
         self.close_reason: str | None = None
+        self.commands: dict[object, str | int | None] = {}
+        """The request ids of the run_command calls whose changes are not recorded yet (running, or their scan still
+        to come), by a token of each call: a scan cannot tell which of them made a change it sees."""
         self.calls_in_flight = 0
         """Tool calls received and not yet answered (counted by the server, which caps them)."""
         box = sandbox_of(wrap)
@@ -200,11 +203,20 @@ class Session:
         )
         self.record_changes(None, "session start")
 
-    def record_changes(self, request_id: str | int | None, cause: str, blob_cap: int = COMMAND_BLOB_CAP) -> list[str]:
+    def record_changes(
+        self,
+        request_id: str | int | None,
+        cause: str,
+        blob_cap: int = COMMAND_BLOB_CAP,
+        made: tuple[str, str] | None = None,
+    ) -> list[str]:
         """Store every workspace file that changed since the last look (each read once, through a descriptor,
         hashed and stored in the same pass); returns their paths. What the scan could not record is noted.
+        A change seen while other commands ran (`commands`) names them in `running`: any of them may have made it,
+        except the change `made` names (a path and the sha256 the call itself wrote there).
         Blocks on the file system: call it from a worker thread when on the event loop."""
         with self.scan_lock:
+            others = [rid for rid in list(self.commands.values()) if rid != request_id] or None
             stored: dict[str, bool] = {}
 
             def hasher(fd: int, size: int) -> tuple[str, int]:
@@ -222,10 +234,13 @@ class Session:
                     size=state.size,
                     stored=stored.get(state.sha256, (self.writer.blobs / state.sha256).is_file()),
                     cause=cause,
+                    running=None if made == (rel, state.sha256) else others,
                 )
                 for rel, state in changed.items()
             ]
-            events += [FileChange(request_id=request_id, path=rel, op="delete", cause=cause) for rel in deleted]
+            events += [
+                FileChange(request_id=request_id, path=rel, op="delete", cause=cause, running=others) for rel in deleted
+            ]
             events += self._scan_notices(scan)
             with self._record_lock:
                 self.writer.append_all(events)

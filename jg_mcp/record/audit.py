@@ -10,6 +10,7 @@ Summary and policy need an intact hash chain and are skipped when it is broken.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections import Counter
 from datetime import datetime
@@ -264,6 +265,36 @@ def check_manifest(record: Record) -> list[Finding]:
     ]
 
 
+def check_changes(record: Record) -> list[Finding]:
+    """Changes to the protected goal copy, and changes a scan saw while other commands ran (any of them may have
+    made them, not only the call they are recorded under)."""
+    out: list[Finding] = []
+
+    def add(kind: str, severity: str, line: int | None, message: str) -> None:
+        out.append(Finding(area="policy", kind=kind, severity=severity, line=line, message=message))
+
+    step_of = {json.dumps(c.request_id): c.step for c in record.calls}
+    for ch in record.changes:
+        if ch.event.path == REFERENCE_FILE and ch.step != 0:
+            add(
+                "protected file",
+                "error",
+                ch.line,
+                f"the protected {REFERENCE_FILE} was changed ({ch.event.op} by {ch.event.cause})",
+            )
+        if ch.event.running:
+            steps = ", ".join(str(step_of.get(json.dumps(rid), f"id {rid!r}")) for rid in ch.event.running)
+            seen = f"step {ch.step}'s scan" if ch.step not in (0, END) else "the session's last scan"
+            add(
+                "uncertain author",
+                "warning",
+                ch.line,
+                f"{ch.event.path} ({ch.event.op}) was seen by {seen} while the commands of steps {steps} also ran: "
+                "any of them may have made the change",
+            )
+    return out
+
+
 def check_policy(record: Record, summary: Summary, goal: LoadedGoal | None) -> list[Finding]:
     out: list[Finding] = []
 
@@ -300,14 +331,7 @@ def check_policy(record: Record, summary: Summary, goal: LoadedGoal | None) -> l
                 event.seq + 1,
                 f"the server noted: {event.message}",
             )
-    for ch in record.changes:
-        if ch.event.path == REFERENCE_FILE and ch.step != 0:
-            add(
-                "protected file",
-                "error",
-                ch.line,
-                f"the protected {REFERENCE_FILE} was changed ({ch.event.op} by {ch.event.cause})",
-            )
+    out += check_changes(record)
     if goal is None:
         add(
             "goal",

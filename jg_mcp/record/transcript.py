@@ -42,11 +42,12 @@ from jg_mcp.errors import TranscriptError
 from jg_mcp.live.safefs import read_bounded
 from jg_mcp.record.keys import mac_line
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 """1: the first format. 2: the header records the commands' environment and the sandbox limits.
 3: events may carry `mac` (keyed transcripts, the header's `key_id`); a request too large to record keeps
 its size in `params_size` instead of its params. 4: a response to a call cancelled before it finished (the
-client cancelled it or disconnected) says so in `cancelled`."""
+client cancelled it or disconnected) says so in `cancelled`. 5: a file change seen while other commands ran names
+them in `running`."""
 GENESIS = "0" * 64
 COMMAND_BLOB_CAP = 8 * 1024 * 1024
 """Largest file content stored as a blob when a scan finds it changed by run_command (or at session start
@@ -154,6 +155,9 @@ class FileChange(EventBase):
     """False when the content exceeded the blob cap and only its hash was kept."""
     cause: str
     """The tool that changed it: `write_file` or `run_command`."""
+    running: list[str | int] | None = None
+    """The ids of other commands still running when the change was seen (format 5): any of them may have made it,
+    as may the call `request_id` names (a scan sees what changed, not who changed it)."""
 
 
 class Notice(EventBase):
