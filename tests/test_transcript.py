@@ -142,7 +142,7 @@ def recorded(tmp_path, monkeypatch, sandbox: str, command: str):
 def test_the_header_records_the_environment_commands_see(tmp_path, monkeypatch, sandbox):
     _, head, response = recorded(tmp_path, monkeypatch, sandbox, "compgen -e")
     seen = set(response.result["structuredContent"]["stdout"].split()) - BASH_OWN
-    assert head.format_version == FORMAT_VERSION == 4 and head.sandbox == sandbox
+    assert head.format_version == FORMAT_VERSION == 5 and head.sandbox == sandbox
     assert (set(head.env) | set(head.env_redacted)) - BASH_OWN == seen, "every variable the command saw is recorded"
     assert head.env["TRITON_JG_TEST_PLAIN"] == "plain value"
     assert Path(head.env["PATH"].split(os.pathsep)[0]) == Path(sys.executable).parent
@@ -216,7 +216,9 @@ def test_a_keyed_transcript_audits_authentic_and_a_rechained_one_is_caught_only_
     key = b"k" * 32
     transcript = keyed_session(tmp_path, key)
     head = read_transcript(transcript).events[0]
-    assert head.format_version == 4 and head.key_id and all(e.mac for e in read_transcript(transcript).events)
+    assert (
+        head.format_version == FORMAT_VERSION and head.key_id and all(e.mac for e in read_transcript(transcript).events)
+    )
     clean = audit.audit(transcript, key=key)
     assert clean.ok and not [f for f in clean.findings if f.kind == "authenticity"]
     wrong = audit.audit(transcript, key=b"x" * 32)

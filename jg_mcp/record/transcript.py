@@ -9,6 +9,12 @@ line is written whole with one positioned write as it is appended, so a killed s
 writer per transcript: appends and blob stores from the event loop and from worker threads are serialised by a
 lock, so the order of lines is the order of completion.
 
+Lines have a budget too (TRANSCRIPT_BUDGET_BYTES): a tiny request can make a huge line (a read of a page of
+control characters is answered with megabytes of escapes). Past it, each further event keeps its place in the
+chain, its kind and ids (every request and its response still pair), but its large payload fields (a request's
+params, a response's result and error, a notice's message) are recorded by size and sha256 only, each line then
+a few KiB at most; one error notice says from which line on, so an audit fails on the record being incomplete.
+
 A write the file system refuses (a full disk: the agent's commands can fill the one the transcript shares with the
 workspace) leaves nothing behind: the file is cut back to the end of the last whole line, and the event stays in
 memory, numbered and chained, to be written in order by the next append (up to PENDING_LIMIT_BYTES; past it, later
@@ -36,6 +42,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic_core import to_json
 
 from jg_mcp import log
 from jg_mcp.errors import TranscriptError
@@ -64,6 +71,21 @@ KiB of disk, and the workspace quota is checked only after the command), each st
 one loop of `truncate` filled gigabytes of the transcripts' disk per command. A session's sources and artefacts
 take far less. Content that does not fit what is left is recorded by hash and size only (`FileChange.stored`
 false; smaller content, such as a source file, may still fit), and a warning notice says so once."""
+TRANSCRIPT_BUDGET_BYTES = 1024 * 1024 * 1024
+"""Most bytes of lines one transcript records whole. A ~120-byte read_file of a page of 100,000 control characters
+was recorded as a 1.3 MB line (the answer's text and structuredContent, each character escaped to six bytes): a
+loop of them grew a transcript by 134 MB/s, and every session's transcript shares one disk. An honest session's
+transcript takes far less: its largest requests (write_file, at most WRITE_BLOB_CAP, whose escapes take at most
+six times that) fit some ten times over. With BLOB_BUDGET_BYTES it bounds what a session's record takes of the
+disk whole; past it, each event is still recorded in order, its large payload fields by size and sha256 only
+(KEPT_PAST_BUDGET_BYTES), and an error notice says so once."""
+KEPT_PAST_BUDGET_BYTES = 1024
+"""Largest payload field (its JSON) still recorded whole once the transcript has passed its budget: small params
+(a short command, which the audit's policy checks read) stay readable, and a line past the budget takes at most a
+few KiB: its payload fields, an id of at most jg_mcp.live.stdio.MAX_ID_CHARS characters, and the chain's hashes."""
+KEPT_PARAMS = ("name", "uri")
+"""Entries of a request's params kept past the budget when its params are not (each a string of at most 200
+characters): the tool's or prompt's name and a resource's uri, which the steps and the condition check read."""
 PENDING_LIMIT_BYTES = 64 * 1024 * 1024
 """Most bytes of events kept in memory while the transcript's file system refuses writes (a full disk). Past it,
 events are counted and dropped, not numbered (the chain stays whole), and the notice written when the disk takes
@@ -179,8 +201,37 @@ Event = Annotated[Header | Request | Response | FileChange | Notice | Close, Fie
 EVENT = TypeAdapter(Event)
 
 
+PAYLOAD_FIELDS: dict[type[EventBase], tuple[str, ...]] = {
+    Request: ("params", "method"),
+    Response: ("result", "error", "method"),
+    Notice: ("message",),
+}
+"""The fields of each kind of event whose size the agent decides (a method too: an unknown one is recorded as sent).
+The others are small or bounded elsewhere: ids (MAX_ID_CHARS), a file change's path, the header, and the close,
+whose manifest lists the workspace's files."""
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def without_large_payloads(event: EventBase) -> EventBase:
+    """`event` with each payload field (PAYLOAD_FIELDS) whose JSON (pydantic_core.to_json, as the line spells it)
+    is over KEPT_PAST_BUDGET_BYTES recorded by that JSON's size and sha256: a string as a sentence naming them, a
+    dict as `{"omitted": {"sha256": ..., "size": ...}}`, a request's params with their KEPT_PARAMS."""
+    update: dict[str, Any] = {}
+    for name in PAYLOAD_FIELDS.get(type(event), ()):
+        value = getattr(event, name)
+        data = b"" if value is None else to_json(value)
+        if len(data) <= KEPT_PAST_BUDGET_BYTES:
+            continue
+        digest = sha256_bytes(data)
+        if isinstance(value, str):
+            update[name] = f"(omitted past the transcript's budget: {len(data)} bytes of JSON, sha256 {digest})"
+            continue
+        kept = {k: v for k in KEPT_PARAMS if isinstance(v := value.get(k), str) and len(v) <= 200}
+        update[name] = {**(kept if name == "params" else {}), "omitted": {"sha256": digest, "size": len(data)}}
+    return event.model_copy(update=update) if update else event
 
 
 def blobs_dir(path: Path) -> Path:
@@ -215,7 +266,8 @@ class _Outage:
 
 class TranscriptWriter:
     """Appends events, chaining hashes (and MACs, with a key), each line written whole. Thread-safe. A line the
-    file system refuses is kept in memory and written, in order, by a later append (see the module docstring)."""
+    file system refuses is kept in memory and written, in order, by a later append; past its byte budget, events
+    are recorded without their large payloads (see the module docstring)."""
 
     def __init__(
         self,
@@ -223,6 +275,7 @@ class TranscriptWriter:
         key: bytes | None = None,
         blob_budget: int | None = None,
         pending_limit: int = PENDING_LIMIT_BYTES,
+        budget: int | None = None,
     ):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -250,10 +303,20 @@ class TranscriptWriter:
         """Bytes of the blobs this writer stored."""
         self.blob_budget_reached = False
         """A blob was not stored because the budget was spent (the transcript holds a notice saying so)."""
+        self.budget = TRANSCRIPT_BUDGET_BYTES if budget is None else budget
+        """Most bytes of lines recorded whole (TRANSCRIPT_BUDGET_BYTES unless given)."""
+        self.line_bytes = 0
+        """Bytes of the lines numbered so far, written or waiting to be."""
+        self.budget_passed_at: int | None = None
+        """seq of the first line past the budget, from which large payloads are recorded by size and sha256 only;
+        None while under it."""
+        self._budget_noted = False
 
     def append(self, event: EventBase) -> EventBase:
         with self.lock:
-            return self._append(event)
+            event = self._append(event)
+            self._note_budget()
+            return event
 
     def append_all(self, events: Sequence[EventBase]) -> None:
         """Append `events` with no other event between them, unless the transcript is closed."""
@@ -261,6 +324,7 @@ class TranscriptWriter:
             for event in events:
                 if not self.closed:
                     self._append(event)
+            self._note_budget()
 
     def record(self, event: EventBase) -> bool:
         """Append `event` unless the transcript is closed (checked under the lock); returns whether it was."""
@@ -268,6 +332,7 @@ class TranscriptWriter:
             if self.closed:
                 return False
             self._append(event)
+            self._note_budget()
             return True
 
     def _append(self, event: EventBase) -> EventBase:
@@ -282,6 +347,8 @@ class TranscriptWriter:
             self._outage.lost_from = self._outage.lost_from or now
             self._outage.lost_to, self._outage.lost = now, self._outage.lost + 1
             return event
+        if isinstance(event, Close):
+            self._note_budget()
         event = self._stamp(event)
         self._write_pending()
         if isinstance(event, Close):
@@ -297,16 +364,52 @@ class TranscriptWriter:
         return event
 
     def _stamp(self, event: EventBase) -> EventBase:
-        """`event` numbered, chained and timed, its line queued to be written."""
+        """`event` numbered, chained and timed, its line queued to be written. The first event (but a header or a
+        close, recorded whole) whose line would take the transcript past its budget, and every event after it, is
+        recorded without its large payloads (`without_large_payloads`)."""
         event = event.model_copy(update={"seq": self._seq, "prev": self._prev, "ts": time.time(), "mac": None})
-        line = event.model_dump_json().encode()
-        if self.key is not None:
-            line = mac_line(line, self.key)
+        if self.budget_passed_at is not None:
+            event = without_large_payloads(event)
+        line = self._line(event)
+        whole = isinstance(event, Header | Close)
+        if self.budget_passed_at is None and not whole and self.line_bytes + len(line) + 1 > self.budget:
+            self.budget_passed_at = self._seq
+            event = without_large_payloads(event)
+            line = self._line(event)
         self._prev = sha256_bytes(line)
         self._seq += 1
         self._pending.append(line + b"\n")
         self._pending_bytes += len(line) + 1
+        self.line_bytes += len(line) + 1
         return event
+
+    def _line(self, event: EventBase) -> bytes:
+        line = event.model_dump_json().encode()
+        return line if self.key is None else mac_line(line, self.key)
+
+    def _note_budget(self) -> None:
+        """Once the budget is passed, record the error notice that says so: after the events of the call that
+        passed it (a refused request stays on the line before its refusal), before a close. Never counted lost."""
+        if self.budget_passed_at is None or self._budget_noted or self.closed:
+            return
+        self._budget_noted = True
+        line = self.budget_passed_at + 1
+        logger.error(
+            "the transcript passed its budget: large payloads are recorded by size and sha256 only",
+            transcript=str(self.path),
+            budget=self.budget,
+            line=line,
+        )
+        self._stamp(
+            Notice(
+                level="error",
+                message=f"the transcript passed its budget of {self.budget} bytes at line {line}: from that line on, "
+                f"each request's params, response's result and error and notice's message over "
+                f"{KEPT_PAST_BUDGET_BYTES} bytes of JSON is recorded by its size and sha256 only (`omitted`), so what "
+                "those calls were given and answered cannot be read back: the record is incomplete",
+            )
+        )
+        self._write_pending()
 
     def _write_pending(self) -> None:
         """Write the queued lines in order until one is refused; once the backlog of a refusal is written, queue
