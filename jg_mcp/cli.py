@@ -2,7 +2,8 @@
 
 Exit codes, the same for every subcommand (README, "Exit status"): 0 success (or accepted), 1 a verdict or a
 failure (a JgError: rejected, failed checks, a malformed goal, transcript or campaign file), 2 a usage error
-(a UsageError, or argparse's own: a missing or bad argument, a named file or directory that does not exist).
+(a UsageError, or argparse's own: a missing or bad argument, a named file or directory that does not exist), 3 an
+eval without a verdict (a NoVerdict: the harness or the host failed).
 Either is a short message on stderr, never a traceback; tests/test_cli_contract.py holds every command to it.
 """
 
@@ -13,7 +14,7 @@ import importlib
 import sys
 
 from jg_mcp import __version__, log
-from jg_mcp.errors import JgError, UsageError
+from jg_mcp.errors import JgError
 
 COMMAND_MODULES = [
     "jg_mcp.commands.serve",
@@ -35,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Point any MCP-capable agent at a GPU-kernel goal under the goal-only condition, "
         "re-verify the kernel it leaves, and audit the session.",
         epilog="Exit status of every command: 0 success or accepted, 1 a verdict or a failure, 2 a usage error "
-        "(a missing or bad argument, a named file or directory that does not exist).",
+        "(a missing or bad argument, a named file or directory that does not exist), 3 an eval without a verdict "
+        "(the harness or the host failed).",
     )
     parser.add_argument("--version", action="version", version=f"jg-mcp {__version__}")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -51,12 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     log.configure(args.log_level)
     try:
         return int(args.func(args) or 0)
-    except UsageError as exc:
-        print(f"jg-mcp {args.command}: {exc}", file=sys.stderr)
-        return 2
     except JgError as exc:
         print(f"jg-mcp {args.command}: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
 

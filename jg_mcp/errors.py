@@ -1,16 +1,28 @@
 """The project's errors: one base class and a few subclasses that carry data.
 
-The CLI maps them to exit codes: `UsageError` 2 (the command was called wrongly: a missing goal,
-workspace or file, a bad argument), any other `JgError` 1 (a failure or a verdict).
+The CLI maps them to exit codes (`exit_code`): `UsageError` 2 (the command was called wrongly: a missing goal,
+workspace or file, a bad argument), `NoVerdict` 3 (an eval that could not reach a verdict), any other `JgError` 1
+(a failure or a verdict).
 """
 
 
 class JgError(Exception):
     """Base class of every error jg-mcp raises on purpose."""
 
+    exit_code = 1
+
 
 class UsageError(JgError):
     """The command was called wrongly: a goal, workspace or file that does not exist, a bad argument."""
+
+    exit_code = 2
+
+
+class NoVerdict(JgError):
+    """An eval that ended without a verdict: the harness or the host failed (a full disk, a baseline that would not
+    run), not the solution. Its own exit status (3), so that nothing reads it as a rejection (exit 1)."""
+
+    exit_code = 3
 
 
 class GoalError(JgError):

@@ -95,8 +95,10 @@ def agent_instruction(instruction: str, condition: str) -> str:
     return instruction + ("\n" + addendum if addendum else "")
 
 
-def run_eval(goal_yaml: Path, workspace: Path, timeout_s: float = EVALUATE_TIMEOUT_S) -> tuple[int, str]:
-    """`jg-mcp eval` on a workspace as a subprocess; returns (exit status, Markdown report or error text)."""
+def run_eval(goal_yaml: Path, workspace: Path, timeout_s: float = EVALUATE_TIMEOUT_S) -> tuple[int | None, str]:
+    """`jg-mcp eval` on a workspace as a subprocess; returns (exit status, Markdown report), or (None, what went
+    wrong) when it wrote no report: then there is no verdict, whatever its exit status (a missing solution, a goal
+    the harness cannot use, a harness that failed)."""
     with tempfile.TemporaryDirectory(prefix="jg-evaluate-") as tmp:
         md = Path(tmp) / "eval.md"
         try:
@@ -122,10 +124,10 @@ def run_eval(goal_yaml: Path, workspace: Path, timeout_s: float = EVALUATE_TIMEO
                 timeout=timeout_s,
             )
         except subprocess.TimeoutExpired:
-            return 124, f"the eval did not finish within {timeout_s:.0f}s"
+            return None, f"the eval did not finish within {timeout_s:.0f}s"
         if md.is_file():
             return proc.returncode, md.read_text()
-        return proc.returncode, f"the eval failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+        return None, f"the eval reached no verdict (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
 
 
 def install(server: Any, loaded: Any, pool: Any, condition: str) -> None:
@@ -156,10 +158,11 @@ def _install_evaluate(server: Any, loaded: Any, pool: Any) -> None:
     async def evaluate(ctx: Context) -> str:
         """Re-verify the solution now in the workspace with the official eval harness (`jg-mcp eval`): correctness
         on fresh secret inputs at every shape, anti-cheat checks, and on a GPU timing against the baselines.
-        Returns the eval's Markdown report; the verdict line says ACCEPTED or REJECTED with the reasons."""
+        Returns the eval's Markdown report; the verdict line says ACCEPTED or REJECTED with the reasons, or none
+        with what kept the eval from a verdict (no solution file, say)."""
         session = pool.get(ctx.request_context.session)
         status, report = await anyio.to_thread.run_sync(run_eval, loaded.yaml_path, session.workspace.root)
-        verdict = {0: "ACCEPTED", 1: "REJECTED"}.get(status, f"eval error (exit {status})")
+        verdict = {0: "ACCEPTED", 1: "REJECTED"}.get(status, "none") if status is not None else "none"
         return f"verdict: {verdict}\n\n{report}"
 
     evaluate.__annotations__ = {"ctx": Context, "return": str}  # resolved here: the SDK is imported lazily

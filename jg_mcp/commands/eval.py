@@ -8,10 +8,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from jg_mcp import log
 from jg_mcp.commands.arguments import input_dir, non_negative_int, output_file, positive_float
-from jg_mcp.errors import UsageError
+from jg_mcp.errors import JgError, NoVerdict, UsageError
 from jg_mcp.goals import find_goal, load_goal
 from jg_mcp.terminal import printable
+
+logger = log.get("jg_mcp.commands.eval")
 
 if TYPE_CHECKING:
     from jg_mcp.eval.report import EvalReport
@@ -121,6 +124,13 @@ def run(args: argparse.Namespace) -> int:
     bar = Bar()
     try:
         report = evaluate(options, bar)
+    except JgError:
+        raise  # says what is wrong (a goal the harness cannot use: exit 1, a failure; a usage error: exit 2)
+    except Exception as exc:  # noqa: BLE001 (whatever else failed, there is no verdict: never exit 1, a rejection)
+        logger.debug("the eval failed", exc_info=True)
+        raise NoVerdict(
+            f"no verdict: the eval failed: {type(exc).__name__}: {exc} (--log-level DEBUG shows where)"
+        ) from None
     finally:
         bar.done()
     if args.json:

@@ -101,7 +101,8 @@ def test_eval_tool_condition_serves_an_evaluate_tool_that_runs_the_eval(axpy, tm
 
     names, missing, accepted = drive(server, fn, timeout_s=300)
     assert names == [*conditions.BASE_TOOLS, "evaluate"]
-    assert "REJECTED" in missing.content[0].text
+    assert missing.content[0].text.startswith("verdict: none\n\nthe eval reached no verdict (exit 1)")
+    assert "no solution file" in missing.content[0].text
     assert accepted.content[0].text.startswith("verdict: ACCEPTED"), accepted.content[0].text
     session.close("test finished")
     assert read_transcript(session.transcript_path).events[0].condition == "eval-tool"

@@ -136,3 +136,20 @@ def test_a_finding_cannot_add_lines_or_markup_to_the_markdown_report():
     shown = finding.split(": ", 1)[1]
     assert not re.search(r"(?<!\\)[<>`|\[\]*&]", shown), shown  # every markup character escaped
     assert "\\<img src=x\\>" in shown and "\\[link\\](http://x)" in shown
+
+
+def test_an_eval_that_fails_without_a_verdict_exits_3_never_1_a_rejection(tmp_path, capsys, monkeypatch):
+    """A red-team find: a full disk crashed an honest eval, which exited 1 like a rejection, and a campaign's
+    evaluate tool told the agent REJECTED. Whatever fails inside the eval, there is no verdict: exit 3, one line."""
+    from jg_mcp.eval import harness
+
+    def crash(*args, **kwargs):
+        raise FileNotFoundError("No usable temporary directory found")
+
+    monkeypatch.setattr(harness, "evaluate", crash)
+    ws = _workspace(tmp_path, SOLUTIONS / "gemm_fp8" / "solution.py")
+    argv = ["eval", "--goal", "gemm_fp8", "--workspace", str(ws), "--shapes", "smoke", "--device", "cpu"]
+    assert main(argv) == 3
+    err = capsys.readouterr().err
+    assert "no verdict: the eval failed: FileNotFoundError: No usable temporary directory" in err
+    assert "Traceback" not in err
