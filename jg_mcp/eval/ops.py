@@ -37,6 +37,9 @@ FAMILIES = [
         "conv_transpose3d",
         "cudnn_convolution",
         "conv_tbc",
+        "cdist",
+        "pdist",
+        "_euclidean_dist",
     },
     {"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax"},
     {
@@ -69,27 +72,28 @@ members listed, an op is a member's relative by its name (`in_family`)."""
 
 
 def _words(name: str) -> list[str]:
-    return [w for w in name.lower().split("_") if w]
+    return [w for w in name.split("_") if w]
 
 
 def in_family(op: str, members: set[str]) -> bool:
     """`op` is a relative of a member by name: the member's words (split at `_`) appear in `op`'s words as a
     contiguous run, the first of them possibly as a word's ending (`log_sigmoid_forward`, `logsigmoid` and
-    `hardsigmoid` are sigmoid's; `linalg_matmul` is matmul's; `bilinear` is linear's); a member of 3 letters or
-    fewer (`mm`, `dot`, `glu`) only as whole words (`_sparse_mm`, not `comm`). The cumulative form of a member (a
-    `cum` inside: `logcumsumexp`) is that member's relative too: its last element is the member's reduction."""
-    candidates = [op.lower(), op.lower().replace("cum", "", 1)] if "cum" in op.lower() else [op.lower()]
+    `hardsigmoid` are sigmoid's; `linalg_matmul` is matmul's; `bilinear` is linear's; `hspmm`, `spmm` and
+    `int4mm_packed_weight_cpu` are mm's). Case counts for a member of 3 letters or fewer (`mm`, `dot`, `glu`): op
+    names are lower case, so `_dimV` (a sparse tensor's dense dimensions) is not mv's. The cumulative form of a
+    member (a `cum` inside: `logcumsumexp`) is that member's relative too: its last element is the member's
+    reduction."""
+    candidates = [op, op.replace("cum", "", 1)] if "cum" in op else [op]
     for name in candidates:
         words = _words(name)
         for member in members:
-            key = _words(member)
+            key = _words(member.lower())
             if not key or not key[0].isidentifier():
                 continue
             for i in range(len(words) - len(key) + 1):
-                first, rest = words[i], words[i + 1 : i + len(key)]
-                whole = first == key[0]
-                ending = len(member.strip("_")) > 3 and first.endswith(key[0])
-                if (whole or ending) and rest == key[1:]:
+                first, rest = words[i], [w.lower() for w in words[i + 1 : i + len(key)]]
+                short = len(member.strip("_")) <= 3
+                if (first if short else first.lower()).endswith(key[0]) and rest == key[1:]:
                     return True
     return False
 

@@ -1,0 +1,60 @@
+"""Operator families by name: which aten ops count as a forbidden op's relatives (jg_mcp.eval.ops)."""
+
+from __future__ import annotations
+
+import pytest
+from eval_suite import GOALS, eval_solution
+
+from jg_mcp.eval.ops import FAMILIES, in_family
+from jg_mcp.eval.report import Reason
+
+MATMUL = FAMILIES[0]
+
+CDIST_GEMM = """
+import torch
+
+
+def kernel(a, b, scale_a, scale_b):
+    x, y = a.float() * scale_a, (b.float() * scale_b).t()
+    d = torch.cdist(x, y, compute_mode="use_mm_for_euclid_dist")
+    sq = (x * x).sum(1, keepdim=True) + (y * y).sum(1)[None, :]
+    return ((sq - d * d) / 2).to(torch.bfloat16)
+"""
+
+HSPMM_GEMM = """
+import torch
+
+
+def kernel(a, b, scale_a, scale_b):
+    x, y = a.float() * scale_a, b.float() * scale_b
+    return torch.hspmm(x.to_sparse(), y).to_dense().to(torch.bfloat16)
+"""
+
+
+@pytest.mark.parametrize("op", ["hspmm", "smm", "spmm", "dsmm", "hsmm", "_int_mm", "int4mm_packed_weight_cpu"])
+def test_a_product_named_as_a_words_ending_is_a_matrix_product(op):
+    """Sparse and packed products end their name in `mm` without a word break: `hspmm` ran a library GEMM past the
+    whole-word rule (a red-team find)."""
+    assert in_family(op, MATMUL)
+
+
+@pytest.mark.parametrize("op", ["cdist", "_cdist_forward", "_euclidean_dist", "pdist"])
+def test_distances_computed_by_a_matrix_product_are_matrix_products(op):
+    """cdist's 'use_mm_for_euclid_dist' mode runs aten::mm inside _euclidean_dist, which a dispatch mode sees
+    only from outside: |a|^2 + |b|^2 - d^2 is twice the GEMM (a red-team find)."""
+    assert in_family(op, MATMUL)
+
+
+@pytest.mark.parametrize("op", ["_dimV", "distributed", "dist", "pairwise_distance", "summary", "digamma", "common_notes"])
+def test_names_that_merely_contain_the_letters_are_not(op):
+    assert not in_family(op, MATMUL)
+
+
+@pytest.mark.parametrize("source", [CDIST_GEMM, HSPMM_GEMM], ids=["cdist", "hspmm"])
+def test_a_library_gemm_through_a_distance_or_a_sparse_product_is_rejected(tmp_path, source):
+    solution = tmp_path / "src" / "solution.py"
+    solution.parent.mkdir()
+    solution.write_text(source)
+    report = eval_solution(solution, GOALS / "gemm_fp8.yaml", tmp_path / "runs", device="cpu", domain_shapes=0)
+    assert not report.accepted
+    assert {Reason.STATIC_FORBIDDEN, Reason.FORBIDDEN_CALL} & set(report.reasons), report.reasons
