@@ -16,10 +16,17 @@ The static pass refuses, each with its line and a sentence the agent can act on:
   (for a class) type tests, annotations and bases are allowed, so no alias escapes the checks; a class's base must
   be an imported class or a class the file defines;
 - torch hooks (`__torch_function__`, `__torch_dispatch__`) defined anywhere, whatever the class's bases;
+- frames, code objects and other code's globals reached through public names (`gen.gi_frame.f_back.f_globals`, a
+  Triton function's `get_capture_scope()`), and strings that name a dunder (`g["__builtins__"]`);
+- syntax outside the allow-list (policy_tables.ALLOWED_SYNTAX): `match` (a class pattern reads attributes by name,
+  some named only at run time), coroutines, and any node type the policy does not know, such as a later Python's;
 - a file above MAX_SOURCE_BYTES, or too deep to parse (a finding, never an exception).
 
-The scan is linear in the source: an explicit stack, not recursion, and each node's dotted name and constant string
-computed once, bottom up.
+The scan is total over the syntax tree: every node is of a type the allow-list names or is refused, and every field
+of every node that holds a name rather than nodes (attribute names, pattern attributes and captures, parameter,
+keyword, import, global and handler names, type parameters) is checked by the rules of its kind
+(policy_tables.NAME_FIELDS); a plain-valued field the tables do not list is refused. It is linear in the source: an
+explicit stack, not recursion, and each node's dotted name and constant string computed once, bottom up.
 
 A forbidden name forbids its whole operator family (jg_mcp.eval.ops): `torch.tensordot` is a matrix product
 whether or not a goal's list names it.
@@ -36,28 +43,54 @@ from typing import Any
 from jg_mcp.eval.ops import family_members, family_names, in_family
 from jg_mcp.eval.policy_tables import (
     ALLOWED_MODULES,
+    ALLOWED_SYNTAX,
+    ATTRIBUTE,
     CATEGORY,
+    DEFINITION,
     DYNAMIC_NAMES,
     EVALUATORS,
+    GLOBALS_ATTRS,
+    IMPORTED,
     IO_MODULES,
     IO_NAMES,
+    KEYWORD,
+    LITERAL,
     MAX_SOURCE_BYTES,
+    NAME_FIELDS,
     NATIVE_LIBRARY,
     REFLECTION_CALLS,
+    REFUSED_SYNTAX,
     SUBCLASS_ATTRS,
     TORCH_REFUSED,
+    VARIABLE,
 )
 from jg_mcp.eval.report import Finding, Reason
-from jg_mcp.eval.source_ast import annotation_nodes, bindings, contains, fold_lengths, fold_text, is_getattr
+from jg_mcp.eval.source_ast import (
+    annotation_nodes,
+    bindings,
+    contains,
+    fold_lengths,
+    fold_text,
+    is_getattr,
+    plain_values,
+)
 from jg_mcp.eval.trusted import (
     UNKNOWN,
     builtin_class,
+    interpreter_attributes,
     is_tensor_machinery,
     is_tensor_method,
     is_torch_machinery,
     step,
     trusted,
 )
+
+NAMES_ALLOWED_AS_DUNDERS = ("__name__", "__file__")
+"""Dunder variables a solution may read (`if __name__ == "__main__"`)."""
+
+
+def is_dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
 
 
 def _refused_objects() -> dict[int, tuple[Reason, str]]:
@@ -96,9 +129,18 @@ class _Scan(ast.NodeVisitor):
     """Names bound once in the file, by a class statement."""
     resolved: dict[str, Any] = field(default_factory=dict)
     refused: dict[int, tuple[Reason, str]] = field(default_factory=dict)
+    introspective: frozenset[str] = field(default_factory=lambda: interpreter_attributes() | GLOBALS_ATTRS)
+    """Public attribute names that reach frames, code or other code's globals."""
+    refused_nodes: set[ast.AST] = field(default_factory=set)
+    """Nodes refused as syntax: a part of one (a `case` of a refused `match`) is not refused again."""
 
     def add(self, reason: Reason, node: ast.AST, what: str) -> None:
-        self.findings.append(Finding(reason=reason, detail=f"line {getattr(node, 'lineno', 0)}: {what}"))
+        """A finding at the node's line, or its nearest ancestor's (a comprehension, a `case` has none)."""
+        line: int | None = None
+        at: ast.AST | None = node
+        while line is None and at is not None:
+            line, at = getattr(at, "lineno", None), getattr(at, "parent", None)
+        self.findings.append(Finding(reason=reason, detail=f"line {line or 0}: {what}"))
 
     def prepare(self, tree: ast.AST, main: bool = True) -> list[ast.AST]:
         """One pass over the whole file (`main`) or a parsed annotation string before the scan: imports (a function
@@ -291,13 +333,136 @@ class _Scan(ast.NodeVisitor):
         )
 
     def scan(self, root: ast.AST) -> None:
-        """Visit every node, parents first, in source order, with an explicit stack (code may nest deeper than
-        Python's recursion limit); a visitor returning False keeps its children unvisited."""
-        stack = [root]
+        """Check every node's syntax and names, and visit it, parents first, in source order, with an explicit stack
+        (code may nest deeper than Python's recursion limit); a visitor returning False keeps its children unvisited
+        (their syntax and names are still checked)."""
+        stack = [(root, True)]
         while stack:
-            node = stack.pop()
-            if self.visit(node) is not False:
-                stack.extend(reversed(list(ast.iter_child_nodes(node))))
+            node, visit = stack.pop()
+            self.check_syntax(node)
+            deeper = visit and self.visit(node) is not False
+            stack.extend((child, deeper) for child in reversed(list(ast.iter_child_nodes(node))))
+
+    def check_syntax(self, node: ast.AST) -> None:
+        """The node's type must be allowed (policy_tables.ALLOWED_SYNTAX), and each value in its fields that is not a
+        node must be one the tables know: a name, checked by the rules of its kind, or a literal."""
+        kind = type(node).__name__
+        if getattr(ast, kind, None) is not type(node):
+            self.refuse_syntax(node, kind)
+            return  # no table knows its fields
+        if kind not in ALLOWED_SYNTAX:
+            self.refuse_syntax(node, kind)
+        elif isinstance(node, ast.comprehension) and node.is_async:
+            self.refuse_syntax(node, "AsyncFor")
+        fields = NAME_FIELDS.get(kind, {})
+        for name, value in plain_values(node):
+            what = fields.get(name)
+            if what is None:
+                self.add(
+                    Reason.SYNTAX,
+                    node,
+                    f"`{kind}.{name}` holds a value the policy has no rule for: a solution may use only the syntax "
+                    "the policy knows",
+                )
+            elif what != LITERAL:
+                self.check_identifier(what, str(value), node)
+
+    def refuse_syntax(self, node: ast.AST, kind: str) -> None:
+        self.refused_nodes.add(node)
+        if getattr(node, "parent", None) in self.refused_nodes:
+            return  # a part of a refused construct: the construct's finding says it
+        reason, what = REFUSED_SYNTAX.get(
+            kind,
+            (
+                Reason.SYNTAX,
+                f"`{kind}`, syntax the policy does not know: a solution may use only the syntax a kernel needs "
+                "(no `match`, no `async`)",
+            ),
+        )
+        self.add(reason, node, what)
+
+    def check_identifier(self, kind: str, name: str, node: ast.AST) -> None:
+        """A name one of the node's fields holds, by the rules of its kind (policy_tables.NAME_FIELDS)."""
+        if kind == ATTRIBUTE:
+            self.check_attribute_name(name, node)
+        elif kind == VARIABLE:
+            self.check_variable_name(name, node)
+        elif kind == DEFINITION:
+            self.check_definition_name(name, node)
+        elif kind == KEYWORD:
+            self.check_keyword_name(name, node)
+        elif kind == IMPORTED:
+            self.check_imported_name(name, node)
+
+    def check_reflective(self, name: str, node: ast.AST, spelt: str) -> None:
+        """The rules for a name read from an object, whatever the object: no dunder, no torch hook, nothing that
+        reaches frames, code or other code's globals."""
+        if is_dunder(name):
+            self.add(Reason.STATIC_INTROSPECTION, node, f"dunder attribute {spelt}: reflection is not allowed")
+        if name in SUBCLASS_ATTRS:
+            self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: {spelt}")
+        if name in self.introspective:
+            what = f"{spelt} reaches frames, code or other code's globals: reflection is not allowed"
+            self.add(Reason.STATIC_INTROSPECTION, node, what)
+
+    def check_attribute_name(self, name: str, node: ast.AST) -> None:
+        """`x.name` or a class pattern's `name=`; on an object the scan cannot name (not rooted at an import, whose
+        whole chain check_name judges), also a forbidden method's name and any private name but self's and cls's."""
+        spelt = f"`.{name}`" if isinstance(node, ast.Attribute) else f"`{name}=` in a class pattern"
+        self.check_reflective(name, node, spelt)
+        if isinstance(node, ast.Attribute) and self.dotted(node) is not None:
+            return
+        bad = next((b for b in self.forbidden if b.startswith("torch.") and b.rsplit(".", 1)[-1] == name), None)
+        if bad is not None:
+            self.add(Reason.STATIC_FORBIDDEN, node, f"reads {spelt}, the method spelling of forbidden `{bad}`")
+        elif in_family(name, self.members) and is_tensor_method(name):
+            self.add(Reason.STATIC_FORBIDDEN, node, f"reads {spelt}, a tensor method of a forbidden operator family")
+        base = node.value if isinstance(node, ast.Attribute) else None
+        own = isinstance(base, ast.Name) and base.id in ("self", "cls")
+        if name.startswith("_") and not is_dunder(name) and not own:
+            what = f"private attribute {spelt} of an object the solution did not define"
+            self.add(Reason.STATIC_DYNAMIC, node, what)
+
+    def check_variable_name(self, name: str, node: ast.AST) -> None:
+        """A variable read, bound or declared, wherever the name stands (a Name, a parameter, an `as`, a capture)."""
+        if is_dunder(name) and name not in NAMES_ALLOWED_AS_DUNDERS:
+            self.add(Reason.STATIC_INTROSPECTION, node, f"`{name}`: reflection is not allowed")
+        if name in SUBCLASS_ATTRS:
+            self.add(Reason.STATIC_SUBCLASS, node, f"names the torch hook `{name}`")
+
+    def check_definition_name(self, name: str, node: ast.AST) -> None:
+        """A function or class the file defines: in a class body dunder methods (`__init__`) are its protocol, but
+        not a finalizer; elsewhere the name is a variable's."""
+        if name == "__del__":
+            what = "defines a finalizer (`__del__`): it runs when the interpreter chooses, outside the timed call"
+            self.add(Reason.STATIC_DYNAMIC, node, what)
+        if name in SUBCLASS_ATTRS:
+            self.add(Reason.STATIC_SUBCLASS, node, f"defines the torch hook `{name}`: tensor subclasses and modes")
+        elif not isinstance(getattr(node, "parent", None), ast.ClassDef):
+            self.check_variable_name(name, node)
+
+    def check_keyword_name(self, name: str, node: ast.AST) -> None:
+        """An argument's name: no dunder or torch hook, and no private parameter of an imported API."""
+        if is_dunder(name):
+            self.add(Reason.STATIC_INTROSPECTION, node, f"keyword `{name}=`: reflection is not allowed")
+        if name in SUBCLASS_ATTRS:
+            self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{name}=`")
+        parent = getattr(node, "parent", None)
+        if name.startswith("_") and not is_dunder(name) and isinstance(parent, ast.Call):
+            if (callee := self.dotted(parent.func)) is not None:
+                self.add(Reason.STATIC_DYNAMIC, node, f"private parameter `{name}=` of `{callee}`")
+
+    def check_imported_name(self, name: str, node: ast.AST) -> None:
+        """`import a.b.c`, `from a.b import c`: each part after the root module is an attribute read by name
+        (check_name judges the whole dotted name as well)."""
+        parent = getattr(node, "parent", None)
+        if isinstance(node, ast.alias) and isinstance(parent, ast.ImportFrom):
+            parts, spelt = name.split("."), f"`{parent.module}.{name}`"
+        else:
+            parts, spelt = name.split(".")[1:], f"`{name}`"
+        for part in parts:
+            if part != "*":
+                self.check_reflective(part, node, f"`.{part}` (imports {spelt})")
 
     def generic_visit(self, node: ast.AST) -> None:
         """Children are visited by `scan`."""
@@ -323,31 +488,12 @@ class _Scan(ast.NodeVisitor):
                 self.check_reach(full, node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        name = node.attr
-        if name.startswith("__") and name.endswith("__"):
-            self.add(Reason.STATIC_INTROSPECTION, node, f"dunder attribute `.{name}`: reflection is not allowed")
-        if name in SUBCLASS_ATTRS:
-            self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `.{name}`")
-        dotted = self.dotted(node)
-        parent = getattr(node, "parent", None)
-        if dotted:
+        """A chain rooted at an import (its attribute name is checked with the node's other names, check_syntax)."""
+        if dotted := self.dotted(node):
             obj = self.check_reach(dotted, node)
             self.check_value(node, dotted, obj)
-            if not isinstance(parent, ast.Attribute):
+            if not isinstance(getattr(node, "parent", None), ast.Attribute):
                 self.check_name(dotted, node)
-        if dotted is None:
-            bad = next((b for b in self.forbidden if b.startswith("torch.") and b.rsplit(".", 1)[-1] == name), None)
-            if bad is not None:
-                self.add(Reason.STATIC_FORBIDDEN, node, f"calls `.{name}`, the method spelling of forbidden `{bad}`")
-            elif in_family(name, self.members) and is_tensor_method(name):
-                what = f"calls `.{name}`, a tensor method of a forbidden operator family"
-                self.add(Reason.STATIC_FORBIDDEN, node, what)
-        if name.startswith("_") and not name.startswith("__") and dotted is None:
-            base = node.value
-            if not (isinstance(base, ast.Name) and base.id in ("self", "cls")):
-                self.add(
-                    Reason.STATIC_DYNAMIC, node, f"private attribute `.{name}` of an object the solution did not define"
-                )
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in self.aliases:
@@ -370,20 +516,11 @@ class _Scan(ast.NodeVisitor):
             self.add(Reason.STATIC_DYNAMIC, node, what)
         if node.id in IO_NAMES:
             self.add(Reason.STATIC_IO, node, f"`{node.id}`: a solution may not open files")
-        if node.id in SUBCLASS_ATTRS:
-            self.add(Reason.STATIC_SUBCLASS, node, f"defines or names the torch hook `{node.id}`")
-        if node.id.startswith("__") and node.id.endswith("__") and node.id not in ("__name__", "__file__"):
-            self.add(Reason.STATIC_INTROSPECTION, node, f"`{node.id}`: reflection is not allowed")
 
     def visit_arg(self, node: ast.arg) -> None:
         self.check_annotation(node.annotation)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        if node.name == "__del__":
-            what = "defines a finalizer (`__del__`): it runs when the interpreter chooses, outside the timed call"
-            self.add(Reason.STATIC_DYNAMIC, node, what)
-        if node.name in SUBCLASS_ATTRS:
-            self.add(Reason.STATIC_SUBCLASS, node, f"defines the torch hook `{node.name}`: tensor subclasses and modes")
         self.check_annotation(node.returns)
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -452,6 +589,8 @@ class _Scan(ast.NodeVisitor):
             )
         if not text or any(c.isspace() for c in text):
             return
+        if text.isidentifier() and is_dunder(text) and text not in ("__main__", *NAMES_ALLOWED_AS_DUNDERS):
+            self.add(Reason.STATIC_INTROSPECTION, node, f"string names the dunder `{text}`: reflection is not allowed")
         for bad in self.forbidden:
             leaf = bad.rsplit(".", 1)[-1]
             if text in (bad, leaf) or text.endswith("." + leaf):
@@ -472,8 +611,6 @@ class _Scan(ast.NodeVisitor):
         """A base must be an imported class (of torch's, not a tensor or a mode), a builtin class, or a class this
         file defines once; anything else (a parameter, a computed base, `*bases`) could be torch.Tensor under another
         name."""
-        if node.name in SUBCLASS_ATTRS:
-            self.add(Reason.STATIC_SUBCLASS, node, f"defines the torch machinery name `{node.name}`")
         for base in node.bases:
             target = base.value if isinstance(base, ast.Subscript) else base
             if (dotted := self.dotted(target)) is not None:
@@ -505,6 +642,13 @@ def static_check(source: str, forbidden: list[str], allowed: set[str] | None = N
         return [Finding(reason=Reason.SYNTAX, detail=f"line {exc.lineno}: {exc.msg}")]
     except (ValueError, RecursionError, MemoryError) as exc:
         return [Finding(reason=Reason.SYNTAX, detail=f"line 0: the file cannot be read ({type(exc).__name__})")]
+    return check_tree(tree, forbidden, allowed, native="cpp_extension" in source)
+
+
+def check_tree(
+    tree: ast.AST, forbidden: list[str], allowed: set[str] | None = None, native: bool = False
+) -> list[Finding]:
+    """Every static finding in a parsed solution (`native`: its source mentions cpp_extension)."""
     scan = _Scan(forbidden=family_names(forbidden), allowed=ALLOWED_MODULES | (allowed or set()))
     scan.members = family_members(forbidden)
     scan.refused = _refused_objects()
@@ -513,7 +657,7 @@ def static_check(source: str, forbidden: list[str], allowed: set[str] | None = N
         obj = scan.resolve(bad)
         if obj is not UNKNOWN and not isinstance(obj, (types.ModuleType, type)) and id(obj) not in scan.refused:
             scan.refused[id(obj)] = (Reason.STATIC_FORBIDDEN, f"the forbidden `{bad}`")
-    scan.native = "cpp_extension" in source
+    scan.native = native
     scan.prepare(tree)
     scan.scan(tree)
     seen: set[tuple[Reason, str]] = set()
@@ -532,7 +676,8 @@ def policy_text(forbidden: list[str], allowed: set[str] | None = None) -> str:
         f"The solution file may import only {mods} (and read one named environment variable with "
         "os.environ.get('NAME')). It may not use reflection or dynamic code (getattr with a computed name, "
         "setattr, dunder attributes such as __dict__ or __class__, exec/eval/compile, private torch APIs such as "
-        "torch._C or torch.ops), threads, processes or CUDA streams, files, or tensor subclasses. Native code "
+        "torch._C or torch.ops, frames), threads, processes or CUDA streams, files, tensor subclasses, `match` "
+        "statements or coroutines (async/await). Native code "
         "built with torch.utils.cpp_extension may not call cuBLAS, cuDNN, CUTLASS or ATen operators. A forbidden "
         "API is forbidden under every spelling (alias, method, string). A module, or a torch or triton class, may be "
         "used only through its attributes, calls, type tests, annotations and as a base class, not bound to another "

@@ -1,5 +1,6 @@
 """The policy's tables (jg_mcp.eval.policy): the modules a solution may import, what each refused module or torch
-attribute is refused as, and the names and patterns that are dynamic code, files or native library calls."""
+attribute is refused as, the names and patterns that are dynamic code, files or native library calls, and the syntax
+a solution may use with the kind of name each node's fields hold."""
 
 from __future__ import annotations
 
@@ -86,6 +87,8 @@ TORCH_REFUSED = {
     "load": Reason.STATIC_IO,
     "from_file": Reason.STATIC_IO,
     "hub": Reason.STATIC_IO,
+    "package": Reason.STATIC_DYNAMIC,  # torch.package.sys_importer.import_module('sys'): any module, by name
+    "utils.collect_env": Reason.STATIC_PROCESS,  # torch.utils.collect_env.run('cmd'): a shell command
     "overrides": Reason.STATIC_SUBCLASS,
     "Tensor._make_subclass": Reason.STATIC_SUBCLASS,
 }
@@ -127,3 +130,90 @@ NATIVE_LIBRARY = re.compile(
 """Library calls in native sources: cuBLAS, cuDNN, CUTLASS, and ATen/torch operators (allocation and types pass)."""
 
 IO_MODULES = {"os", "posix", "nt", "posixpath", "ntpath", "genericpath"}
+
+GLOBALS_ATTRS = {"get_capture_scope", "used_global_vals"}
+"""Public attributes of trusted objects that hand over other code's globals, and so every module (a Triton function's
+`get_capture_scope()` is its module's globals); the interpreter's own (frames, generators, code, tracebacks) are
+jg_mcp.eval.trusted.interpreter_attributes."""
+
+ALLOWED_SYNTAX = frozenset(
+    """Module FunctionDef ClassDef Return Delete Assign AugAssign AnnAssign For While If With Raise Try Assert
+    Import ImportFrom Global Nonlocal Expr Pass Break Continue
+    BoolOp NamedExpr BinOp UnaryOp Lambda IfExp Dict Set ListComp SetComp DictComp GeneratorExp Yield YieldFrom
+    Compare Call FormattedValue JoinedStr Constant Attribute Subscript Starred Name List Tuple Slice
+    Load Store Del And Or Add Sub Mult MatMult Div Mod Pow LShift RShift BitOr BitXor BitAnd FloorDiv
+    Invert Not UAdd USub Eq NotEq Lt LtE Gt GtE Is IsNot In NotIn
+    comprehension ExceptHandler arguments arg keyword alias withitem""".split()
+)
+"""The node types (`ast` class names) a solution may use: what a kernel file needs. Any other node is refused, with
+REFUSED_SYNTAX's sentence where the policy knows it (pattern matching, coroutines) and as unknown otherwise (what a
+future Python adds): the scan never skips syntax it has no rule for."""
+
+ATTRIBUTE = "attribute"
+"""A name read from an object: `x.name`, a class pattern's `name=`; the attribute rules."""
+VARIABLE = "variable"
+"""A variable read, bound or declared: a Name, a parameter, an `as` name, global/nonlocal, a pattern's capture, a type
+parameter; the variable rules."""
+DEFINITION = "definition"
+"""The name of a function or class the file defines: the variable rules outside a class body; in one, dunder methods
+(`__init__`) are allowed but a finalizer and torch hooks are not."""
+KEYWORD = "keyword"
+"""An argument's name in a call or a class statement: no dunder, and no private parameter of an imported API."""
+IMPORTED = "imported"
+"""A dotted module path, or a name imported from a module: each part after the root module by the attribute rules."""
+LITERAL = "literal"
+"""Not a name: a constant's value, a flag, a count, a conversion code, a comment."""
+
+NAME_FIELDS: dict[str, dict[str, str]] = {
+    "FunctionDef": {"name": DEFINITION, "type_comment": LITERAL},
+    "AsyncFunctionDef": {"name": DEFINITION, "type_comment": LITERAL},
+    "ClassDef": {"name": DEFINITION},
+    "Assign": {"type_comment": LITERAL},
+    "AnnAssign": {"simple": LITERAL},
+    "For": {"type_comment": LITERAL},
+    "AsyncFor": {"type_comment": LITERAL},
+    "With": {"type_comment": LITERAL},
+    "AsyncWith": {"type_comment": LITERAL},
+    "ImportFrom": {"module": IMPORTED, "level": LITERAL},
+    "alias": {"name": IMPORTED, "asname": VARIABLE},
+    "Global": {"names": VARIABLE},
+    "Nonlocal": {"names": VARIABLE},
+    "Attribute": {"attr": ATTRIBUTE},
+    "Name": {"id": VARIABLE},
+    "Constant": {"value": LITERAL, "kind": LITERAL},
+    "FormattedValue": {"conversion": LITERAL},
+    "comprehension": {"is_async": LITERAL},
+    "ExceptHandler": {"name": VARIABLE},
+    "arg": {"arg": VARIABLE, "type_comment": LITERAL},
+    "keyword": {"arg": KEYWORD},
+    "MatchClass": {"kwd_attrs": ATTRIBUTE},
+    "MatchAs": {"name": VARIABLE},
+    "MatchStar": {"name": VARIABLE},
+    "MatchMapping": {"rest": VARIABLE},
+    "MatchSingleton": {"value": LITERAL},
+    "TypeVar": {"name": VARIABLE},
+    "ParamSpec": {"name": VARIABLE},
+    "TypeVarTuple": {"name": VARIABLE},
+}
+"""By node type, the fields that hold a name or a plain value rather than nodes, and what each is; fields holding
+nodes are scanned as nodes. A field holding anything else that is not listed here (a field a future Python adds) is
+refused until this table says how to check it."""
+
+_MATCH = (
+    Reason.STATIC_DYNAMIC,
+    "`match`: a class pattern reads attributes by name, some named only at run time (a class's `__match_args__`); "
+    "use if/elif",
+)
+_ASYNC = (Reason.STATIC_CONCURRENCY, "coroutines (`async`, `await`): a kernel runs as plain calls")
+_LAZY = (
+    Reason.STATIC_DYNAMIC,
+    "type parameters and `type` aliases: their bounds and values are code evaluated lazily, like string annotations",
+)
+_PATTERNS = "MatchValue MatchSingleton MatchSequence MatchMapping MatchClass MatchStar MatchAs MatchOr".split()
+REFUSED_SYNTAX: dict[str, tuple[Reason, str]] = {
+    **dict.fromkeys(["Match", "match_case", *_PATTERNS], _MATCH),
+    **dict.fromkeys(["AsyncFunctionDef", "AsyncFor", "AsyncWith", "Await"], _ASYNC),
+    **dict.fromkeys(["TypeAlias", "TypeVar", "ParamSpec", "TypeVarTuple"], _LAZY),
+    "TryStar": (Reason.SYNTAX, "`except*` (exception groups): use `except`"),
+}
+"""Syntax the policy knows and refuses, with the reason and the sentence the agent reads."""

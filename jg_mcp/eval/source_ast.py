@@ -1,5 +1,6 @@
 """Pure helpers over a solution's syntax tree for the policy (jg_mcp.eval.policy): constant strings folded
-bottom-up, once (linear in the tree: chains may be thousands deep), and the names a node binds or annotates."""
+bottom-up, once (linear in the tree: chains may be thousands deep), the names a node binds or annotates, and the
+values its fields hold that are not nodes."""
 
 from __future__ import annotations
 
@@ -79,7 +80,20 @@ def bindings(node: ast.AST) -> list[str]:
         return list(node.names)
     if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
         return [node.name]
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return [node.rest]
     return []
+
+
+def plain_values(node: ast.AST) -> list[tuple[str, object]]:
+    """(field, value) for each value in a node's fields that is not a node or None (a name, a constant, a flag), an
+    item of a list field each on its own: what a scan of the nodes alone would never read."""
+    found = []
+    for name, value in ast.iter_fields(node):
+        for item in value if isinstance(value, list) else [value]:
+            if item is not None and not isinstance(item, ast.AST):
+                found.append((name, item))
+    return found
 
 
 def annotation_nodes(node: ast.AST) -> list[ast.expr]:

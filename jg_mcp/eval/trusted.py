@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import importlib
 import sys
 import types
@@ -69,3 +70,20 @@ def builtin_class(name: str) -> bool:
     classes."""
     obj = getattr(builtins, name, None)
     return isinstance(obj, type) and obj is not type
+
+
+@functools.cache
+def interpreter_attributes() -> frozenset[str]:
+    """The interpreter's own attributes of frames, code objects, generators, coroutines and tracebacks, as this Python
+    has them (`gi_frame`, `f_back`, `f_globals`, `f_builtins`, `tb_frame`, `co_consts`, ...): public names, no dunder
+    among them, that reach other code's frames and globals, and so every module."""
+    kinds = (
+        types.FrameType,
+        types.CodeType,
+        types.GeneratorType,
+        types.CoroutineType,
+        types.AsyncGeneratorType,
+        types.TracebackType,
+    )
+    prefixes = ("f_", "co_", "gi_", "cr_", "ag_", "tb_")
+    return frozenset(name for kind in kinds for name in dir(kind) if name.startswith(prefixes))

@@ -421,3 +421,263 @@ def test_honest_idioms_the_red_team_saw_refused_are_allowed(src):
 def test_a_tensor_subclass_or_a_class_made_by_type_stays_refused():
     assert Reason.STATIC_SUBCLASS in reasons("import torch\nclass T(torch.Tensor):\n    pass\n")
     assert Reason.STATIC_DYNAMIC in reasons("T = type('T', (object,), {})\n")
+
+
+GEMM_FP8_FORBIDDEN = [
+    "torch._scaled_mm",
+    "torch.matmul",
+    "torch.mm",
+    "torch.bmm",
+    "torch.addmm",
+    "torch.einsum",
+    "torch.nn.functional.linear",
+    "torch.Tensor.__matmul__",
+    "torch.Tensor.matmul",
+    "torch.Tensor.mm",
+]
+MATCH_ESCAPE = '''\
+"""GEMM with the forbidden torch.mm. The static check never sees a dunder, a private name or `mm`: attribute
+names in a `match` class pattern (`case object(__globals__=g)`) are plain strings in the AST (MatchClass.kwd_attrs),
+not Attribute nodes or Constant strings. With the builtins in hand, the run-time op recorder is switched off."""
+
+import torch
+
+
+def _anchor():
+    pass
+
+
+match _anchor:
+    case object(__globals__=_g):
+        pass
+
+_b = _g["__builtins__"]
+match _b:
+    case dict():
+        _imp = _b["__import__"]
+    case object(__import__=_imp):
+        pass
+
+_sys = _imp("sys")
+_ops = _sys.modules["jg_mcp.eval.ops"]
+_ops.OpRecorder.record = lambda self, name: None  # the recorder sees every aten op and records none
+
+match _sys.modules["torch"]:  # the module under no name the scan knows
+    case object(mm=_mm):  # torch.mm, named only in the pattern
+        pass
+
+
+def kernel(a, b, scale_a, scale_b):
+    c = _mm(a.float(), b.float().t())
+    return (c * scale_a * scale_b).to(torch.bfloat16)
+'''
+
+
+def findings_at(src: str, forbidden: list[str] = FORBIDDEN) -> set[tuple[Reason, int]]:
+    return {(f.reason, int(f.detail.split(":")[0].removeprefix("line "))) for f in static_check(src, forbidden)}
+
+
+def test_the_red_teams_match_pattern_escape_is_refused():
+    """Red team (match_escape): names in a class pattern (`case object(__globals__=_g)`) are plain strings in the
+    syntax tree, which the scan never read: the file reached `__import__`, switched the op recorder off and called
+    torch.mm named only in a pattern, and was accepted. `match` is refused, and its names are checked as well."""
+    found = findings_at(MATCH_ESCAPE, GEMM_FP8_FORBIDDEN)
+    assert (Reason.STATIC_DYNAMIC, 12) in found  # match: refused syntax
+    assert (Reason.STATIC_INTROSPECTION, 13) in found  # case object(__globals__=_g)
+    assert (Reason.STATIC_INTROSPECTION, 16) in found  # _g["__builtins__"]
+    assert (Reason.STATIC_INTROSPECTION, 20) in found  # case object(__import__=_imp)
+    assert (Reason.STATIC_FORBIDDEN, 28) in found  # case object(mm=_mm)
+
+
+MATCH = "match x:\n    case {}:\n        pass\n"
+
+
+@pytest.mark.parametrize(
+    ("src", "reason", "line", "name"),
+    [
+        ("y = x.__globals__", Reason.STATIC_INTROSPECTION, 1, "__globals__"),
+        ("y = x._base", Reason.STATIC_DYNAMIC, 1, "_base"),
+        ("y = x.gi_frame", Reason.STATIC_INTROSPECTION, 1, "gi_frame"),
+        (MATCH.format("object(__globals__=g)"), Reason.STATIC_INTROSPECTION, 2, "__globals__"),
+        (MATCH.format("object(_base=b)"), Reason.STATIC_DYNAMIC, 2, "_base"),
+        (MATCH.format("object(mm=f)"), Reason.STATIC_FORBIDDEN, 2, "mm"),
+        (MATCH.format("object(gi_frame=f)"), Reason.STATIC_INTROSPECTION, 2, "gi_frame"),
+        (MATCH.format("object(__torch_function__=f)"), Reason.STATIC_SUBCLASS, 2, "__torch_function__"),
+        (MATCH.format("object() as __builtins__"), Reason.STATIC_INTROSPECTION, 2, "__builtins__"),
+        (MATCH.format("[*__builtins__]"), Reason.STATIC_INTROSPECTION, 2, "__builtins__"),
+        (MATCH.format("{**__builtins__}"), Reason.STATIC_INTROSPECTION, 2, "__builtins__"),
+        (MATCH.format("{'__builtins__': b}"), Reason.STATIC_INTROSPECTION, 2, "__builtins__"),
+        ("y = __builtins__", Reason.STATIC_INTROSPECTION, 1, "__builtins__"),
+        ("def f(__globals__):\n    pass", Reason.STATIC_INTROSPECTION, 1, "__globals__"),
+        ("def f(a, /, __p__):\n    pass", Reason.STATIC_INTROSPECTION, 1, "__p__"),
+        ("def f(*, __k__=1):\n    pass", Reason.STATIC_INTROSPECTION, 1, "__k__"),
+        ("def f(*__v__, **__kw__):\n    pass", Reason.STATIC_INTROSPECTION, 1, "__v__"),
+        ("def f(*__v__, **__kw__):\n    pass", Reason.STATIC_INTROSPECTION, 1, "__kw__"),
+        ("f = lambda __builtins__: 0", Reason.STATIC_INTROSPECTION, 1, "__builtins__"),
+        ("d = dict(__globals__=1)", Reason.STATIC_INTROSPECTION, 1, "__globals__"),
+        ("class C(__init_subclass__=1):\n    pass", Reason.STATIC_INTROSPECTION, 1, "__init_subclass__"),
+        ("import triton.language as tl\ny = tl.load(p, _semantic=s)", Reason.STATIC_DYNAMIC, 2, "_semantic"),
+        ("import torch.__config__", Reason.STATIC_INTROSPECTION, 1, "__config__"),
+        ("from functools import __builtins__ as B", Reason.STATIC_INTROSPECTION, 1, "__builtins__"),
+        ("from typing.__x__ import y", Reason.STATIC_INTROSPECTION, 1, "__x__"),
+        ("import torch as __builtins__", Reason.STATIC_INTROSPECTION, 1, "__builtins__"),
+        ("from torch import nn as __torch_function__", Reason.STATIC_SUBCLASS, 1, "__torch_function__"),
+        ("def __torch_dispatch__(*a):\n    pass", Reason.STATIC_SUBCLASS, 1, "__torch_dispatch__"),
+        ("async def __torch_function__():\n    pass", Reason.STATIC_SUBCLASS, 1, "__torch_function__"),
+        ("class TorchDispatchMode:\n    pass", Reason.STATIC_SUBCLASS, 1, "TorchDispatchMode"),
+        ("class C:\n    def __del__(self):\n        pass", Reason.STATIC_DYNAMIC, 2, "__del__"),
+        ("def f():\n    global __builtins__", Reason.STATIC_INTROSPECTION, 2, "__builtins__"),
+        ("def f():\n    def g():\n        nonlocal __x__", Reason.STATIC_INTROSPECTION, 3, "__x__"),
+        ("try:\n    pass\nexcept E as __builtins__:\n    pass", Reason.STATIC_INTROSPECTION, 3, "__builtins__"),
+        ("y = x['__builtins__']", Reason.STATIC_INTROSPECTION, 1, "__builtins__"),
+    ],
+)
+def test_every_name_in_the_syntax_tree_goes_through_the_name_rules(src, reason, line, name):
+    """Each field of a node that holds a name rather than a node (attribute names, pattern names, parameter, keyword
+    and import names, global names, handler names, ...) is checked like an attribute or a variable of that name."""
+    found = static_check(src, FORBIDDEN)
+    assert any(f.reason == reason and f.detail.startswith(f"line {line}:") and name in f.detail for f in found), [
+        (f.reason, f.detail) for f in found
+    ]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="type parameters are Python 3.12 syntax")
+@pytest.mark.parametrize("params", ["[__T__]", "[*__T__]", "[**__T__]"])
+def test_a_type_parameters_name_goes_through_the_name_rules(params):
+    found = static_check(f"def f{params}(x):\n    pass\n", FORBIDDEN)
+    assert any(f.reason == Reason.STATIC_INTROSPECTION and "__T__" in f.detail for f in found)
+
+
+@pytest.mark.parametrize(
+    ("src", "reason"),
+    [
+        ("match x:\n    case 1:\n        pass", Reason.STATIC_DYNAMIC),
+        ("async def f():\n    pass", Reason.STATIC_CONCURRENCY),
+        ("def f():\n    x = await g()", Reason.STATIC_CONCURRENCY),
+        ("def f():\n    return [a async for a in b]", Reason.STATIC_CONCURRENCY),
+        ("try:\n    pass\nexcept* ValueError:\n    pass", Reason.SYNTAX),
+    ],
+    ids=["match", "async-def", "await", "async-comprehension", "except-star"],
+)
+def test_syntax_a_kernel_does_not_need_is_refused(src, reason):
+    """`match` reads attributes by names the static check cannot all see (a class's `__match_args__`, set at run
+    time); coroutines are a scheduler of their own; a kernel needs neither (if/elif, plain functions)."""
+    assert reason in reasons(src)
+
+
+def test_the_syntax_tables_name_real_nodes_fields_and_kinds():
+    """A misspelt node type or field in the tables would leave real syntax refused or a name unchecked."""
+    import ast
+
+    from jg_mcp.eval import policy_tables as t
+
+    later = {"TypeAlias", "TypeVar", "ParamSpec", "TypeVarTuple"}  # Python 3.12 syntax
+    known = t.ALLOWED_SYNTAX | set(t.REFUSED_SYNTAX)
+    assert all(isinstance(getattr(ast, kind, None), type) for kind in known - later)
+    assert not t.ALLOWED_SYNTAX & set(t.REFUSED_SYNTAX)
+    kinds = {t.ATTRIBUTE, t.VARIABLE, t.DEFINITION, t.KEYWORD, t.IMPORTED, t.LITERAL}
+    for kind, fields in t.NAME_FIELDS.items():
+        assert set(fields.values()) <= kinds, kind
+        if (node := getattr(ast, kind, None)) is not None:
+            assert set(fields) <= set(node._fields), kind
+
+
+def test_a_node_type_outside_the_allow_list_is_refused(monkeypatch):
+    """Syntax the policy does not know (what a future Python adds) is refused, never skipped."""
+    import jg_mcp.eval.policy as policy
+
+    monkeypatch.setattr(policy, "ALLOWED_SYNTAX", policy.ALLOWED_SYNTAX - {"Pass"})
+    found = static_check("def f():\n    pass\n", FORBIDDEN)
+    assert [(f.reason, f.detail.split(":")[0]) for f in found] == [(Reason.SYNTAX, "line 2")]
+    assert "Pass" in found[0].detail
+
+
+def test_a_node_of_a_kind_no_table_knows_is_refused():
+    """A node type outside `ast` as this Python has it: refused, its fields unread (no table says what they hold)."""
+    import ast
+
+    from jg_mcp.eval.policy import check_tree
+
+    class Template(ast.expr):  # a future expression node, unknown to the tables
+        _fields = ("values", "label")
+
+    stmt = ast.Expr(value=Template(values=[ast.Constant("x")], label="__globals__"))
+    tree = ast.fix_missing_locations(ast.Module(body=[stmt], type_ignores=[]))
+    found = check_tree(tree, FORBIDDEN)
+    assert [f.reason for f in found] == [Reason.SYNTAX] and "Template" in found[0].detail
+
+
+def test_a_field_of_a_known_node_that_no_table_knows_is_refused(monkeypatch):
+    """A name-valued field a future Python adds to a known node is refused until the tables say how to check it."""
+    import ast
+
+    from jg_mcp.eval.policy import check_tree
+
+    monkeypatch.setattr(ast.Pass, "_fields", ("label",))
+    node = ast.Pass(lineno=1, col_offset=0)
+    node.label = "__globals__"
+    found = check_tree(ast.Module(body=[node], type_ignores=[]), FORBIDDEN)
+    assert [f.reason for f in found] == [Reason.SYNTAX] and "Pass.label" in found[0].detail
+
+
+@pytest.mark.parametrize(
+    ("src", "reason"),
+    [
+        (
+            "def _g():\n    yield _it.gi_frame.f_back\n_it = _g()\nG = next(_it).f_globals['torch']",
+            Reason.STATIC_INTROSPECTION,
+        ),
+        ("def up(tb):\n    return tb.tb_frame.f_back", Reason.STATIC_INTROSPECTION),
+        (
+            "import triton\n@triton.jit\ndef _k(x):\n    pass\nm = _k.get_capture_scope()['torch'].sys.modules",
+            Reason.STATIC_INTROSPECTION,
+        ),
+        ("import torch\ns = torch.package.sys_importer.import_module('sys')", Reason.STATIC_DYNAMIC),
+        ("from torch.utils.collect_env import run\nr = run('id')", Reason.STATIC_PROCESS),
+    ],
+    ids=["generator-frame", "traceback-frame", "jit-capture-scope", "torch-package-importer", "collect-env-run"],
+)
+def test_frames_globals_and_importers_reached_without_a_dunder_are_refused(src, reason):
+    """A generator's frame (`gi_frame.f_back.f_globals`) or a Triton function's globals (`get_capture_scope()`)
+    hand over other code's globals, and so every module, with no dunder or private name; torch.package imports any
+    module by name and torch.utils.collect_env runs shell commands."""
+    assert reason in reasons(src)
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "def configs():\n    for b in (64, 128):\n        yield b\n",
+        "n = sum(x for x in range(4) if x)\n",
+        "class Acc:\n    def __init__(self, n):\n        self.n = n\n\n    def __call__(self, x):\n        return x\n",
+        "def _launch(x, *, _block=64):\n    return x\n\n\ny = _launch(1, _block=128)\n",
+        "if __name__ == '__main__':\n    pass\n",
+        "def key(a, b):\n    return '__'.join([a, b])\n",
+        "from __future__ import annotations\n",
+    ],
+    ids=[
+        "generator",
+        "generator-expression",
+        "dunder-methods",
+        "own-private-keyword",
+        "main-guard",
+        "separator",
+        "future",
+    ],
+)
+def test_honest_syntax_around_the_new_rules_is_allowed(src):
+    assert reasons(src) == set()
+
+
+def test_every_shipped_honest_solution_passes_the_static_check():
+    """The known-good solutions and the demo's (the scripted client writes it for the axpy goal)."""
+    import yaml
+    from eval_suite import GOALS, REPO, SOLUTIONS
+
+    from jg_mcp.commands.demo import SOLUTION
+
+    demo = yaml.safe_load((REPO / "jg_mcp" / "demo_goal" / "axpy.yaml").read_text())["forbidden"]
+    assert static_check(SOLUTION, demo) == []
+    for path in sorted(SOLUTIONS.glob("*/solution.py")):
+        forbidden = yaml.safe_load((GOALS / f"{path.parent.name}.yaml").read_text())["forbidden"]
+        assert static_check(path.read_text(), forbidden) == [], path
