@@ -30,6 +30,7 @@ from jg_mcp.eval.checks import call_findings, mass_findings, measure, metadata_f
 from jg_mcp.eval.compile_cache import baseline_dir, baseline_env
 from jg_mcp.eval.isolation import choose, prepare
 from jg_mcp.eval.messages import Call, Done, ImportFailed, Ready, Release, Setup, WorkerError
+from jg_mcp.eval.native import BY_PATH, NativeScan
 from jg_mcp.eval.ops import forbidden_ops
 from jg_mcp.eval.options import EvalOptions
 from jg_mcp.eval.policy import static_check
@@ -78,6 +79,9 @@ class Evaluation:
         """When the eval's own time limit runs out (`WorkerProcess.deadline`), set as it starts."""
         self.baseline_cache: Path | None = None
         """The baselines' compile cache, chosen by `environment()` before any baseline process starts."""
+        self.native = NativeScan(self.goal.goal.forbidden, self.work)
+        """The judge of the native code the candidate's processes load, which it reads from /proc whenever they are
+        stopped (each freeze, and before each is closed): its findings join the report at the end."""
 
     def run(self) -> EvalReport:
         start = time.monotonic()
@@ -135,7 +139,7 @@ class Evaluation:
         report.phases["candidate_start"] = time.monotonic() - mark
         self.correctness(report, cases, started)
         report.phases["correctness"] = time.monotonic() - mark
-        self.end(candidate)
+        self.end(candidate, report)
         if timer is not None:
             if self.spares is not None:
                 mark = time.monotonic()
@@ -149,8 +153,14 @@ class Evaluation:
         else:
             report.timing = TimingMethod(skipped="no timed shapes selected")
         for proc in self.procs:
+            self.inspect(proc, report)
             self.tails.append(proc.close())
         self.procs.clear()
+        for f in self.native.findings:
+            report.add(f)
+        if self.native.by_path and self.native.judged:
+            missing = [*self.isolation.missing, BY_PATH]
+            report.isolation = self.isolation.model_copy(update={"missing": missing})
         if self.isolation.sandbox == "none" and (left := sweep(self.token)):
             report.add(
                 Finding(
@@ -165,12 +175,21 @@ class Evaluation:
         report.phases["total"] = report.wall_s
         return report
 
-    def end(self, proc: WorkerProcess) -> None:
+    def end(self, proc: WorkerProcess, report: EvalReport) -> None:
         """End a worker once its part is done: the correctness process (and its sandbox, with anything the candidate
         started there) is gone before timing, so no candidate code but the timed process's can run on the GPU
-        while the baselines are timed."""
+        while the baselines are timed. Its native code is judged first."""
+        self.inspect(proc, report)
         self.tails.append(proc.close())
         self.procs.remove(proc)
+
+    def inspect(self, proc: WorkerProcess, report: EvalReport) -> None:
+        """Stop a candidate's processes and judge the native code they loaded (`NativeScan`), from outside them:
+        the symbols a library binds are what it calls, however its source spelt them."""
+        try:
+            proc.inspect()
+        except CandidateGone as gone:
+            report.add(gone.finding)
 
     def sync(self) -> None:
         """Finish this process's queued writes to shared buffers (inputs, poison) before a worker reads them: they
@@ -228,6 +247,7 @@ class Evaluation:
         if proc is None:
             proc = WorkerProcess(role, self.work, sandboxed, self.token, self.o.timeout_s, self.device, cache_env)
         proc.timeout_s, proc.deadline = self.o.timeout_s, self.deadline
+        proc.native = self.native if role == "candidate" else None
         proc.start(setup)
         self.procs.append(proc)
         return proc

@@ -28,6 +28,7 @@ from jg_mcp.errors import JgError
 from jg_mcp.eval import channel
 from jg_mcp.eval.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, filter_file, pythonpath
 from jg_mcp.eval.messages import WORKER_MESSAGE, Bind, Bound, Setup, Started, WorkerError
+from jg_mcp.eval.native import NativeScan
 from jg_mcp.eval.proctree import carrying, descendant, resume, stop_all, tree
 from jg_mcp.eval.report import Finding, Reason
 from jg_mcp.live import lifeline
@@ -47,8 +48,9 @@ class CandidateGone(Exception):
 
 
 class WorkerProcess:
-    """One worker: `sandboxed` runs it in the candidate's bubblewrap sandbox, whose compile cache is the eval's;
-    unsandboxed, `cache_env` names its compile caches (the baselines' own), else the eval's. It starts at once
+    """One worker: `sandboxed` runs it in the candidate's bubblewrap sandbox, whose compile caches (Triton's, and
+    torch's extension builds, which the eval's two candidate processes share) are the eval's; unsandboxed,
+    `cache_env` names its compile caches (the baselines' own), else the eval's. It starts at once
     (imports torch and the `ahead` modules) and runs nothing of its role until `start(setup)`."""
 
     def __init__(
@@ -78,6 +80,8 @@ class WorkerProcess:
         self.token = token
         self.frozen: list[int] | None = None
         """The pids `freeze` stopped, until `thaw`."""
+        self.native: NativeScan | None = None
+        """Where the native code of this worker's processes is judged (a candidate's): at every freeze."""
         self.sock, theirs = socket.socketpair()
         solution_dir, cache_dir = work / "solution", work / "cache"
         env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
@@ -91,13 +95,17 @@ class WorkerProcess:
         }
         if sandboxed:
             env |= {"HOME": "/tmp", "TMPDIR": "/tmp", "TRITON_CACHE_DIR": f"{CACHE_DIR}/triton"}
+            env["TORCH_EXTENSIONS_DIR"] = f"{CACHE_DIR}/torch_extensions"
             rules = filter_file()
             prefix, cwd, parent = bwrap_argv(solution_dir, cache_dir, env, rules.fileno() if rules else None), "/", 0
         else:
             home = work / f"home-{secrets.token_hex(3)}"
             home.mkdir()
             env |= {"HOME": str(home), "TMPDIR": str(home)}
-            env |= cache_env or {"TRITON_CACHE_DIR": str(cache_dir / "triton")}
+            env |= cache_env or {
+                "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+                "TORCH_EXTENSIONS_DIR": str(cache_dir / "torch_extensions"),
+            }
             prefix, cwd, parent, rules = [], str(home), os.getpid(), None
         self.log_path = work / f"{role}-{secrets.token_hex(4)}.log"
         argv = [
@@ -252,7 +260,8 @@ class WorkerProcess:
         of its code runs, on the host or queueing GPU work, while the harness times another process: the
         candidate's processes are frozen while the baselines are timed. Found as the worker's process tree (under
         bwrap every process of the sandbox is in it, orphans reparented to the sandbox's init) and, unsandboxed,
-        every process carrying the eval's token. A tree that keeps running is a finding."""
+        every process carrying the eval's token. A tree that keeps running is a finding. Stopped, a candidate's
+        processes have the native code they mapped judged (`native`)."""
         if self.frozen is not None or self.proc.poll() is not None:
             return
 
@@ -265,6 +274,18 @@ class WorkerProcess:
             what = f"the {self.role} process's children could not all be stopped while another process was timed"
             raise CandidateGone(Finding(reason=Reason.THREADS_LEFT, detail=what))
         self.frozen = stopped
+        if self.native is not None:
+            self.native.scan(stopped)
+
+    def inspect(self) -> None:
+        """Stop the worker's processes and judge the native code they loaded (a candidate's, before it is closed);
+        CandidateGone if its tree cannot be stopped."""
+        if self.native is None:
+            return
+        if self.frozen is None:
+            self.freeze()  # judges as it stops them
+        else:
+            self.native.scan(self.frozen)
 
     def thaw(self) -> None:
         if self.frozen is not None:

@@ -1,6 +1,7 @@
 """The processes of a worker as the host sees them, from /proc, never from anything the worker says: its process
-tree, the processes carrying the eval's token (unsandboxed, what left the tree), and stopping, resuming or
-killing them all (a forking process cannot outrun any of these: its children are found on the next look)."""
+tree, the processes carrying the eval's token (unsandboxed, what left the tree), stopping, resuming or killing them
+all (a forking process cannot outrun any of these: its children are found on the next look), and the files each
+has mapped as code (what `jg_mcp.eval.native` judges)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from jg_mcp.live.uids import stop_then_kill
 
@@ -94,6 +96,46 @@ def descendant(root: int, marker: bytes) -> int | None:
         if argv and argv[0] == os.fsencode(sys.executable) and marker in argv:
             return pid
     return None
+
+
+@dataclass(frozen=True)
+class CodeMapping:
+    """An executable mapping of a file in a process, as its /proc/PID/maps shows it."""
+
+    pid: int
+    range: str
+    """Its address range as /proc/PID/map_files names it (`start-end`, hex)."""
+    path: str
+    """The file's path as the process sees it (in its own mount namespace), without the ` (deleted)` mark."""
+    deleted: bool
+    """The file was deleted (or is a memfd, whose path is `/memfd:NAME`) since it was mapped."""
+    device: str
+    """The mapped file's device, `major:minor` in hex as the maps file writes it."""
+    inode: int
+    """The mapped file's inode number."""
+
+
+def code_mappings(pid: int) -> list[CodeMapping] | None:
+    """The executable file mappings of the process, one per file (anonymous memory and the kernel's [vdso] left
+    out); None once the process is gone. Other errors (a process whose maps the harness may not read) raise."""
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            lines = f.read().splitlines()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    found: dict[tuple[bytes, bytes, str], CodeMapping] = {}
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) < 6 or fields[1][2:3] != b"x" or not fields[5].startswith(b"/"):
+            continue
+        path = os.fsdecode(fields[5])
+        deleted = path.endswith(" (deleted)")
+        path = path.removesuffix(" (deleted)")
+        key = (fields[3], fields[4], path)
+        if key not in found:
+            gone = deleted or path.startswith("/memfd:")
+            found[key] = CodeMapping(pid, fields[0].decode(), path, gone, fields[3].decode(), int(fields[4]))
+    return list(found.values())
 
 
 def carrying(token: str) -> list[int]:

@@ -1,0 +1,525 @@
+"""Native code in the candidate's processes, judged from outside them by what was built and loaded, not by its text.
+
+The static policy reads a native source's text, and `namespace q = at;`, argument-dependent lookup, a
+using-declaration or a macro spells a library call without the text it looks for. What the dynamic loader binds
+cannot be spelt otherwise: every call from a library into another goes through a symbol named in its dynamic
+symbol table. So the harness reads, from /proc, the executable file mappings of every process of the candidate's
+tree at points where they are stopped or done (each freeze while a baseline is timed, and the end of each candidate
+process), and judges every library that is not the system's or this Python environment's (anything under the eval's
+cache, the sandbox's /tmp, a memfd or a deleted file). It reads the file through /proc/PID/map_files (the inode
+that is mapped, whatever now lies at its path), parses it as the loader does (program headers, the dynamic segment,
+the symbols its relocations bind by name) and refuses:
+
+- an ATen operator the goal forbids, with its whole family (`jg_mcp.eval.ops`): any mangled name in `at::` or
+  `torch::` naming it (at::_ops::mm::call, at::cpu::mm, at::native::..., Tensor::mm, a kernel in a template
+  argument) and the AOTInductor C shims (`aoti_torch_cpu_mm_out`);
+- a library kernel: cuBLAS(Lt), cuDNN, cuSPARSE, cuFFT, BLAS, MKL, oneDNN, FBGEMM, XNNPACK, CUTLASS, by symbol or by
+  the library it needs;
+- what cannot be judged: code loaded or looked up by name (dlopen, dlsym, the dispatcher's operator handles,
+  TorchScript, Python imports and code run from text), and, as the source policy refuses them in Python, threads and
+  processes, files, executable memory and raw system calls.
+
+Allocation, sizes, data pointers, streams and its own kernels pass (at::_ops::empty*, TensorBase methods, c10).
+What Triton builds in the candidate's Triton cache (its driver module `cuda_utils` and the kernels' launchers) loads
+libcuda's newer entry points by name (dlopen, dlsym), and differs with Triton's version and each kernel's signature:
+a library there is judged by the first two rules only (no forbidden operator, no library kernel). So a candidate's
+own library placed in its Triton cache may load code by name unjudged: a known gap, narrower than the source text's.
+
+What this cannot see: native code that finds a function without naming it (walking memory from an allowed
+function to its library's symbol table), code it writes into anonymous memory or loads by raw system calls, calls
+it makes back into Python (pybind11's own attribute lookups are those of any extension), a library rewritten in
+place after it was loaded, and library code compiled into its own (CUTLASS or cuBLASDx templates). The red team's
+`namespace q = at;` is no longer among them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from jg_mcp.eval.isolation import CACHE_DIR, python_binds
+from jg_mcp.eval.ops import FAMILIES, forbidden_ops, in_family
+from jg_mcp.eval.proctree import CodeMapping, code_mappings
+from jg_mcp.eval.report import Finding, Reason
+from jg_mcp.live.sandbox import SYSTEM_DIRS
+
+MAX_LIBRARY_BYTES = 256 << 20
+"""The largest library the harness reads; a larger one is not judged (a finding). The candidate's processes can
+write no larger file (`jg_mcp.eval.worker.MAX_FILE_BYTES`)."""
+MAX_RELOCATIONS = 1 << 22
+"""Relocations per table the harness reads (a candidate's library has thousands; libtorch_python 7900 symbols)."""
+MAX_PROBLEMS = 8
+"""Problems named per library; more are counted."""
+MAX_CACHE_FILES = 20000
+"""Files of the eval's cache looked at when libraries are judged by path (`NativeScan.by_path`)."""
+BY_PATH = (
+    "reading the candidate's mapped code through /proc/PID/map_files (it needs root): its native libraries were "
+    "read at their paths and every ELF file in the eval's cache was judged; code mapped from a deleted file or a "
+    "memfd could not be read (a finding)"
+)
+"""The note `isolation.missing` carries when the harness judged native code by path."""
+
+DYNAMIC_CODE = {
+    "dlopen",
+    "dlmopen",
+    "dlsym",
+    "dlvsym",
+    "dlclose",
+    "dlinfo",
+    "dladdr",
+    "dladdr1",
+    "dl_iterate_phdr",
+    "_r_debug",
+    "_dl_sym",
+    "_dl_vsym",
+    "_dl_open",
+    "__libc_dlopen_mode",
+    "__libc_dlsym",
+    "__libc_dlvsym",
+}
+PYTHON_CODE = re.compile(r"PyImport_|PyRun_|Py_CompileString|PyEval_EvalCode|PyMarshal_ReadObjectFrom")
+CONCURRENCY = {
+    "pthread_create",
+    "fork",
+    "vfork",
+    "clone",
+    "clone3",
+    "execve",
+    "execv",
+    "execvp",
+    "execvpe",
+    "execl",
+    "execlp",
+    "execle",
+    "fexecve",
+    "posix_spawn",
+    "posix_spawnp",
+    "system",
+    "popen",
+}
+FILES = {
+    "open",
+    "open64",
+    "openat",
+    "openat64",
+    "__open_2",
+    "__open64_2",
+    "__openat_2",
+    "creat",
+    "creat64",
+    "fopen",
+    "fopen64",
+    "freopen",
+    "freopen64",
+    "rename",
+    "renameat",
+    "renameat2",
+    "unlink",
+    "unlinkat",
+    "truncate",
+    "truncate64",
+    "ftruncate",
+    "ftruncate64",
+    "link",
+    "linkat",
+    "symlink",
+    "symlinkat",
+    "mkdir",
+    "mkdirat",
+    "mkfifo",
+    "mknod",
+}
+MEMORY = {
+    "mmap",
+    "mmap64",
+    "munmap",
+    "mprotect",
+    "pkey_mprotect",
+    "mremap",
+    "memfd_create",
+    "syscall",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+}
+LIBRARIES: tuple[str, ...] = ("blas", "cpublas", "cublas", "cudnn", "cusparse", "cufft", "mkl", "dnnl", "onednn")
+LIBRARIES += ("fbgemm", "xnnpack", "cutlass", "openblas", "cblas", "cutensor", "magma", "miopen")
+"""Library kernels: in a C name or a needed library's name anywhere (cublasSgemm_v2, scipy_cblas_sgemm64_,
+libcudnn.so.9), in a C++ name as how one of its scopes or its own name starts (any case, leading underscores aside:
+at::cuda::blas::gemm, at::native::cpublas::gemm, at::native::mkldnn_matmul, dnnl::matmul). A C++ name that only
+mentions one (c10::TensorImpl::is_mkldnn) passes."""
+C_LIBRARY = re.compile(
+    r"xnn_\w*"
+    r"|[sdczh](?:gemm(?:3m|t|_batch\w*)?|gemv|axpy|dotc?|dotu|ger[cu]?|symm|hemm|syrk|herk|syr2k|her2k|trmm|trsm)_?"
+)
+"""C and Fortran entry points of BLAS and XNNPACK without a library's prefix (sgemm_, daxpy, xnn_run_operator)."""
+CXX_THREADS = {("std", "thread")}
+CXX_FILES = {("std", "basic_filebuf"), ("std", "basic_ofstream"), ("std", "basic_ifstream"), ("std", "basic_fstream")}
+CXX_FILES |= {("std", "filesystem")}
+BY_HANDLE = {("c10", "Dispatcher"), ("c10", "OperatorHandle"), ("torch", "jit")}
+"""The dispatcher's own API and TorchScript: an operator called by handle or name, or code compiled from text."""
+
+
+_LENGTH = re.compile(r"[0-9]{1,5}")
+
+
+class ElfError(ValueError):
+    """A file the harness cannot read as the dynamic loader would (its code is then not judged: a finding)."""
+
+
+@dataclass(frozen=True)
+class Elf:
+    """What the dynamic loader binds for one ELF file."""
+
+    dynamic: bool
+    """It has a dynamic segment (a shared library or a dynamically linked executable)."""
+    needed: tuple[str, ...]
+    """The libraries it names for the loader (DT_NEEDED, and the filters DT_FILTER and DT_AUXILIARY)."""
+    bound: tuple[str, ...]
+    """The symbols its relocations have the loader find by name: the undefined ones, and its own definitions that
+    another library can preempt (global or weak, default visibility: the loader searches the global scope first)."""
+
+
+_EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
+_PHDR = struct.Struct("<IIQQQQQQ")
+_SYM = struct.Struct("<IBBHQQ")
+_PT_LOAD, _PT_DYNAMIC = 1, 2
+_DT_NEEDED, _DT_PLTRELSZ, _DT_STRTAB, _DT_SYMTAB, _DT_RELA, _DT_RELASZ, _DT_RELAENT = 1, 2, 5, 6, 7, 8, 9
+_DT_STRSZ, _DT_SYMENT, _DT_REL, _DT_RELSZ, _DT_RELENT, _DT_PLTREL, _DT_JMPREL = 10, 11, 17, 18, 19, 20, 23
+_DT_FILTERS = (0x7FFFFFFD, 0x7FFFFFFF)
+_RELOC_SIZE = {_DT_RELA: 24, _DT_REL: 16}
+
+
+class _Image:
+    """The file's loadable segments as the loader maps them, read by virtual address (where segments overlap, the
+    last one wins, as the later of two fixed mappings does). Only what the file holds is read: the loader's tables
+    never lie in a segment's zero-filled tail."""
+
+    def __init__(self, data: bytes, loads: list[tuple[int, int, int]]):
+        self.data = data
+        self.loads = loads
+        if any(offset + filesz > len(data) for _, offset, filesz in loads):
+            raise ElfError("a loadable segment reaches past the end of the file")
+
+    def read(self, vaddr: int, size: int) -> bytes:
+        for start, offset, filesz in reversed(self.loads):
+            if start <= vaddr and vaddr + size <= start + filesz:
+                return self.data[offset + vaddr - start : offset + vaddr - start + size]
+        raise ElfError(f"{size} bytes at {vaddr:#x} lie outside what its loadable segments hold")
+
+
+def read_elf(data: bytes) -> Elf:
+    """Parse a little-endian ELF64 file as the dynamic loader reads it: its program headers, the dynamic segment at
+    its address in the loaded image, the string and symbol tables and relocations that segment names. Never its
+    section headers, which the loader ignores (a file can carry a misleading set). ElfError when it cannot."""
+    if len(data) < _EHDR.size or data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
+        raise ElfError("not a little-endian ELF64 file")
+    _, e_type, _, _, _, phoff, _, _, _, phentsize, phnum, *_ = _EHDR.unpack_from(data)
+    if e_type not in (2, 3):
+        raise ElfError(f"ELF type {e_type} is neither an executable nor a shared object")
+    if phentsize != _PHDR.size or phoff + phnum * phentsize > len(data):
+        raise ElfError("its program headers do not fit the file")
+    headers = [_PHDR.unpack_from(data, phoff + i * phentsize) for i in range(phnum)]
+    loads = [(h[3], h[2], h[5]) for h in headers if h[0] == _PT_LOAD]
+    dynamic = [h for h in headers if h[0] == _PT_DYNAMIC]
+    if not dynamic:
+        return Elf(dynamic=False, needed=(), bound=())
+    if len(dynamic) > 1:
+        raise ElfError("more than one dynamic segment")
+    image = _Image(data, loads)
+    tags, needed = _dynamic_entries(image, dynamic[0][3], dynamic[0][5])
+    strings = image.read(tags.get(_DT_STRTAB, 0), tags.get(_DT_STRSZ, 0)) if _DT_STRTAB in tags else b""
+
+    def name(offset: int) -> str:
+        end = strings.find(b"\0", offset)
+        if offset >= len(strings) or end < 0:
+            raise ElfError(f"a name at {offset} lies outside its string table")
+        return strings[offset:end].decode("utf-8", "backslashreplace")
+
+    if tags.get(_DT_SYMENT, _SYM.size) != _SYM.size:
+        raise ElfError("an unusual symbol size")
+    bound: dict[str, None] = {}
+    for index in _relocated_symbols(image, tags):
+        st_name, st_info, st_other, st_shndx, _, _ = _SYM.unpack(image.read(tags[_DT_SYMTAB] + index * _SYM.size, 24))
+        preemptible = st_info >> 4 in (1, 2, 10) and st_other & 3 == 0
+        if st_name and (st_shndx == 0 or preemptible):
+            bound[name(st_name)] = None
+    return Elf(dynamic=True, needed=tuple(name(n) for n in needed), bound=tuple(bound))
+
+
+def _dynamic_entries(image: _Image, vaddr: int, size: int) -> tuple[dict[int, int], list[int]]:
+    """The dynamic array up to DT_NULL: the last value of each tag (as the loader keeps it) and the library names'
+    string offsets."""
+    tags: dict[int, int] = {}
+    needed: list[int] = []
+    for tag, value in struct.iter_unpack("<qQ", image.read(vaddr, size - size % 16)):
+        if tag == 0:
+            return tags, needed
+        if tag == _DT_NEEDED or tag in _DT_FILTERS:
+            needed.append(value)
+        tags[tag] = value
+    raise ElfError("its dynamic array has no end")
+
+
+def _relocated_symbols(image: _Image, tags: dict[int, int]) -> set[int]:
+    """The symbol indices every relocation table of the file names."""
+    tables = [(_DT_RELA, tags.get(_DT_RELA), tags.get(_DT_RELASZ, 0), tags.get(_DT_RELAENT, 24))]
+    tables.append((_DT_REL, tags.get(_DT_REL), tags.get(_DT_RELSZ, 0), tags.get(_DT_RELENT, 16)))
+    kind = tags.get(_DT_PLTREL, _DT_RELA)
+    tables.append((kind, tags.get(_DT_JMPREL), tags.get(_DT_PLTRELSZ, 0), _RELOC_SIZE.get(kind, 0)))
+    indices: set[int] = set()
+    for kind, start, size, entry in tables:
+        if start is None or not size:
+            continue
+        if entry != _RELOC_SIZE.get(kind) or size % entry:
+            raise ElfError("a relocation table of an unusual layout")
+        if size // entry > MAX_RELOCATIONS:
+            raise ElfError(f"more than {MAX_RELOCATIONS} relocations in one table")
+        raw = image.read(start, size)
+        indices |= {struct.unpack_from("<Q", raw, i + 8)[0] >> 32 for i in range(0, size, entry)}
+    indices.discard(0)
+    if indices and _DT_SYMTAB not in tags:
+        raise ElfError("relocations name symbols but it has no symbol table")
+    return indices
+
+
+def _names(mangled: str, i: int) -> list[str]:
+    """The run of source names (`<length><identifier>`) of a mangled symbol from position `i`, ABI tags skipped."""
+    parts = []
+    while m := _LENGTH.match(mangled, i):
+        i = m.end() + int(m.group())
+        parts.append(mangled[m.end() : i])
+        while mangled.startswith("B", i) and (tag := _LENGTH.match(mangled, i + 1)):
+            i = tag.end() + int(tag.group())  # an ABI tag (B5cxx11) names no scope
+    return parts
+
+
+def own_name(mangled: str) -> list[str]:
+    """The components of an Itanium-mangled symbol's own name, up to its template arguments
+    (`_ZN2at4cuda4blas4gemmIfEEv...` is at, cuda, blas, gemm; `_ZNSt6thread...` std, thread); empty for a name
+    that is not mangled or starts otherwise (a special name: vtables, typeinfo, guards)."""
+    if not mangled.startswith("_Z"):
+        return []
+    i = 2
+    if mangled.startswith("N", i):
+        i += 1
+        while i < len(mangled) and mangled[i] in "rVKRO":  # a method's qualifiers
+            i += 1
+    if mangled.startswith("St", i):
+        return ["std", *_names(mangled, i + 2)]
+    return _names(mangled, i)
+
+
+def nested_paths(mangled: str) -> list[list[str]]:
+    """Every qualified name in namespace `at` or `torch` spelt in an Itanium-mangled symbol, as its components:
+    the symbol's own (`_ZN2at3cpu2mmE...` is at::cpu::mm) and any in its template arguments (a kernel passed as a
+    template argument is spelt there)."""
+    return [_names(mangled, m.start()) for m in re.finditer(r"(?<![0-9])(?:2at|5torch)(?=[0-9])", mangled)]
+
+
+class Judge:
+    """The rules for the symbols and libraries of a candidate's native code, for one goal's forbidden list."""
+
+    def __init__(self, forbidden: list[str]):
+        ops = forbidden_ops(forbidden)
+        self.ops = {op.strip("_").lower() for op in ops}
+        self.members = {op for family in FAMILIES for op in family if op in ops}
+
+    def operator(self, name: str) -> str | None:
+        """The forbidden operator a name (a scope's or a function's) names: a run of its words (split at `_`:
+        `mm_out`, `add_Tensor`, `wrapper_CPU_mm`) that the goal forbids, or a relative of a family member."""
+        words = [w for w in name.lower().split("_") if w]
+        for i in range(len(words)):
+            for j in range(i + 1, min(i + 8, len(words)) + 1):  # an operator's name has a few words
+                if "_".join(words[i:j]) in self.ops:
+                    return "_".join(words[i:j])
+        return name if in_family(name, self.members) else None
+
+    def symbol(self, name: str, libraries_only: bool = False) -> str | None:
+        """Why a symbol the loader binds is refused, or None; with `libraries_only`, only for a library kernel or a
+        forbidden operator (Triton's own builds: see the module docstring)."""
+        if name.startswith(("_ZTI", "_ZTS")):
+            return None  # a type's identity (what exceptions and dynamic_cast compare): no code
+        shown = name if len(name) <= 160 else name[:160] + "..."
+        own = own_name(name)
+        scope = tuple(own[:2])
+        if not libraries_only and (why := self.unjudgeable(name, scope)):
+            return f"uses `{shown}`: {why}"
+        if name.startswith("_Z"):
+            library = any(n.lstrip("_").lower().startswith(LIBRARIES) for n in own)
+        else:
+            library = any(w in name.lower() for w in LIBRARIES) or bool(C_LIBRARY.fullmatch(name))
+        if library:
+            return f"calls library `{shown}` (cuBLAS, cuDNN, BLAS and the like): write the kernel itself"
+        for path in nested_paths(name):
+            for part in path[1:]:
+                if op := self.operator(part):
+                    return f"calls ATen `{'::'.join(path)}` ({shown}): operator `{op}` is forbidden by the goal"
+        if name.startswith("aoti_torch_") and (op := self.operator(name.removeprefix("aoti_torch_"))):
+            return f"calls ATen's C shim `{shown}`: operator `{op}` is forbidden by the goal"
+        return None
+
+    @staticmethod
+    def unjudgeable(name: str, scope: tuple[str, ...]) -> str | None:
+        """Why a symbol makes native code unjudgeable or does what the source policy refuses, or None."""
+        if name in DYNAMIC_CODE or PYTHON_CODE.match(name) or scope in BY_HANDLE:
+            return "code loaded, looked up or called by name cannot be judged"
+        if name in CONCURRENCY or scope in CXX_THREADS:
+            return "native code may not start threads or processes (nor may the source)"
+        if name in FILES or scope in CXX_FILES:
+            return "native code may not open or write files (nor may the source)"
+        if name in MEMORY:
+            return "code it maps or makes, or raw system calls, cannot be judged"
+        return None
+
+    def library(self, name: str) -> str | None:
+        """Why a library it needs is refused, or None."""
+        low = name.lower()
+        if any(w in low for w in LIBRARIES):
+            return f"needs library `{name}` (cuBLAS, cuDNN, BLAS and the like): write the kernel itself"
+        stem = re.split(r"\.so\b", low.removeprefix("lib"))[0]
+        if op := self.operator(re.sub(r"[^a-z0-9]+", "_", stem)):
+            return f"needs library `{name}`: `{op}` is forbidden by the goal"
+        return None
+
+    def problems(self, elf: Elf, libraries_only: bool = False) -> list[str]:
+        """Why the file is refused (at most MAX_PROBLEMS named, the rest counted); empty when it passes."""
+        if not elf.dynamic:
+            return ["is statically linked: library code linked into it cannot be told from its own"]
+        bound = [self.symbol(name, libraries_only) for name in elf.bound]
+        found = [p for p in map(self.library, elf.needed) if p] + [p for p in bound if p]
+        if len(found) > MAX_PROBLEMS:
+            found = [*found[:MAX_PROBLEMS], f"and {len(found) - MAX_PROBLEMS} more refused symbols"]
+        return found
+
+
+def trusted_roots() -> list[str]:
+    """Where this host's own code lies, read-only in the candidate's sandbox: the system's directories and this
+    Python environment's (the sandbox's binds)."""
+    return [d for d in SYSTEM_DIRS if os.path.isdir(d)] + [str(p) for p in python_binds()]
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+class NativeScan:
+    """The native code of one eval's candidate processes: `scan(pids)` judges every library mapped as code in those
+    processes (stopped, or done) that is not this host's own; each problem is a `forbidden_call` finding, kept in
+    `findings` for the report. A file is read and judged once per version (its inode, size and times)."""
+
+    def __init__(self, forbidden: list[str], work: Path):
+        self.judge = Judge(forbidden)
+        self.work = str(work.resolve())
+        self.cache = work / "cache"
+        self.roots = trusted_roots()
+        self.tritons = [f"{CACHE_DIR}/triton", str((work / "cache" / "triton").resolve())]
+        """The candidate's Triton cache, as its sandbox and as this host see it: what is there is judged by the
+        library rules only (see the module docstring)."""
+        self.verdicts: dict[tuple[int, ...], list[str]] = {}
+        self.findings: list[Finding] = []
+        self.judged: list[str] = []
+        """The libraries judged, as their processes see them (or the cache's files, by path), in order."""
+        self.by_path = False
+        """Set once /proc/PID/map_files cannot be opened (the harness is not root): libraries are then read at their
+        paths (checked against the mapping's device and inode) and every ELF file in the eval's cache is judged."""
+
+    def scan(self, pids: list[int]) -> None:
+        for pid in pids:
+            try:
+                mappings = code_mappings(pid)
+            except OSError as exc:
+                self.add(f"process {pid}", f"its memory map cannot be read ({exc.strerror}): its code cannot be judged")
+                continue
+            for m in mappings or []:
+                if m.deleted or _under(m.path, self.work) or not any(_under(m.path, r) for r in self.roots):
+                    self.judge_mapping(m)
+        if self.by_path:
+            self.judge_cache()
+
+    def judge_mapping(self, m: CodeMapping) -> None:
+        try:
+            fd = self.open_mapped(m)
+        except OSError as exc:
+            if not os.path.exists(f"/proc/{m.pid}/maps"):
+                return  # the process is gone (killed from outside while stopped): it runs nothing any more
+            self.add(m.path, f"cannot be read by the harness ({exc.strerror or exc}): its code cannot be judged")
+            return
+        try:
+            self.judge_file(m.path, fd, any(_under(m.path, root) for root in self.tritons))
+        finally:
+            os.close(fd)
+
+    def open_mapped(self, m: CodeMapping) -> int:
+        """The mapped file itself: through /proc/PID/map_files (root), else at its path inside the process's root,
+        which must be the mapped inode."""
+        if not self.by_path:
+            try:
+                return os.open(f"/proc/{m.pid}/map_files/{m.range}", os.O_RDONLY | os.O_CLOEXEC)
+            except PermissionError:
+                self.by_path = True
+        if m.deleted:
+            raise OSError(0, "deleted or a memfd, and /proc/PID/map_files cannot be opened here")
+        fd = os.open(f"/proc/{m.pid}/root{m.path}", os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        st = os.fstat(fd)
+        if (st.st_ino, f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}") != (m.inode, m.device):
+            os.close(fd)
+            raise OSError(0, "the file at its path is not the one mapped")
+        return fd
+
+    def judge_file(self, shown: str, fd: int, tritons: bool = False) -> None:
+        st = os.fstat(fd)
+        if stat.S_ISCHR(st.st_mode):
+            return  # a device's memory (a GPU driver's): no candidate can make a device node
+        if not stat.S_ISREG(st.st_mode):
+            self.add(shown, "is not a regular file: its code cannot be judged")
+            return
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, tritons)
+        if key not in self.verdicts:
+            self.verdicts[key] = self.verdict(fd, st.st_size, tritons)
+            self.judged.append(shown)
+        for problem in self.verdicts[key]:
+            self.add(shown, problem)
+
+    def verdict(self, fd: int, size: int, tritons: bool) -> list[str]:
+        if size > MAX_LIBRARY_BYTES:
+            return [f"is {size >> 20} MiB, more than the harness reads: its code cannot be judged"]
+        chunks, offset = [], 0
+        while offset <= MAX_LIBRARY_BYTES and (chunk := os.pread(fd, 1 << 22, offset)):
+            chunks.append(chunk)
+            offset += len(chunk)
+        data = b"".join(chunks)
+        try:
+            return self.judge.problems(read_elf(data), libraries_only=tritons)
+        except (ValueError, struct.error) as exc:  # the boundary of untrusted bytes: ElfError, and what it missed
+            return [f"is no ELF file the loader could map that the harness can read ({exc}): it cannot be judged"]
+
+    def judge_cache(self) -> None:
+        """Every ELF file in the eval's cache (by path: what a process mapped from there but deleted since, or
+        before the harness looked, is among them unless it is gone)."""
+        seen = 0
+        for folder, _, files in os.walk(self.cache):
+            for file in files:
+                seen += 1
+                if seen > MAX_CACHE_FILES:
+                    return
+                path = os.path.join(folder, file)
+                try:
+                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+                except OSError:
+                    continue
+                try:
+                    if stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, 4, 0) == b"\x7fELF":
+                        where = os.path.relpath(path, self.cache)
+                        self.judge_file(f"the eval's cache: {where}", fd, where.startswith("triton/"))
+                finally:
+                    os.close(fd)
+
+    def add(self, where: str, problem: str) -> None:
+        detail = f"native code {where}: {problem}"
+        if all(f.detail != detail for f in self.findings):
+            self.findings.append(Finding(reason=Reason.FORBIDDEN_CALL, detail=detail))
