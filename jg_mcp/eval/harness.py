@@ -158,8 +158,9 @@ class Evaluation:
         self.procs.clear()
         for f in self.native.findings:
             report.add(f)
-        if self.native.by_path and self.native.judged:
-            missing = [*self.isolation.missing, BY_PATH]
+        if self.native.by_path and (self.native.judged or self.native.unread):
+            unread = [f"mapped code that could not be read: {', '.join(self.native.unread[:5])}"]
+            missing = [*self.isolation.missing, BY_PATH, *(unread if self.native.unread else [])]
             report.isolation = self.isolation.model_copy(update={"missing": missing})
         if self.isolation.sandbox == "none" and (left := sweep(self.token)):
             report.add(

@@ -352,7 +352,8 @@ class Judge:
         if name.startswith("_Z"):
             library = any(n.lstrip("_").lower().startswith(LIBRARIES) for n in own)
         else:
-            library = any(w in name.lower() for w in LIBRARIES) or bool(C_LIBRARY.fullmatch(name))
+            low = name.lower().replace("cutensormap", "tensormap")  # the driver's TMA descriptors, not cuTENSOR
+            library = any(w in low for w in LIBRARIES) or bool(C_LIBRARY.fullmatch(name))
         if library:
             return f"calls library `{shown}` (cuBLAS, cuDNN, BLAS and the like): write the kernel itself"
         for path in nested_paths(name):
@@ -424,6 +425,9 @@ class NativeScan:
         self.findings: list[Finding] = []
         self.judged: list[str] = []
         """The libraries judged, as their processes see them (or the cache's files, by path), in order."""
+        self.unread: list[str] = []
+        """Mappings of files still present that could not be read (a kernel whose /proc reports mappings otherwise):
+        noted in the report's isolation, not a finding; the cache's files are then judged by path."""
         self.by_path = False
         """Set once /proc/PID/map_files cannot be opened (the harness is not root): libraries are then read at their
         paths (checked against the mapping's device and inode) and every ELF file in the eval's cache is judged."""
@@ -447,7 +451,11 @@ class NativeScan:
         except OSError as exc:
             if not os.path.exists(f"/proc/{m.pid}/maps"):
                 return  # the process is gone (killed from outside while stopped): it runs nothing any more
-            self.add(m.path, f"cannot be read by the harness ({exc.strerror or exc}): its code cannot be judged")
+            if m.deleted:
+                self.add(m.path, f"cannot be read by the harness ({exc.strerror or exc}): its code cannot be judged")
+            else:  # a kernel whose /proc tells mappings otherwise (gVisor): every ELF file of the cache is judged
+                self.unread.append(f"{m.path} ({exc.strerror or exc})")  # by path instead (`judge_cache`)
+                self.by_path = True
             return
         try:
             self.judge_file(m.path, fd, any(_under(m.path, root) for root in self.tritons))
@@ -460,7 +468,7 @@ class NativeScan:
         if not self.by_path:
             try:
                 return os.open(f"/proc/{m.pid}/map_files/{m.range}", os.O_RDONLY | os.O_CLOEXEC)
-            except PermissionError:
+            except OSError:  # not root, or a kernel without map_files (gVisor): read at the path, checked
                 self.by_path = True
         if m.deleted:
             raise OSError(0, "deleted or a memfd, and /proc/PID/map_files cannot be opened here")

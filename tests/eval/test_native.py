@@ -397,3 +397,22 @@ def test_what_triton_builds_in_its_cache_may_load_by_name_but_never_calls_a_libr
     assert any("triton/KEY2/cuda_utils.so" in d and "at::cpu::mm" in d for d in details), details
     assert any("triton/KEY3/cuda_utils.so" in d and "cublas" in d.lower() for d in details), details
     assert any("ext/libcaps.so" in d and "`dlsym`" in d for d in details), details
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cuLaunchKernelEx",
+        "cuModuleLoadData",
+        "cuTensorMapEncodeTiled",
+        "cuOccupancyMaxActiveClusters",
+        "PyArg_ParseTuple",
+    ],
+)
+def test_the_cuda_driver_and_python_entry_points_a_launcher_binds_pass(name):
+    """Triton's driver module and launchers bind the CUDA driver API (TMA descriptors on Hopper included:
+    cuTensorMapEncodeTiled is not cuTENSOR) and the Python C API: never a library kernel."""
+    from jg_mcp.eval.native import Judge
+
+    assert Judge(GEMM_FORBIDDEN).symbol(name, libraries_only=True) is None
+    assert Judge(GEMM_FORBIDDEN).symbol("cutensorContract", libraries_only=True)

@@ -45,7 +45,9 @@ def test_distances_computed_by_a_matrix_product_are_matrix_products(op):
     assert in_family(op, MATMUL)
 
 
-@pytest.mark.parametrize("op", ["_dimV", "distributed", "dist", "pairwise_distance", "summary", "digamma", "common_notes"])
+@pytest.mark.parametrize(
+    "op", ["_dimV", "distributed", "dist", "pairwise_distance", "summary", "digamma", "common_notes"]
+)
 def test_names_that_merely_contain_the_letters_are_not(op):
     assert not in_family(op, MATMUL)
 
