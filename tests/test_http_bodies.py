@@ -3,8 +3,14 @@ read, never held whole (a `jg-mcp serve --transport http` subprocess spoken to o
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import select
 import socket
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -12,7 +18,7 @@ import httpx
 import pytest
 
 from jg_mcp.live.stdio import LINE_LIMIT_BYTES
-from tests.support import INIT, MCP_HEADERS, TOKEN, HttpServer, client
+from tests.support import INIT, MCP_HEADERS, TOKEN, HttpServer, client, wait_until
 
 pytestmark = pytest.mark.slow
 MIB = 1024 * 1024
@@ -113,34 +119,219 @@ def test_a_write_file_over_the_sdk_default_of_4_mib_is_accepted_over_http_as_ove
         assert anyio.run(write)["size"] == len(content)
 
 
-def test_bodies_held_at_once_over_all_connections_are_bounded(tmp_path):
-    """One body is bounded by the limit, but every connection may send one: four connections each part-way into a
-    body of 60 MiB hold 240 MiB, and a fifth body that would take the total past MAX_BODIES_HELD_BYTES is refused
-    as it is read (503); once those requests end, the server serves again."""
+def send_part(server: HttpServer, session_id: str, size: int) -> socket.socket:
+    """A connection that sent `size` bytes of a body of MAX_BODY_BYTES and not its end, or less if the server
+    refused it meanwhile."""
+    from jg_mcp.live.http import MAX_BODY_BYTES
+
     part = b"A" * MIB
+    conn = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        conn.sendall(post_head(server, session_id, f"Content-Length: {MAX_BODY_BYTES}"))
+        for start in range(0, size, MIB):
+            conn.sendall(part[: min(MIB, size - start)])
+    return conn
+
+
+def refused(conns: list[socket.socket], seconds: float = 5) -> bytes:
+    """What the server answered on the first of `conns` it refused, before it closed it (b"" if it reset it first).
+    Which one it refuses depends on how far it has read into each, so all are looked at together; for no longer
+    than CONNECTION_IDLE_S, after which the server closes a connection whose body has not arrived anyway."""
+    ready, _, _ = select.select(conns, [], [], seconds)
+    assert ready, f"no body refused in {seconds}s"
+    answered = answer(ready[0])
+    assert answered is not None, "the server answered, but kept the connection open"
+    return answered
+
+
+def test_bodies_held_at_once_over_all_connections_are_bounded(tmp_path):
+    """One body is bounded by the limit, but every connection may send one: four sessions each part-way into a
+    body at the limit hold all of MAX_BODIES_HELD_BYTES, and one of them or a fifth body, which would take the total
+    past it, is refused as it is read (503); once those requests end, the server serves again."""
+    from jg_mcp.live.http import MAX_BODIES_HELD_BYTES, MAX_BODY_BYTES
+
     with HttpServer(tmp_path, "--sandbox", "none") as server:
-        session_id = open_session(server)
+        sessions = [open_session(server) for _ in range(MAX_BODIES_HELD_BYTES // MAX_BODY_BYTES + 1)]
         before = memory_mib(server.proc.pid, "VmHWM")
-        holding = []
+        holding: list[socket.socket] = []
         try:
-            for _ in range(4):
-                conn = socket.create_connection(("127.0.0.1", server.port), timeout=30)
-                holding.append(conn)
-                conn.sendall(post_head(server, session_id, "Transfer-Encoding: chunked"))
-                for _ in range(60):
-                    conn.sendall(b"%x\r\n%s\r\n" % (len(part), part))
-            with socket.create_connection(("127.0.0.1", server.port), timeout=30) as fifth:
-                fifth.sendall(post_head(server, session_id, "Transfer-Encoding: chunked"))
-                try:
-                    for _ in range(60):
-                        fifth.sendall(b"%x\r\n%s\r\n" % (len(part), part))
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-                refused = answer(fifth)
-            assert refused is not None, "the fifth body was neither refused nor cut off"
-            assert refused == b"" or refused.startswith(b"HTTP/1.1 503 "), refused[:200]
-            assert memory_mib(server.proc.pid, "VmHWM") - before < 4 * LINE_LIMIT_BYTES // MIB + 200
+            for session_id in sessions[:-1]:
+                holding.append(send_part(server, session_id, MAX_BODY_BYTES - 1))
+            holding.append(send_part(server, sessions[-1], 8 * MIB))
+            answered = refused(holding)
+            assert answered == b"" or answered.startswith(b"HTTP/1.1 503 "), answered[:200]
+            assert memory_mib(server.proc.pid, "VmHWM") - before < MAX_BODIES_HELD_BYTES // MIB + 200
         finally:
             for conn in holding:
                 conn.close()
         assert httpx.post(server.url, json=INIT, headers=AUTH, timeout=30).status_code == 200
+
+
+def messages(response: httpx.Response) -> list[dict]:
+    """The JSON-RPC messages of a streamable HTTP answer, JSON or server-sent events."""
+    if response.headers.get("content-type", "").startswith("application/json"):
+        return [response.json()]
+    return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:]]
+
+
+class Pinger:
+    """Pings a session over and over from a thread of its own, keeping each answer's latency: how long the server's
+    event loop, which answers every session, was kept from it."""
+
+    def __init__(self, server: HttpServer, session_id: str):
+        self.server, self.session_id = server, session_id
+        self.latencies: list[float] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        headers = {**AUTH, "mcp-session-id": self.session_id}
+        with httpx.Client(timeout=120) as http:
+            while not self.stop.is_set():
+                start = time.monotonic()
+                http.post(self.server.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers)
+                self.latencies.append(time.monotonic() - start)
+                self.stop.wait(0.05)
+
+    def __enter__(self) -> Pinger:
+        self.thread.start()
+        wait_until(lambda: len(self.latencies) >= 3, 30)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            seen = len(self.latencies)
+            wait_until(lambda: len(self.latencies) >= seen + 3, 60)
+        self.stop.set()
+        self.thread.join(120)
+
+
+def test_a_body_of_millions_of_empty_arrays_is_refused_unparsed_while_other_sessions_are_answered(tmp_path):
+    """A body was bounded by its bytes only: 12 MB of `[],[],...` were parsed up to three times on the event loop
+    (the first-call check, then the SDK) before any size check, growing the server by a GiB and keeping every
+    session waiting for seconds. A body is measured as a stdio line is, in a worker thread: one holding more than
+    MAX_REQUEST_VALUES values is refused before anything parses it, answered with the limit and recorded by its
+    size (one that would open a session: 413), while another session's pings are answered."""
+    from jg_mcp.live.measure import MAX_REQUEST_VALUES
+
+    junk = b",".join([b"[]"] * 4_000_000)
+    call = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run_command","arguments":'
+    call += b'{"command":"touch parsed"},"junk":[' + junk + b"]}}"
+    init = json.dumps(INIT).encode()[:-2] + b',"junk":[' + junk + b"]}}"
+    limit = f"limit of {MAX_REQUEST_VALUES} JSON values"
+    with HttpServer(tmp_path, "--sandbox", "none") as server, httpx.Client(timeout=120) as http:
+        victim, attacker = open_session(server), open_session(server)
+        before = memory_mib(server.proc.pid, "VmHWM")
+        with Pinger(server, victim) as pinger:
+            refused = http.post(server.url, content=call, headers={**AUTH, "mcp-session-id": attacker})
+            opening = http.post(server.url, content=init, headers=AUTH)
+        grown = memory_mib(server.proc.pid, "VmHWM") - before
+        assert grown < 100, f"the server's peak memory grew by {grown} MiB for two bodies of {len(junk) >> 20} MiB"
+        worst = max(pinger.latencies)
+        assert worst < 2, f"another session's ping waited {worst:.2f} s"
+        [error] = messages(refused)
+        assert error["id"] == 7 and limit in error["error"]["message"], str(error)[:300]
+        assert opening.status_code == 413 and limit in opening.json()["error"]["message"], opening.text[:300]
+    [request] = [
+        e
+        for events in server.transcripts_by_run().values()
+        for e in events.events
+        if e.event == "request" and e.request_id == 7
+    ]
+    assert request.method == "tools/call" and request.params is None and request.params_size > len(junk)
+    assert not list((tmp_path / "runs").glob("*/workspace/parsed"))
+
+
+def padded_call(rid: str, command: str, size: int) -> Iterator[bytes]:
+    """A run_command request of `size` bytes, nearly all of it JSON whitespace, sent a MiB at a time."""
+    call = {"name": "run_command", "arguments": {"command": command, "timeout_s": 60}}
+    text = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": call})
+    yield text[:-1].encode()
+    left, blank = size - len(text), b" " * MIB
+    while left > 0:
+        yield blank[:left]
+        left -= MIB
+    yield b"}"
+
+
+def test_sessions_holding_long_calls_with_padded_bodies_keep_no_other_session_waiting(tmp_path):
+    """The bytes of the bodies held at once are bounded; a body counted whole until its request was answered, so
+    long commands whose bodies were padded with JSON whitespace (within the request limit) held the whole budget,
+    and every other session got 503 for as long as they ran. A padded body is handed on compacted, and counts
+    only what is left of it once read: two sessions sending half the budget each in such bodies hold next to
+    nothing."""
+    from jg_mcp.live.http import MAX_BODIES_HELD_BYTES
+    from jg_mcp.live.stdio import MAX_REQUEST_BYTES
+
+    lock = tmp_path / "lock"
+    command = f"flock {lock} echo held"
+    full, last = divmod(MAX_BODIES_HELD_BYTES // 2, MAX_REQUEST_BYTES - 1024)
+    sizes = [MAX_REQUEST_BYTES - 1024] * full + [last] * (last > 1024)
+    answers: dict[str, httpx.Response] = {}
+    with HttpServer(tmp_path, "--sandbox", "none") as server:
+        victim = open_session(server)
+
+        def recorded(rid: str) -> bool:
+            text = b"".join(p.read_bytes() for p in server.transcripts.glob("*.jsonl"))
+            return b'"request_id":"%s"' % rid.encode() in text or rid in answers
+
+        def hold(rid: str, session_id: str, size: int) -> None:
+            with httpx.Client(timeout=120) as http:
+                body = padded_call(rid, command, size)
+                answers[rid] = http.post(server.url, content=body, headers={**AUTH, "mcp-session-id": session_id})
+
+        def attack(name: str) -> None:
+            """Send the padded calls one after another, each once the one before is running."""
+            session_id = open_session(server)
+            for n, size in enumerate(sizes):
+                threading.Thread(target=hold, args=(f"{name}-{n}", session_id, size), daemon=True).start()
+                wait_until(lambda n=n: recorded(f"{name}-{n}"), 60)
+
+        attackers = [threading.Thread(target=attack, args=(name,)) for name in ("a", "b")]
+        held = lock.open("w")
+        fcntl.flock(held, fcntl.LOCK_EX)  # the commands wait for it, not polling
+        try:
+            for attacker in attackers:
+                attacker.start()
+            for attacker in attackers:
+                attacker.join(120)
+            with httpx.Client(timeout=60) as http:
+                call = {"name": "run_command", "arguments": {"command": "echo served"}}
+                body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": call}
+                served = http.post(server.url, json=body, headers={**AUTH, "mcp-session-id": victim})
+                assert served.status_code == 200, served.text[:300]
+                assert messages(served)[0]["result"]["structuredContent"]["stdout"] == "served\n"
+                assert http.post(server.url, json=INIT, headers=AUTH).status_code == 200
+        finally:
+            held.close()
+        wait_until(lambda: len(answers) == 2 * len(sizes), 60)
+        for answered in answers.values():
+            [held] = messages(answered)
+            assert held["result"]["structuredContent"]["stdout"] == "held\n", str(held)[:300]
+
+
+def test_one_session_may_hold_no_more_than_its_share_of_the_bodies_held(tmp_path):
+    """Bodies still arriving count whole: one session sending four bodies at the limit at once had held all of
+    MAX_BODIES_HELD_BYTES, every other session refused. A session holds at most SESSION_BODIES_BYTES (two bodies at
+    the limit): one of its bodies that would take it past that is refused as it is read (503), and another session
+    is served meanwhile."""
+    from jg_mcp.live.http import MAX_BODY_BYTES, SESSION_BODIES_BYTES
+
+    with HttpServer(tmp_path, "--sandbox", "none") as server:
+        victim, attacker = open_session(server), open_session(server)
+        holding: list[socket.socket] = []
+        try:
+            for _ in range(SESSION_BODIES_BYTES // MAX_BODY_BYTES):
+                holding.append(send_part(server, attacker, MAX_BODY_BYTES - 1))
+            holding.append(send_part(server, attacker, 8 * MIB))
+            answered = refused(holding)
+            assert answered == b"" or answered.startswith(b"HTTP/1.1 503 "), answered[:200]
+            with httpx.Client(timeout=60) as http:
+                call = {"name": "run_command", "arguments": {"command": "echo served"}}
+                body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": call}
+                served = http.post(server.url, json=body, headers={**AUTH, "mcp-session-id": victim})
+                assert served.status_code == 200, served.text[:300]
+                assert http.post(server.url, json=INIT, headers=AUTH).status_code == 200
+        finally:
+            for conn in holding:
+                conn.close()

@@ -303,3 +303,72 @@ def test_a_client_cannot_send_a_request_that_passes_for_the_transports_stand_ins
     assert transcript.stat().st_size < 1 << 20
     requests = [e for e in read_transcript(transcript).events if e.event == "request"]
     assert [e.method for e in requests][-3:] == ["jg/oversized", "jg/unreadable", "tools/call"]
+
+
+def test_a_request_of_a_million_empty_arrays_is_refused_as_it_is_read_and_never_parsed(tmp_path):
+    """Bytes do not bound what a parse makes: 6 MB of `[],[],...` within every byte limit parse to two million
+    lists (~150 MB, then copied for the transcript), and 64 such calls may be in flight. A message holding more
+    JSON values than MAX_REQUEST_VALUES is refused while it is read, answered with that limit and recorded by its
+    size, its call never run."""
+    from jg_mcp.live.measure import MAX_REQUEST_VALUES
+
+    proc = _start(tmp_path)
+    wire = Wire(proc)
+    before = peak_memory_kib(proc.pid)
+    junk = b",".join([b"[]"] * 2_000_000)
+    head = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run_command","arguments":'
+    wire.raw(head + b'{"command":"touch parsed"},"junk":[' + junk + b"]}}\n")
+    refused = wire.answer(120)
+    grown_mib = (peak_memory_kib(proc.pid) - before) >> 10
+    assert grown_mib < 64, f"the server's peak memory grew by {grown_mib} MiB for a {len(junk) >> 20} MiB line"
+    assert refused["id"] == 9 and "error" in refused, str(refused)[:300]
+    assert f"limit of {MAX_REQUEST_VALUES} JSON values" in refused["error"]["message"], refused
+    wire.call(10, "run_command", command="echo alive")
+    assert wire.answer()["result"]["structuredContent"]["stdout"] == "alive\n"
+    wire.close()
+    events = read_transcript(only_transcript(tmp_path)).events
+    [request] = [e for e in events if e.event == "request" and e.request_id == 9]
+    [response] = [e for e in events if e.event == "response" and e.request_id == 9]
+    assert request.method == "tools/call" and request.params is None and request.params_size > len(junk)
+    assert response.is_error and f"limit of {MAX_REQUEST_VALUES} JSON values" in response.error
+    assert not (tmp_path / "ws" / "parsed").exists()
+
+
+def test_an_honest_write_of_control_characters_up_to_the_write_cap_is_served(tmp_path):
+    """JSON escapes a control character in six bytes (`\\u0001`): 12 MiB of them, under WRITE_BLOB_CAP, take a
+    72 MiB line, which the line limit (four bytes a character) had refused."""
+    from jg_mcp.record.transcript import WRITE_BLOB_CAP
+
+    proc = _start(tmp_path)
+    wire = Wire(proc)
+    content = "\x01" * (12 << 20)
+    assert len(content) < WRITE_BLOB_CAP < len(json.dumps(content)) // 4
+    wire.call(3, "write_file", path="controls.txt", content=content)
+    answer = wire.answer(120)
+    assert "result" in answer and not answer["result"]["isError"], str(answer)[:300]
+    wire.close()
+    assert (tmp_path / "ws" / "controls.txt").read_text() == content
+
+
+def test_a_request_the_parser_refuses_is_recorded_by_its_size_when_its_escaped_params_are_over_the_limit(tmp_path):
+    """A request whose strings hold lone surrogate escapes (`\\udcff`, no Unicode character) is refused and recorded
+    with its params escaped: each counts one toward the request limit, but is recorded in six characters, and
+    3.5 million of them had made a 25 MB transcript line. Escaped params over MAX_REQUEST_BYTES are recorded by
+    their size, as any request over the limit."""
+    from jg_mcp.live.stdio import MAX_REQUEST_BYTES
+
+    proc = _start(tmp_path)
+    wire = Wire(proc)
+    lone = "\\udcff" * 3_500_000
+    head = '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"write_file","arguments":'
+    wire.raw((head + '{"path":"x","content":"' + lone + '"}}}\n').encode())
+    refused = wire.answer(120)
+    assert refused["id"] == 4 and "lone surrogate" in refused["error"]["message"], str(refused)[:300]
+    wire.call(5, "run_command", command="echo alive")
+    assert wire.answer()["result"]["structuredContent"]["stdout"] == "alive\n"
+    wire.close()
+    transcript = only_transcript(tmp_path)
+    assert transcript.stat().st_size < 1 << 20, f"a transcript of {transcript.stat().st_size} bytes"
+    [request] = [e for e in read_transcript(transcript).events if e.event == "request" and e.request_id == 4]
+    assert request.method == "tools/call" and request.params is None and request.params_size > MAX_REQUEST_BYTES
+    assert not (tmp_path / "ws" / "x").exists()

@@ -21,10 +21,49 @@ from starlette.types import ASGIApp, Message
 
 from jg_mcp import log
 from jg_mcp.live.session import CLOSE_WAIT_S, Session
+from jg_mcp.live.stdio import PEEK, method_of
 
 logger = log.get("jg_mcp.live.connections")
 
 SESSION_ID = "mcp-session-id"
+
+
+@dataclass
+class Hold:
+    """The bytes of one request's body the server holds, and the session they count for (None: no live one)."""
+
+    session: str | None
+    bytes: int = 0
+
+
+class BodyBudget:
+    """The bytes of request bodies held now, in all (at most `total`) and by session (at most `per_session`, the
+    requests of no live session counting as one): a session holding long calls with large bodies leaves the rest of
+    the budget to the others. Used on the event loop only."""
+
+    def __init__(self, total: int, per_session: int):
+        self.total, self.per_session = total, per_session
+        self.held = 0
+        self.by_session: dict[str | None, int] = {}
+
+    def take(self, hold: Hold, size: int) -> str | None:
+        """Count `size` more bytes for `hold`; which limit is passed, if one is."""
+        hold.bytes += size
+        self.held += size
+        self.by_session[hold.session] = self.by_session.get(hold.session, 0) + size
+        if self.by_session[hold.session] > self.per_session:
+            return f"this session holds {self.per_session} bytes of request bodies at once (its share)"
+        if self.held > self.total:
+            return f"the server holds {self.total} bytes of request bodies at once, over all sessions"
+        return None
+
+    def give_back(self, hold: Hold, size: int) -> None:
+        """Count `size` bytes fewer for `hold`: the server no longer holds them."""
+        hold.bytes -= size
+        self.held -= size
+        left = self.by_session.pop(hold.session, 0) - size
+        if left:
+            self.by_session[hold.session] = left
 
 
 def jsonrpc_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
@@ -33,13 +72,10 @@ def jsonrpc_error(status: int, message: str, headers: dict[str, str] | None = No
 
 
 def is_tool_call(body: bytes) -> bool:
-    if b"tools/call" not in body:
-        return False
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(message, dict) and message.get("method") == "tools/call"
+    """Whether a request body is a tool call, by the method it names in its first or last bytes (where clients write
+    it): a bounded look, since this runs on the event loop, where parsing a large body kept every session waiting.
+    A client can mislead it only about its own session's first call."""
+    return method_of(body[:PEEK], body[-PEEK:]) == "tools/call"
 
 
 def connection_of(request_session: ServerSession) -> Connection:

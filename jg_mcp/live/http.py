@@ -11,8 +11,9 @@ workspace on, so it is refused with a JSON-RPC error and clients fall back to th
 A request's body is read here, whole, before the SDK sees it, and at most MAX_BODY_BYTES of it (the
 stdio transport's message limit): one declared larger is refused at once, and one that passes the
 limit while it is read is refused there (413, and the connection closed); a body is never held past
-the limit. A request of a live session whose JSON the SDK would drop unanswered is replaced by the
-stand-in that jg_mcp.live.stdio makes for it.
+the limit, nor past the bodies' budget (in all, and for one session). A body read whole is measured as a
+stdio line is, in a worker thread, before the SDK parses it on the event loop (`examine`): one over the
+request limits is never parsed, one padded with whitespace is handed on compacted.
 
 Each session holds a workspace, a transcript and (as root) a sandbox uid, so sessions are
 bounded: at most `max_sessions` live at once (a request for another gets 503 saying so); one
@@ -47,8 +48,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from jg_mcp.errors import JgError, UsageError
-from jg_mcp.live.connections import SESSION_ID, ConnectionPool, end_without_first_call, jsonrpc_error
-from jg_mcp.live.stdio import LINE_LIMIT_BYTES, SURROGATE, unreadable
+from jg_mcp.live.connections import (
+    SESSION_ID,
+    BodyBudget,
+    ConnectionPool,
+    Hold,
+    end_without_first_call,
+    jsonrpc_error,
+)
+from jg_mcp.live.measure import MAX_REQUEST_VALUES, STEP, Measure, measured
+from jg_mcp.live.stdio import LINE_LIMIT_BYTES, MAX_REQUEST_BYTES, PEEK, SURROGATE, stand_in, unreadable
 from jg_mcp.record.transcript import WRITE_BLOB_CAP
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -63,12 +72,20 @@ is not cut off."""
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = LINE_LIMIT_BYTES
 """Largest request body, the same as the largest stdio message: room for the largest write_file
-(WRITE_BLOB_CAP) whose JSON escaping quadruples it. The SDK is given it too, so its own limit never refuses less."""
+(WRITE_BLOB_CAP) of control characters, six bytes each once escaped. The SDK is given it too, so its own limit
+never refuses less."""
 MAX_BODIES_HELD_BYTES = 4 * MAX_BODY_BYTES
 """Bytes of request bodies the server holds at once, over all connections, from a body's first byte until its
-request is answered (the SDK keeps the body, and what it parsed from it, that long): a request whose body would
-take it past this is refused (503) as it is read. Without it, max_connections bodies at the limit (16 GiB by
-default) would be held by one client."""
+request is answered (the SDK keeps the body, and what it parsed from it, that long; a padded body counts only what
+is left once compacted): a request whose body would take it past this is refused (503) as it is read. Without it,
+max_connections bodies at the limit (24 GiB by default) would be held by one client."""
+SESSION_BODIES_BYTES = MAX_BODIES_HELD_BYTES // 2
+"""Bytes of request bodies one session may hold at once, counted as MAX_BODIES_HELD_BYTES is (the requests of no
+live session count together as one): a session holding long calls with large bodies leaves the other half to the
+others, and can still write two files at the limit at once."""
+PADDING_BYTES = 64 * 1024
+"""Whitespace outside strings a body may hold and be handed on as it came; one with more (an honest client's
+JSON holds a few bytes a value) is compacted first, so its padding is neither held nor parsed."""
 SURROGATE_BYTES = re.compile(SURROGATE.pattern.encode())
 
 
@@ -116,15 +133,20 @@ def security_settings(host: str, allowed_hosts: list[str] | None = None) -> Tran
 
 class Gate:
     """ASGI middleware in front of the SDK app: Host/Origin, then the bearer token, then the era; then the
-    session cap for requests that would open a session, and a note of each session's first tool call."""
+    session cap for requests that would open a session; then the body, read within its budget and examined, and
+    a note of each session's first tool call."""
 
     def __init__(self, app: ASGIApp, token: str, settings: TransportSecuritySettings, pool: ConnectionPool):
         self.app = app
         self.expected = f"Bearer {token}".encode()
         self.security = TransportSecurityMiddleware(settings)
         self.pool = pool
-        self.held = 0
-        """Bytes of request bodies held now (MAX_BODIES_HELD_BYTES)."""
+        self.budget = BodyBudget(MAX_BODIES_HELD_BYTES, SESSION_BODIES_BYTES)
+        self.examiners = anyio.CapacityLimiter(2)
+        """The worker threads examining bodies over STEP bytes: never anyio's default limiter, whose threads tool
+        calls may all hold."""
+        self.quick = anyio.CapacityLimiter(2)
+        """The worker threads examining smaller bodies, which so never wait behind large ones."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -152,60 +174,93 @@ class Gate:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        taken = [0]
+        live = session_id is not None and session_id in self.pool.live
+        hold = Hold(session_id if live else None)
         try:
-            replay = await self._read(request.method, session_id, receive, taken)
+            replay = await self._read(request.method, session_id if live else None, receive, hold)
             if isinstance(replay, Response):
                 await replay(scope, receive, send)
                 return
             await self.app(scope, replay, send)
         finally:
-            self.held -= taken[0]
+            self.budget.give_back(hold, hold.bytes)
 
-    async def _read(
-        self, method: str, session_id: str | None, receive: Receive, taken: list[int]
-    ) -> Receive | Response:
-        """`receive` that replays the request body, read whole (for a live session's POST, made answerable and
-        looked at for its first tool call); the refusal when the body is over MAX_BODY_BYTES, would take the bodies
-        held past MAX_BODIES_HELD_BYTES, or the client went away. The bytes read are added to `self.held` and to
-        `taken[0]`, which the caller gives back once the request is answered. Here, not in the caller, so the body is
-        not held for the rest of the request once the app has read it."""
-        body = await self._read_body(receive, taken)
+    async def _read(self, method: str, session: str | None, receive: Receive, hold: Hold) -> Receive | Response:
+        """`receive` that replays the request body, read whole and examined (for a POST of `session`, a live
+        session, also looked at for its first tool call); the refusal when the body is over MAX_BODY_BYTES, would
+        take the bodies held past the budget, or the client went away. The bytes held are counted in `hold`, which
+        the caller gives back once the request is answered. Here, not in the caller, so the body is not held for
+        the rest of the request once the app has read it."""
+        chunks = await self._read_body(receive, hold)
+        if isinstance(chunks, Response):
+            return chunks
+        post = method == "POST"
+        live = post and session is not None
+        limiter = self.examiners if hold.bytes > STEP else self.quick
+        body = await anyio.to_thread.run_sync(examine, chunks, post, live, limiter=limiter)
         if isinstance(body, Response):
             return body
-        if method == "POST" and session_id is not None and session_id in self.pool.live:
-            body = _answerable(body)
-            if self.pool.awaits_first_call(session_id):
-                self.pool.note_request(session_id, body)
+        self.budget.give_back(hold, hold.bytes - len(body))
+        if live and session is not None and self.pool.awaits_first_call(session):
+            self.pool.note_request(session, body)
         return _replay(body, receive)
 
-    async def _read_body(self, receive: Receive, taken: list[int]) -> bytes | Response:
-        """The request body, read whole; the refusal as soon as it passes MAX_BODY_BYTES or the bodies held pass
-        MAX_BODIES_HELD_BYTES (the rest is not read, and at most one chunk past either was held), or when the
-        client went away before it ended (an answer to it is dropped)."""
+    async def _read_body(self, receive: Receive, hold: Hold) -> list[bytes] | Response:
+        """The request body's chunks, read whole; the refusal as soon as it passes MAX_BODY_BYTES or the bodies held
+        pass the budget (the rest is not read, and at most one chunk past it was held), or when the client went
+        away before it ended (an answer to it is dropped)."""
         chunks: list[bytes] = []
         while True:
             message = await receive()
             if message["type"] != "http.request":
                 return too_large()
             chunk = message.get("body", b"")
-            taken[0] += len(chunk)
-            self.held += len(chunk)
-            if taken[0] > MAX_BODY_BYTES:
+            over = self.budget.take(hold, len(chunk))
+            if hold.bytes > MAX_BODY_BYTES:
                 return too_large()
-            if self.held > MAX_BODIES_HELD_BYTES:
-                return busy()
+            if over is not None:
+                return busy(over)
             chunks.append(chunk)
             if not message.get("more_body", False):
-                return b"".join(chunks)
+                return chunks
 
 
-def busy() -> Response:
-    """The answer to a body that would take the bodies held past MAX_BODIES_HELD_BYTES; it closes the connection."""
+def examine(chunks: list[bytes], post: bool, live: bool) -> bytes | Response:
+    """The body of `chunks` (emptied: the body as it came is not held past this) as the SDK is to have it; run in a
+    worker thread, never on the event loop. A POST's body is measured: over MAX_REQUEST_BYTES or MAX_REQUEST_VALUES,
+    it is refused unparsed (a `live` session's request by the stand-in that is recorded and answered with the
+    limit; any other with 413); with more than PADDING_BYTES of whitespace, compacted; for a `live` session, made
+    answerable."""
+    body = b"".join(chunks)
+    chunks.clear()
+    if not post:
+        return body
+    measure = measured(body)
+    if measure.size > MAX_REQUEST_BYTES or measure.too_many:
+        return _refusal(body, measure, live)
+    if measure.blank > PADDING_BYTES:
+        body = b"".join(measured(body, compact=True).compacted or [])
+    return _answerable(body) if live else body
+
+
+def _refusal(body: bytes, measure: Measure, live: bool) -> bytes | Response:
+    """For a body over MAX_REQUEST_BYTES or MAX_REQUEST_VALUES: a live session's request's stand-in, which the
+    transcript middleware records and refuses; else 413 naming the limit."""
+    if measure.size > MAX_REQUEST_BYTES:
+        limit, unit, held = MAX_REQUEST_BYTES, "bytes", f"{measure.size} bytes, over the limit of {MAX_REQUEST_BYTES}"
+    else:
+        limit, unit, held = MAX_REQUEST_VALUES, "values", f"more than the limit of {MAX_REQUEST_VALUES} JSON values"
+    replaced = stand_in(body[:PEEK], body[-PEEK:], measure.size, limit, unit) if live else None
+    if replaced is not None:
+        return replaced.encode()
+    return jsonrpc_error(413, f"request refused: its message holds {held}")
+
+
+def busy(why: str) -> Response:
+    """The answer to a body that would take the bodies held past a limit (`why`); it closes the connection."""
     return jsonrpc_error(
         503,
-        f"the server holds {MAX_BODIES_HELD_BYTES} bytes of request bodies at once, over all connections, and this "
-        "body would take it past that: retry once other requests are answered",
+        f"{why}, and this body would take it past that: retry once other requests are answered",
         {"Connection": "close", "Retry-After": "5"},
     )
 

@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, INVALID_REQUEST, CallToolResult, TextContent
 from pydantic import BaseModel
 
+from jg_mcp.live.measure import value_size
 from jg_mcp.live.session import Session
 from jg_mcp.live.stdio import MAX_ID_CHARS, MAX_REQUEST_BYTES, MAX_SAFE_ID, OVERSIZED, UNREADABLE, storable
 from jg_mcp.record.transcript import WRITE_BLOB_CAP, Request, Response
@@ -32,24 +33,6 @@ class SessionPool(Protocol):
     """Finds the Session behind a request's ServerSession (one for stdio, one per client over HTTP)."""
 
     def get(self, request_session: Any) -> Session: ...
-
-
-def _size(value: Any, limit: int) -> int:
-    """UTF-8 bytes of a JSON-like value's strings (plus a few per item), counted until past `limit`."""
-    if isinstance(value, str):
-        return len(value) if len(value) > limit else len(value.encode("utf-8", "surrogatepass"))
-    if isinstance(value, dict):
-        items: Any = (x for kv in value.items() for x in kv)
-    elif isinstance(value, (list, tuple)):
-        items = iter(value)
-    else:
-        return 8
-    total = 2
-    for item in items:
-        total += _size(item, limit) + 2
-        if total > limit:
-            break
-    return total
 
 
 def _dump(result: Any) -> dict[str, Any] | None:
@@ -114,7 +97,7 @@ class TranscriptMiddleware:
             self._refuse_id(session, rid, ctx.method, raw or {}, over)
         if ctx.method == UNREADABLE:
             self._refuse_unreadable(session, rid, raw or {})
-        if ctx.method == OVERSIZED or _size(raw, MAX_REQUEST_BYTES) > MAX_REQUEST_BYTES:
+        if ctx.method == OVERSIZED or value_size(raw, MAX_REQUEST_BYTES) > MAX_REQUEST_BYTES:
             self._refuse(session, rid, ctx.method, raw or {})
         params = storable(raw)
         keys = _id_keys(rid)
@@ -219,12 +202,17 @@ class TranscriptMiddleware:
     @staticmethod
     def _refuse_unreadable(session: Session, rid: Any, params: dict[str, Any]) -> None:
         """Record a request the JSON-RPC parser refused (stood in for by the stdio reader) and its refusal on the
-        next line, and refuse it."""
+        next line, and refuse it. Its params (escaped) are recorded within MAX_REQUEST_BYTES, as any request's;
+        past it, only their size."""
         method, message = str(params.get("method", "unknown")), str(params.get("reason", "unreadable request"))
-        original = params.get("params")
+        escaped = params.get("params")
+        kept = escaped if isinstance(escaped, dict) else None
+        size = params.get("size") if kept is None else value_size(kept, MAX_REQUEST_BYTES)
+        if not isinstance(size, int) or size <= MAX_REQUEST_BYTES:
+            size = None
         session.writer.append_all(
             [
-                Request(request_id=rid, method=method, params=original if isinstance(original, dict) else None),
+                Request(request_id=rid, method=method, params=None if size else kept, params_size=size),
                 Response(request_id=rid, method=method, duration_ms=0.0, is_error=True, error=message),
             ]
         )
@@ -234,13 +222,19 @@ class TranscriptMiddleware:
     def _refuse(session: Session, rid: Any, method: str, params: dict[str, Any]) -> None:
         """Record a request too large to keep as its method and size only, its refusal on the next line, and
         refuse it."""
-        if method == OVERSIZED:  # stood in for by the stdio reader (jg_mcp.live.stdio) for a line over a limit
-            method, size = str(params.get("method", "unknown")), int(params.get("size", 0))
-            held = f"its message holds {size} bytes, over the limit of {int(params.get('limit', MAX_REQUEST_BYTES))}"
+        content = f"write_file content may be at most {WRITE_BLOB_CAP} bytes"
+        if method == OVERSIZED:  # the transport's stand-in (jg_mcp.live.stdio) for a message over a limit
+            method, limit = str(params.get("method", "unknown")), int(params.get("limit", 0))
+            size = int(params.get("size", 0))
+            if params.get("unit") == "values":
+                held = f"its message holds more JSON values than the limit of {limit} JSON values"
+                content = "arrays, objects, strings and their items count one each; a tool call holds a few dozen"
+            else:
+                held = f"its message holds {size} bytes, over the limit of {limit}"
         else:
-            size = _size(params, MAX_REQUEST_BYTES)
+            size = value_size(params, MAX_REQUEST_BYTES)
             held = f"its params hold {size} bytes or more, over the limit of {MAX_REQUEST_BYTES}"
-        message = f"request refused: {held} (write_file content may be at most {WRITE_BLOB_CAP} bytes)"
+        message = f"request refused: {held} ({content})"
         session.writer.append_all(
             [
                 Request(request_id=rid, method=method, params=None, params_size=size),

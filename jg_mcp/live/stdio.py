@@ -1,17 +1,19 @@
 """The stdio transport with a limit on the size of a message, its own threads, and an answer to every request.
 
 The SDK's stdio reader holds each line whole, however long, and parses it on the event loop. This one
-reads a line in chunks, measuring it as it comes (`Measure`): a line over MAX_REQUEST_BYTES so measured,
-or over LINE_LIMIT_BYTES of bytes, is read through and dropped, never parsed, and a small stand-in request
-takes its place: method OVERSIZED, the original id, and the original method, size and limit as params.
-The transcript middleware records the stand-in as the refused request's method and size and answers it
-with an error. (A line of 60 MB made of `{}` had been parsed whole twice before its refusal: 4.5 GiB.)
+reads a line in chunks, measuring it as it comes (jg_mcp.live.measure): a line over MAX_REQUEST_BYTES or
+MAX_REQUEST_VALUES so measured, or over LINE_LIMIT_BYTES of bytes, is read through and dropped, never parsed,
+and a small stand-in request takes its place: method OVERSIZED, the original id, and the original method,
+size and the limit it passed as params. The transcript middleware records the stand-in as the refused
+request's method and size and answers it with an error. (A line of 60 MB made of `{}` had been parsed whole
+twice before its refusal: 4.5 GiB; one of 3 MB made of `[]`, within the byte limits, parsed to 150 MB.)
 
 A line within the limits is parsed once, in the reader's thread. A request the JSON-RPC parser refuses,
 though it has an id (a string holding a lone surrogate escape such as `"\\udcff"`, which is no Unicode
 text; nesting deeper than the parser reads), would be dropped unanswered: it is replaced by a stand-in of
-method UNREADABLE naming the original method, the reason, and (for surrogates) the params escaped, which
-the transcript middleware records and answers with that reason.
+method UNREADABLE naming the original method, the reason, and (for surrogates) the params escaped, or
+only their size when escaped they are over MAX_REQUEST_BYTES, which the transcript middleware records and
+answers with that reason.
 
 stdin is read and stdout written in threads of their own (one each, never anyio's default limiter, whose
 threads tool calls may all hold), so the server reads and answers whatever its tools are doing.
@@ -34,6 +36,7 @@ import anyio.to_thread
 from mcp.shared.message import SessionMessage
 
 from jg_mcp import log
+from jg_mcp.live.measure import MAX_REQUEST_VALUES, Measure, value_size
 from jg_mcp.record.transcript import WRITE_BLOB_CAP
 
 logger = log.get("jg_mcp.live.stdio")
@@ -42,13 +45,13 @@ STAND_IN_MARK = secrets.token_hex(8)
 a stand-in (whose params the transcript middleware records as the transport's own account of a refused request)."""
 OVERSIZED = f"jg/oversized/{STAND_IN_MARK}"
 """Method of the stand-in for a message over the limit."""
-LINE_LIMIT_BYTES = 4 * WRITE_BLOB_CAP + 1024 * 1024
-"""Longest stdio message in bytes: room for the largest write_file (WRITE_BLOB_CAP) whose JSON escaping quadruples
-it."""
+LINE_LIMIT_BYTES = 6 * WRITE_BLOB_CAP + 1024 * 1024
+"""Longest stdio message in bytes: room for the largest write_file (WRITE_BLOB_CAP) of control characters, which
+JSON escapes in six bytes each (`\\u0001`)."""
 MAX_REQUEST_BYTES = WRITE_BLOB_CAP + 1024 * 1024
 """Largest request served and recorded whole: its params, counted as UTF-8 bytes of their strings (plus a few per
-item) by the transcript middleware, and a stdio line as `Measure` counts it. Larger ones are recorded by size and
-refused."""
+item) by the transcript middleware (`value_size`), and a stdio line or an HTTP body as `Measure` counts it. Larger
+ones are recorded by size and refused."""
 MAX_ID_CHARS = 200
 """Longest string id a request may have; an integer id must be within ±MAX_SAFE_ID. The transcript repeats a call's
 id on its request, its response and every file change it made, so longer ones are refused (see
@@ -66,16 +69,22 @@ SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 """A surrogate escape in JSON text: paired, it is one character; alone, it is no character at all."""
 
 
-def stand_in(head: bytes, tail: bytes, size: int, limit: int) -> str | None:
-    """The OVERSIZED request for a message whose first and last bytes are `head` and `tail`, `size` over `limit`;
-    None when it names no id (a notification, or not JSON-RPC), which is dropped."""
+def stand_in(head: bytes, tail: bytes, size: int, limit: int, unit: str = "bytes") -> str | None:
+    """The OVERSIZED request for a message whose first and last bytes are `head` and `tail`, of `size` bytes, over
+    `limit` (of `unit`: "bytes", or "values" as jg_mcp.live.measure counts them); None when it names no id (a
+    notification, or not JSON-RPC), which is dropped."""
     found = ID.search(head) or ID.search(tail)
     if found is None:
         return None
-    method = METHOD.search(head) or METHOD.search(tail)
-    name = method.group(1).decode() if method else "unknown"
-    params: dict[str, Any] = {"method": name, "size": size, "limit": limit}
+    params: dict[str, Any] = {"method": method_of(head, tail), "size": size, "limit": limit, "unit": unit}
     return json.dumps({"jsonrpc": "2.0", "id": json.loads(found.group(1)), "method": OVERSIZED, "params": params})
+
+
+def method_of(head: bytes, tail: bytes) -> str:
+    """The method a message names in its first bytes, `head`, else in its last, `tail` (where clients write it:
+    a bounded look, never a parse); "unknown" when neither names one."""
+    found = METHOD.search(head) or METHOD.search(tail)
+    return found.group(1).decode() if found else "unknown"
 
 
 def _lone_surrogate(value: Any) -> bool:
@@ -93,13 +102,18 @@ def _lone_surrogate(value: Any) -> bool:
 
 
 def storable(value: Any) -> Any:
-    """`value` with lone surrogates (valid in JSON, not in UTF-8) escaped, so the transcript can hold it."""
+    """`value` with lone surrogates (valid in JSON, not in UTF-8) escaped, so the transcript can hold it; `value`
+    itself, not a copy, when it holds none (a parsed request's params are kept for the whole call already)."""
+    return _escaped(value) if _lone_surrogate(value) else value
+
+
+def _escaped(value: Any) -> Any:
     if isinstance(value, str):
         return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
-        return {storable(k): storable(v) for k, v in value.items()}
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [storable(v) for v in value]
+        return [_escaped(v) for v in value]
     return value
 
 
@@ -117,8 +131,8 @@ def unreadable(line: str) -> str | None:
 
 def refusal(line: str, exc: Exception) -> str | None:
     """The UNREADABLE stand-in for a request the JSON-RPC parser refused with `exc`; None when it names no id. A
-    request whose strings hold a lone surrogate keeps its params, escaped; any other (nested deeper than the
-    parser reads, say) keeps none."""
+    request whose strings hold a lone surrogate keeps its params, escaped, within the size limit; any other
+    (nested deeper than the parser reads, say) keeps none."""
     error = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
     return _surrogates(line) or _refused(line, error)
 
@@ -134,7 +148,9 @@ def _refused(line: str, error: str) -> str | None:
 
 
 def _surrogates(line: str) -> str | None:
-    """The stand-in for a request whose strings hold a lone surrogate, its params escaped; else None."""
+    """The stand-in for a request whose strings hold a lone surrogate, its params escaped (only their size when
+    that is over MAX_REQUEST_BYTES: an escape counts one in a line's size and takes six characters in the
+    transcript); else None."""
     if SURROGATE.search(line) is None:
         return None
     try:
@@ -151,8 +167,10 @@ def _surrogates(line: str) -> str | None:
         "request refused: its JSON holds a lone surrogate escape (such as \\udcff), which is not a Unicode "
         "character; send text that is valid UTF-8 (shown escaped in the transcript)"
     )
-    params = {"method": storable(method) if isinstance(method, str) else "unknown", "reason": reason}
-    params["params"] = storable(message.get("params"))
+    params: dict[str, Any] = {"method": storable(method) if isinstance(method, str) else "unknown", "reason": reason}
+    escaped = storable(message.get("params"))
+    size = value_size(escaped, MAX_REQUEST_BYTES)
+    params |= {"size": size} if size > MAX_REQUEST_BYTES else {"params": escaped}
     return json.dumps({"jsonrpc": "2.0", "id": rid, "method": UNREADABLE, "params": params})
 
 
@@ -168,42 +186,21 @@ def parse(text: str, replace: bool = True) -> SessionMessage | Exception:
         return exc if replaced is None else parse(replaced, replace=False)
 
 
-class Measure:
-    """A line's size as MAX_REQUEST_BYTES counts it, from its bytes as they arrive, without parsing: a byte counts
-    one, except that an escape (`\\n`, `\\\\`, `\\u00e9`) counts one in all. JSON's escaping, up to six bytes a
-    character, so never counts against a write_file's content, while every byte outside a string counts: the
-    values a parse of the line would make can be no more than its size."""
-
-    def __init__(self) -> None:
-        self.raw = 0
-        """Bytes read."""
-        self.size = 0
-        """Bytes counted."""
-        self.open = False
-        """The bytes so far end in an escape's backslash, the character it escapes still to come."""
-
-    def add(self, chunk: bytes) -> None:
-        if not chunk:
-            return
-        self.raw += len(chunk)
-        self.size += len(chunk)
-        if self.open:
-            self.size -= 5 if chunk.startswith(b"u") else 1
-            chunk = chunk[1:]
-        plain = chunk.replace(b"\\\\", b"")  # the rest of a run of backslashes starts an escape, or nothing
-        escapes, unicode = plain.count(b"\\"), plain.count(b"\\u")
-        self.open = plain.endswith(b"\\")
-        self.size -= (len(chunk) - len(plain)) // 2 + escapes - unicode - self.open + 5 * unicode
-
-
 class Messages:
     """The JSON-RPC messages of a binary stream of lines, each read, measured and parsed in a thread of its own
     (`limiter`); lines over the limits and requests the parser would drop become stand-ins."""
 
-    def __init__(self, stream: BinaryIO, limit: int = LINE_LIMIT_BYTES, request_limit: int = MAX_REQUEST_BYTES):
+    def __init__(
+        self,
+        stream: BinaryIO,
+        limit: int = LINE_LIMIT_BYTES,
+        request_limit: int = MAX_REQUEST_BYTES,
+        value_limit: int = MAX_REQUEST_VALUES,
+    ):
         self.stream = stream
         self.limit = limit
         self.request_limit = request_limit
+        self.value_limit = value_limit
         self.limiter = anyio.CapacityLimiter(1)
 
     def __aiter__(self) -> Messages:
@@ -218,7 +215,7 @@ class Messages:
     def _next(self) -> SessionMessage | Exception | None:
         """The next message; None at the end of the stream."""
         while True:
-            measure, line = Measure(), bytearray()
+            measure, line = Measure(self.value_limit), bytearray()
             while not line.endswith(b"\n") and not self._over(measure):
                 part = self.stream.readline(CHUNK)
                 if not part:
@@ -236,7 +233,7 @@ class Messages:
                 return parse(replaced, replace=False)
 
     def _over(self, measure: Measure) -> bool:
-        return measure.size > self.request_limit or measure.raw > self.limit
+        return measure.size > self.request_limit or measure.too_many or measure.raw > self.limit
 
     def _drop(self, line: bytearray, measure: Measure) -> str | None:
         """Read the rest of `line`, which is over a limit, through without keeping it; its OVERSIZED stand-in."""
@@ -248,10 +245,14 @@ class Messages:
                 break
             measure.add(part)
             tail = (tail + part)[-PEEK:]
-        over_request = measure.size > self.request_limit
-        size, limit = (measure.size, self.request_limit) if over_request else (measure.raw, self.limit)
-        logger.warning("message over the stdio limit refused", size=size, limit=limit)
-        return stand_in(head, tail, size, limit)
+        if measure.size > self.request_limit:
+            size, limit, unit = measure.size, self.request_limit, "bytes"
+        elif measure.too_many:
+            size, limit, unit = measure.size, self.value_limit, "values"
+        else:
+            size, limit, unit = measure.raw, self.limit, "bytes"
+        logger.warning("message over the stdio limit refused", size=size, limit=limit, unit=unit)
+        return stand_in(head, tail, size, limit, unit)
 
 
 class Answers:
