@@ -1,19 +1,26 @@
 """Rotary position embedding (NeoX layout, rotating the whole head) applied to q and k, bf16.
 
 q (T, HQ, D), k (T, HKV, D); positions (T,) int64; cos_sin_cache (P, D) float32 whose row p is
-[cos(p * f_0..f_{D/2-1}) | sin(p * f_0..f_{D/2-1})]. With x = [x1 | x2] split at D/2:
-out = [x1 * cos - x2 * sin | x2 * cos + x1 * sin]. Returns new tensors (q_out, k_out).
+[cos(p * f_0..f_{D/2-1}) | sin(p * f_0..f_{D/2-1})], f_i = base^(-2i/D) / scale (base and scale vary per input
+set). With x = [x1 | x2] split at D/2: out = [x1 * cos - x2 * sin | x2 * cos + x1 * sin]. Returns new tensors
+(q_out, k_out).
 """
 
 import functools
 
 import torch
 
-THETA = 500000.0
+BASES = (1.0e4, 1.0e6)
+"""The range the table's rotary base is drawn from, log-uniform: 10^4 (Llama-2, Mistral) to 10^6 (Qwen2), with
+Llama-3's 5 * 10^5 between."""
+SCALES = (1.0, 8.0)
+"""The range of the linear position-interpolation factor the table's positions are divided by, log-uniform: none
+up to an 8x context extension (Llama-3.1's factor)."""
 
 
 def make_inputs(dims: dict, seed: int, device: str):
-    """T tokens from SEQS packed sequences, each at a random offset in the context; Llama-3's theta."""
+    """T tokens from SEQS packed sequences, each at a random offset in the context. The table's base and position
+    scaling are drawn from the seed too, as models differ in both: a kernel must read the table, not rebuild it."""
     t, seqs, hq, hkv, d, p = dims["T"], min(dims["SEQS"], dims["T"]), dims["HQ"], dims["HKV"], dims["D"], dims["P"]
     g = torch.Generator(device=device).manual_seed(seed)
     with torch.device(device):  # generate where the kernel runs: large inputs in milliseconds
@@ -22,7 +29,10 @@ def make_inputs(dims: dict, seed: int, device: str):
         lengths = [t // seqs + (1 if i < t % seqs else 0) for i in range(seqs)]
         starts = torch.randint(0, p - max(lengths) + 1, (seqs,), generator=g)
         positions = torch.cat([s + torch.arange(n) for s, n in zip(starts.tolist(), lengths, strict=True)])
-        inv_freq = THETA ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+        u_base, u_scale = torch.rand(2, generator=g, dtype=torch.float64).tolist()
+        base = BASES[0] * (BASES[1] / BASES[0]) ** u_base
+        scale = SCALES[0] * (SCALES[1] / SCALES[0]) ** u_scale
+        inv_freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d) / scale
         angles = torch.arange(p, dtype=torch.float64)[:, None] * inv_freq[None, :]
         cos_sin = torch.cat((angles.cos(), angles.sin()), dim=-1).float()
         return q.to(device, torch.bfloat16), k.to(device, torch.bfloat16), positions.to(device), cos_sin.to(device)

@@ -1,5 +1,5 @@
-"""Goal validation: the reference against every baseline, shape by shape, and the shipped solution through the
-eval itself; on a GPU with every timed shape, the baselines timed too.
+"""Goal validation: every input depends on the seed, the reference agrees with every baseline shape by shape,
+and the shipped solution passes the eval itself; on a GPU with every timed shape, the baselines are timed too.
 
 Baselines are trusted harness code and run here. The solution is untrusted like any agent's: `jg_mcp.eval`
 runs it in its own (sandboxed) process, under the Triton interpreter on the CPU, and its report becomes rows.
@@ -7,6 +7,7 @@ runs it in its own (sandboxed) process, under the Triton interpreter on the CPU,
 
 from __future__ import annotations
 
+import inspect
 import math
 import platform
 import time
@@ -37,7 +38,8 @@ class Check(BaseModel):
     goal: str
     shape: str
     check: str
-    """`reference`, `baseline:NAME`, `timing:baseline:NAME`, `solution` (on a GPU) or `solution:interpreted`."""
+    """`inputs` (shape `*`: every input depends on the seed), `reference`, `baseline:NAME`, `timing:baseline:NAME`,
+    `solution` (on a GPU) or `solution:interpreted`."""
     status: Literal["ok", "failed", "skipped"]
     max_abs_err: float | None = None
     """Largest |out - ref| over the finite elements of all outputs."""
@@ -85,6 +87,56 @@ def seed_for(goal: str, shape: str) -> int:
 
 def _as_tuple(value: Any) -> tuple:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def _input_names(loaded: LoadedGoal, count: int) -> list[str]:
+    """The reference's parameter names, which are the inputs' names in the goal's text, else `#1`, `#2`..."""
+    try:
+        params = list(inspect.signature(loaded.reference).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return names if len(names) == count else [f"#{i + 1}" for i in range(count)]
+
+
+def _same_bytes(a: Any, b: Any) -> bool:
+    """Both tensors of one dtype and shape holding the same bytes (NaNs and signed zeros included)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or (a.dtype, a.shape) != (b.dtype, b.shape):
+        return False
+    raw_a, raw_b = (t.detach().cpu().contiguous().reshape(-1).view(torch.uint8) for t in (a, b))
+    return torch.equal(raw_a, raw_b)
+
+
+def input_checks(loaded: LoadedGoal, device: str) -> list[Check]:
+    """Every input must depend on the seed: one the eval always makes the same is one a kernel can ignore, rebuild
+    or precompute and still pass (a rope kernel once ignored its table). Each smoke shape's inputs are made with two
+    seeds; an input byte-identical under both at every smoke shape fails, named. One `ok` row when none is."""
+    goal = loaded.goal
+    constant: list[bool] = []
+    try:
+        for n, shape in enumerate(goal.smoke_shapes):
+            seeds = seed_for(goal.name, shape.name), seed_for(goal.name, f"{shape.name}/second")
+            first, second = (_as_tuple(loaded.make_inputs(shape.dims, seed, device)) for seed in seeds)
+            same = [_same_bytes(a, b) for a, b in zip(first, second, strict=False)]
+            constant = same if n == 0 else [c and s for c, s in zip(constant, same, strict=False)]
+    except Exception as exc:
+        error = f"inputs raised {type(exc).__name__}: {exc}"
+        return [Check(goal=goal.name, shape="*", check="inputs", status="failed", error=error)]
+    names = _input_names(loaded, len(constant))
+    shapes = ", ".join(s.name for s in goal.smoke_shapes)
+    failed = [
+        Check(
+            goal=goal.name,
+            shape="*",
+            check="inputs",
+            status="failed",
+            error=f"input {names[i]} ({i + 1} of {len(constant)}) is byte-identical for two seeds at every smoke "
+            f"shape ({shapes}): it does not depend on the seed, so a kernel could ignore it and still pass",
+        )
+        for i, same in enumerate(constant)
+        if same
+    ]
+    return failed or [Check(goal=goal.name, shape="*", check="inputs", status="ok")]
 
 
 def check_outputs(goal: Goal, out: Any, ref: Any) -> tuple[float | None, float | None, str]:
@@ -276,7 +328,7 @@ def validate_goal(
         f"baseline:{name}": loaded.baseline(name) for name, b in goal.baselines.items() if device in b.devices
     }
     timed = set(baselines) if device == "cuda" and full else set()
-    checks: list[Check] = []
+    checks = input_checks(loaded, device)
     timings: list[Timing] = []
     for shape in goal.shapes if full else goal.smoke_shapes:
         logger.info("checking", goal=goal.name, shape=shape.name, device=device, baselines=len(baselines))
@@ -331,7 +383,7 @@ def run(
         "warmup_ms": WARMUP_MS,
         "rep_ms": REP_MS,
         "quantiles": list(QUANTILES),
-        "seed": "crc32 of 'goal/shape'",
+        "seed": "crc32 of 'goal/shape'; the inputs check adds crc32 of 'goal/shape/second'",
     }
     report = Report(
         device=device, full=full, environment=environment(device), method=method, wall_seconds=0, checks=[], timings=[]

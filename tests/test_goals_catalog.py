@@ -64,13 +64,66 @@ def test_tolerance_is_justified_in_a_comment(goal):
 
 
 def test_inputs_are_seeded_and_realistic(goal):
+    """The same seed makes the same inputs; another seed changes every one of them (an input that never changes is
+    one a kernel can ignore)."""
     dims = goal.goal.smoke_shapes[0].dims
     a, b, c = (goal.make_inputs(dims, seed, "cpu") for seed in (1, 1, 2))
     floats = [i for i in a if i.is_floating_point()]
     assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
-    assert any(not torch.equal(x, y) for x, y in zip(floats, [i for i in c if i.is_floating_point()], strict=True))
+    assert all(not torch.equal(x, y) for x, y in zip(a, c, strict=True))
     for t in floats:
         assert t.float().std() > 0 and bool(torch.isfinite(t.float()).all())
+
+
+def rope_frequencies(table: torch.Tensor) -> torch.Tensor:
+    """The rotary frequencies a rope table was built with: the angles of its row 1 (each below pi)."""
+    half = table.shape[1] // 2
+    return torch.atan2(table[1, half:].double(), table[1, :half].double())
+
+
+def test_rope_tables_have_a_realistic_base_and_position_scaling_drawn_from_the_seed():
+    goal = load_goal(REPO / "goals" / "rope.yaml")
+    dims = {"T": 4, "SEQS": 1, "HQ": 1, "HKV": 1, "D": 128, "P": 4096}
+    bases, scales = set(), set()
+    for seed in range(8):
+        table = goal.make_inputs(dims, seed, "cpu")[3]
+        assert table.shape == (4096, 128) and table.dtype == torch.float32 and table.is_contiguous()
+        assert torch.allclose(table[:, :64].double() ** 2 + table[:, 64:].double() ** 2, torch.ones(4096, 64).double())
+        f = rope_frequencies(table)
+        scale, base = 1 / float(f[0]), float(f[0] / f[1]) ** 64
+        assert 1 - 1e-4 <= scale <= 8 + 1e-3 and 1e4 * 0.99 <= base <= 1e6 * 1.01, (scale, base)
+        assert torch.allclose(f, f[0] * base ** (-torch.arange(64, dtype=torch.float64) / 64), rtol=1e-4)
+        bases.add(round(base))
+        scales.add(round(scale, 3))
+    assert len(bases) == 8 and len(scales) == 8
+
+
+TABLE_FREE_ROPE = '''
+import torch
+
+
+def kernel(q, k, positions, cos_sin_cache):
+    """Never reads its table: rebuilds the rows from the positions with Llama-3's base."""
+    d = q.shape[-1]
+    inv_freq = 500000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64, device=q.device) / d)
+    angles = positions.double()[:, None] * inv_freq[None, :]
+    cos, sin = angles.cos().float()[:, None, :], angles.sin().float()[:, None, :]
+
+    def rotate(x):
+        x1, x2 = x.float().chunk(2, dim=-1)
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(torch.bfloat16)
+
+    return rotate(q), rotate(k)
+'''
+
+
+def test_a_rope_kernel_that_ignores_its_table_is_rejected(tmp_path):
+    (tmp_path / "rope").mkdir()
+    (tmp_path / "rope" / "solution.py").write_text(TABLE_FREE_ROPE)
+    goal = load_goal(REPO / "goals" / "rope.yaml")
+    checks = validate.solution_checks(goal, tmp_path / "rope", "cpu", full=False)
+    assert [(c.shape, c.status) for c in checks] == [("tiny", "failed"), ("ragged", "failed")], checks
+    assert all("incorrect" in c.error for c in checks)
 
 
 def test_reference_agrees_with_every_cpu_baseline_at_smoke_shapes(goal):

@@ -12,7 +12,7 @@ import torch
 from jg_mcp import validate
 from jg_mcp.cli import main
 from jg_mcp.eval import evaluate
-from jg_mcp.goals import load_goal
+from jg_mcp.goals import DEMO_GOALS, list_goal_files, load_goal
 from tests.support import REPO
 
 
@@ -60,6 +60,22 @@ def test_a_reference_that_is_not_float32_is_rejected(tmp_path, capsys):
     )
     rc, _, err = validate_cli(capsys, path, "--solutions", tmp_path)
     assert rc == 1 and "softmax at shape tiny, reference: reference output probs is not a float32 tensor" in err
+
+
+def test_an_input_the_seed_does_not_change_fails_naming_it(tmp_path, capsys):
+    """An input every eval makes the same is one a kernel can ignore and still pass (rope's table once was): each
+    input is made at the smoke shapes with two seeds, and one byte-identical at all of them is a goal defect."""
+    path = goal_copy(tmp_path, "swiglu", "up = torch.randn(t, i, generator=g) * 2.0", "up = torch.ones(t, i) * 2.0")
+    rc, out, err = validate_cli(capsys, path, "--solutions", tmp_path)
+    assert rc == 1
+    assert "FAILED  swiglu at shape *, inputs: input up (2 of 2) is byte-identical for two seeds at every" in err
+    assert "does not depend on the seed" in err and "gate" not in err
+
+
+@pytest.mark.parametrize("path", [*list_goal_files(REPO / "goals"), DEMO_GOALS / "axpy.yaml"], ids=lambda p: p.stem)
+def test_every_input_of_a_shipped_goal_depends_on_the_seed(path):
+    checks = validate.input_checks(load_goal(path), "cpu")
+    assert [(c.shape, c.check, c.status) for c in checks] == [("*", "inputs", "ok")], [c.error for c in checks]
 
 
 def solution(tmp_path, goal, source):
@@ -121,7 +137,7 @@ def test_json_report_records_checks_and_versions(tmp_path, capsys):
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["environment"]["torch"] == torch.__version__ and "triton" in report["environment"]
     checks = {(c["shape"], c["check"]): c["status"] for c in report["checks"]}
-    assert checks == {
+    assert checks == {("*", "inputs"): "ok"} | {
         (s, c): "ok" for s in ("tiny", "ragged") for c in ("reference", "baseline:eager", "solution:interpreted")
     }
     solution = [c for c in report["checks"] if c["check"] == "solution:interpreted"]

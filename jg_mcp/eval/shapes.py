@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -52,20 +52,23 @@ def _legal(value: int, r: object) -> int:
     return max(m * -(-lo // m), min(hi // m * m, value // m * m))
 
 
-def tops(goal: LoadedGoal, device: str) -> list[Case]:
-    """Shapes past the largest ones checked otherwise, one per domain dimension: the shape where the dimension is
-    largest, with it grown up to 4x (capped at the domain maximum) and the other dimensions halved until the shape
-    fits the budget (on the GPU twice the largest timed shape's flops and bytes, on the CPU 16 times the largest
-    smoke shape's). A kernel wrong only above the sizes the goal names is caught here."""
-    g = goal.goal
-    shapes = g.smoke_shapes if device == "cpu" else g.shapes
+def budget(goal: LoadedGoal, device: str) -> Callable[[dict[str, int]], bool]:
+    """Whether a shape fits the budget of the checks past the named sizes: on the GPU twice the largest timed
+    shape's flops and bytes, on the CPU 16 times the largest smoke shape's."""
+    shapes = goal.goal.smoke_shapes if device == "cpu" else goal.goal.shapes
     scale = CPU_GROWTH**4 if device == "cpu" else 2
     limit_flops = scale * max(goal.flops(s.dims) for s in shapes)
     limit_bytes = scale * max(goal.bytes(s.dims) for s in shapes)
+    return lambda dims: goal.flops(dims) <= limit_flops and goal.bytes(dims) <= limit_bytes
 
-    def fits(dims: dict[str, int]) -> bool:
-        return goal.flops(dims) <= limit_flops and goal.bytes(dims) <= limit_bytes
 
+def tops(goal: LoadedGoal, device: str) -> list[Case]:
+    """Shapes past the largest ones checked otherwise, one per domain dimension: the shape where the dimension is
+    largest, with it grown up to 4x (capped at the domain maximum) and the other dimensions halved until the shape
+    fits the `budget`. A kernel wrong only above the sizes the goal names is caught here."""
+    g = goal.goal
+    shapes = g.smoke_shapes if device == "cpu" else g.shapes
+    fits = budget(goal, device)
     cases = []
     for name, r in g.shape_domain.items():
         src = dict(max(shapes, key=lambda s: s.dims.get(name, 0)).dims)
@@ -82,10 +85,37 @@ def tops(goal: LoadedGoal, device: str) -> list[Case]:
     return cases
 
 
+def largest(goal: LoadedGoal, tops: Sequence[Case]) -> list[Case]:
+    """On the CPU, one shape per dimension at the largest value the goal uses for it (its domain maximum, else its
+    largest timed value), every other dimension at its smallest (the domain minimum, else the smallest value a
+    named shape uses), where that fits the `budget` and no smoke or top shape reaches that value. The interpreter
+    never runs a timed shape, and smoke, drawn and top shapes stay near the smoke sizes: a kernel wrong only at a
+    real size (a row longer than one block, a table longer than a thousand rows) is caught here. On the GPU the
+    timed shapes are checked themselves."""
+    g = goal.goal
+    named = g.shapes + g.smoke_shapes
+    fits = budget(goal, "cpu")
+    names = dict.fromkeys(n for s in g.shapes for n in s.dims)
+    smallest = {n: min(s.dims[n] for s in named if n in s.dims) for n in names}
+    smallest |= {n: _legal(r.min, r) for n, r in g.shape_domain.items()}
+    cases = []
+    for name in smallest:
+        r = g.shape_domain.get(name)
+        timed = max(s.dims.get(name, 0) for s in g.shapes)
+        checked = max(dims.get(name, 0) for dims in [*(s.dims for s in g.smoke_shapes), *(c.dims for c in tops)])
+        for value in sorted({timed} | ({_legal(r.max, r)} if r else set()), reverse=True):
+            dims = smallest | {name: value}
+            if value > checked and fits(dims):
+                cases.append(Case(name=f"max_{name}", kind="top", dims=dims))
+                break
+    return cases
+
+
 def select_cases(
     goal: LoadedGoal, which: str, device: str, domain_count: int, rng: random.Random, only: Sequence[str] = ()
 ) -> list[Case]:
-    """Timed shapes (skipped on the CPU unless asked for alone), smoke shapes, then drawn domain shapes."""
+    """Timed shapes (skipped on the CPU unless asked for alone), smoke shapes, then drawn domain shapes, the tops
+    and, on the CPU, the largest values."""
     g = goal.goal
     cases: list[Case] = []
     if which == "timed" or (which == "all" and device == "cuda"):
@@ -96,5 +126,6 @@ def select_cases(
         cases = [c for c in cases if c.name in only]
     cases += [draw(goal, device, rng, i) for i in range(domain_count)]
     if domain_count:
-        cases += tops(goal, device)
+        grown = tops(goal, device)
+        cases += grown + (largest(goal, grown) if device == "cpu" else [])
     return cases
