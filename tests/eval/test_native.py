@@ -222,13 +222,14 @@ def libs(tmp_path_factory):
 
 
 def _problems(path, forbidden):
-    from jg_mcp.eval.native import Judge, read_elf
+    from jg_mcp.eval.elf import read_elf
+    from jg_mcp.eval.native import Judge
 
     return Judge(forbidden).problems(read_elf(path.read_bytes()))
 
 
 def test_the_reader_lists_what_the_loader_binds_by_name(libs):
-    from jg_mcp.eval.native import read_elf
+    from jg_mcp.eval.elf import read_elf
 
     elf = read_elf(libs["needs_cublas"].read_bytes())
     assert "libcublas.so" in elf.needed and "libc.so.6" in elf.needed
@@ -243,7 +244,7 @@ def test_the_reader_ignores_section_headers_as_the_loader_does(libs):
     readelf's symbol tables use) changes nothing the harness reads."""
     import struct
 
-    from jg_mcp.eval.native import read_elf
+    from jg_mcp.eval.elf import read_elf
 
     data = bytearray(libs["alias"].read_bytes())
     struct.pack_into("<Q", data, 0x28, 0)  # e_shoff
@@ -252,7 +253,7 @@ def test_the_reader_ignores_section_headers_as_the_loader_does(libs):
 
 
 def test_what_is_not_a_loadable_elf_file_is_an_error_never_a_crash(libs):
-    from jg_mcp.eval.native import ElfError, read_elf
+    from jg_mcp.eval.elf import ElfError, read_elf
 
     data = libs["alias"].read_bytes()
     for bad in (b"", b"#!/bin/sh\n", data[:64], data[:4] + b"\x01" + data[5:], data[: len(data) // 3]):
