@@ -105,8 +105,9 @@ def test_an_aten_kernel_called_through_a_namespace_alias_is_rejected_by_its_buil
 @needs_gxx
 def test_an_honest_extension_is_accepted_and_its_build_shared_by_the_timing_process(tmp_path, timing_goal, monkeypatch):
     """Correctness and timing (the CPU stand-in, whose baseline blocks freeze the candidate: every freeze judges
-    its processes' libraries): an extension that allocates with torch::empty and runs its own loop passes. It was
-    judged, once: both candidate processes mapped the one build in the eval's cache."""
+    its processes' libraries): an extension that allocates with torch::empty and runs its own loop passes the native
+    check (the stand-in's host-clock times mean nothing on a loaded machine, so timing findings are not the test).
+    It was judged, once: both candidate processes mapped the one build in the eval's cache."""
     scans: list[NativeScan] = []
     init = NativeScan.__init__
 
@@ -118,7 +119,8 @@ def test_an_honest_extension_is_accepted_and_its_build_shared_by_the_timing_proc
     solution = _write(tmp_path / "src", HONEST_AXPY)
     options = CPU_TIMING | SLOW | {"only": ["n256k"]}  # one timed shape: the build is most of the time
     report = eval_solution(solution, timing_goal, tmp_path / "runs", **options)
-    assert report.accepted, [f.detail for f in report.findings]
+    assert all(s.correct for s in report.shapes) and report.shapes
+    assert not [f.detail for f in report.findings if f.reason == Reason.FORBIDDEN_CALL]
     assert any(s.candidate is not None for s in report.shapes), "the candidate was timed"
     (scan,) = scans
     built = [p for p in scan.judged if p.endswith("axpy_ext.so")]
