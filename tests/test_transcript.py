@@ -13,7 +13,6 @@ from jg_mcp.errors import TranscriptError
 from jg_mcp.live.runner import command_env
 from jg_mcp.live.sandbox import Bwrap, SandboxLimits
 from jg_mcp.live.session import recordable_env
-from jg_mcp.record.keys import key_id
 from jg_mcp.record.reading import read_transcript
 from jg_mcp.record.transcript import FORMAT_VERSION, GENESIS, Header, Notice, TranscriptWriter, blobs_dir, sha256_bytes
 from jg_mcp.scripted import call
@@ -22,10 +21,8 @@ from tests.support import bwrap_missing
 BWRAP_MISSING = bwrap_missing()
 
 
-def header(key: bytes | None = None) -> Header:
-    """A minimal header; with `key`, a keyed transcript's (its key_id)."""
+def header() -> Header:
     return Header(
-        key_id=None if key is None else key_id(key),
         jg_mcp_version="0",
         run_id="r",
         goal="g",
@@ -35,7 +32,7 @@ def header(key: bytes | None = None) -> Header:
         workspace="/w",
         host={},
         gpu={},
-        started_at="2026-01-01T00:00:00+00:00",
+        started_at="t",
     )
 
 

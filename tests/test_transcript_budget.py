@@ -12,11 +12,13 @@ from pydantic_core import to_json
 
 from jg_mcp.record import audit, transcript
 from jg_mcp.record.integrity import authenticity_problems, diagnose
+from jg_mcp.record.keys import key_id
 from jg_mcp.record.reading import read_transcript
 from jg_mcp.record.steps import load_record
 from jg_mcp.record.transcript import (
     Close,
     FileChange,
+    Header,
     Notice,
     Request,
     Response,
@@ -24,13 +26,28 @@ from jg_mcp.record.transcript import (
 )
 from jg_mcp.scripted import call
 from tests.support import scripted_session
-from tests.test_transcript import header
 
 WHEN = "2026-01-01T00:00:00+00:00"
 PAGE = "\x01" * 100_000
 """What one read_file answers for a file of 100,000 control characters: 600 KB of JSON, recorded twice."""
 BOUNDED_LINE_BYTES = 8 * 1024
 """More than any line past the budget may take (a few payload fields of KEPT_PAST_BUDGET_BYTES, hashes, an id)."""
+
+
+def header(key: bytes | None = None) -> Header:
+    return Header(
+        key_id=None if key is None else key_id(key),
+        jg_mcp_version="0",
+        run_id="r",
+        goal="g",
+        goal_sha256="0" * 64,
+        condition="goal-only",
+        sandbox="none",
+        workspace="/w",
+        host={},
+        gpu={},
+        started_at=WHEN,
+    )
 
 
 def read_call(rid: int) -> list[Request | Response]:
