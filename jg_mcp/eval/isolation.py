@@ -104,15 +104,18 @@ def _imported_from(directory: Path) -> list[Path]:
     return found
 
 
+def launcher() -> str:
+    """The bubblewrap executable that starts the candidate's sandbox: bwrap on the harness's PATH."""
+    return shutil.which("bwrap") or "bwrap"
+
+
 def bwrap_argv(solution_dir: Path, cache_dir: Path, env: dict[str, str], rules: int | None = None) -> list[str]:
     """The bubblewrap prefix that runs a command as the candidate's sandbox (see the module docstring); the
     process gets `lifeline.read_end()`, so it runs only while the harness lives, and `rules`, the descriptor of a
     fresh `seccomp.program_file()` (no new user namespace: in one the candidate could mount memory past its caps;
     no kernel keyrings: the harness's session keyring, and the user keyring every candidate's uid shares)."""
     capped = ["prlimit", f"--nproc={MAX_PROCESSES}"] if os.geteuid() == 0 else []
-    args = lifeline.outer(
-        oom.first([*capped, shutil.which("bwrap") or "bwrap", *NAMESPACES, "--hostname", "candidate"])
-    )
+    args = lifeline.outer(oom.first([*capped, launcher(), *NAMESPACES, "--hostname", "candidate"]))
     if rules is not None:
         args += ["--seccomp", str(rules)]
     for d in SYSTEM_DIRS:

@@ -6,7 +6,9 @@ cannot be spelt otherwise: every call from a library into another goes through a
 symbol table. So the harness reads, from /proc, the executable file mappings of every process of the candidate's
 tree at points where they are stopped or done (each freeze while a baseline is timed, and the end of each candidate
 process), and judges every library that is not the system's or this Python environment's (anything under the eval's
-cache, the sandbox's /tmp, a memfd or a deleted file). It reads the file through /proc/PID/map_files (the inode
+cache, the sandbox's /tmp, a memfd or a deleted file). The sandbox's own launcher (the bwrap executable the harness
+runs, wherever it was installed: under /opt on the H200 machine) is trusted by its identity, the file itself, not by
+where it lies: a copy of it is judged like any library. It reads the file through /proc/PID/map_files (the inode
 that is mapped, whatever now lies at its path), parses it as the loader does (program headers, the dynamic segment,
 the symbols its relocations bind by name) and refuses:
 
@@ -41,7 +43,7 @@ import struct
 from pathlib import Path
 
 from jg_mcp.eval.elf import Elf, read_elf
-from jg_mcp.eval.isolation import CACHE_DIR, python_binds
+from jg_mcp.eval.isolation import CACHE_DIR, launcher, python_binds
 from jg_mcp.eval.ops import FAMILIES, forbidden_ops, in_family
 from jg_mcp.eval.proctree import CodeMapping, code_mappings
 from jg_mcp.eval.report import Finding, Reason
@@ -282,6 +284,14 @@ def trusted_roots() -> list[str]:
     return [d for d in SYSTEM_DIRS if os.path.isdir(d)] + [str(p) for p in python_binds()]
 
 
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
@@ -296,6 +306,8 @@ class NativeScan:
         self.work = str(work.resolve())
         self.cache = work / "cache"
         self.roots = trusted_roots()
+        self.launcher = _identity(launcher())
+        """The device and inode of the bwrap executable that starts the sandbox, whose processes are scanned too."""
         self.tritons = [f"{CACHE_DIR}/triton", str((work / "cache" / "triton").resolve())]
         """The candidate's Triton cache, as its sandbox and as this host see it: what is there is judged by the
         library rules only (see the module docstring)."""
@@ -363,6 +375,8 @@ class NativeScan:
             return  # a device's memory (a GPU driver's): no candidate can make a device node
         if not stat.S_ISREG(st.st_mode):
             self.add(shown, "is not a regular file: its code cannot be judged")
+            return
+        if (st.st_dev, st.st_ino) == self.launcher:
             return
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, tritons)
         if key not in self.verdicts:

@@ -127,6 +127,49 @@ def test_an_honest_extension_is_accepted_and_its_build_shared_by_the_timing_proc
     assert len(built) == 1 and built[0].endswith("torch_extensions/axpy_ext/axpy_ext.so"), scan.judged
 
 
+def _launcher_outside_the_system(root, monkeypatch):
+    """bwrap installed outside the system's directories, first on PATH, as the H200 machine has it (under /opt)."""
+    found = shutil.which("bwrap")
+    if found is None:
+        pytest.skip("bwrap is not installed")
+    copy = root / "opt" / "bwrap" / "bin" / "bwrap"
+    copy.parent.mkdir(parents=True)
+    shutil.copy2(found, copy)
+    monkeypatch.setenv("PATH", f"{copy.parent}{os.pathsep}{os.environ['PATH']}")
+    return copy
+
+
+def test_the_sandbox_launcher_is_trusted_by_identity_and_a_copy_of_it_is_judged(tmp_path, monkeypatch):
+    launcher = _launcher_outside_the_system(tmp_path, monkeypatch)
+    copy = tmp_path / "elsewhere" / "bwrap"
+    copy.parent.mkdir()
+    shutil.copy2(launcher, copy)
+    scan = NativeScan(AXPY_FORBIDDEN, tmp_path / "work")
+    for path in (launcher, copy):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            scan.judge_file(str(path), fd)
+        finally:
+            os.close(fd)
+    assert scan.judged == [str(copy)]
+    assert scan.findings and all(str(copy) in f.detail for f in scan.findings), [f.detail for f in scan.findings]
+
+
+def test_an_honest_eval_passes_the_native_check_with_bwrap_installed_outside_the_system(
+    tmp_path, timing_goal, monkeypatch
+):
+    """The sandbox's processes (bwrap, then the candidate's interpreter) are scanned at every freeze: bwrap under
+    /opt failed every honest kernel on the H200 with `forbidden_call` (its own mkdir, unlink, execvp)."""
+    _launcher_outside_the_system(tmp_path, monkeypatch)
+    solution = _write(
+        tmp_path / "src", "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
+    )
+    report = eval_solution(solution, timing_goal, tmp_path / "runs", **(CPU_TIMING | {"only": ["n256k"]}))
+    assert report.isolation.sandbox == "bwrap"
+    assert all(s.correct for s in report.shapes) and report.shapes
+    assert not [f.detail for f in report.findings if f.reason == Reason.FORBIDDEN_CALL]
+
+
 # The reader and the rules, on libraries built here with g++ (no torch): the symbols are ATen's own mangled names.
 
 TENSOR = "namespace at { class Tensor { void* impl; }; }\n"
