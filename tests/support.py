@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
     from mcp import Client
 
+    from jg_mcp.record.transcript import Header
+
 REPO = Path(__file__).resolve().parent.parent
 GEMM_FP8 = REPO / "goals" / "gemm_fp8.yaml"
 DEMO_GOAL = REPO / "jg_mcp" / "demo_goal" / "axpy.yaml"
@@ -327,3 +329,23 @@ def wait_until(predicate: Callable[[], object], seconds: float) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"not true after {seconds}s"
         time.sleep(0.05)
+
+
+def transcript_header(key: bytes | None = None) -> Header:
+    """A minimal transcript header; with `key`, a keyed transcript's (its key_id)."""
+    from jg_mcp.record.keys import key_id
+    from jg_mcp.record.transcript import Header
+
+    return Header(
+        key_id=None if key is None else key_id(key),
+        jg_mcp_version="0",
+        run_id="r",
+        goal="g",
+        goal_sha256="0" * 64,
+        condition="goal-only",
+        sandbox="none",
+        workspace="/w",
+        host={},
+        gpu={},
+        started_at="2026-01-01T00:00:00+00:00",
+    )

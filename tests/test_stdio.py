@@ -273,10 +273,15 @@ def test_a_write_whose_json_escaping_takes_its_line_past_the_request_limit_is_st
     take 18 MiB of `\\u0001` escapes on the wire, and are written."""
     from jg_mcp.live.recording import MAX_REQUEST_BYTES
 
-    proc = _start(tmp_path)
-    wire = Wire(proc)
     content = "\x01" * (3 << 20)
     assert len(json.dumps(content)) > MAX_REQUEST_BYTES
+    _write_served(tmp_path, content)
+
+
+def _write_served(tmp_path, content: str) -> None:
+    """write_file of `content` over real stdio is answered without error and writes it."""
+    proc = _start(tmp_path)
+    wire = Wire(proc)
     wire.call(3, "write_file", path="controls.txt", content=content)
     answer = wire.answer(120)
     assert "result" in answer and not answer["result"]["isError"], str(answer)[:300]
@@ -339,15 +344,9 @@ def test_an_honest_write_of_control_characters_up_to_the_write_cap_is_served(tmp
     72 MiB line, which the line limit (four bytes a character) had refused."""
     from jg_mcp.record.transcript import WRITE_BLOB_CAP
 
-    proc = _start(tmp_path)
-    wire = Wire(proc)
     content = "\x01" * (12 << 20)
     assert len(content) < WRITE_BLOB_CAP < len(json.dumps(content)) // 4
-    wire.call(3, "write_file", path="controls.txt", content=content)
-    answer = wire.answer(120)
-    assert "result" in answer and not answer["result"]["isError"], str(answer)[:300]
-    wire.close()
-    assert (tmp_path / "ws" / "controls.txt").read_text() == content
+    _write_served(tmp_path, content)
 
 
 def test_a_request_the_parser_refuses_is_recorded_by_its_size_when_its_escaped_params_are_over_the_limit(tmp_path):

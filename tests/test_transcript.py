@@ -14,31 +14,16 @@ from jg_mcp.live.runner import command_env
 from jg_mcp.live.sandbox import Bwrap, SandboxLimits
 from jg_mcp.live.session import recordable_env
 from jg_mcp.record.reading import read_transcript
-from jg_mcp.record.transcript import FORMAT_VERSION, GENESIS, Header, Notice, TranscriptWriter, blobs_dir, sha256_bytes
+from jg_mcp.record.transcript import FORMAT_VERSION, GENESIS, Notice, TranscriptWriter, blobs_dir, sha256_bytes
 from jg_mcp.scripted import call
-from tests.support import bwrap_missing
+from tests.support import bwrap_missing, transcript_header
 
 BWRAP_MISSING = bwrap_missing()
 
 
-def header() -> Header:
-    return Header(
-        jg_mcp_version="0",
-        run_id="r",
-        goal="g",
-        goal_sha256="0" * 64,
-        condition="goal-only",
-        sandbox="none",
-        workspace="/w",
-        host={},
-        gpu={},
-        started_at="t",
-    )
-
-
 def write(tmp_path, n=3):
     w = TranscriptWriter(tmp_path / "run.jsonl")
-    w.append(header())
+    w.append(transcript_header())
     for i in range(n):
         w.append(Notice(level="info", message=f"m{i}"))
     return w
@@ -266,7 +251,7 @@ def test_calls_whose_ids_differ_only_in_type_keep_their_own_file_changes(tmp_pat
     from jg_mcp.record.transcript import FileChange, Request
 
     w = TranscriptWriter(tmp_path / "run.jsonl")
-    w.append(header())
+    w.append(transcript_header())
     w.append(Request(request_id=500, method="tools/call", params={"name": "run_command", "arguments": {}}))
     w.append(Request(request_id="500", method="tools/call", params={"name": "run_command", "arguments": {}}))
     w.append(FileChange(request_id=500, path="a.txt", op="write", sha256="0" * 64, size=1, cause="run_command"))
@@ -326,7 +311,7 @@ def test_two_unanswered_requests_with_one_id_are_an_integrity_error_not_a_silent
 
     def run(name: str, refused: bool) -> Path:
         w = TranscriptWriter(tmp_path / name)
-        w.append(header())
+        w.append(transcript_header())
         w.append(
             Request(request_id=7, method="tools/call", params={"name": "run_command", "arguments": {"command": "evil"}})
         )

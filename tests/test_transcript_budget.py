@@ -12,42 +12,24 @@ from pydantic_core import to_json
 
 from jg_mcp.record import audit, transcript
 from jg_mcp.record.integrity import authenticity_problems, diagnose
-from jg_mcp.record.keys import key_id
 from jg_mcp.record.reading import read_transcript
 from jg_mcp.record.steps import load_record
 from jg_mcp.record.transcript import (
     Close,
     FileChange,
-    Header,
     Notice,
     Request,
     Response,
     TranscriptWriter,
 )
 from jg_mcp.scripted import call
-from tests.support import scripted_session
+from tests.support import scripted_session, transcript_header
 
 WHEN = "2026-01-01T00:00:00+00:00"
 PAGE = "\x01" * 100_000
 """What one read_file answers for a file of 100,000 control characters: 600 KB of JSON, recorded twice."""
 BOUNDED_LINE_BYTES = 8 * 1024
 """More than any line past the budget may take (a few payload fields of KEPT_PAST_BUDGET_BYTES, hashes, an id)."""
-
-
-def header(key: bytes | None = None) -> Header:
-    return Header(
-        key_id=None if key is None else key_id(key),
-        jg_mcp_version="0",
-        run_id="r",
-        goal="g",
-        goal_sha256="0" * 64,
-        condition="goal-only",
-        sandbox="none",
-        workspace="/w",
-        host={},
-        gpu={},
-        started_at=WHEN,
-    )
 
 
 def read_call(rid: int) -> list[Request | Response]:
@@ -99,7 +81,7 @@ def test_past_its_budget_the_writer_keeps_the_chain_and_every_event_in_order_wit
     key = b"k" * 32
     budget = 1500_000
     w = TranscriptWriter(tmp_path / "run.jsonl", key=key, budget=budget)
-    w.append(header(key))
+    w.append(transcript_header(key))
     rid = 0
     while w.budget_passed_at is None:
         rid += 1
@@ -159,7 +141,7 @@ def test_past_its_budget_the_writer_keeps_the_chain_and_every_event_in_order_wit
 
 def test_a_transcript_under_its_budget_is_written_whole_without_a_notice(tmp_path):
     w = TranscriptWriter(tmp_path / "run.jsonl", budget=10 * 1024 * 1024)
-    w.append(header())
+    w.append(transcript_header())
     for rid in range(3):
         w.append_all(read_call(rid))
     events = read_transcript(w.path).events
@@ -173,7 +155,7 @@ def test_the_budget_is_crossed_by_whole_events_so_a_refusal_pair_stays_adjacent_
     """The budget passed inside an append_all: the notice comes after the batch; a close is never omitted and
     comes after the notice."""
     w = TranscriptWriter(tmp_path / "run.jsonl", budget=2000)
-    w.append(header())
+    w.append(transcript_header())
     w.append_all(
         [
             Request(request_id=1, method="tools/call", params={"name": "write_file", "arguments": {"c": PAGE}}),
