@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from mcp import Client
 
-    from jg_mcp.record.transcript import Header
+    from jg_mcp.record.events import Header
 
 REPO = Path(__file__).resolve().parent.parent
 GEMM_FP8 = REPO / "goals" / "gemm_fp8.yaml"
@@ -188,7 +188,7 @@ def scripted_session(
 
 def rechain(lines: list[bytes]) -> bytes:
     """Re-link a list of event lines into a valid chain (what a writer of that content would have written)."""
-    from jg_mcp.record.transcript import GENESIS, sha256_bytes
+    from jg_mcp.record.events import GENESIS, sha256_bytes
 
     out, prev = [], GENESIS
     for seq, line in enumerate(lines):
@@ -333,8 +333,8 @@ def wait_until(predicate: Callable[[], object], seconds: float) -> None:
 
 def transcript_header(key: bytes | None = None) -> Header:
     """A minimal transcript header; with `key`, a keyed transcript's (its key_id)."""
+    from jg_mcp.record.events import Header
     from jg_mcp.record.keys import key_id
-    from jg_mcp.record.transcript import Header
 
     return Header(
         key_id=None if key is None else key_id(key),

@@ -17,7 +17,8 @@ from jg_mcp.commands.audit import render_text
 from jg_mcp.errors import EvalReportError
 from jg_mcp.goals import load_goal
 from jg_mcp.record import audit
-from jg_mcp.record.transcript import Close, Header, TranscriptWriter, blobs_dir, sha256_bytes
+from jg_mcp.record.events import Close, Header, sha256_bytes
+from jg_mcp.record.transcript import TranscriptWriter, blobs_dir
 from jg_mcp.scripted import call
 from tests.support import DEMO_GOAL, copy_transcript, demo_dir, demo_run, eval_report, jg, scripted_session
 

@@ -15,9 +15,9 @@ from jg_mcp.errors import TranscriptError, UsageError
 from jg_mcp.live.sandbox import SandboxLimits
 from jg_mcp.live.workspace import Workspace
 from jg_mcp.record import replay, steps
+from jg_mcp.record.events import FORMAT_VERSION
 from jg_mcp.record.integrity import diagnose
 from jg_mcp.record.reading import read_transcript
-from jg_mcp.record.transcript import FORMAT_VERSION
 from jg_mcp.scripted import call
 from tests.support import (
     REPO,

@@ -22,7 +22,7 @@ import pytest
 from jg_mcp.eval import EvalReport
 from jg_mcp.goals import load_goal
 from jg_mcp.record import audit, report_html
-from jg_mcp.record.transcript import sha256_bytes
+from jg_mcp.record.events import sha256_bytes
 from jg_mcp.scripted import call
 from tests.support import DEMO_GOAL, REPO, copy_transcript, demo_dir, demo_run, eval_report, scripted_session
 

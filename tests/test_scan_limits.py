@@ -13,8 +13,9 @@ from jg_mcp.errors import PathRefused
 from jg_mcp.live import workspace
 from jg_mcp.live.workspace import Workspace
 from jg_mcp.record import transcript
+from jg_mcp.record.events import FileChange, Notice
 from jg_mcp.record.reading import read_transcript
-from jg_mcp.record.transcript import FileChange, Notice, TranscriptWriter
+from jg_mcp.record.transcript import TranscriptWriter
 from jg_mcp.scripted import call
 from tests.support import scripted_session
 

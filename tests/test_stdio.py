@@ -182,8 +182,8 @@ def test_a_transcript_disk_that_refuses_writes_for_a_while_loses_nothing_and_the
     import resource
 
     from jg_mcp.record import audit
+    from jg_mcp.record.events import Notice
     from jg_mcp.record.reading import read_transcript
-    from jg_mcp.record.transcript import Notice
 
     proc = _start(tmp_path)
     wire = Wire(proc)

@@ -13,8 +13,9 @@ from jg_mcp.errors import TranscriptError
 from jg_mcp.live.runner import command_env
 from jg_mcp.live.sandbox import Bwrap, SandboxLimits
 from jg_mcp.live.session import recordable_env
+from jg_mcp.record.events import FORMAT_VERSION, GENESIS, Notice, sha256_bytes
 from jg_mcp.record.reading import read_transcript
-from jg_mcp.record.transcript import FORMAT_VERSION, GENESIS, Notice, TranscriptWriter, blobs_dir, sha256_bytes
+from jg_mcp.record.transcript import TranscriptWriter, blobs_dir
 from jg_mcp.scripted import call
 from tests.support import bwrap_missing, transcript_header
 
@@ -247,8 +248,8 @@ def test_a_short_or_shared_key_file_is_refused(tmp_path):
 def test_calls_whose_ids_differ_only_in_type_keep_their_own_file_changes(tmp_path):
     """JSON-RPC ids 500 and "500" are two requests: a change recorded for one (late, after a cancelled call's
     response) is not credited to the other."""
+    from jg_mcp.record.events import FileChange, Request
     from jg_mcp.record.steps import load_record
-    from jg_mcp.record.transcript import FileChange, Request
 
     w = TranscriptWriter(tmp_path / "run.jsonl")
     w.append(transcript_header())
@@ -263,7 +264,8 @@ def test_calls_whose_ids_differ_only_in_type_keep_their_own_file_changes(tmp_pat
 REFUSING_DISK = """
 import resource, signal, sys
 from pathlib import Path
-from jg_mcp.record.transcript import Header, Notice, TranscriptWriter
+from jg_mcp.record.events import Header, Notice
+from jg_mcp.record.transcript import TranscriptWriter
 
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
@@ -306,8 +308,8 @@ def test_two_unanswered_requests_with_one_id_are_an_integrity_error_not_a_silent
     as an integrity error naming both lines; a request refused at once for its id (its error response on the
     next line) pairs with that response and leaves the first call its own."""
     from jg_mcp.record import audit
+    from jg_mcp.record.events import FileChange, Request, Response
     from jg_mcp.record.steps import load_record
-    from jg_mcp.record.transcript import FileChange, Request, Response
 
     def run(name: str, refused: bool) -> Path:
         w = TranscriptWriter(tmp_path / name)

@@ -11,17 +11,11 @@ import json
 from pydantic_core import to_json
 
 from jg_mcp.record import audit, transcript
+from jg_mcp.record.events import Close, FileChange, Notice, Request, Response
 from jg_mcp.record.integrity import authenticity_problems, diagnose
 from jg_mcp.record.reading import read_transcript
 from jg_mcp.record.steps import load_record
-from jg_mcp.record.transcript import (
-    Close,
-    FileChange,
-    Notice,
-    Request,
-    Response,
-    TranscriptWriter,
-)
+from jg_mcp.record.transcript import TranscriptWriter
 from jg_mcp.scripted import call
 from tests.support import scripted_session, transcript_header
 

@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from jg_mcp.errors import JgError
+from jg_mcp.record.events import Request
 from jg_mcp.record.reading import read_transcript
-from jg_mcp.record.transcript import Request
 
 BASE_TOOLS = ("read_file", "write_file", "run_command", "query_gpu")
 KNOWLEDGE_FILE = Path(__file__).resolve().parent.parent / "knowledge" / "kernel_notes.md"

@@ -21,7 +21,8 @@ from pydantic import BaseModel
 from jg_mcp.live.measure import value_size
 from jg_mcp.live.session import Session
 from jg_mcp.live.stdio import MAX_ID_CHARS, MAX_REQUEST_BYTES, MAX_SAFE_ID, OVERSIZED, UNREADABLE, storable
-from jg_mcp.record.transcript import WRITE_BLOB_CAP, Request, Response
+from jg_mcp.record.events import Request, Response
+from jg_mcp.record.transcript import WRITE_BLOB_CAP
 
 MAX_CALLS_IN_FLIGHT = 64
 """Tool calls one session may have unanswered at once; more are answered at once with an error saying so."""

@@ -24,7 +24,8 @@ from jg_mcp.live.runner import CommandResult, RunnerClosed
 from jg_mcp.live.session import Session, outcome
 from jg_mcp.live.stdio import serve_stdio
 from jg_mcp.live.walk import shown
-from jg_mcp.record.transcript import WRITE_BLOB_CAP, sha256_bytes
+from jg_mcp.record.events import sha256_bytes
+from jg_mcp.record.transcript import WRITE_BLOB_CAP
 
 MAX_TIMEOUT_S = 3600
 CANCELLED_SCAN_WAIT_S = 2.0

@@ -27,8 +27,9 @@ from jg_mcp.live.environment import SECRET_VALUE, is_secret
 from jg_mcp.live.runner import Runner
 from jg_mcp.live.sandbox import Sandbox, sandbox_of
 from jg_mcp.live.workspace import Scan, Workspace
+from jg_mcp.record.events import Close, FileChange, Header, Notice
 from jg_mcp.record.keys import key_id
-from jg_mcp.record.transcript import COMMAND_BLOB_CAP, Close, FileChange, Header, Notice, TranscriptWriter
+from jg_mcp.record.transcript import COMMAND_BLOB_CAP, TranscriptWriter
 
 logger = log.get("jg_mcp.live.session")
 Wrap = Callable[[list[str]], list[str]]

@@ -26,9 +26,9 @@ from jg_mcp.eval import EvalReport
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.report import Reason
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal, find_goal, load_goal
+from jg_mcp.record.events import Notice
 from jg_mcp.record.integrity import authenticity_problems, blob_problems, diagnose
 from jg_mcp.record.steps import END, BlobError, Record, load_record, read_blob, state_at
-from jg_mcp.record.transcript import Notice
 
 NETWORK = re.compile(
     r"\b(curl|wget|ssh|scp|sftp|rsync|telnet|ftp|nc|ncat|netcat)\b|\bpip3?\s+(install|download)\b"

@@ -10,9 +10,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from jg_mcp.record.events import EVENT, FORMAT_VERSION, GENESIS, Close, FileChange, Header, sha256_bytes
 from jg_mcp.record.keys import key_id, mac_ok
 from jg_mcp.record.reading import newer_version
-from jg_mcp.record.transcript import EVENT, FORMAT_VERSION, GENESIS, Close, FileChange, Header, blobs_dir, sha256_bytes
+from jg_mcp.record.transcript import blobs_dir
 
 
 class LineProblem(BaseModel):

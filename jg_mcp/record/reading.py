@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from jg_mcp.errors import TranscriptError
-from jg_mcp.record.transcript import EVENT, FORMAT_VERSION, GENESIS, Close, Header, sha256_bytes
+from jg_mcp.record.events import EVENT, FORMAT_VERSION, GENESIS, Close, Header, sha256_bytes
 
 
 class ReadResult(BaseModel):

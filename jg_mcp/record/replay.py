@@ -22,10 +22,8 @@ from jg_mcp.live.runner import CommandResult, Runner
 from jg_mcp.live.safefs import read_bounded
 from jg_mcp.live.sandbox import Bwrap, SandboxLimits, choose
 from jg_mcp.live.workspace import Workspace
+from jg_mcp.record.events import FileChange
 from jg_mcp.record.steps import END, BlobError, Record, ToolCall, read_blob, state_at
-from jg_mcp.record.transcript import (
-    FileChange,
-)
 
 logger = log.get("jg_mcp.record.replay")
 

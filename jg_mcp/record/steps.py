@@ -19,8 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from jg_mcp.record.events import Close, FileChange, Header, Request, Response, sha256_bytes
 from jg_mcp.record.reading import read_transcript
-from jg_mcp.record.transcript import Close, FileChange, Header, Request, Response, blobs_dir, sha256_bytes
+from jg_mcp.record.transcript import blobs_dir
 
 END = -1
 """Step number meaning "the end of the session", session-end changes included."""

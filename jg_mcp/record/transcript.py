@@ -1,6 +1,6 @@
-"""Transcripts: append-only, hash-chained JSONL of everything a session did.
+"""Transcripts: append-only, hash-chained JSONL of everything a session did; this module writes them.
 
-Each line is one event (a tagged union on `event`). Every event carries `seq` (0, 1, 2, ...)
+Each line is one event (jg_mcp.record.events, a tagged union on `event`). Every event carries `seq` (0, 1, 2, ...)
 and `prev`, the sha256 of the previous line's bytes (64 zeros for the header), so an edit,
 deletion, reordering or truncation shows. File contents are stored content-addressed in
 `RUN.blobs/<sha256>` next to `RUN.jsonl`, up to a cap per file (COMMAND_BLOB_CAP, WRITE_BLOB_CAP) and a
@@ -39,23 +39,22 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from pydantic_core import to_json
 
 from jg_mcp import log
 from jg_mcp.errors import TranscriptError
 from jg_mcp.live.safefs import read_bounded
+from jg_mcp.record.events import (
+    GENESIS,
+    KEPT_PAST_BUDGET_BYTES,
+    Close,
+    EventBase,
+    Header,
+    Notice,
+    sha256_bytes,
+    without_large_payloads,
+)
 from jg_mcp.record.keys import mac_line
 
-FORMAT_VERSION = 5
-"""1: the first format. 2: the header records the commands' environment and the sandbox limits.
-3: events may carry `mac` (keyed transcripts, the header's `key_id`); a request too large to record keeps
-its size in `params_size` instead of its params. 4: a response to a call cancelled before it finished (the
-client cancelled it or disconnected) says so in `cancelled`. 5: a file change seen while other commands ran names
-them in `running`."""
-GENESIS = "0" * 64
 COMMAND_BLOB_CAP = 8 * 1024 * 1024
 """Largest file content stored as a blob when a scan finds it changed by run_command (or at session start
 or end). Commands can make files of any size (build outputs, data), so past this only the hash and size are
@@ -79,159 +78,12 @@ transcript takes far less: its largest requests (write_file, at most WRITE_BLOB_
 six times that) fit some ten times over. With BLOB_BUDGET_BYTES it bounds what a session's record takes of the
 disk whole; past it, each event is still recorded in order, its large payload fields by size and sha256 only
 (KEPT_PAST_BUDGET_BYTES), and an error notice says so once."""
-KEPT_PAST_BUDGET_BYTES = 1024
-"""Largest payload field (its JSON) still recorded whole once the transcript has passed its budget: small params
-(a short command, which the audit's policy checks read) stay readable, and a line past the budget takes at most a
-few KiB: its payload fields, an id of at most jg_mcp.live.stdio.MAX_ID_CHARS characters, and the chain's hashes."""
-KEPT_PARAMS = ("name", "uri")
-"""Entries of a request's params kept past the budget when its params are not (each a string of at most 200
-characters): the tool's or prompt's name and a resource's uri, which the steps and the condition check read."""
 PENDING_LIMIT_BYTES = 64 * 1024 * 1024
 """Most bytes of events kept in memory while the transcript's file system refuses writes (a full disk). Past it,
 events are counted and dropped, not numbered (the chain stays whole), and the notice written when the disk takes
 writes again says how many were lost, from when to when (an error the audit fails on)."""
 
 logger = log.get("jg_mcp.record.transcript")
-
-
-class EventBase(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-    seq: int = -1
-    """Position in the transcript, from 0."""
-    prev: str = GENESIS
-    """sha256 of the previous line's bytes (without its newline)."""
-    ts: float = 0.0
-    """Unix time the event was written."""
-    mac: str | None = None
-    """HMAC-SHA256 (hex) under the transcript key of this line with `"mac":null`; None when unkeyed or before
-    format 3."""
-
-
-class Header(EventBase):
-    event: Literal["header"] = "header"
-    format_version: int = FORMAT_VERSION
-    """Transcript format version; readers accept every version up to theirs."""
-    jg_mcp_version: str
-    run_id: str
-    goal: str
-    """Goal name."""
-    goal_sha256: str
-    """Hash of the goal YAML and module as served."""
-    condition: str
-    """The experimental condition; `goal-only` unless an ablation was named."""
-    sandbox: str
-    """How run_command was isolated: `bwrap` or `none`."""
-    sandbox_limits: dict[str, int] | None = None
-    """bwrap's limits on commands (jg_mcp.live.sandbox.SandboxLimits); None unsandboxed or before format 2."""
-    env: dict[str, str] | None = None
-    """The environment variables run_command's commands saw, except those in `env_redacted`: under bwrap
-    the sandbox's allow-list, unsandboxed the server's own. None before format 2 (not recorded)."""
-    env_redacted: list[str] = []
-    """Variables the commands saw whose values were not recorded because they look like secrets."""
-    workspace: str
-    host: dict[str, Any]
-    gpu: dict[str, Any]
-    """query_gpu's answer at start."""
-    started_at: str
-    """ISO 8601 UTC."""
-    transport: str = "stdio"
-    key_id: str | None = None
-    """Names the transcript key (an HMAC of a fixed text under it) when events carry a `mac`; None unkeyed."""
-
-
-class Request(EventBase):
-    event: Literal["request"] = "request"
-    request_id: str | int | None
-    method: str
-    """The JSON-RPC method, e.g. `tools/call`."""
-    params: dict[str, Any] | None = None
-    params_size: int | None = None
-    """Set when the request was too large to record and was refused: its size (characters of its params,
-    or bytes of its line on stdio); `params` is then None."""
-
-
-class Response(EventBase):
-    event: Literal["response"] = "response"
-    request_id: str | int | None
-    method: str
-    duration_ms: float
-    is_error: bool = False
-    result: dict[str, Any] | None = None
-    error: str | None = None
-    """The protocol error's message, when the request failed before any tool ran, or why it was cancelled."""
-    cancelled: bool = False
-    """The call was cancelled before it finished (the client cancelled it or disconnected): there is no
-    result, and `error` says so. False before format 4, where such a call shows as an error naming
-    CancelledError."""
-
-
-class FileChange(EventBase):
-    event: Literal["file_change"] = "file_change"
-    request_id: str | int | None
-    path: str
-    """Workspace-relative path."""
-    op: Literal["write", "delete"]
-    sha256: str | None = None
-    size: int | None = None
-    stored: bool = True
-    """False when the content exceeded the blob cap and only its hash was kept."""
-    cause: str
-    """The tool that changed it: `write_file` or `run_command`."""
-    running: list[str | int] | None = None
-    """The ids of other commands still running when the change was seen (format 5): any of them may have made it,
-    as may the call `request_id` names (a scan sees what changed, not who changed it)."""
-
-
-class Notice(EventBase):
-    event: Literal["notice"] = "notice"
-    level: Literal["info", "warning", "error"]
-    message: str
-
-
-class Close(EventBase):
-    event: Literal["close"] = "close"
-    reason: str
-    """Why the session ended: `client disconnected`, `SIGTERM`, ..."""
-    ended_at: str
-    manifest: dict[str, dict[str, Any]]
-    """Final workspace: path -> {sha256, size}."""
-
-
-Event = Annotated[Header | Request | Response | FileChange | Notice | Close, Field(discriminator="event")]
-EVENT = TypeAdapter(Event)
-
-
-PAYLOAD_FIELDS: dict[type[EventBase], tuple[str, ...]] = {
-    Request: ("params", "method"),
-    Response: ("result", "error", "method"),
-    Notice: ("message",),
-}
-"""The fields of each kind of event whose size the agent decides (a method too: an unknown one is recorded as sent).
-The others are small or bounded elsewhere: ids (MAX_ID_CHARS), a file change's path, the header, and the close,
-whose manifest lists the workspace's files."""
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def without_large_payloads(event: EventBase) -> EventBase:
-    """`event` with each payload field (PAYLOAD_FIELDS) whose JSON (pydantic_core.to_json, as the line spells it)
-    is over KEPT_PAST_BUDGET_BYTES recorded by that JSON's size and sha256: a string as a sentence naming them, a
-    dict as `{"omitted": {"sha256": ..., "size": ...}}`, a request's params with their KEPT_PARAMS."""
-    update: dict[str, Any] = {}
-    for name in PAYLOAD_FIELDS.get(type(event), ()):
-        value = getattr(event, name)
-        data = b"" if value is None else to_json(value)
-        if len(data) <= KEPT_PAST_BUDGET_BYTES:
-            continue
-        digest = sha256_bytes(data)
-        if isinstance(value, str):
-            update[name] = f"(omitted past the transcript's budget: {len(data)} bytes of JSON, sha256 {digest})"
-            continue
-        kept = {k: v for k in KEPT_PARAMS if isinstance(v := value.get(k), str) and len(v) <= 200}
-        update[name] = {**(kept if name == "params" else {}), "omitted": {"sha256": digest, "size": len(data)}}
-    return event.model_copy(update=update) if update else event
 
 
 def blobs_dir(path: Path) -> Path:
