@@ -122,7 +122,7 @@ def test_a_write_file_over_the_sdk_default_of_4_mib_is_accepted_over_http_as_ove
 def send_part(server: HttpServer, session_id: str, size: int) -> socket.socket:
     """A connection that sent `size` bytes of a body of MAX_BODY_BYTES and not its end, or less if the server
     refused it meanwhile."""
-    from jg_mcp.live.http import MAX_BODY_BYTES
+    from jg_mcp.live.bodies import MAX_BODY_BYTES
 
     part = b"A" * MIB
     conn = socket.create_connection(("127.0.0.1", server.port), timeout=30)
@@ -148,7 +148,7 @@ def test_bodies_held_at_once_over_all_connections_are_bounded(tmp_path):
     """One body is bounded by the limit, but every connection may send one: four sessions each part-way into a
     body at the limit hold all of MAX_BODIES_HELD_BYTES, and one of them or a fifth body, which would take the total
     past it, is refused as it is read (503); once those requests end, the server serves again."""
-    from jg_mcp.live.http import MAX_BODIES_HELD_BYTES, MAX_BODY_BYTES
+    from jg_mcp.live.bodies import MAX_BODIES_HELD_BYTES, MAX_BODY_BYTES
 
     with HttpServer(tmp_path, "--sandbox", "none") as server:
         sessions = [open_session(server) for _ in range(MAX_BODIES_HELD_BYTES // MAX_BODY_BYTES + 1)]
@@ -260,7 +260,7 @@ def test_sessions_holding_long_calls_with_padded_bodies_keep_no_other_session_wa
     and every other session got 503 for as long as they ran. A padded body is handed on compacted, and counts
     only what is left of it once read: two sessions sending half the budget each in such bodies hold next to
     nothing."""
-    from jg_mcp.live.http import MAX_BODIES_HELD_BYTES
+    from jg_mcp.live.bodies import MAX_BODIES_HELD_BYTES
     from jg_mcp.live.stdio import MAX_REQUEST_BYTES
 
     lock = tmp_path / "lock"
@@ -315,7 +315,7 @@ def test_one_session_may_hold_no_more_than_its_share_of_the_bodies_held(tmp_path
     MAX_BODIES_HELD_BYTES, every other session refused. A session holds at most SESSION_BODIES_BYTES (two bodies at
     the limit): one of its bodies that would take it past that is refused as it is read (503), and another session
     is served meanwhile."""
-    from jg_mcp.live.http import MAX_BODY_BYTES, SESSION_BODIES_BYTES
+    from jg_mcp.live.bodies import MAX_BODY_BYTES, SESSION_BODIES_BYTES
 
     with HttpServer(tmp_path, "--sandbox", "none") as server:
         victim, attacker = open_session(server), open_session(server)

@@ -8,12 +8,8 @@ handshake protocol version: the 2026 stateless era has no connection to hang a
 workspace on, so it is refused with a JSON-RPC error and clients fall back to the
 `initialize` handshake.
 
-A request's body is read here, whole, before the SDK sees it, and at most MAX_BODY_BYTES of it (the
-stdio transport's message limit): one declared larger is refused at once, and one that passes the
-limit while it is read is refused there (413, and the connection closed); a body is never held past
-the limit, nor past the bodies' budget (in all, and for one session). A body read whole is measured as a
-stdio line is, in a worker thread, before the SDK parses it on the event loop (`examine`): one over the
-request limits is never parsed, one padded with whitespace is handed on compacted.
+A request's body is read whole before the SDK sees it, within its limits, and examined off the event loop
+(`jg_mcp.live.bodies`); one declared larger than MAX_BODY_BYTES is refused here at once.
 
 Each session holds a workspace, a transcript and (as root) a sandbox uid, so sessions are
 bounded: at most `max_sessions` live at once (a request for another gets 503 saying so); one
@@ -30,7 +26,6 @@ import asyncio
 import contextlib
 import ipaddress
 import os
-import re
 import secrets
 import socket
 from collections.abc import Generator
@@ -44,21 +39,12 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from jg_mcp.errors import JgError, UsageError
-from jg_mcp.live.connections import (
-    SESSION_ID,
-    BodyBudget,
-    ConnectionPool,
-    Hold,
-    end_without_first_call,
-    jsonrpc_error,
-)
-from jg_mcp.live.measure import MAX_REQUEST_VALUES, STEP, Measure, measured
-from jg_mcp.live.stdio import LINE_LIMIT_BYTES, MAX_REQUEST_BYTES, PEEK, SURROGATE, stand_in, unreadable
-from jg_mcp.record.transcript import WRITE_BLOB_CAP
+from jg_mcp.live.bodies import MAX_BODY_BYTES, BodyReader, too_large
+from jg_mcp.live.connections import SESSION_ID, ConnectionPool, Hold, end_without_first_call, jsonrpc_error
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 SHUTDOWN_GRACE_S = 3
@@ -70,23 +56,6 @@ RECEIVE_RATE = 1024 * 1024
 body in gives its connection back after CONNECTION_IDLE_S, one that uploads MAX_BODY_BYTES over a slow link
 is not cut off."""
 MAX_HEADER_BYTES = 64 * 1024
-MAX_BODY_BYTES = LINE_LIMIT_BYTES
-"""Largest request body, the same as the largest stdio message: room for the largest write_file
-(WRITE_BLOB_CAP) of control characters, six bytes each once escaped. The SDK is given it too, so its own limit
-never refuses less."""
-MAX_BODIES_HELD_BYTES = 4 * MAX_BODY_BYTES
-"""Bytes of request bodies the server holds at once, over all connections, from a body's first byte until its
-request is answered (the SDK keeps the body, and what it parsed from it, that long; a padded body counts only what
-is left once compacted): a request whose body would take it past this is refused (503) as it is read. Without it,
-max_connections bodies at the limit (24 GiB by default) would be held by one client."""
-SESSION_BODIES_BYTES = MAX_BODIES_HELD_BYTES // 2
-"""Bytes of request bodies one session may hold at once, counted as MAX_BODIES_HELD_BYTES is (the requests of no
-live session count together as one): a session holding long calls with large bodies leaves the other half to the
-others, and can still write two files at the limit at once."""
-PADDING_BYTES = 64 * 1024
-"""Whitespace outside strings a body may hold and be handed on as it came; one with more (an honest client's
-JSON holds a few bytes a value) is compacted first, so its padding is neither held nor parsed."""
-SURROGATE_BYTES = re.compile(SURROGATE.pattern.encode())
 
 
 class HttpRefused(UsageError):
@@ -141,12 +110,7 @@ class Gate:
         self.expected = f"Bearer {token}".encode()
         self.security = TransportSecurityMiddleware(settings)
         self.pool = pool
-        self.budget = BodyBudget(MAX_BODIES_HELD_BYTES, SESSION_BODIES_BYTES)
-        self.examiners = anyio.CapacityLimiter(2)
-        """The worker threads examining bodies over STEP bytes: never anyio's default limiter, whose threads tool
-        calls may all hold."""
-        self.quick = anyio.CapacityLimiter(2)
-        """The worker threads examining smaller bodies, which so never wait behind large ones."""
+        self.bodies = BodyReader(pool)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -177,126 +141,13 @@ class Gate:
         live = session_id is not None and session_id in self.pool.live
         hold = Hold(session_id if live else None)
         try:
-            replay = await self._read(request.method, session_id if live else None, receive, hold)
+            replay = await self.bodies.read(request.method, session_id if live else None, receive, hold)
             if isinstance(replay, Response):
                 await replay(scope, receive, send)
                 return
             await self.app(scope, replay, send)
         finally:
-            self.budget.give_back(hold, hold.bytes)
-
-    async def _read(self, method: str, session: str | None, receive: Receive, hold: Hold) -> Receive | Response:
-        """`receive` that replays the request body, read whole and examined (for a POST of `session`, a live
-        session, also looked at for its first tool call); the refusal when the body is over MAX_BODY_BYTES, would
-        take the bodies held past the budget, or the client went away. The bytes held are counted in `hold`, which
-        the caller gives back once the request is answered. Here, not in the caller, so the body is not held for
-        the rest of the request once the app has read it."""
-        chunks = await self._read_body(receive, hold)
-        if isinstance(chunks, Response):
-            return chunks
-        post = method == "POST"
-        live = post and session is not None
-        limiter = self.examiners if hold.bytes > STEP else self.quick
-        body = await anyio.to_thread.run_sync(examine, chunks, post, live, limiter=limiter)
-        if isinstance(body, Response):
-            return body
-        self.budget.give_back(hold, hold.bytes - len(body))
-        if live and session is not None and self.pool.awaits_first_call(session):
-            self.pool.note_request(session, body)
-        return _replay(body, receive)
-
-    async def _read_body(self, receive: Receive, hold: Hold) -> list[bytes] | Response:
-        """The request body's chunks, read whole; the refusal as soon as it passes MAX_BODY_BYTES or the bodies held
-        pass the budget (the rest is not read, and at most one chunk past it was held), or when the client went
-        away before it ended (an answer to it is dropped)."""
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return too_large()
-            chunk = message.get("body", b"")
-            over = self.budget.take(hold, len(chunk))
-            if hold.bytes > MAX_BODY_BYTES:
-                return too_large()
-            if over is not None:
-                return busy(over)
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return chunks
-
-
-def examine(chunks: list[bytes], post: bool, live: bool) -> bytes | Response:
-    """The body of `chunks` (emptied: the body as it came is not held past this) as the SDK is to have it; run in a
-    worker thread, never on the event loop. A POST's body is measured: over MAX_REQUEST_BYTES or MAX_REQUEST_VALUES,
-    it is refused unparsed (a `live` session's request by the stand-in that is recorded and answered with the
-    limit; any other with 413); with more than PADDING_BYTES of whitespace, compacted; for a `live` session, made
-    answerable."""
-    body = b"".join(chunks)
-    chunks.clear()
-    if not post:
-        return body
-    measure = measured(body)
-    if measure.size > MAX_REQUEST_BYTES or measure.too_many:
-        return _refusal(body, measure, live)
-    if measure.blank > PADDING_BYTES:
-        body = b"".join(measured(body, compact=True).compacted or [])
-    return _answerable(body) if live else body
-
-
-def _refusal(body: bytes, measure: Measure, live: bool) -> bytes | Response:
-    """For a body over MAX_REQUEST_BYTES or MAX_REQUEST_VALUES: a live session's request's stand-in, which the
-    transcript middleware records and refuses; else 413 naming the limit."""
-    if measure.size > MAX_REQUEST_BYTES:
-        limit, unit, held = MAX_REQUEST_BYTES, "bytes", f"{measure.size} bytes, over the limit of {MAX_REQUEST_BYTES}"
-    else:
-        limit, unit, held = MAX_REQUEST_VALUES, "values", f"more than the limit of {MAX_REQUEST_VALUES} JSON values"
-    replaced = stand_in(body[:PEEK], body[-PEEK:], measure.size, limit, unit) if live else None
-    if replaced is not None:
-        return replaced.encode()
-    return jsonrpc_error(413, f"request refused: its message holds {held}")
-
-
-def busy(why: str) -> Response:
-    """The answer to a body that would take the bodies held past a limit (`why`); it closes the connection."""
-    return jsonrpc_error(
-        503,
-        f"{why}, and this body would take it past that: retry once other requests are answered",
-        {"Connection": "close", "Retry-After": "5"},
-    )
-
-
-def too_large() -> Response:
-    """The answer to a body over MAX_BODY_BYTES; it closes the connection, so the rest of the body is not read."""
-    return jsonrpc_error(
-        413,
-        f"request body over the limit of {MAX_BODY_BYTES} bytes (the same as a stdio message's; "
-        f"write_file content may be at most {WRITE_BLOB_CAP} bytes)",
-        {"Connection": "close"},
-    )
-
-
-def _answerable(body: bytes) -> bytes:
-    """`body`, or for a request the SDK would refuse unrecorded and answer without its id (one whose strings
-    hold a lone surrogate escape) the stand-in that jg_mcp.live.stdio makes for it: recorded, and answered with
-    its id and the reason."""
-    if SURROGATE_BYTES.search(body) is None:
-        return body
-    return (unreadable(body.decode("utf-8", errors="replace")) or "").encode() or body
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """`receive` that gives the app the body read already, as one message, then what the connection says next."""
-    held: bytes | None = body
-
-    async def wrapped() -> Message:
-        nonlocal held
-        if held is None:
-            return await receive()
-        message: Message = {"type": "http.request", "body": held, "more_body": False}
-        held = None
-        return message
-
-    return wrapped
+            self.bodies.budget.give_back(hold, hold.bytes)
 
 
 def listen(host: str, port: int) -> socket.socket:
