@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="re-verify a workspace's solution: correctness on secret inputs, anti-cheat, timing vs baselines",
         description="Evaluate the solution in a workspace against its goal. Without a GPU, correctness is checked "
         "at the goal's small shapes in the Triton interpreter and timing is skipped. Exit 0 accepted, 1 rejected, "
-        "2 usage error (no such goal or workspace, --device cuda without a CUDA device).",
+        "2 usage error (no such goal or workspace, --device cuda without a CUDA device), 3 no verdict (the harness "
+        "or the host failed: no report).",
     )
     p.add_argument("--goal", required=True, help="goal name (as in `jg-mcp goals list`, or axpy) or YAML path")
     p.add_argument("--workspace", required=True, type=Path, help="the agent's workspace directory")
