@@ -189,17 +189,25 @@ def test_a_sessions_commands_run_at_most_a_few_at_once(tmp_path):
     assert len(events) == 2 * (MAX_PARALLEL_COMMANDS + 3) and most == MAX_PARALLEL_COMMANDS, events
 
 
+def _late_touch(runner: Runner, outcomes: list[object]):
+    """A call of `touch late` that records its result, or the RunnerClosed it was refused with."""
+
+    async def call():
+        try:
+            outcomes.append(await runner.run("touch late", 30.0))
+        except RunnerClosed as exc:
+            outcomes.append(exc)
+
+    return call
+
+
 def test_a_command_waiting_for_a_slot_never_starts_once_the_session_closes(tmp_path):
     """A close kills the running commands, which frees their slots: a command queued behind them must not start
     then, after the transcript's last scan (its changes would be recorded nowhere)."""
     runner = Runner(tmp_path)
     outcomes: list[object] = []
 
-    async def queued():
-        try:
-            outcomes.append(await runner.run("touch late", 30.0))
-        except RunnerClosed as exc:
-            outcomes.append(exc)
+    queued = _late_touch(runner, outcomes)
 
     async def go():
         async with anyio.create_task_group() as tg:
@@ -251,11 +259,7 @@ def test_a_command_still_being_set_up_when_the_session_closes_never_runs(tmp_pat
     runner = Runner(tmp_path, wrap=slow_wrap)
     outcomes: list[object] = []
 
-    async def call():
-        try:
-            outcomes.append(await runner.run("touch late", 30.0))
-        except RunnerClosed as exc:
-            outcomes.append(exc)
+    call = _late_touch(runner, outcomes)
 
     async def go():
         async with anyio.create_task_group() as tg:
