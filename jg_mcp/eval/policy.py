@@ -18,6 +18,8 @@ The static pass refuses, each with its line and a sentence the agent can act on:
 - torch hooks (`__torch_function__`, `__torch_dispatch__`) defined anywhere, whatever the class's bases;
 - frames, code objects and other code's globals reached through public names (`gen.gi_frame.f_back.f_globals`, a
   Triton function's `get_capture_scope()`), and strings that name a dunder (`g["__builtins__"]`);
+- Triton's parts that build, place or load code (policy_tables.TRITON_REFUSED: triton.compile, its C builds, its
+  cache, its backends' drivers, its configuration), whose functions are refused as objects under any name;
 - syntax outside the allow-list (policy_tables.ALLOWED_SYNTAX): `match` (a class pattern reads attributes by name,
   some named only at run time), coroutines, and any node type the policy does not know, such as a later Python's;
 - a file above MAX_SOURCE_BYTES, or too deep to parse (a finding, never an exception).
@@ -436,7 +438,8 @@ def policy_text(forbidden: list[str], allowed: set[str] | None = None) -> str:
         "os.environ.get('NAME')). It may not use reflection or dynamic code (getattr with a computed name, "
         "setattr, dunder attributes such as __dict__ or __class__, exec/eval/compile, private torch APIs such as "
         "torch._C or torch.ops, frames), threads, processes or CUDA streams, files, tensor subclasses, `match` "
-        "statements or coroutines (async/await). Native code "
+        "statements or coroutines (async/await), or Triton's compiler, builds, cache, backends and configuration "
+        "(triton.compile, triton.runtime.build and .cache, triton.knobs): write triton.jit kernels. Native code "
         "built with torch.utils.cpp_extension may not call cuBLAS, cuDNN, CUTLASS or ATen operators. A forbidden "
         "API is forbidden under every spelling (alias, method, string). A module, or a torch or triton class, may be "
         "used only through its attributes, calls, type tests, annotations and as a base class, not bound to another "

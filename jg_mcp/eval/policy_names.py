@@ -21,6 +21,8 @@ from jg_mcp.eval.policy_tables import (
     REFLECTION_CALLS,
     SUBCLASS_ATTRS,
     TORCH_REFUSED,
+    TRITON_CODE_MODULES,
+    TRITON_REFUSED,
 )
 from jg_mcp.eval.report import Finding, Reason
 from jg_mcp.eval.source_ast import (
@@ -50,6 +52,14 @@ def refused_objects() -> dict[int, tuple[Reason, str]]:
         module, _, name = dotted.rpartition(".")
         if (obj := getattr(trusted(module), name, None)) is not None:
             found[id(obj)] = (Reason.STATIC_DYNAMIC, f"`{dotted}`, which evaluates strings as code")
+    for module, reason in TRITON_CODE_MODULES.items():
+        try:
+            found_module = trusted(module)
+        except ImportError:  # a Triton without it: nothing of it to reach
+            continue
+        for name, obj in vars(found_module).items():
+            if not name.startswith("_") and callable(obj) and getattr(obj, "__module__", None) == module:
+                found[id(obj)] = (reason, f"`{module}.{name}`, which places or loads code the eval does not judge")
     return found
 
 
@@ -224,6 +234,15 @@ class Names:
                     node,
                     f"`{dotted}` is not allowed in a solution (streams, processes, files, "
                     "by-name operators and subclass machinery are refused)",
+                )
+        if parts[0] == "triton":
+            refused = [reason for key, reason in TRITON_REFUSED.items() if contains(parts[1:], key.split("."))]
+            if refused:
+                self.add(
+                    refused[0],
+                    node,
+                    f"`{dotted}` is not allowed in a solution (Triton's compiler, builds, cache, drivers and "
+                    "configuration place or load code the eval does not judge: write triton.jit kernels)",
                 )
         if parts[-1] in SUBCLASS_ATTRS or dotted.startswith("torch.utils._python_dispatch"):
             self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{dotted}`")

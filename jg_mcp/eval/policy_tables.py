@@ -92,6 +92,27 @@ TORCH_REFUSED = {
     "overrides": Reason.STATIC_SUBCLASS,
     "Tensor._make_subclass": Reason.STATIC_SUBCLASS,
 }
+TRITON_REFUSED = {
+    "runtime.build": Reason.STATIC_DYNAMIC,  # compiles C source text into a module and loads it
+    "runtime.cache": Reason.STATIC_IO,  # the files of Triton's cache, whose libraries Triton loads
+    "compile": Reason.STATIC_DYNAMIC,  # triton.compile: code from text or a file
+    "compiler": Reason.STATIC_DYNAMIC,
+    "backends": Reason.STATIC_DYNAMIC,  # the drivers, which build and load their native modules
+    "knobs": Reason.STATIC_DYNAMIC,  # where Triton finds its cache, compilers, overrides and hooks
+    "load_binary": Reason.STATIC_DYNAMIC,  # a GPU binary from bytes
+    "set_active": Reason.STATIC_DYNAMIC,  # another driver
+    "tools.compile": Reason.STATIC_DYNAMIC,
+    "tools.link": Reason.STATIC_DYNAMIC,
+    "tools.disasm": Reason.STATIC_PROCESS,
+    "tools.build_extern": Reason.STATIC_PROCESS,
+}
+"""Triton's parts that build, place or load code, as TORCH_REFUSED's keys (a contiguous run of a dotted name's
+parts after `triton`): what a solution writes is Triton's language (triton.jit, triton.language, autotune,
+heuristics, Config, the tensor descriptor helpers); through these it would place or load code the eval does not
+judge (the native check judges libraries in the Triton cache by the library rules only, for Triton's launchers)."""
+TRITON_CODE_MODULES = {"triton.runtime.build": Reason.STATIC_DYNAMIC, "triton.runtime.cache": Reason.STATIC_IO}
+"""Modules whose public functions and classes are refused as objects, under any name that reaches them (the
+autotuner imports the cache's)."""
 DYNAMIC_NAMES = {
     "setattr",
     "delattr",

@@ -138,7 +138,7 @@ def test_native_code_that_calls_a_library_is_refused():
 
 def test_the_policy_told_to_the_agent_names_the_allowed_modules():
     text = policy_text(FORBIDDEN)
-    assert "torch, triton" in text and "reflection" in text and "cuBLAS" in text
+    assert "torch, triton" in text and "reflection" in text and "cuBLAS" in text and "triton.runtime.build" in text
 
 
 def test_a_forbidden_name_forbids_its_whole_operator_family_at_run_time():
@@ -681,3 +681,66 @@ def test_every_shipped_honest_solution_passes_the_static_check():
     for path in sorted(SOLUTIONS.glob("*/solution.py")):
         forbidden = yaml.safe_load((GOALS / f"{path.parent.name}.yaml").read_text())["forbidden"]
         assert static_check(path.read_text(), forbidden) == [], path
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "from triton.runtime.build import compile_module_from_src\nm = compile_module_from_src('int f;', 'm')",
+        "import triton.runtime.build\nm = triton.runtime.build.compile_so_from_src('int f;', 'm', 'd')",
+        "import triton\nc = triton.runtime.cache.get_cache_manager('k')",
+        "from triton.runtime.autotuner import get_cache_manager\nc = get_cache_manager('k')",
+        "import triton\nk = triton.compile('kernel.ttir')",
+        "import triton\nd = triton.knobs.cache.dir",
+        "import triton\nb = triton.backends.backends",
+        "import triton\nf = triton.runtime.driver.active.utils.load_binary",
+        "from triton.tools.link import link\nlink('a', 'b')",
+    ],
+    ids=[
+        "build-module",
+        "build-so",
+        "cache-manager",
+        "cache-manager-by-another-module",
+        "compile-file",
+        "knobs",
+        "backends",
+        "load-binary",
+        "aot-link",
+    ],
+)
+def test_triton_apis_that_build_load_or_place_code_are_refused(src):
+    """Triton's own C builds, its cache (whose libraries the native check judges by the library rules only, for
+    Triton's launchers), its compiler on text or files, its backends' drivers and its configuration: through any
+    of them a solution places or loads code the eval does not judge. Reached under another module's name (the
+    autotuner imports the cache's functions), the object is the same and refused too."""
+    assert reasons(src) & {Reason.STATIC_DYNAMIC, Reason.STATIC_IO}, src
+
+
+HONEST_TRITON = """import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4)], key=["n"])
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def _k(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    pass
+
+
+def kernel(x):
+    props = triton.runtime.driver.active.utils.get_device_properties(x.device.index or 0)
+    grid = (min(props["multiprocessor_count"], triton.cdiv(x.numel(), 128)),)
+    _k[grid](x, x.numel())
+    d = TensorDescriptor.from_tensor(x, [triton.next_power_of_2(16)])
+    return x if d is not None else x
+
+
+if __name__ == "__main__":
+    ms = triton.testing.do_bench(lambda: kernel(torch.ones(4)))
+"""
+
+
+def test_the_triton_an_honest_kernel_uses_passes():
+    assert reasons(HONEST_TRITON) == set(), reasons(HONEST_TRITON)
