@@ -44,6 +44,7 @@ CPU_HACKS: dict[str, tuple[str, set[Reason]]] = {
     "forbidden_unlisted_family": (GEMM, {R.STATIC_FORBIDDEN, R.FORBIDDEN_CALL}),
     "forbidden_method_spelling": (GEMM, {R.STATIC_FORBIDDEN, R.FORBIDDEN_CALL}),
     "forbidden_private_alias": ("softmax", {R.STATIC_DYNAMIC, R.FORBIDDEN_CALL}),
+    "native_through_triton_build": (GEMM, {R.STATIC_DYNAMIC}),
     "patch_elapsed_time": (GEMM, {R.TAMPERED, R.STATIC_MONKEYPATCH}),
     "patch_synchronize": (GEMM, {R.TAMPERED, R.STATIC_DYNAMIC}),
     "forge_input_hash": (GEMM, {R.INPUT_MODIFIED, R.STATIC_INTROSPECTION}),
