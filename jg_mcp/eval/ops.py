@@ -40,6 +40,20 @@ FAMILIES = [
         "cdist",
         "pdist",
         "_euclidean_dist",
+        "linalg",
+        "solve",
+        "lstsq",
+        "inv",
+        "inverse",
+        "pinverse",
+        "cholesky",
+        "matrix_power",
+        "matrix_exp",
+        "householder_product",
+        "embedding_bag",
+        "rnn",
+        "lstm",
+        "gru",
     },
     {"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax"},
     {
@@ -68,7 +82,10 @@ FAMILIES = [
     {"silu", "silu_", "sigmoid", "sigmoid_", "glu", "SiLU", "expit"},
 ]
 """Operator families: a forbidden name forbids its whole family, whatever it is called at the aten level. Beyond the
-members listed, an op is a member's relative by its name (`in_family`)."""
+members listed, an op is a member's relative by its name (`in_family`). The matrix product's family holds what
+computes one through a library under another name: torch.linalg (a triangular solve of [[I, 0], [-A, I]] against
+[[B^T], [0]] is A B^T by BLAS trsm; its matrix functions multiply), the other solves and inverses, embedding_bag's
+weighted sums and the recurrent cells."""
 
 
 def _words(name: str) -> list[str]:

@@ -18,6 +18,9 @@ The static pass refuses, each with its line and a sentence the agent can act on:
 - torch hooks (`__torch_function__`, `__torch_dispatch__`) defined anywhere, whatever the class's bases;
 - frames, code objects and other code's globals reached through public names (`gen.gi_frame.f_back.f_globals`, a
   Triton function's `get_capture_scope()`), and strings that name a dunder (`g["__builtins__"]`);
+- what hands over a module the policy refuses (`.numpy()`), torch.utils but cpp_extension (DataLoader's worker
+  processes, benchmark's code from text), TorchScript, and a native build told where to build (`build_directory`,
+  a name that is not a constant identifier);
 - Triton's parts that build, place or load code (policy_tables.TRITON_REFUSED: triton.compile, its C builds, its
   cache, its backends' drivers, its configuration), whose functions are refused as objects under any name;
 - syntax outside the allow-list (policy_tables.ALLOWED_SYNTAX): `match` (a class pattern reads attributes by name,
@@ -48,8 +51,10 @@ from jg_mcp.eval.policy_tables import (
     ALLOWED_MODULES,
     ALLOWED_SYNTAX,
     ATTRIBUTE,
+    CPP_BUILDERS,
     DEFINITION,
     DYNAMIC_NAMES,
+    GATEWAY_ATTRS,
     GLOBALS_ATTRS,
     IMPORTED,
     IO_NAMES,
@@ -171,6 +176,8 @@ class _Scan(Names, ast.NodeVisitor):
         whole chain check_name judges), also a forbidden method's name and any private name but self's and cls's."""
         spelt = f"`.{name}`" if isinstance(node, ast.Attribute) else f"`{name}=` in a class pattern"
         self.check_reflective(name, node, spelt)
+        if name in GATEWAY_ATTRS:
+            self.add(Reason.STATIC_IO, node, f"{spelt} {GATEWAY_ATTRS[name]}")
         if isinstance(node, ast.Attribute) and self.dotted(node) is not None:
             return
         bad = next((b for b in self.forbidden if b.startswith("torch.") and b.rsplit(".", 1)[-1] == name), None)
@@ -318,6 +325,22 @@ class _Scan(Names, ast.NodeVisitor):
         dotted = self.dotted(node.func)
         if dotted in ("os.environ.get", "os.getenv") and (not node.args or self.const_str(node.args[0]) is None):
             self.add(Reason.STATIC_IO, node, "reads the environment with a computed name")
+        if dotted in CPP_BUILDERS:
+            self.check_build(node, dotted)
+
+    def check_build(self, node: ast.Call, dotted: str) -> None:
+        """A native build: its keywords spelt out, no build directory, and a constant identifier for a name (the
+        eval's cache decides where it is built)."""
+        if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
+            self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` with unpacked arguments: spell them out")
+        if any(k.arg == "build_directory" for k in node.keywords):
+            self.add(Reason.STATIC_IO, node, f"`{dotted}` with a build_directory: the eval decides where it builds")
+        named = [k.value for k in node.keywords if k.arg == "name"] or node.args[:1]
+        name = self.const_str(named[0]) if named else None
+        if name is None or not name.isidentifier():
+            self.add(
+                Reason.STATIC_IO, node, f"`{dotted}` needs a constant identifier as its name (a path builds elsewhere)"
+            )
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if self.dotted(node.value) == "os.environ" and self.const_str(node.slice) is None:
@@ -439,8 +462,10 @@ def policy_text(forbidden: list[str], allowed: set[str] | None = None) -> str:
         "setattr, dunder attributes such as __dict__ or __class__, exec/eval/compile, private torch APIs such as "
         "torch._C or torch.ops, frames), threads, processes or CUDA streams, files, tensor subclasses, `match` "
         "statements or coroutines (async/await), or Triton's compiler, builds, cache, backends and configuration "
-        "(triton.compile, triton.runtime.build and .cache, triton.knobs): write triton.jit kernels. Native code "
-        "built with torch.utils.cpp_extension may not call cuBLAS, cuDNN, CUTLASS or ATen operators. A forbidden "
+        "(triton.compile, triton.runtime.build and .cache, triton.knobs): write triton.jit kernels. Of torch.utils "
+        "only cpp_extension is allowed, and no TorchScript (torch.jit) or numpy arrays (.numpy()). Native code "
+        "built with torch.utils.cpp_extension (load or load_inline, called by name with a constant identifier as "
+        "its name and no build_directory) may not call cuBLAS, cuDNN, CUTLASS or ATen operators. A forbidden "
         "API is forbidden under every spelling (alias, method, string). A module, or a torch or triton class, may be "
         "used only through its attributes, calls, type tests, annotations and as a base class, not bound to another "
         "name or passed around; no function may be named __torch_function__ or __torch_dispatch__, and no "

@@ -15,12 +15,14 @@ from jg_mcp.eval.ops import in_family
 from jg_mcp.eval.policy_tables import (
     ALLOWED_MODULES,
     CATEGORY,
+    CPP_BUILDERS,
     DYNAMIC_NAMES,
     EVALUATORS,
     IO_MODULES,
     REFLECTION_CALLS,
     SUBCLASS_ATTRS,
     TORCH_REFUSED,
+    TORCH_UTILS_ALLOWED,
     TRITON_CODE_MODULES,
     TRITON_REFUSED,
 )
@@ -212,8 +214,6 @@ class Names:
                 self.add(Reason.STATIC_FORBIDDEN, node, f"uses forbidden `{bad}` (as `{dotted}`)")
             elif bad.startswith("torch.") and parts[0] == "torch" and parts[-1] == leaf and len(leaf) > 3:
                 self.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` has the name of forbidden `{bad}` in torch")
-        if parts[0] == "torch" and len(parts) > 1 and in_family(parts[-1], self.members):
-            self.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` is a library op of a forbidden operator family")
         if parts[0] == "os" and dotted not in ("os", "os.environ", "os.environ.get", "os.getenv"):
             self.add(
                 Reason.STATIC_IO,
@@ -226,6 +226,30 @@ class Names:
             self.add(Reason.STATIC_DYNAMIC, node, f"private API `{dotted}`")
         if any(dotted == e or dotted.startswith(e + ".") for e in EVALUATORS):
             self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` evaluates annotations (strings in them) as code")
+        self.check_library_parts(dotted, parts, node)
+        if parts[-1] in SUBCLASS_ATTRS or dotted.startswith("torch.utils._python_dispatch"):
+            self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{dotted}`")
+        if parts[0] == "torch" and "cpp_extension" in parts:
+            self.native = True
+
+    def check_library_parts(self, dotted: str, parts: list[str], node: ast.AST) -> None:
+        """The parts of torch and triton a dotted name reaches: a forbidden family's ops and namespace (torch.linalg),
+        torch.utils but its allowed modules, and the refused parts of each (TORCH_REFUSED, TRITON_REFUSED)."""
+        if parts[0] == "torch" and len(parts) > 1 and in_family(parts[-1], self.members):
+            self.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` is a library op of a forbidden operator family")
+        elif parts[0] == "torch" and any(
+            p in self.members and isinstance(self.resolve(".".join(parts[: i + 1])), types.ModuleType)
+            for i, p in enumerate(parts[1:-1], 1)
+        ):
+            self.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` is in the namespace of a forbidden operator family")
+        if parts[:2] == ["torch", "utils"] and len(parts) > 2 and parts[2] not in TORCH_UTILS_ALLOWED:
+            allowed = ", ".join(f"torch.utils.{m}" for m in sorted(TORCH_UTILS_ALLOWED))
+            self.add(
+                Reason.STATIC_DYNAMIC,
+                node,
+                f"`{dotted}`: of torch.utils a solution may use only {allowed} (the others start processes, run "
+                "code from text or write files)",
+            )
         if parts[0] == "torch":
             refused = [reason for key, reason in TORCH_REFUSED.items() if contains(parts[1:], key.split("."))]
             if refused:
@@ -244,10 +268,6 @@ class Names:
                     f"`{dotted}` is not allowed in a solution (Triton's compiler, builds, cache, drivers and "
                     "configuration place or load code the eval does not judge: write triton.jit kernels)",
                 )
-        if parts[-1] in SUBCLASS_ATTRS or dotted.startswith("torch.utils._python_dispatch"):
-            self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{dotted}`")
-        if parts[0] == "torch" and "cpp_extension" in parts:
-            self.native = True
 
     def check_value(self, node: ast.AST, dotted: str, obj: Any) -> None:
         """A module may be used only through its attributes; a class also called, as a type (isinstance,
@@ -260,6 +280,8 @@ class Names:
             return
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             return
+        if dotted in CPP_BUILDERS and not (isinstance(parent, ast.Call) and parent.func is node):
+            self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` used other than called directly: call it by name")
         is_module = isinstance(obj, types.ModuleType) or (isinstance(node, ast.Name) and node.id in self.modules)
         if is_module:
             self.add(Reason.STATIC_DYNAMIC, node, f"the module `{dotted}` used as a value: use its attributes")

@@ -89,6 +89,7 @@ TORCH_REFUSED = {
     "hub": Reason.STATIC_IO,
     "package": Reason.STATIC_DYNAMIC,  # torch.package.sys_importer.import_module('sys'): any module, by name
     "utils.collect_env": Reason.STATIC_PROCESS,  # torch.utils.collect_env.run('cmd'): a shell command
+    "jit": Reason.STATIC_DYNAMIC,  # TorchScript: code compiled from text or source, run by its own interpreter
     "overrides": Reason.STATIC_SUBCLASS,
     "Tensor._make_subclass": Reason.STATIC_SUBCLASS,
 }
@@ -113,6 +114,18 @@ judge (the native check judges libraries in the Triton cache by the library rule
 TRITON_CODE_MODULES = {"triton.runtime.build": Reason.STATIC_DYNAMIC, "triton.runtime.cache": Reason.STATIC_IO}
 """Modules whose public functions and classes are refused as objects, under any name that reaches them (the
 autotuner imports the cache's)."""
+TORCH_UTILS_ALLOWED = {"cpp_extension"}
+"""Of torch.utils a solution may use only these: the others start processes (data's DataLoader workers, whose
+recorded operators never reach the harness), run code from text (benchmark's Timer) or write files."""
+CPP_BUILDERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
+"""Native builds a solution may call, only directly, with a constant identifier for `name` and no `build_directory`:
+the eval's cache decides where they are built (a path in a name, or a build directory, put a library in the Triton
+cache, whose libraries the native check judges by the library rules only)."""
+GATEWAY_ATTRS = {
+    "numpy": "hands over a numpy array, whose methods write files (tofile, dump) and reach raw memory (ctypes); "
+    "numpy is not an allowed module",
+}
+"""Attribute names, on any object, that hand over an object of a module a solution may not use."""
 DYNAMIC_NAMES = {
     "setattr",
     "delattr",

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from jg_mcp.eval.ops import OpRecorder, forbidden_ops
+from jg_mcp.eval.ops import OpRecorder, family_members, forbidden_ops, in_family
 from jg_mcp.eval.policy import policy_text, static_check
 from jg_mcp.eval.report import Reason
 
@@ -744,3 +744,63 @@ if __name__ == "__main__":
 
 def test_the_triton_an_honest_kernel_uses_passes():
     assert reasons(HONEST_TRITON) == set(), reasons(HONEST_TRITON)
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch\ndef kernel(x):\n    x.numpy().tofile('/jg/cache/triton/k/cuda_utils.so')\n    return x",
+        "import torch\nf = torch.Tensor.numpy",
+        "import torch.utils.cpp_extension as ce\nm = ce.load_inline(name='x', cpp_sources='', build_directory='/jg/c')",
+        "import torch.utils.cpp_extension as ce\nm = ce.load_inline(name='../triton', cpp_sources='')",
+        "import torch.utils.cpp_extension as ce\nn = 'x'\nm = ce.load_inline(name=n, cpp_sources='')",
+        "import torch.utils.cpp_extension as ce\nm = ce.load_inline(**{'name': '../x', 'cpp_sources': ''})",
+        "import torch.utils.cpp_extension as ce\nbuild = ce.load_inline\nm = build(name='x', cpp_sources='')",
+        "import torch\nd = torch.utils.data.DataLoader([1], num_workers=1)",
+        "from torch.utils.benchmark import Timer\nt = Timer('x + 1')",
+        "import torch\ncu = torch.jit.CompilationUnit('def f(a):\\n    return a')",
+    ],
+    ids=[
+        "numpy-tofile",
+        "numpy-method",
+        "cpp-build-directory",
+        "cpp-name-path",
+        "cpp-name-computed",
+        "cpp-keywords-unpacked",
+        "cpp-builder-as-value",
+        "dataloader-workers",
+        "benchmark-timer-text",
+        "torchscript-text",
+    ],
+)
+def test_what_writes_files_builds_elsewhere_or_runs_code_out_of_sight_is_refused(src):
+    """Every way found to put bytes at a chosen path (a numpy array's tofile: the Triton cache's libraries are
+    judged by the library rules only), to build native code outside the eval's extension directory, to run an
+    operator in a process whose recorder never reports (DataLoader's workers) or to compile code from text."""
+    assert reasons(src) & {Reason.STATIC_DYNAMIC, Reason.STATIC_IO, Reason.STATIC_CONCURRENCY}, src
+
+
+def test_an_extension_built_by_a_plain_name_passes():
+    src = "import torch.utils.cpp_extension as ce\nm = ce.load_inline(name='axpy_ext', cpp_sources='', functions=['f'])"
+    assert reasons(src) == set()
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch\nx = torch.linalg.solve_triangular(t, y, upper=False)",
+        "import torch.nn.functional as F\nx = F.embedding_bag(i, w, mode='sum', per_sample_weights=a)",
+        "import torch\nx = torch.triangular_solve(y, t)",
+        "import torch\nx = torch.linalg.matrix_power(m, 2)",
+        "import torch\nx = torch.lstm_cell(i, h, w1, w2)",
+        "import torch\ny = x.cholesky_solve(t)",
+    ],
+    ids=["linalg-solve", "embedding-bag", "triangular-solve", "matrix-power", "lstm-cell", "cholesky-method"],
+)
+def test_library_ops_that_compute_a_matrix_product_under_another_name_are_forbidden(src):
+    """A triangular solve of [[I, 0], [-A, I]] against [[B^T], [0]] is A B^T by BLAS trsm; embedding_bag's
+    weighted sums are a product; linalg's matrix functions and the recurrent cells run GEMMs: all are the matrix
+    product's family, statically and at run time."""
+    assert Reason.STATIC_FORBIDDEN in reasons(src), src
+    names = {"linalg_solve_triangular", "_embedding_bag", "triangular_solve", "_cudnn_rnn", "lstm_cell"}
+    assert names <= {n for n in names if in_family(n, family_members(["torch.matmul"]))}
