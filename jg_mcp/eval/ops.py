@@ -54,6 +54,17 @@ FAMILIES = [
         "rnn",
         "lstm",
         "gru",
+        "RNN",
+        "GRU",
+        "RNNCell",
+        "GRUCell",
+        "LSTMCell",
+        "EmbeddingBag",
+        "inner",
+        "cov",
+        "corrcoef",
+        "multi_head_attention_forward",
+        "MultiheadAttention",
     },
     {"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax"},
     {
@@ -66,6 +77,8 @@ FAMILIES = [
         "_scaled_dot_product_attention_math",
         "_scaled_dot_product_flash_attention_for_cpu",
         "flex_attention",
+        "multi_head_attention_forward",
+        "MultiheadAttention",
     },
     {"rms_norm", "_fused_rms_norm", "layer_norm", "native_layer_norm", "RMSNorm", "normalize", "vector_norm", "norm"},
     {
@@ -85,7 +98,8 @@ FAMILIES = [
 members listed, an op is a member's relative by its name (`in_family`). The matrix product's family holds what
 computes one through a library under another name: torch.linalg (a triangular solve of [[I, 0], [-A, I]] against
 [[B^T], [0]] is A B^T by BLAS trsm; its matrix functions multiply), the other solves and inverses, embedding_bag's
-weighted sums and the recurrent cells."""
+weighted sums, inner products and covariances, the recurrent cells and multi-head attention's projections, under
+their functional and module names."""
 
 
 def _words(name: str) -> list[str]:
@@ -96,20 +110,20 @@ def in_family(op: str, members: set[str]) -> bool:
     """`op` is a relative of a member by name: the member's words (split at `_`) appear in `op`'s words as a
     contiguous run, the first of them possibly as a word's ending (`log_sigmoid_forward`, `logsigmoid` and
     `hardsigmoid` are sigmoid's; `linalg_matmul` is matmul's; `bilinear` is linear's; `hspmm`, `spmm` and
-    `int4mm_packed_weight_cpu` are mm's). Case counts for a member of 3 letters or fewer (`mm`, `dot`, `glu`): op
-    names are lower case, so `_dimV` (a sparse tensor's dense dimensions) is not mv's. The cumulative form of a
-    member (a `cum` inside: `logcumsumexp`) is that member's relative too: its last element is the member's
-    reduction."""
+    `int4mm_packed_weight_cpu` are mm's). Case counts for a member of 3 letters or fewer (`mm`, `dot`, `glu`, and
+    the module `GRU`): op names are lower case, so `_dimV` (a sparse tensor's dense dimensions) is not mv's. The
+    cumulative form of a member (a `cum` inside: `logcumsumexp`) is that member's relative too: its last element is
+    the member's reduction."""
     candidates = [op, op.replace("cum", "", 1)] if "cum" in op else [op]
     for name in candidates:
         words = _words(name)
         for member in members:
-            key = _words(member.lower())
+            short = len(member.strip("_")) <= 3
+            key = _words(member if short else member.lower())
             if not key or not key[0].isidentifier():
                 continue
             for i in range(len(words) - len(key) + 1):
                 first, rest = words[i], [w.lower() for w in words[i + 1 : i + len(key)]]
-                short = len(member.strip("_")) <= 3
                 if (first if short else first.lower()).endswith(key[0]) and rest == key[1:]:
                     return True
     return False

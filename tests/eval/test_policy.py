@@ -794,8 +794,25 @@ def test_an_extension_built_by_a_plain_name_passes():
         "import torch\nx = torch.linalg.matrix_power(m, 2)",
         "import torch\nx = torch.lstm_cell(i, h, w1, w2)",
         "import torch\ny = x.cholesky_solve(t)",
+        "import torch\nm = torch.nn.GRU(4, 4)",
+        "import torch\nm = torch.nn.EmbeddingBag(4, 4, mode='sum')",
+        "import torch\nx = torch.inner(a, b)",
+        "import torch\nx = torch.cov(torch.cat([a, b]))",
+        "import torch\nm = torch.nn.MultiheadAttention(4, 1)",
     ],
-    ids=["linalg-solve", "embedding-bag", "triangular-solve", "matrix-power", "lstm-cell", "cholesky-method"],
+    ids=[
+        "linalg-solve",
+        "embedding-bag",
+        "triangular-solve",
+        "matrix-power",
+        "lstm-cell",
+        "cholesky-method",
+        "gru-module",
+        "embedding-bag-module",
+        "inner",
+        "cov",
+        "multihead-attention",
+    ],
 )
 def test_library_ops_that_compute_a_matrix_product_under_another_name_are_forbidden(src):
     """A triangular solve of [[I, 0], [-A, I]] against [[B^T], [0]] is A B^T by BLAS trsm; embedding_bag's
