@@ -12,6 +12,7 @@ import tracemalloc
 import anyio
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from jg_mcp.live import safefs
 from jg_mcp.live.sandbox import NoSandbox
@@ -309,3 +310,36 @@ def test_a_change_seen_while_other_commands_ran_names_them_and_the_audit_says_an
     findings = [f for f in audit.audit(session.transcript_path).findings if f.kind == "uncertain author"]
     assert len(findings) == 1 and "solution.py" in findings[0].message
     assert f"steps {evil_step} also ran" in findings[0].message
+
+
+def test_a_cancelled_commands_change_scanned_after_its_call_ended_still_names_it(gemm_goal, tmp_path):
+    """A red-team find: a cancelled run_command waits for its scan only CANCELLED_SCAN_WAIT_S, and it was then
+    no longer among the running commands although its scan had not run. A write_file whose scan ran first (the
+    session's workspace jobs busy meanwhile) recorded the command's file as its own, with no other author named,
+    and the audit passed. The command stays among the possible authors until its own scan has run."""
+    session = Session(gemm_goal, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr")
+    server = build_server(gemm_goal, SingleSession(session))
+    gate = threading.Event()
+
+    async def fn(c):
+        async def abandoned():
+            with pytest.raises(MCPError):
+                await c.call_tool("run_command", {"command": "echo evil > evil.py; sleep 60"}, read_timeout_seconds=2)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(abandoned)
+            await anyio.sleep(1.0)
+            session.submit(lambda: gate.wait(30))  # the session's workspace jobs wait behind this one
+            tg.start_soon(bounded, c, "write_file", {"path": "innocent.py", "content": "x = 1\n"})
+            await anyio.sleep(4.0)  # the command is abandoned at 2 s and waits 2 s for its scan, queued last
+            gate.set()
+
+    client_run(server, fn)
+    session.close("test finished")
+    record = steps.load_record(session.transcript_path)
+    evil = next(c.request_id for c in record.calls if "evil" in str(c.arguments.get("command")))
+    (change,) = [ch.event for ch in record.changes if ch.event.path == "evil.py"]
+    assert change.request_id == evil or evil in (change.running or []), change
+    report = audit.audit(session.transcript_path)
+    if change.request_id != evil:
+        assert any(f.kind == "uncertain author" and "evil.py" in f.message for f in report.findings)

@@ -118,10 +118,19 @@ def _write_text(session: Session, path: str, content: str, request_id: str | int
     return WriteResult(path="/".join(parts), size=len(data), sha256=digest, created=created)
 
 
-async def _record_command(session: Session, request_id: str | int | None) -> None:
+async def _record_command(session: Session, request_id: str | int | None, mark: object) -> None:
     """Record what a command changed, in its turn among the session's workspace jobs. A cancelled call waits
-    for that at most CANCELLED_SCAN_WAIT_S (the scan goes on and records when it ends)."""
-    job = session.submit(lambda: session.record_changes(request_id, "run_command"))
+    for that at most CANCELLED_SCAN_WAIT_S (the scan goes on and records when it ends). The command (`mark` in
+    `session.commands`) stays among the possible authors of what other calls' scans see until its own scan has
+    run, however its call ended."""
+
+    def record() -> list[str]:
+        try:
+            return session.record_changes(request_id, "run_command")
+        finally:
+            session.commands.pop(mark, None)
+
+    job = session.submit(record)
     try:
         await outcome(job)
     except anyio.get_cancelled_exc_class():
@@ -244,10 +253,7 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
         except RunnerClosed as exc:
             raise ToolError(f"the session is closed ({session.close_reason or 'closing'}): {exc}") from None
         finally:
-            try:
-                await _record_command(session, rid)
-            finally:
-                session.commands.pop(mark, None)
+            await _record_command(session, rid, mark)
         return result
 
     @_tool(
