@@ -9,7 +9,7 @@ import time
 import anyio
 import pytest
 
-from jg_mcp.live.runner import MAX_PARALLEL_COMMANDS, Argv, Runner, RunnerClosed
+from jg_mcp.live.runner import MAX_PARALLEL_COMMANDS, Argv, CappedBuffer, Runner, RunnerClosed
 
 
 def run(runner, command, timeout_s=30.0, on_progress=None):
@@ -302,3 +302,20 @@ def test_a_close_landing_while_the_process_is_spawned_kills_it_and_the_close_wai
     assert not alive(pid)
     time.sleep(1.0)
     assert not (tmp_path / "late").exists()
+
+
+def test_a_flood_of_short_lines_is_kept_without_splitting_it_per_chunk(monkeypatch):
+    """Output is added on the event loop chunk by chunk: its last line is found only when a progress report asks,
+    never per chunk (a red-team `yes` split 16,000 lines a chunk there and slowed every session's calls)."""
+    from jg_mcp.live import runner as runner_module
+
+    splits: list[int] = []
+    real = runner_module._last_line
+    monkeypatch.setattr(runner_module, "_last_line", lambda data: splits.append(len(data)) or real(data))
+    buf = CappedBuffer(64 * 1024)
+    for _ in range(200):
+        buf.add(b"y\n" * 32768)
+    assert not splits
+    assert buf.last_line == "y" and buf.total == 200 * 65536 and len(buf.head) + len(buf.tail) == 64 * 1024
+    buf.add(b"done\n\n  \n")
+    assert buf.last_line == "done"

@@ -88,7 +88,6 @@ class CappedBuffer:
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
-        self.last_line = ""
         self.done = anyio.Event()
         """Set when the stream reached its end."""
 
@@ -101,9 +100,13 @@ class CappedBuffer:
         if data:
             self.tail += data
             del self.tail[: max(0, len(self.tail) - self.half)]
-        lines = [ln for ln in (self.head if not self.tail else self.tail).splitlines() if ln.strip()]
-        if lines:
-            self.last_line = lines[-1][-200:].decode(errors="replace")
+
+    @property
+    def last_line(self) -> str:
+        """The last non-blank line of what is kept (at most 200 characters), found when asked (each progress
+        report), never per chunk: a flood of short lines made that a split of the whole tail on the event loop for
+        every read, 16,000 lines a chunk, and slowed every session's calls by a hundred times."""
+        return _last_line(self.tail) or _last_line(self.head)
 
     @property
     def elided(self) -> int:
@@ -114,6 +117,11 @@ class CappedBuffer:
         if not self.elided:
             return head + self.tail.decode(errors="replace")
         return f"{head}\n[... {self.elided} bytes elided ...]\n{self.tail.decode(errors='replace')}"
+
+
+def _last_line(data: bytearray) -> str:
+    lines = [ln for ln in data.splitlines() if ln.strip()]
+    return lines[-1][-200:].decode(errors="replace") if lines else ""
 
 
 def command_env(extra_path: Sequence[str] = ()) -> dict[str, str]:
