@@ -19,8 +19,9 @@ The static pass refuses, each with its line and a sentence the agent can act on:
 - frames, code objects and other code's globals reached through public names (`gen.gi_frame.f_back.f_globals`, a
   Triton function's `get_capture_scope()`), and strings that name a dunder (`g["__builtins__"]`);
 - what hands over a module the policy refuses (`.numpy()`), torch.utils but cpp_extension (DataLoader's worker
-  processes, benchmark's code from text), TorchScript, and a native build told where to build (`build_directory`,
-  a name that is not a constant identifier);
+  processes, benchmark's code from text), TorchScript, compiled artifacts from bytes (torch.compiler), file
+  exports (onnx, the profilers), Inductor's `options` (the compiler it runs), and a native build told where to
+  build (`build_directory`, a name that is not a constant identifier);
 - Triton's parts that build, place or load code (policy_tables.TRITON_REFUSED: triton.compile, its C builds, its
   cache, its backends' drivers, its configuration), whose functions are refused as objects under any name;
 - syntax outside the allow-list (policy_tables.ALLOWED_SYNTAX): `match` (a class pattern reads attributes by name,
@@ -53,6 +54,7 @@ from jg_mcp.eval.policy_tables import (
     ATTRIBUTE,
     CPP_BUILDERS,
     DEFINITION,
+    DIRECT_CALLS,
     DYNAMIC_NAMES,
     GATEWAY_ATTRS,
     GLOBALS_ATTRS,
@@ -325,14 +327,19 @@ class _Scan(Names, ast.NodeVisitor):
         dotted = self.dotted(node.func)
         if dotted in ("os.environ.get", "os.getenv") and (not node.args or self.const_str(node.args[0]) is None):
             self.add(Reason.STATIC_IO, node, "reads the environment with a computed name")
-        if dotted in CPP_BUILDERS:
-            self.check_build(node, dotted)
+        if dotted in DIRECT_CALLS:
+            self.check_direct_call(node, dotted)
 
-    def check_build(self, node: ast.Call, dotted: str) -> None:
-        """A native build: its keywords spelt out, no build directory, and a constant identifier for a name (the
-        eval's cache decides where it is built)."""
+    def check_direct_call(self, node: ast.Call, dotted: str) -> None:
+        """A call whose arguments are checked: spelt out; torch.compile without Inductor's `options`; a native
+        build with no build directory and a constant identifier for a name (the eval's cache decides where it is
+        built)."""
         if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
             self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` with unpacked arguments: spell them out")
+        if dotted not in CPP_BUILDERS:
+            if any(k.arg == "options" for k in node.keywords):
+                self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` with options, which name the programs it runs")
+            return
         if any(k.arg == "build_directory" for k in node.keywords):
             self.add(Reason.STATIC_IO, node, f"`{dotted}` with a build_directory: the eval decides where it builds")
         named = [k.value for k in node.keywords if k.arg == "name"] or node.args[:1]
@@ -463,7 +470,8 @@ def policy_text(forbidden: list[str], allowed: set[str] | None = None) -> str:
         "torch._C or torch.ops, frames), threads, processes or CUDA streams, files, tensor subclasses, `match` "
         "statements or coroutines (async/await), or Triton's compiler, builds, cache, backends and configuration "
         "(triton.compile, triton.runtime.build and .cache, triton.knobs): write triton.jit kernels. Of torch.utils "
-        "only cpp_extension is allowed, and no TorchScript (torch.jit) or numpy arrays (.numpy()). Native code "
+        "only cpp_extension is allowed; no TorchScript (torch.jit), torch.compiler, torch.onnx, profilers or numpy "
+        "arrays (.numpy()), and torch.compile without options. Native code "
         "built with torch.utils.cpp_extension (load or load_inline, called by name with a constant identifier as "
         "its name and no build_directory) may not call cuBLAS, cuDNN, CUTLASS or ATen operators. A forbidden "
         "API is forbidden under every spelling (alias, method, string). A module, or a torch or triton class, may be "

@@ -15,7 +15,7 @@ from jg_mcp.eval.ops import in_family
 from jg_mcp.eval.policy_tables import (
     ALLOWED_MODULES,
     CATEGORY,
-    CPP_BUILDERS,
+    DIRECT_CALLS,
     DYNAMIC_NAMES,
     EVALUATORS,
     IO_MODULES,
@@ -280,7 +280,7 @@ class Names:
             return
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             return
-        if dotted in CPP_BUILDERS and not (isinstance(parent, ast.Call) and parent.func is node):
+        if dotted in DIRECT_CALLS and not (isinstance(parent, ast.Call) and parent.func is node):
             self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` used other than called directly: call it by name")
         is_module = isinstance(obj, types.ModuleType) or (isinstance(node, ast.Name) and node.id in self.modules)
         if is_module:

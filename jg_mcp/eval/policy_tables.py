@@ -90,6 +90,9 @@ TORCH_REFUSED = {
     "package": Reason.STATIC_DYNAMIC,  # torch.package.sys_importer.import_module('sys'): any module, by name
     "utils.collect_env": Reason.STATIC_PROCESS,  # torch.utils.collect_env.run('cmd'): a shell command
     "jit": Reason.STATIC_DYNAMIC,  # TorchScript: code compiled from text or source, run by its own interpreter
+    "compiler": Reason.STATIC_DYNAMIC,  # torch.compiler.load_cache_artifacts: compiled code from bytes
+    "onnx": Reason.STATIC_IO,  # writes files where it is told (external data: raw tensor bytes)
+    "profiler": Reason.STATIC_IO,  # writes traces where it is told
     "overrides": Reason.STATIC_SUBCLASS,
     "Tensor._make_subclass": Reason.STATIC_SUBCLASS,
 }
@@ -121,6 +124,9 @@ CPP_BUILDERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.loa
 """Native builds a solution may call, only directly, with a constant identifier for `name` and no `build_directory`:
 the eval's cache decides where they are built (a path in a name, or a build directory, put a library in the Triton
 cache, whose libraries the native check judges by the library rules only)."""
+DIRECT_CALLS = CPP_BUILDERS | {"torch.compile"}
+"""Functions whose arguments the scan checks (visit_Call), so used only as a direct call with spelt-out arguments:
+torch.compile may not take `options`, which name the compiler Inductor runs (any program)."""
 GATEWAY_ATTRS = {
     "numpy": "hands over a numpy array, whose methods write files (tofile, dump) and reach raw memory (ctypes); "
     "numpy is not an allowed module",

@@ -821,3 +821,34 @@ def test_library_ops_that_compute_a_matrix_product_under_another_name_are_forbid
     assert Reason.STATIC_FORBIDDEN in reasons(src), src
     names = {"linalg_solve_triangular", "_embedding_bag", "triangular_solve", "_cudnn_rnn", "lstm_cell"}
     assert names <= {n for n in names if in_family(n, family_members(["torch.matmul"]))}
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch\nf = torch.compile(lambda x: x, options={'cpp.cxx': ('sh', '-c', 'id')})",
+        "import torch\nf = torch.compile(lambda x: x, **{'options': {}})",
+        "import torch\nc = torch.compile\nf = c(lambda x: x)",
+        "import torch\ntorch.compiler.load_cache_artifacts(b'')",
+        "import torch\ntorch.onnx.export(m, (x,), 'a.onnx', external_data=True)",
+        "import torch\np = torch.profiler.profile()",
+        "import torch\np = torch.autograd.profiler.profile()",
+    ],
+    ids=[
+        "compile-options",
+        "compile-unpacked",
+        "compile-as-value",
+        "compiler-artifacts",
+        "onnx-export",
+        "profiler",
+        "autograd-profiler",
+    ],
+)
+def test_configuration_that_runs_programs_or_loads_compiled_code_and_file_exports_are_refused(src):
+    """Inductor's options name the compiler it runs (any program), torch.compiler loads compiled artifacts from
+    bytes, and ONNX and the profilers write files where they are told."""
+    assert reasons(src) & {Reason.STATIC_DYNAMIC, Reason.STATIC_IO}, src
+
+
+def test_torch_compile_called_plainly_passes():
+    assert reasons("import torch\nf = torch.compile(lambda x: x, mode='max-autotune', dynamic=False)") == set()
