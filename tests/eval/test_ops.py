@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from eval_suite import GOALS, eval_solution
 
-from jg_mcp.eval.ops import FAMILIES, in_family
+from jg_mcp.eval.ops import FAMILIES, family_members, in_family
 from jg_mcp.eval.report import Reason
 
 MATMUL = FAMILIES[0]
@@ -60,3 +60,13 @@ def test_a_library_gemm_through_a_distance_or_a_sparse_product_is_rejected(tmp_p
     report = eval_solution(solution, GOALS / "gemm_fp8.yaml", tmp_path / "runs", device="cpu", domain_shapes=0)
     assert not report.accepted
     assert {Reason.STATIC_FORBIDDEN, Reason.FORBIDDEN_CALL} & set(report.reasons), report.reasons
+
+
+def test_the_matrix_products_wider_family_leaves_ops_that_only_share_a_word_ending():
+    """`.numpy()` runs resolve_conj and resolve_neg: a member `solve` made every honest kernel that called it
+    a forbidden_call (a clean-clone CI caught it). Solves are members by their whole names."""
+    members = family_members(["torch.matmul"])
+    for op in ("resolve_conj", "resolve_neg", "erfinv", "slice_inverse"):
+        assert not in_family(op, members), op
+    for op in ("triangular_solve", "linalg_solve_triangular", "cholesky_solve", "lu_solve", "_spsolve"):
+        assert in_family(op, members), op
