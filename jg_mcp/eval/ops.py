@@ -7,6 +7,19 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+COMPOSITES = {
+    "transformer",
+    "Transformer",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "multi_head_attention",
+    "MultiheadAttention",
+}
+"""Layers that run as one native op (nn.TransformerEncoderLayer's _transformer_encoder_layer_fwd, multi-head
+attention's _native_multi_head_attention) whose GEMMs, norms and softmax dispatch nothing the recorder sees: members
+of each family they compute."""
 FAMILIES = [
     {
         "mm",
@@ -66,10 +79,9 @@ FAMILIES = [
         "inner",
         "cov",
         "corrcoef",
-        "multi_head_attention_forward",
-        "MultiheadAttention",
+        *COMPOSITES,
     },
-    {"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax"},
+    {"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax", "softmin", *COMPOSITES},
     {
         "scaled_dot_product_attention",
         "_scaled_dot_product_flash_attention",
@@ -80,10 +92,19 @@ FAMILIES = [
         "_scaled_dot_product_attention_math",
         "_scaled_dot_product_flash_attention_for_cpu",
         "flex_attention",
-        "multi_head_attention_forward",
-        "MultiheadAttention",
+        *COMPOSITES,
     },
-    {"rms_norm", "_fused_rms_norm", "layer_norm", "native_layer_norm", "RMSNorm", "normalize", "vector_norm", "norm"},
+    {
+        "rms_norm",
+        "_fused_rms_norm",
+        "layer_norm",
+        "native_layer_norm",
+        "RMSNorm",
+        "normalize",
+        "vector_norm",
+        "norm",
+        *COMPOSITES,
+    },
     {
         "cross_entropy",
         "cross_entropy_loss",

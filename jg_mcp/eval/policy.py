@@ -21,7 +21,8 @@ The static pass refuses, each with its line and a sentence the agent can act on:
 - what hands over a module the policy refuses (`.numpy()`), torch.utils but cpp_extension (DataLoader's worker
   processes, benchmark's code from text), TorchScript, compiled artifacts from bytes (torch.compiler), file
   exports (onnx, the profilers), Inductor's `options` (the compiler it runs), and a native build told where to
-  build (`build_directory`, a name that is not a constant identifier);
+  build or what to run (`build_directory`, a name that is not a constant identifier, flags outside
+  policy_tables.BUILD_FLAGS such as gcc's -wrapper or -Wl,-o);
 - Triton's parts that build, place or load code (policy_tables.TRITON_REFUSED: triton.compile, its C builds, its
   cache, its backends' drivers, its configuration), whose functions are refused as objects under any name;
 - syntax outside the allow-list (policy_tables.ALLOWED_SYNTAX): `match` (a class pattern reads attributes by name,
@@ -43,6 +44,7 @@ whether or not a goal's list names it.
 from __future__ import annotations
 
 import ast
+import re
 import types
 from dataclasses import dataclass, field
 
@@ -52,6 +54,8 @@ from jg_mcp.eval.policy_tables import (
     ALLOWED_MODULES,
     ALLOWED_SYNTAX,
     ATTRIBUTE,
+    BUILD_FLAGS,
+    BUILD_KEYWORDS,
     CPP_BUILDERS,
     DEFINITION,
     DIRECT_CALLS,
@@ -340,14 +344,33 @@ class _Scan(Names, ast.NodeVisitor):
             if any(k.arg == "options" for k in node.keywords):
                 self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` with options, which name the programs it runs")
             return
-        if any(k.arg == "build_directory" for k in node.keywords):
-            self.add(Reason.STATIC_IO, node, f"`{dotted}` with a build_directory: the eval decides where it builds")
+        for k in node.keywords:
+            if k.arg is not None and k.arg not in BUILD_KEYWORDS:
+                self.add(
+                    Reason.STATIC_IO, node, f"`{dotted}` with `{k.arg}`: the eval decides where and what it builds"
+                )
+            elif k.arg in BUILD_FLAGS and (bad := self.build_flags(k.value, BUILD_FLAGS[k.arg])) is not None:
+                self.add(Reason.STATIC_IO, node, f"`{dotted}`: {k.arg} {bad}")
+        if len(node.args) > 2:
+            self.add(Reason.STATIC_IO, node, f"`{dotted}` takes its name and sources by position, the rest by keyword")
         named = [k.value for k in node.keywords if k.arg == "name"] or node.args[:1]
         name = self.const_str(named[0]) if named else None
         if name is None or not name.isidentifier():
             self.add(
-                Reason.STATIC_IO, node, f"`{dotted}` needs a constant identifier as its name (a path builds elsewhere)"
+                Reason.STATIC_IO, node, f"`{dotted}` needs a constant identifier as its name (a path builds there)"
             )
+
+    def build_flags(self, value: ast.AST, allowed: re.Pattern[str]) -> str | None:
+        """Why a build's flag list is refused (a list of constant strings, each an allowed flag); None if not."""
+        if not isinstance(value, (ast.List, ast.Tuple)):
+            return "must be a list of constant strings"
+        for item in value.elts:
+            flag = self.const_str(item)
+            if flag is None:
+                return "must be a list of constant strings"
+            if not allowed.fullmatch(flag):
+                return f"holds `{flag[:80]}`, which is not an allowed flag (policy_tables.BUILD_FLAGS)"
+        return None
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if self.dotted(node.value) == "os.environ" and self.const_str(node.slice) is None:
@@ -473,7 +496,9 @@ def policy_text(forbidden: list[str], allowed: set[str] | None = None) -> str:
         "only cpp_extension is allowed; no TorchScript (torch.jit), torch.compiler, torch.onnx, profilers or numpy "
         "arrays (.numpy()), and torch.compile without options. Native code "
         "built with torch.utils.cpp_extension (load or load_inline, called by name with a constant identifier as "
-        "its name and no build_directory) may not call cuBLAS, cuDNN, CUTLASS or ATen operators. A forbidden "
+        "its name, no build_directory or include paths, and only plain flags: optimisation, language, macros, "
+        "target, warnings, nvcc code generation, libraries by name) may not call cuBLAS, cuDNN, CUTLASS or ATen "
+        "operators. A forbidden "
         "API is forbidden under every spelling (alias, method, string). A module, or a torch or triton class, may be "
         "used only through its attributes, calls, type tests, annotations and as a base class, not bound to another "
         "name or passed around; no function may be named __torch_function__ or __torch_dispatch__, and no "

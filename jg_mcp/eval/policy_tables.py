@@ -124,6 +124,43 @@ CPP_BUILDERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.loa
 """Native builds a solution may call, only directly, with a constant identifier for `name` and no `build_directory`:
 the eval's cache decides where they are built (a path in a name, or a build directory, put a library in the Triton
 cache, whose libraries the native check judges by the library rules only)."""
+_HOST_FLAGS = (
+    r"-O[0-3s]?|-g[0-3]?|-w|-std=[\w+]+|-D\w+(=[\w.+-]*)?|-U\w+|-march=[\w-]+|-mtune=[\w-]+"
+    r"|-m(no-)?[a-z0-9]+(-[a-z0-9]+)*|-f(?!openmp)(no-)?[a-z0-9]+(-[a-z0-9]+)*|-W(no-)?[a-z0-9]+(-[a-z0-9+]+)*"
+)
+BUILD_FLAGS = {
+    "extra_cflags": re.compile(_HOST_FLAGS),
+    "extra_cuda_cflags": re.compile(
+        _HOST_FLAGS + r"|-?-use_fast_math|-lineinfo|--expt-relaxed-constexpr|--expt-extended-lambda|--extended-lambda"
+        r"|-arch=(sm|compute)_\d+[af]?|--gpu-architecture=(sm|compute)_\d+[af]?"
+        r"|-gencode=arch=compute_\d+[af]?,code=(sm|compute)_\d+[af]?|-maxrregcount=\d+|-Xptxas=-v"
+        r"|--ptxas-options=-v|--resource-usage|--threads=\d+|-ftz=(true|false)|-prec-(div|sqrt)=(true|false)"
+        r"|--fmad=(true|false)"
+    ),
+    "extra_ldflags": re.compile(r"-l\w[\w+.-]*"),
+}
+"""The flags a native build may take, each a whole match: optimisation, language, macros, target and warnings; for
+nvcc its code generation; for the linker libraries by plain name (the native check judges each). Anything else
+can run a program (gcc's -wrapper, nvcc's -ccbin), write the output elsewhere (-Wl,-o) or load a library from a
+chosen path (-L, -l:FILE, an rpath)."""
+BUILD_KEYWORDS = {
+    "name",
+    "sources",
+    "cpp_sources",
+    "cuda_sources",
+    "functions",
+    "with_cuda",
+    "verbose",
+    "is_python_module",
+    "with_pytorch_error_handling",
+    "keep_intermediates",
+    "use_pch",
+    "no_implicit_headers",
+    *BUILD_FLAGS,
+}
+"""A native build's keywords a solution may pass (its positional arguments: the name and the sources only); others
+choose where it builds or what it reads (build_directory, extra_include_paths) or build a program
+(is_standalone)."""
 DIRECT_CALLS = CPP_BUILDERS | {"torch.compile"}
 """Functions whose arguments the scan checks (visit_Call), so used only as a direct call with spelt-out arguments:
 torch.compile may not take `options`, which name the compiler Inductor runs (any program)."""

@@ -49,6 +49,8 @@ CPU_HACKS: dict[str, tuple[str, set[Reason]]] = {
     "gemm_through_embedding_bag": ("gemm_bf16", {R.STATIC_FORBIDDEN}),
     "gemm_through_triangular_solve": ("gemm_bf16", {R.STATIC_FORBIDDEN}),
     "forbidden_in_dataloader_worker": ("gemm_bf16", {R.STATIC_DYNAMIC}),
+    "gemm_through_transformer_layer": ("gemm_bf16", {R.STATIC_FORBIDDEN}),
+    "native_by_linker_flags": ("gemm_bf16", {R.STATIC_IO}),
     "patch_elapsed_time": (GEMM, {R.TAMPERED, R.STATIC_MONKEYPATCH}),
     "patch_synchronize": (GEMM, {R.TAMPERED, R.STATIC_DYNAMIC}),
     "forge_input_hash": (GEMM, {R.INPUT_MODIFIED, R.STATIC_INTROSPECTION}),

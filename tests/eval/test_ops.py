@@ -70,3 +70,19 @@ def test_the_matrix_products_wider_family_leaves_ops_that_only_share_a_word_endi
         assert not in_family(op, members), op
     for op in ("triangular_solve", "linalg_solve_triangular", "cholesky_solve", "lu_solve", "_spsolve"):
         assert in_family(op, members), op
+
+
+def test_composite_layers_join_every_family_they_compute():
+    """nn.TransformerEncoderLayer runs as one native op (_transformer_encoder_layer_fwd) whose GEMMs, norms and
+    softmax dispatch nothing the recorder sees: a red team made it a GEMM. It and multi-head attention are members
+    of the matrix product's, softmax's, the norms' and attention's families; softmin is softmax's."""
+    for forbidden in (
+        ["torch.matmul"],
+        ["torch.softmax"],
+        ["torch.nn.functional.rms_norm"],
+        ["torch.nn.functional.scaled_dot_product_attention"],
+    ):
+        members = family_members(forbidden)
+        for op in ("_transformer_encoder_layer_fwd", "_native_multi_head_attention", "TransformerEncoderLayer"):
+            assert in_family(op, members), (forbidden, op)
+    assert in_family("softmin", family_members(["torch.softmax"]))

@@ -23,6 +23,9 @@ FORBIDDEN = [
 ]
 
 
+CE = "import torch.utils.cpp_extension as ce\n"
+
+
 def reasons(src: str, forbidden: list[str] = FORBIDDEN) -> set[Reason]:
     return {f.reason for f in static_check(src, forbidden)}
 
@@ -756,6 +759,14 @@ def test_the_triton_an_honest_kernel_uses_passes():
         "import torch.utils.cpp_extension as ce\nn = 'x'\nm = ce.load_inline(name=n, cpp_sources='')",
         "import torch.utils.cpp_extension as ce\nm = ce.load_inline(**{'name': '../x', 'cpp_sources': ''})",
         "import torch.utils.cpp_extension as ce\nbuild = ce.load_inline\nm = build(name='x', cpp_sources='')",
+        CE + "m = ce.load_inline(name='x', cpp_sources='', extra_cflags=['-wrapper', '/bin/sh,-c,id'])",
+        CE + "m = ce.load_inline(name='x', cpp_sources='', extra_ldflags=['-Wl,-o,/jg/a.so'])",
+        CE + "m = ce.load_inline(name='x', cpp_sources='', extra_ldflags=['-L/jg', '-l:a.so'])",
+        CE + "m = ce.load_inline(name='x', cuda_sources='', extra_cuda_cflags=['-ccbin=/x'])",
+        CE + "f = ['-O3']\nm = ce.load_inline(name='x', cpp_sources='', extra_cflags=f)",
+        "import torch.utils.cpp_extension as ce\nm = ce.load_inline('x', '', '', ['f'], ['-wrapper', 'sh'])",
+        CE + "m = ce.load_inline(name='x', cpp_sources='', extra_include_paths=['/jg'])",
+        "import torch.utils.cpp_extension as ce\nm = ce.load(name='x', sources=['a.cpp'], is_standalone=True)",
         "import torch\nd = torch.utils.data.DataLoader([1], num_workers=1)",
         "from torch.utils.benchmark import Timer\nt = Timer('x + 1')",
         "import torch\ncu = torch.jit.CompilationUnit('def f(a):\\n    return a')",
@@ -768,6 +779,14 @@ def test_the_triton_an_honest_kernel_uses_passes():
         "cpp-name-computed",
         "cpp-keywords-unpacked",
         "cpp-builder-as-value",
+        "cpp-compiler-wrapper",
+        "cpp-linker-output",
+        "cpp-library-from-path",
+        "cuda-host-compiler",
+        "cpp-flags-computed",
+        "cpp-flags-positional",
+        "cpp-include-paths",
+        "cpp-standalone",
         "dataloader-workers",
         "benchmark-timer-text",
         "torchscript-text",
@@ -783,6 +802,16 @@ def test_what_writes_files_builds_elsewhere_or_runs_code_out_of_sight_is_refused
 def test_an_extension_built_by_a_plain_name_passes():
     src = "import torch.utils.cpp_extension as ce\nm = ce.load_inline(name='axpy_ext', cpp_sources='', functions=['f'])"
     assert reasons(src) == set()
+    flags = (
+        "import torch.utils.cpp_extension as ce\n"
+        "m = ce.load_inline('axpy_ext', cpp_sources=[''], cuda_sources=[''], functions=['f'], with_cuda=True,\n"
+        "    extra_cflags=['-O3', '-std=c++17', '-DNDEBUG', '-march=native', '-Wno-unused-variable',\n"
+        "        '-fno-math-errno'],\n"
+        "    extra_cuda_cflags=['-O3', '--use_fast_math', '-arch=sm_90a', '-lineinfo', '--expt-relaxed-constexpr',\n"
+        "        '-gencode=arch=compute_90a,code=sm_90a', '-maxrregcount=128', '-Xptxas=-v'],\n"
+        "    extra_ldflags=['-lcuda'], no_implicit_headers=True, verbose=False)"
+    )
+    assert reasons(flags) == set()
 
 
 @pytest.mark.parametrize(
@@ -799,6 +828,8 @@ def test_an_extension_built_by_a_plain_name_passes():
         "import torch\nx = torch.inner(a, b)",
         "import torch\nx = torch.cov(torch.cat([a, b]))",
         "import torch\nm = torch.nn.MultiheadAttention(4, 1)",
+        "import torch\nm = torch.nn.TransformerEncoderLayer(4, 2)",
+        "import torch\ny = torch._transformer_encoder_layer_fwd",
     ],
     ids=[
         "linalg-solve",
@@ -812,6 +843,8 @@ def test_an_extension_built_by_a_plain_name_passes():
         "inner",
         "cov",
         "multihead-attention",
+        "transformer-layer",
+        "transformer-native-op",
     ],
 )
 def test_library_ops_that_compute_a_matrix_product_under_another_name_are_forbidden(src):
