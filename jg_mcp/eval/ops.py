@@ -103,6 +103,9 @@ FAMILIES = [
         "normalize",
         "vector_norm",
         "norm",
+        "dist",
+        "pairwise_distance",
+        "cosine_similarity",
         *COMPOSITES,
     },
     {
@@ -116,14 +119,15 @@ FAMILIES = [
         "NLLLoss",
     },
     {"logsumexp"},
-    {"silu", "silu_", "sigmoid", "sigmoid_", "glu", "SiLU", "expit"},
+    {"silu", "silu_", "sigmoid", "sigmoid_", "glu", "SiLU", "expit", "softplus", "Softplus", "mish", "Mish"},
 ]
 """Operator families: a forbidden name forbids its whole family, whatever it is called at the aten level. Beyond the
 members listed, an op is a member's relative by its name (`in_family`). The matrix product's family holds what
 computes one through a library under another name: torch.linalg (a triangular solve of [[I, 0], [-A, I]] against
 [[B^T], [0]] is A B^T by BLAS trsm; its matrix functions multiply), the other solves and inverses, embedding_bag's
 weighted sums, inner products and covariances, the recurrent cells and multi-head attention's projections, under
-their functional and module names."""
+their functional and module names. The norms' holds the distances (cdist to the origin is a row's norm), silu's
+softplus (whose derivative is the sigmoid) and mish."""
 
 
 def _words(name: str) -> list[str]:
@@ -153,16 +157,19 @@ def in_family(op: str, members: set[str]) -> bool:
     return False
 
 
+IMPLIED = {1: (5, 2), 4: (1, 5, 2), 5: (1, 2)}
+"""Families that compute another's op inside them, by index into FAMILIES: a softmax is exp(x - logsumexp(x)) and
+sits inside every attention kernel (a query of ones against keys of logits gives softmax(logits)); cross entropy is
+a log-softmax. Forbidding softmax, logsumexp or cross entropy forbids the others of the three and attention."""
+
+
 def family_members(forbidden: list[str]) -> set[str]:
-    """The members of every family the forbidden list touches (the names `in_family` relates ops to)."""
+    """The members of every family the forbidden list touches, and of the families those imply (IMPLIED): the
+    names `in_family` relates ops to."""
     leaves = {name.rsplit(".", 1)[-1] for name in forbidden}
-    members: set[str] = set()
-    for family in FAMILIES:
-        if leaves & family:
-            members |= family
-    if "cross_entropy" in leaves or "nll_loss" in leaves:
-        members |= FAMILIES[1]
-    return members
+    touched = {i for i, family in enumerate(FAMILIES) if leaves & family}
+    touched |= {j for i in touched for j in IMPLIED.get(i, ())}
+    return set().union(*(FAMILIES[i] for i in touched))
 
 
 def forbidden_ops(forbidden: list[str]) -> set[str]:

@@ -18,11 +18,12 @@ The static pass refuses, each with its line and a sentence the agent can act on:
 - torch hooks (`__torch_function__`, `__torch_dispatch__`) defined anywhere, whatever the class's bases;
 - frames, code objects and other code's globals reached through public names (`gen.gi_frame.f_back.f_globals`, a
   Triton function's `get_capture_scope()`), and strings that name a dunder (`g["__builtins__"]`);
-- what hands over a module the policy refuses (`.numpy()`), torch.utils but cpp_extension (DataLoader's worker
-  processes, benchmark's code from text), TorchScript, compiled artifacts from bytes (torch.compiler), file
-  exports (onnx, the profilers), Inductor's `options` (the compiler it runs), and a native build told where to
-  build or what to run (`build_directory`, a name that is not a constant identifier, flags outside
-  policy_tables.BUILD_FLAGS such as gcc's -wrapper or -Wl,-o);
+- what hands over a module the policy refuses (`.numpy()`), maps a file (`.from_file` on any object), computes
+  library ops' derivatives (autograd.grad, `.backward()`, torch.func), torch.utils but cpp_extension
+  (DataLoader's worker processes, benchmark's code from text), TorchScript, compiled artifacts from bytes
+  (torch.compiler), file exports (onnx, the profilers), Inductor's `options` (the compiler it runs), and a native
+  build told where to build or what to run (`build_directory`, a name that is not a constant identifier, flags
+  outside policy_tables.BUILD_FLAGS such as gcc's -wrapper or -Wl,-o);
 - Triton's parts that build, place or load code (policy_tables.TRITON_REFUSED: triton.compile, its C builds, its
   cache, its backends' drivers, its configuration), whose functions are refused as objects under any name;
 - syntax outside the allow-list (policy_tables.ALLOWED_SYNTAX): `match` (a class pattern reads attributes by name,
@@ -183,7 +184,8 @@ class _Scan(Names, ast.NodeVisitor):
         spelt = f"`.{name}`" if isinstance(node, ast.Attribute) else f"`{name}=` in a class pattern"
         self.check_reflective(name, node, spelt)
         if name in GATEWAY_ATTRS:
-            self.add(Reason.STATIC_IO, node, f"{spelt} {GATEWAY_ATTRS[name]}")
+            reason, why = GATEWAY_ATTRS[name]
+            self.add(reason, node, f"{spelt} {why}")
         if isinstance(node, ast.Attribute) and self.dotted(node) is not None:
             return
         bad = next((b for b in self.forbidden if b.startswith("torch.") and b.rsplit(".", 1)[-1] == name), None)
@@ -493,8 +495,9 @@ def policy_text(forbidden: list[str], allowed: set[str] | None = None) -> str:
         "torch._C or torch.ops, frames), threads, processes or CUDA streams, files, tensor subclasses, `match` "
         "statements or coroutines (async/await), or Triton's compiler, builds, cache, backends and configuration "
         "(triton.compile, triton.runtime.build and .cache, triton.knobs): write triton.jit kernels. Of torch.utils "
-        "only cpp_extension is allowed; no TorchScript (torch.jit), torch.compiler, torch.onnx, profilers or numpy "
-        "arrays (.numpy()), and torch.compile without options. Native code "
+        "only cpp_extension is allowed; no TorchScript (torch.jit), torch.compiler, torch.onnx, profilers, numpy "
+        "arrays (.numpy()), files mapped by from_file, or derivatives (torch.autograd.grad, .backward(), "
+        "torch.func), and torch.compile without options. Native code "
         "built with torch.utils.cpp_extension (load or load_inline, called by name with a constant identifier as "
         "its name, no build_directory or include paths, and only plain flags: optimisation, language, macros, "
         "target, warnings, nvcc code generation, libraries by name) may not call cuBLAS, cuDNN, CUTLASS or ATen "

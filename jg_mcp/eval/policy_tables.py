@@ -93,6 +93,10 @@ TORCH_REFUSED = {
     "compiler": Reason.STATIC_DYNAMIC,  # torch.compiler.load_cache_artifacts: compiled code from bytes
     "onnx": Reason.STATIC_IO,  # writes files where it is told (external data: raw tensor bytes)
     "profiler": Reason.STATIC_IO,  # writes traces where it is told
+    "autograd.grad": Reason.STATIC_DYNAMIC,  # a library op's derivative is another library op (softplus' a sigmoid)
+    "autograd.backward": Reason.STATIC_DYNAMIC,
+    "autograd.functional": Reason.STATIC_DYNAMIC,
+    "func": Reason.STATIC_DYNAMIC,  # torch.func's grad, vjp, jacrev: the same
     "overrides": Reason.STATIC_SUBCLASS,
     "Tensor._make_subclass": Reason.STATIC_SUBCLASS,
 }
@@ -165,10 +169,16 @@ DIRECT_CALLS = CPP_BUILDERS | {"torch.compile"}
 """Functions whose arguments the scan checks (visit_Call), so used only as a direct call with spelt-out arguments:
 torch.compile may not take `options`, which name the compiler Inductor runs (any program)."""
 GATEWAY_ATTRS = {
-    "numpy": "hands over a numpy array, whose methods write files (tofile, dump) and reach raw memory (ctypes); "
-    "numpy is not an allowed module",
+    "numpy": (
+        Reason.STATIC_IO,
+        "hands over a numpy array, whose methods write files (tofile, dump) and reach raw memory (ctypes); numpy is "
+        "not an allowed module",
+    ),
+    "from_file": (Reason.STATIC_IO, "maps a file at a chosen path (a storage's from_file writes and reads it)"),
+    "backward": (Reason.STATIC_DYNAMIC, "computes library ops' derivatives, other library ops under other names"),
 }
-"""Attribute names, on any object, that hand over an object of a module a solution may not use."""
+"""Attribute names refused on any object, whose type the scan cannot know (a storage a call returned): what hands
+over a module a solution may not use, reaches files, or runs library derivatives."""
 DYNAMIC_NAMES = {
     "setattr",
     "delattr",

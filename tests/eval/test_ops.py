@@ -86,3 +86,24 @@ def test_composite_layers_join_every_family_they_compute():
         for op in ("_transformer_encoder_layer_fwd", "_native_multi_head_attention", "TransformerEncoderLayer"):
             assert in_family(op, members), (forbidden, op)
     assert in_family("softmin", family_members(["torch.softmax"]))
+
+
+@pytest.mark.parametrize(
+    "forbidden, op",
+    [
+        (["torch.softmax"], "logsumexp"),
+        (["torch.softmax"], "_scaled_dot_product_flash_attention_for_cpu"),
+        (["torch.nn.functional.cross_entropy"], "scaled_dot_product_attention"),
+        (["torch.nn.functional.rms_norm"], "_cdist_forward"),
+        (["torch.nn.functional.rms_norm"], "dist"),
+        (["torch.nn.functional.rms_norm"], "pairwise_distance"),
+        (["torch.nn.functional.silu"], "softplus_backward"),
+        (["torch.nn.functional.silu"], "mish"),
+    ],
+)
+def test_what_computes_a_forbidden_op_inside_another_is_its_family(forbidden, op):
+    """Red-team finds: a softmax by exp(x - logsumexp(x)); cross entropy's softmax inside an attention kernel (a
+    query of ones against keys of logits); an RMS norm by cdist to the origin; sigmoid as softplus's derivative.
+    Softmax, logsumexp and cross entropy take each other's families and attention's; the norms take the
+    distances; silu and sigmoid take softplus and mish."""
+    assert in_family(op, family_members(forbidden)), (forbidden, op)

@@ -770,6 +770,9 @@ def test_the_triton_an_honest_kernel_uses_passes():
         "import torch\nd = torch.utils.data.DataLoader([1], num_workers=1)",
         "from torch.utils.benchmark import Timer\nt = Timer('x + 1')",
         "import torch\ncu = torch.jit.CompilationUnit('def f(a):\\n    return a')",
+        "import torch\ndef kernel(x):\n    s = x.untyped_storage().from_file('/jg/cache/a.so', True, 8)\n    return x",
+        "import torch\ng = torch.autograd.grad(y, x)",
+        "import torch\ndef kernel(x):\n    x.sum().backward()\n    return x.grad",
     ],
     ids=[
         "numpy-tofile",
@@ -790,6 +793,9 @@ def test_the_triton_an_honest_kernel_uses_passes():
         "dataloader-workers",
         "benchmark-timer-text",
         "torchscript-text",
+        "storage-from-file",
+        "autograd-grad",
+        "tensor-backward",
     ],
 )
 def test_what_writes_files_builds_elsewhere_or_runs_code_out_of_sight_is_refused(src):
