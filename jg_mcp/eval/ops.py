@@ -16,6 +16,7 @@ COMPOSITES = {
     "TransformerDecoder",
     "multi_head_attention",
     "MultiheadAttention",
+    "flex_attention",
 }
 """Layers that run as one native op (nn.TransformerEncoderLayer's _transformer_encoder_layer_fwd, multi-head
 attention's _native_multi_head_attention) whose GEMMs, norms and softmax dispatch nothing the recorder sees: members
@@ -66,6 +67,10 @@ FAMILIES = [
         "matrix_power",
         "matrix_exp",
         "householder_product",
+        "ormqr",
+        "orgqr",
+        "addr",
+        "ger",
         "embedding_bag",
         "rnn",
         "lstm",
@@ -81,7 +86,16 @@ FAMILIES = [
         "corrcoef",
         *COMPOSITES,
     },
-    {"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax", "softmin", *COMPOSITES},
+    {
+        "softmax",
+        "_softmax",
+        "log_softmax",
+        "_log_softmax",
+        "_safe_softmax",
+        "softmin",
+        "AdaptiveLogSoftmaxWithLoss",
+        *COMPOSITES,
+    },
     {
         "scaled_dot_product_attention",
         "_scaled_dot_product_flash_attention",
@@ -118,8 +132,25 @@ FAMILIES = [
         "CrossEntropyLoss",
         "NLLLoss",
     },
-    {"logsumexp"},
-    {"silu", "silu_", "sigmoid", "sigmoid_", "glu", "SiLU", "expit", "softplus", "Softplus", "mish", "Mish"},
+    {"logsumexp", "logaddexp", "logaddexp2"},
+    {
+        "silu",
+        "silu_",
+        "sigmoid",
+        "sigmoid_",
+        "glu",
+        "SiLU",
+        "expit",
+        "softplus",
+        "Softplus",
+        "mish",
+        "Mish",
+        "binary_cross_entropy_with_logits",
+        "BCEWithLogitsLoss",
+        "soft_margin_loss",
+        "SoftMarginLoss",
+        "MultiLabelSoftMarginLoss",
+    },
 ]
 """Operator families: a forbidden name forbids its whole family, whatever it is called at the aten level. Beyond the
 members listed, an op is a member's relative by its name (`in_family`). The matrix product's family holds what
@@ -157,10 +188,12 @@ def in_family(op: str, members: set[str]) -> bool:
     return False
 
 
-IMPLIED = {1: (5, 2), 4: (1, 5, 2), 5: (1, 2)}
+IMPLIED = {1: (5, 2), 4: (1, 5, 2), 5: (1, 2), 6: (1, 5, 2)}
 """Families that compute another's op inside them, by index into FAMILIES: a softmax is exp(x - logsumexp(x)) and
 sits inside every attention kernel (a query of ones against keys of logits gives softmax(logits)); cross entropy is
-a log-softmax. Forbidding softmax, logsumexp or cross entropy forbids the others of the three and attention."""
+a log-softmax; a two-class softmax is a sigmoid (softmax([x, 0])[0]) and a two-term logsumexp a softplus.
+Forbidding softmax, logsumexp or cross entropy forbids the others of the three and attention; forbidding silu or
+sigmoid forbids all four."""
 
 
 def family_members(forbidden: list[str]) -> set[str]:

@@ -97,6 +97,8 @@ TORCH_REFUSED = {
     "autograd.backward": Reason.STATIC_DYNAMIC,
     "autograd.functional": Reason.STATIC_DYNAMIC,
     "func": Reason.STATIC_DYNAMIC,  # torch.func's grad, vjp, jacrev: the same
+    "distributions": Reason.STATIC_DYNAMIC,  # library softmax, logsumexp and norms under distributions' names
+    "ao": Reason.STATIC_DYNAMIC,  # quantized and fused modules (LinearReLU) under names no family holds
     "overrides": Reason.STATIC_SUBCLASS,
     "Tensor._make_subclass": Reason.STATIC_SUBCLASS,
 }

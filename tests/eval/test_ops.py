@@ -99,11 +99,20 @@ def test_composite_layers_join_every_family_they_compute():
         (["torch.nn.functional.rms_norm"], "pairwise_distance"),
         (["torch.nn.functional.silu"], "softplus_backward"),
         (["torch.nn.functional.silu"], "mish"),
+        (["torch.nn.functional.silu"], "_softmax"),
+        (["torch.nn.functional.silu"], "binary_cross_entropy_with_logits"),
+        (["torch.nn.functional.silu"], "soft_margin_loss"),
+        (["torch.nn.functional.silu"], "logaddexp"),
+        (["torch.matmul"], "ormqr"),
+        (["torch.matmul"], "addr"),
+        (["torch.matmul"], "flex_attention"),
+        (["torch.softmax"], "AdaptiveLogSoftmaxWithLoss"),
     ],
 )
 def test_what_computes_a_forbidden_op_inside_another_is_its_family(forbidden, op):
     """Red-team finds: a softmax by exp(x - logsumexp(x)); cross entropy's softmax inside an attention kernel (a
     query of ones against keys of logits); an RMS norm by cdist to the origin; sigmoid as softplus's derivative.
     Softmax, logsumexp and cross entropy take each other's families and attention's; the norms take the
-    distances; silu and sigmoid take softplus and mish."""
+    distances; silu and sigmoid take softplus, mish, the losses that are softplus, and the softmax families (a
+    two-class softmax is a sigmoid); a GEMM is Householder reflectors applied (ormqr) or rank-one updates."""
     assert in_family(op, family_members(forbidden)), (forbidden, op)

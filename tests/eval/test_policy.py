@@ -773,6 +773,8 @@ def test_the_triton_an_honest_kernel_uses_passes():
         "import torch\ndef kernel(x):\n    s = x.untyped_storage().from_file('/jg/cache/a.so', True, 8)\n    return x",
         "import torch\ng = torch.autograd.grad(y, x)",
         "import torch\ndef kernel(x):\n    x.sum().backward()\n    return x.grad",
+        "import torch\nd = torch.distributions.Categorical(logits=x)",
+        "import torch\nm = torch.ao.nn.intrinsic.LinearReLU",
     ],
     ids=[
         "numpy-tofile",
@@ -796,6 +798,8 @@ def test_the_triton_an_honest_kernel_uses_passes():
         "storage-from-file",
         "autograd-grad",
         "tensor-backward",
+        "distributions",
+        "ao-fused-modules",
     ],
 )
 def test_what_writes_files_builds_elsewhere_or_runs_code_out_of_sight_is_refused(src):
