@@ -42,6 +42,20 @@ from jg_mcp.eval.trusted import (
     trusted,
 )
 
+REFUSED_PARTS = {
+    "torch": (
+        TORCH_REFUSED,
+        "streams, processes, files, by-name operators, code from text or bytes, derivatives and subclass machinery "
+        "are refused",
+    ),
+    "triton": (
+        TRITON_REFUSED,
+        "Triton's compiler, builds, cache, drivers and configuration place or load code the eval does not judge: "
+        "write triton.jit kernels",
+    ),
+}
+"""The refused parts of each library, as a contiguous run of a dotted name's parts after its root, and why."""
+
 
 def refused_objects() -> dict[int, tuple[Reason, str]]:
     """Objects no dotted name may reach, by id: the dynamic builtins, `open`, the annotation evaluators."""
@@ -250,24 +264,11 @@ class Names:
                 f"`{dotted}`: of torch.utils a solution may use only {allowed} (the others start processes, run "
                 "code from text or write files)",
             )
-        if parts[0] == "torch":
-            refused = [reason for key, reason in TORCH_REFUSED.items() if contains(parts[1:], key.split("."))]
+        if parts[0] in REFUSED_PARTS:
+            table, why = REFUSED_PARTS[parts[0]]
+            refused = [reason for key, reason in table.items() if contains(parts[1:], key.split("."))]
             if refused:
-                self.add(
-                    refused[0],
-                    node,
-                    f"`{dotted}` is not allowed in a solution (streams, processes, files, "
-                    "by-name operators and subclass machinery are refused)",
-                )
-        if parts[0] == "triton":
-            refused = [reason for key, reason in TRITON_REFUSED.items() if contains(parts[1:], key.split("."))]
-            if refused:
-                self.add(
-                    refused[0],
-                    node,
-                    f"`{dotted}` is not allowed in a solution (Triton's compiler, builds, cache, drivers and "
-                    "configuration place or load code the eval does not judge: write triton.jit kernels)",
-                )
+                self.add(refused[0], node, f"`{dotted}` is not allowed in a solution ({why})")
 
     def check_value(self, node: ast.AST, dotted: str, obj: Any) -> None:
         """A module may be used only through its attributes; a class also called, as a type (isinstance,
