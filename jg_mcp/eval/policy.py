@@ -35,8 +35,8 @@ of every node that holds a name rather than nodes (attribute names, pattern attr
 keyword, import, global and handler names, type parameters) is checked by the rules of its kind
 (policy_tables.NAME_FIELDS); a plain-valued field the tables do not list is refused. It is linear in the source: an
 explicit stack, not recursion, and each node's dotted name and constant string computed once, bottom up. The
-walk over the syntax is here; what each dotted name reaches and whether it may be used there is
-jg_mcp.eval.policy_names.
+walk over the syntax is here; what each dotted name reaches and whether it may be used there (and how the calls
+whose arguments matter are called) is jg_mcp.eval.policy_names.
 
 A forbidden name forbids its whole operator family (jg_mcp.eval.ops): `torch.tensordot` is a matrix product
 whether or not a goal's list names it.
@@ -45,7 +45,6 @@ whether or not a goal's list names it.
 from __future__ import annotations
 
 import ast
-import re
 import types
 from dataclasses import dataclass, field
 
@@ -55,9 +54,6 @@ from jg_mcp.eval.policy_tables import (
     ALLOWED_MODULES,
     ALLOWED_SYNTAX,
     ATTRIBUTE,
-    BUILD_FLAGS,
-    BUILD_KEYWORDS,
-    CPP_BUILDERS,
     DEFINITION,
     DIRECT_CALLS,
     DYNAMIC_NAMES,
@@ -335,44 +331,6 @@ class _Scan(Names, ast.NodeVisitor):
             self.add(Reason.STATIC_IO, node, "reads the environment with a computed name")
         if dotted in DIRECT_CALLS:
             self.check_direct_call(node, dotted)
-
-    def check_direct_call(self, node: ast.Call, dotted: str) -> None:
-        """A call whose arguments are checked: spelt out; torch.compile without Inductor's `options`; a native
-        build with no build directory and a constant identifier for a name (the eval's cache decides where it is
-        built)."""
-        if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
-            self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` with unpacked arguments: spell them out")
-        if dotted not in CPP_BUILDERS:
-            if any(k.arg == "options" for k in node.keywords):
-                self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` with options, which name the programs it runs")
-            return
-        for k in node.keywords:
-            if k.arg is not None and k.arg not in BUILD_KEYWORDS:
-                self.add(
-                    Reason.STATIC_IO, node, f"`{dotted}` with `{k.arg}`: the eval decides where and what it builds"
-                )
-            elif k.arg in BUILD_FLAGS and (bad := self.build_flags(k.value, BUILD_FLAGS[k.arg])) is not None:
-                self.add(Reason.STATIC_IO, node, f"`{dotted}`: {k.arg} {bad}")
-        if len(node.args) > 2:
-            self.add(Reason.STATIC_IO, node, f"`{dotted}` takes its name and sources by position, the rest by keyword")
-        named = [k.value for k in node.keywords if k.arg == "name"] or node.args[:1]
-        name = self.const_str(named[0]) if named else None
-        if name is None or not name.isidentifier():
-            self.add(
-                Reason.STATIC_IO, node, f"`{dotted}` needs a constant identifier as its name (a path builds there)"
-            )
-
-    def build_flags(self, value: ast.AST, allowed: re.Pattern[str]) -> str | None:
-        """Why a build's flag list is refused (a list of constant strings, each an allowed flag); None if not."""
-        if not isinstance(value, (ast.List, ast.Tuple)):
-            return "must be a list of constant strings"
-        for item in value.elts:
-            flag = self.const_str(item)
-            if flag is None:
-                return "must be a list of constant strings"
-            if not allowed.fullmatch(flag):
-                return f"holds `{flag[:80]}`, which is not an allowed flag (policy_tables.BUILD_FLAGS)"
-        return None
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if self.dotted(node.value) == "os.environ" and self.const_str(node.slice) is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,10 @@ from typing import Any
 from jg_mcp.eval.ops import in_family
 from jg_mcp.eval.policy_tables import (
     ALLOWED_MODULES,
+    BUILD_FLAGS,
+    BUILD_KEYWORDS,
     CATEGORY,
+    CPP_BUILDERS,
     DIRECT_CALLS,
     DYNAMIC_NAMES,
     EVALUATORS,
@@ -82,8 +86,9 @@ def refused_objects() -> dict[int, tuple[Reason, str]]:
 @dataclass
 class Names:
     """The name rules of the static policy: what each dotted name rooted at an import reaches (resolved against
-    the real, trusted modules) and whether a solution may use it there; the findings, by line. `policy._Scan`
-    walks the syntax tree and asks these."""
+    the real, trusted modules), whether a solution may use it there, and the arguments of the calls whose
+    arguments matter (native builds, torch.compile); the findings, by line. `policy._Scan` walks the syntax tree
+    and asks these."""
 
     forbidden: list[str]
     allowed: set[str]
@@ -269,6 +274,44 @@ class Names:
             refused = [reason for key, reason in table.items() if contains(parts[1:], key.split("."))]
             if refused:
                 self.add(refused[0], node, f"`{dotted}` is not allowed in a solution ({why})")
+
+    def check_direct_call(self, node: ast.Call, dotted: str) -> None:
+        """A call whose arguments are checked: spelt out; torch.compile without Inductor's `options`; a native
+        build with no build directory and a constant identifier for a name (the eval's cache decides where it is
+        built)."""
+        if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
+            self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` with unpacked arguments: spell them out")
+        if dotted not in CPP_BUILDERS:
+            if any(k.arg == "options" for k in node.keywords):
+                self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` with options, which name the programs it runs")
+            return
+        for k in node.keywords:
+            if k.arg is not None and k.arg not in BUILD_KEYWORDS:
+                self.add(
+                    Reason.STATIC_IO, node, f"`{dotted}` with `{k.arg}`: the eval decides where and what it builds"
+                )
+            elif k.arg in BUILD_FLAGS and (bad := self.build_flags(k.value, BUILD_FLAGS[k.arg])) is not None:
+                self.add(Reason.STATIC_IO, node, f"`{dotted}`: {k.arg} {bad}")
+        if len(node.args) > 2:
+            self.add(Reason.STATIC_IO, node, f"`{dotted}` takes its name and sources by position, the rest by keyword")
+        named = [k.value for k in node.keywords if k.arg == "name"] or node.args[:1]
+        name = self.const_str(named[0]) if named else None
+        if name is None or not name.isidentifier():
+            self.add(
+                Reason.STATIC_IO, node, f"`{dotted}` needs a constant identifier as its name (a path builds there)"
+            )
+
+    def build_flags(self, value: ast.AST, allowed: re.Pattern[str]) -> str | None:
+        """Why a build's flag list is refused (a list of constant strings, each an allowed flag); None if not."""
+        if not isinstance(value, (ast.List, ast.Tuple)):
+            return "must be a list of constant strings"
+        for item in value.elts:
+            flag = self.const_str(item)
+            if flag is None:
+                return "must be a list of constant strings"
+            if not allowed.fullmatch(flag):
+                return f"holds `{flag[:80]}`, which is not an allowed flag (policy_tables.BUILD_FLAGS)"
+        return None
 
     def check_value(self, node: ast.AST, dotted: str, obj: Any) -> None:
         """A module may be used only through its attributes; a class also called, as a type (isinstance,
