@@ -268,7 +268,7 @@ def libs(tmp_path_factory):
 
 def _problems(path, forbidden):
     from jg_mcp.eval.elf import read_elf
-    from jg_mcp.eval.native import Judge
+    from jg_mcp.eval.native_rules import Judge
 
     return Judge(forbidden).problems(read_elf(path.read_bytes()))
 
@@ -336,7 +336,7 @@ def test_a_definition_under_a_library_name_is_bound_by_name_unless_hidden(libs):
 
 
 def test_operator_names_are_read_from_every_spelling_of_aten():
-    from jg_mcp.eval.native import Judge
+    from jg_mcp.eval.native_rules import Judge
 
     axpy, gemm = Judge(AXPY_FORBIDDEN), Judge(GEMM_FORBIDDEN)
     assert "operator `add`" in axpy.symbol("_ZN2at4_ops10add_Tensor4callERKNS_6TensorES4_RKN3c106ScalarE")
@@ -458,7 +458,7 @@ def test_what_triton_builds_in_its_cache_may_load_by_name_but_never_calls_a_libr
 def test_the_cuda_driver_and_python_entry_points_a_launcher_binds_pass(name):
     """Triton's driver module and launchers bind the CUDA driver API (TMA descriptors on Hopper included:
     cuTensorMapEncodeTiled is not cuTENSOR) and the Python C API: never a library kernel."""
-    from jg_mcp.eval.native import Judge
+    from jg_mcp.eval.native_rules import Judge
 
     assert Judge(GEMM_FORBIDDEN).symbol(name, libraries_only=True) is None
     assert Judge(GEMM_FORBIDDEN).symbol("cutensorContract", libraries_only=True)
