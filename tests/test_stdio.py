@@ -257,15 +257,21 @@ def test_a_stdio_line_over_the_request_limit_is_refused_as_it_is_read_never_pars
     grown_mib = (peak_memory_kib(proc.pid) - before) >> 10
     assert refused["id"] == 9 and f"over the limit of {MAX_REQUEST_BYTES}" in refused["error"]["message"]
     assert grown_mib < 256, f"the server's peak memory grew by {grown_mib} MiB for a {len(values) >> 20} MiB line"
+    request, response = _alive_then_recorded(wire, tmp_path)
+    assert request.method == "tools/call" and request.params is None and request.params_size > MAX_REQUEST_BYTES
+    assert response.is_error and "over the limit" in response.error
+    assert not (tmp_path / "ws" / "parsed").exists()
+
+
+def _alive_then_recorded(wire, tmp_path):
+    """After a refused request 9: the server still runs a command; the transcript's request and response of 9."""
     wire.call(10, "run_command", command="echo alive")
     assert wire.answer()["result"]["structuredContent"]["stdout"] == "alive\n"
     wire.close()
     events = read_transcript(only_transcript(tmp_path)).events
     [request] = [e for e in events if e.event == "request" and e.request_id == 9]
     [response] = [e for e in events if e.event == "response" and e.request_id == 9]
-    assert request.method == "tools/call" and request.params is None and request.params_size > MAX_REQUEST_BYTES
-    assert response.is_error and "over the limit" in response.error
-    assert not (tmp_path / "ws" / "parsed").exists()
+    return request, response
 
 
 def test_a_write_whose_json_escaping_takes_its_line_past_the_request_limit_is_still_served(tmp_path):
@@ -328,12 +334,7 @@ def test_a_request_of_a_million_empty_arrays_is_refused_as_it_is_read_and_never_
     assert grown_mib < 64, f"the server's peak memory grew by {grown_mib} MiB for a {len(junk) >> 20} MiB line"
     assert refused["id"] == 9 and "error" in refused, str(refused)[:300]
     assert f"limit of {MAX_REQUEST_VALUES} JSON values" in refused["error"]["message"], refused
-    wire.call(10, "run_command", command="echo alive")
-    assert wire.answer()["result"]["structuredContent"]["stdout"] == "alive\n"
-    wire.close()
-    events = read_transcript(only_transcript(tmp_path)).events
-    [request] = [e for e in events if e.event == "request" and e.request_id == 9]
-    [response] = [e for e in events if e.event == "response" and e.request_id == 9]
+    request, response = _alive_then_recorded(wire, tmp_path)
     assert request.method == "tools/call" and request.params is None and request.params_size > len(junk)
     assert response.is_error and f"limit of {MAX_REQUEST_VALUES} JSON values" in response.error
     assert not (tmp_path / "ws" / "parsed").exists()
