@@ -3,7 +3,7 @@ reason, the speedups against an independent do_bench measurement, two evals of t
 other, and `jg-mcp demo`. Prints a short table and writes check.json and check.md under --out.
 
     python eval/h200_check.py --out DIR [--goals a,b] [--parts evals,dobench,repeat,hacks,demo] [--deadline-s S]
-        [--earlier CHECK_JSON] [--timing KEY=VALUE ...] [--spares]
+        [--earlier CHECK_JSON] [--timing KEY=VALUE ...] [--spares] [--hacks a,b] [--hack-rounds N]
 
 The part `dobench_repeat` (not run unless named) measures do_bench again in a second fresh process: how far the
 independent measurement's own ratio moves between two processes, beside the eval's repeat. Parts named
@@ -252,47 +252,68 @@ def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results
     )
 
 
-def check_hacks(results: dict, deadline: float) -> None:
-    for name, reasons in GPU_HACKS.items():
-        if name in results["hacks"]:
+def hack_timings(report: EvalReport) -> dict[str, dict]:
+    """Per timed shape of a hack's eval: each callable's median and fresh-input median (ms), and why the shape was
+    timed a second time, if it was: what a cached_output verdict rests on, kept so that a miss can be read."""
+    rows = {}
+    for shape in report.shapes:
+        if shape.candidate is None:
             continue
-        if time.monotonic() > deadline:
-            results.setdefault("skipped", []).append(f"hack:{name}")
-            continue
-        try:
-            report = run_eval(
-                REPO / "eval" / "hacks" / name / "solution.py",
-                "gemm_fp8",
-                shapes="timed",
-                only=[HACK_SHAPE],
-                domain_shapes=0,
-                timing={"budget_s": 1.0},
-            )
-        except Exception as exc:
-            results["hacks"][name] = {
-                "rejected": False,
-                "reasons": [],
-                "missing": [],
-                "ok": False,
-                "findings": [f"harness error {type(exc).__name__}: {exc}"[-2000:]],
-            }
-            print(f"hack    {name:26s} HARNESS ERROR {exc}"[-400:], flush=True)
-            continue
-        missing = sorted(reasons - set(report.reasons))
-        ok = not report.accepted and not missing
-        results["hacks"][name] = {
-            "rejected": not report.accepted,
-            "reasons": list(report.reasons),
-            "missing": missing,
-            "ok": ok,
-            "findings": [f.detail[:300] for f in report.findings][:6],
-            "wall_s": report.wall_s,
-            "phases": report.phases,
+        timings = {"candidate": shape.candidate, **shape.baselines}
+        rows[shape.name] = {
+            "median_ms": {n: t.median_ms for n, t in timings.items()},
+            "fresh_median_ms": {n: t.fresh_median_ms for n, t in timings.items()},
+            "retimed": shape.retimed,
         }
-        print(
-            f"hack    {name:26s} {'ok' if ok else 'MISSED'}  {report.wall_s:5.1f}s  {','.join(report.reasons)}",
-            flush=True,
+    return rows
+
+
+def check_hacks(results: dict, deadline: float, names: list[str], rounds: int = 1) -> None:
+    """Each GPU hack of `names` evaluated `rounds` times (a round after the first is kept as NAME#2, ...)."""
+    for name in names:
+        for i in range(rounds):
+            key = name if i == 0 else f"{name}#{i + 1}"
+            if key in results["hacks"]:
+                continue
+            if time.monotonic() > deadline:
+                results.setdefault("skipped", []).append(f"hack:{key}")
+                continue
+            results["hacks"][key] = check_hack(name)
+
+
+def check_hack(name: str) -> dict:
+    try:
+        report = run_eval(
+            REPO / "eval" / "hacks" / name / "solution.py",
+            "gemm_fp8",
+            shapes="timed",
+            only=[HACK_SHAPE],
+            domain_shapes=0,
+            timing={"budget_s": 1.0},
         )
+    except Exception as exc:
+        print(f"hack    {name:26s} HARNESS ERROR {exc}"[-400:], flush=True)
+        return {
+            "rejected": False,
+            "reasons": [],
+            "missing": [],
+            "ok": False,
+            "findings": [f"harness error {type(exc).__name__}: {exc}"[-2000:]],
+        }
+    missing = sorted(GPU_HACKS[name] - set(report.reasons))
+    ok = not report.accepted and not missing
+    verdict = "ok" if ok else "MISSED"
+    print(f"hack    {name:26s} {verdict}  {report.wall_s:5.1f}s  {','.join(report.reasons)}", flush=True)
+    return {
+        "rejected": not report.accepted,
+        "reasons": list(report.reasons),
+        "missing": missing,
+        "ok": ok,
+        "findings": [f.detail[:300] for f in report.findings][:6],
+        "timings": hack_timings(report),
+        "wall_s": report.wall_s,
+        "phases": report.phases,
+    }
 
 
 def check_demo(results: dict, deadline: float) -> None:
@@ -324,6 +345,10 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--goals", default=",".join(GOALS))
     parser.add_argument("--parts", default="evals,dobench,repeat,hacks,demo")
+    parser.add_argument("--hacks", default=",".join(GPU_HACKS), help="the GPU hacks the part `hacks` runs")
+    parser.add_argument(
+        "--hack-rounds", type=int, default=1, help="evaluate each hack this many times (a verdict that varies)"
+    )
     parser.add_argument(
         "--deadline-s",
         type=float,
@@ -353,6 +378,9 @@ def main() -> int:
     start = time.monotonic()
     deadline = start + args.deadline_s
     goals, parts = args.goals.split(","), args.parts.split(",")
+    hacks = args.hacks.split(",")
+    if unknown := sorted(set(hacks) - set(GPU_HACKS)):
+        parser.error(f"--hacks: no GPU hack named {', '.join(unknown)} (known: {', '.join(GPU_HACKS)})")
     results: dict = {"parts": parts, "timing": timing, "part_wall_s": {}}
     split = [p for p in parts if p.startswith("dobench_split")]
     kept = ("evals", "dobench", "repeat", "dobench_repeat", *split, "hacks")
@@ -367,7 +395,7 @@ def main() -> int:
             "repeat": lambda: check_evals(goals, results, "repeat", deadline, timing),
             "dobench_repeat": lambda: check_dobench(goals, results, "dobench_repeat"),
             **{key: functools.partial(check_dobench, goals, results, key) for key in split},
-            "hacks": lambda: check_hacks(results, deadline),
+            "hacks": lambda: check_hacks(results, deadline, hacks, args.hack_rounds),
             "demo": lambda: check_demo(results, deadline),
         }
         for part, step in steps.items():

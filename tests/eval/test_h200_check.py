@@ -109,10 +109,16 @@ def test_the_check_writes_its_parts_and_a_second_call_finishes_what_the_first_le
     assert done["hacks"]["background_thread"]["phases"]["correctness"] > 0, "a hack's eval keeps its phases"
     assert main("--out", str(second), "--parts", "hacks", "--earlier", str(second / "check.json")) == 0
     assert len(ran) == 3, "a hack already in the earlier run is not run again"
+    assert main("--out", str(second), "--parts", "hacks", "--hack-rounds", "2", "--earlier", earlier) == 0
+    rounds = json.loads((second / "check.json").read_text())["hacks"]
+    assert len(ran) == 5 and set(rounds) == {"background_thread", "background_thread#2"}
+    assert all(isinstance(h["timings"], dict) for h in rounds.values()), "a hack keeps its shapes' timings"
+    with pytest.raises(SystemExit):
+        main("--out", str(second), "--parts", "hacks", "--hacks", "no_such_hack")
 
     late = tmp_path / "late"
     assert main("--out", str(late), "--goals", "softmax", "--parts", "evals", "--deadline-s", "0") == 1
-    assert "SKIPPED (past --deadline-s): evals:softmax" in (late / "check.md").read_text() and len(ran) == 3
+    assert "SKIPPED (past --deadline-s): evals:softmax" in (late / "check.md").read_text() and len(ran) == 5
 
 
 def test_the_do_bench_cross_check_rotates_over_the_input_sets_call_by_call(monkeypatch):
