@@ -155,7 +155,7 @@ def test_the_file_tools_refuse_a_path_that_is_not_utf8_and_list_such_names_escap
     with pytest.raises(PathRefused, match="not valid UTF-8") as refused:
         ws.parts(os.fsdecode(BAD))
     str(refused.value).encode()
-    listed = ws.listing(())
+    listed, _ = ws.listing(())
     assert listed == [r"a\xff (name not UTF-8)"] and all(n.encode() for n in listed)
 
 

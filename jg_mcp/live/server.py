@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
-from typing import Annotated, Any
+import threading
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -18,7 +20,7 @@ from jg_mcp.errors import PathRefused
 from jg_mcp.goal_text import instruction, render_markdown
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.gpu import GpuReport
-from jg_mcp.live.paging import NotText, read_page
+from jg_mcp.live.paging import NotText, PageStopped, SkipTooFar, read_page
 from jg_mcp.live.recording import SessionPool, TranscriptMiddleware
 from jg_mcp.live.runner import CommandResult, RunnerClosed
 from jg_mcp.live.session import Session, outcome
@@ -28,6 +30,8 @@ from jg_mcp.record.events import sha256_bytes
 from jg_mcp.record.transcript import WRITE_BLOB_CAP
 
 MAX_TIMEOUT_S = 3600
+SHOWN_ENTRIES = 200
+"""Most names of a directory that read_file's refusal of it names."""
 CANCELLED_SCAN_WAIT_S = 2.0
 """How long a cancelled run_command still waits for the scan of its changes before it answers (the scan goes
 on and records them when it ends, unless the session has closed by then)."""
@@ -72,19 +76,35 @@ def _refused(path: str, exc: PathRefused | OSError, doing: str) -> ToolError:
     return ToolError(f"cannot {doing} '{path}': {exc.strerror or exc}")
 
 
-def _read_text(session: Session, path: str, offset: int, limit: int) -> FileText:
+def _read_text(
+    session: Session, path: str, offset: int, limit: int, stop: Callable[[], bool] = lambda: False
+) -> FileText:
+    """read_file's work, in a worker thread: it gives up (a ToolError) once `stop()` or `session.closing` is true,
+    between the chunks of its skip to `offset`."""
     ws = session.workspace
     try:
         parts = ws.parts(path)
         if ws.kind(parts) == "dir":
-            entries = ws.listing(parts)
-            raise ToolError(f"'{path}' is a directory; it holds: {', '.join(entries[:200]) or '(nothing)'}")
+            entries, complete = ws.listing(parts)
+            shown_names = ", ".join(entries[:SHOWN_ENTRIES]) or "(nothing)"
+            if not complete:
+                shown_names += f" ... (the first {len(entries)} entries listed, in name order; it holds more)"
+            elif len(entries) > SHOWN_ENTRIES:
+                shown_names += f" ... ({len(entries)} entries in all)"
+            raise ToolError(f"'{path}' is a directory; it holds: {shown_names}")
         with ws.open_file(parts) as (fd, st):
-            page = read_page(fd, st.st_size, offset, limit)
+            page = read_page(fd, st.st_size, offset, limit, stop=lambda: stop() or session.closing)
     except NotText:
         raise ToolError(
             f"'{path}' is a binary file ({st.st_size} bytes), not UTF-8 text; inspect it with "
             "run_command (e.g. `xxd`, `file`, `python -c ...`)"
+        ) from None
+    except SkipTooFar as exc:
+        raise ToolError(f"'{path}': {exc}") from None
+    except PageStopped:
+        raise ToolError(
+            f"the read of '{path}' was stopped: "
+            + (f"the session is closed ({session.close_reason or 'closing'})" if session.closing else "cancelled")
         ) from None
     except (PathRefused, OSError) as exc:
         raise _refused(path, exc, "read") from None
@@ -98,6 +118,34 @@ def _read_text(session: Session, path: str, offset: int, limit: int) -> FileText
         next_offset=end + 1 if page.more else None,
         cut_line=page.cut,
     )
+
+
+T = TypeVar("T")
+
+
+async def in_thread_until_cancelled(fn: Callable[[Callable[[], bool]], T], limiter: anyio.CapacityLimiter) -> T:
+    """`fn(stop)` in a worker thread of `limiter`; `stop()` turns true once this call is cancelled, so that `fn`,
+    asking it between steps, ends soon (the thread keeps its slot of `limiter` until it has)."""
+    stopped = threading.Event()
+    done: list[T] = []
+    failed: list[BaseException] = []
+
+    async def watch() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stopped.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        try:
+            done.append(await anyio.to_thread.run_sync(lambda: fn(stopped.is_set), limiter=limiter))
+        except Exception as exc:  # noqa: BLE001 (re-raised as it is below, not wrapped in the task group's group)
+            failed.append(exc)
+        tg.cancel_scope.cancel()
+    if failed:
+        raise failed[0]
+    return done[0]
 
 
 def _write_text(session: Session, path: str, content: str, request_id: str | int | None) -> WriteResult:
@@ -190,7 +238,9 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
         Binary files are refused with their size; inspect them with run_command instead. Paths outside the
         workspace, symbolic links and special files (FIFOs, devices, sockets) are refused."""
         session = pool.get(ctx.request_context.session)
-        return await anyio.to_thread.run_sync(lambda: _read_text(session, path, offset, limit), limiter=session.readers)
+        return await in_thread_until_cancelled(
+            lambda stop: _read_text(session, path, offset, limit, stop), session.readers
+        )
 
     @_tool(
         server,

@@ -25,6 +25,7 @@ afresh, bounded by SCAN_READ_BYTES, and scans made while a command runs keep not
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import stat
 import weakref
@@ -37,6 +38,8 @@ from jg_mcp.errors import PathRefused
 from jg_mcp.live import safefs
 from jg_mcp.live.walk import SHOWN_NAMES, Walk, commands_in, shown
 
+LISTED_ENTRIES = 10_000
+"""Most entries of one directory `Workspace.listing` reads (a command can make millions)."""
 SCAN_LIMIT = 50_000
 """Most files a scan records; past it, the rest are named as skipped."""
 SCAN_FILE_BYTES = 256 * 1024 * 1024
@@ -188,13 +191,17 @@ class Workspace:
             return "dir"
         return "file" if stat.S_ISREG(st.st_mode) else safefs.kind(st.st_mode)
 
-    def listing(self, parts: tuple[str, ...]) -> list[str]:
-        """The names in the directory `parts`, directories marked with a trailing '/'."""
-        with self.dir_fd(parts) as dfd:
-            names = os.listdir(dfd)
-            return sorted(
+    def listing(self, parts: tuple[str, ...]) -> tuple[list[str], bool]:
+        """The names in the directory `parts`, directories marked with a trailing '/', sorted; and whether that is
+        all of them: at most LISTED_ENTRIES are read (the first the directory yields), whatever it holds."""
+        with self.dir_fd(parts) as dfd, os.scandir(dfd) as found:
+            names = [e.name for e in itertools.islice(found, LISTED_ENTRIES + 1)]
+            complete = len(names) <= LISTED_ENTRIES
+            names = names[:LISTED_ENTRIES]
+            listed = sorted(
                 shown(n) + ("/" if _is_dir(dfd, n) else "") + ("" if is_utf8(n) else " (name not UTF-8)") for n in names
             )
+        return listed, complete
 
     def write(self, parts: tuple[str, ...], data: bytes) -> bool:
         """Atomically replace or create the file at `parts` (parents made); returns whether it is new."""
