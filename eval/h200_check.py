@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from jg_mcp.eval import EvalOptions, EvalReport, evaluate  # noqa: E402
-from jg_mcp.eval.compile_cache import baseline_env  # noqa: E402
+from jg_mcp.eval.compile_cache import baseline_env, bytecode_dir  # noqa: E402
 from jg_mcp.eval.report import Reason  # noqa: E402
 from jg_mcp.eval.spares import Spares  # noqa: E402
 
@@ -200,6 +200,8 @@ def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None
     cache = next(iter(reports.values())).environment.baseline_cache
     if cache:
         env |= baseline_env(Path(cache))
+    if (bytecode := bytecode_dir()) is not None:
+        env["PYTHONPYCACHEPREFIX"] = str(bytecode)  # what the baselines' processes compiled (trusted, as they are)
     measured: dict = {}
     for only in ("candidate", "baseline") if key.startswith("dobench_split") else (None,):
         args = [sys.executable, str(Path(__file__)), "--dobench", json.dumps(plan), *([only] if only else [])]

@@ -43,8 +43,8 @@ UNSANDBOXED = [
     "filesystem view: the candidate can read what this user can (workspace, goals, earlier reports)",
     "private /tmp and /dev/shm: the candidate can write where other processes read",
     "network namespace: the candidate can reach the network",
-    "the baselines' compile cache (jg_mcp/eval/compile_cache.py): the candidate can write kernels that this and "
-    "later evals' baselines load",
+    "the baselines' compile and bytecode caches (jg_mcp/eval/compile_cache.py): the candidate can write kernels "
+    "and Python bytecode that this and later evals' baselines load",
 ]
 
 
@@ -109,11 +109,18 @@ def launcher() -> str:
     return shutil.which("bwrap") or "bwrap"
 
 
-def bwrap_argv(solution_dir: Path, cache_dir: Path, env: dict[str, str], rules: int | None = None) -> list[str]:
+def bwrap_argv(
+    solution_dir: Path,
+    cache_dir: Path,
+    env: dict[str, str],
+    rules: int | None = None,
+    readable: list[Path] | tuple[Path, ...] = (),
+) -> list[str]:
     """The bubblewrap prefix that runs a command as the candidate's sandbox (see the module docstring); the
     process gets `lifeline.read_end()`, so it runs only while the harness lives, and `rules`, the descriptor of a
     fresh `seccomp.program_file()` (no new user namespace: in one the candidate could mount memory past its caps;
-    no kernel keyrings: the harness's session keyring, and the user keyring every candidate's uid shares)."""
+    no kernel keyrings: the harness's session keyring, and the user keyring every candidate's uid shares).
+    `readable` directories are bound read-only at their own paths (the workers' bytecode)."""
     capped = ["prlimit", f"--nproc={MAX_PROCESSES}"] if os.geteuid() == 0 else []
     args = lifeline.outer(oom.first([*capped, launcher(), *NAMESPACES, "--hostname", "candidate"]))
     if rules is not None:
@@ -139,7 +146,7 @@ def bwrap_argv(solution_dir: Path, cache_dir: Path, env: dict[str, str], rules: 
         "/dev/shm",
     ]
     made: set[Path] = {Path("/tmp")}
-    for p in python_binds():
+    for p in [*python_binds(), *readable]:
         for parent in [q for q in reversed(p.parents) if q != Path("/") and q not in made]:
             args += ["--perms", "0755", "--dir", str(parent)]
             made.add(parent)

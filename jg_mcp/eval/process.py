@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from jg_mcp.errors import JgError
 from jg_mcp.eval import channel
+from jg_mcp.eval.compile_cache import bytecode_dir
 from jg_mcp.eval.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, filter_file, pythonpath
 from jg_mcp.eval.messages import WORKER_MESSAGE, Bind, Bound, Setup, Started, WorkerError
 from jg_mcp.eval.native import NativeScan
@@ -93,11 +94,18 @@ class WorkerProcess:
             "TRITON_INTERPRET": "0" if device == "cuda" else "1",
             "JG_EVAL_TOKEN": token,
         }
+        bytecode = bytecode_dir() if sandboxed or role == "baseline" else None
+        if bytecode is not None:
+            env["PYTHONPYCACHEPREFIX"] = str(bytecode)
+            if not sandboxed:
+                del env["PYTHONDONTWRITEBYTECODE"]  # a baseline's process writes it; a sandboxed candidate reads it
         if sandboxed:
             env |= {"HOME": "/tmp", "TMPDIR": "/tmp", "TRITON_CACHE_DIR": f"{CACHE_DIR}/triton"}
             env["TORCH_EXTENSIONS_DIR"] = f"{CACHE_DIR}/torch_extensions"
             rules = filter_file()
-            prefix, cwd, parent = bwrap_argv(solution_dir, cache_dir, env, rules.fileno() if rules else None), "/", 0
+            readable = [bytecode] if bytecode is not None else []
+            argv = bwrap_argv(solution_dir, cache_dir, env, rules.fileno() if rules else None, readable)
+            prefix, cwd, parent = argv, "/", 0
         else:
             home = work / f"home-{secrets.token_hex(3)}"
             home.mkdir()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from eval_suite import GOALS, HACKS, SOLUTIONS, eval_solution
 
-from jg_mcp.eval import EvalOptions
+from jg_mcp.eval import EvalOptions, compile_cache
 from jg_mcp.eval.compile_cache import baseline_dir
 from jg_mcp.eval.harness import Evaluation
 from jg_mcp.eval.isolation import bwrap_problem, prepare
@@ -323,6 +323,52 @@ def test_the_baselines_read_nothing_the_sandboxed_candidate_can_write(tmp_path, 
         assert env.baseline_cache_problem is None and Path(env.baseline_cache).parent == tmp_path / "cache/baselines"
         seen.append((base_env["TRITON_CACHE_DIR"], base_env["TORCHINDUCTOR_CACHE_DIR"]))
     assert seen[0] == seen[1]
+
+
+@pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
+def test_the_workers_bytecode_is_written_by_the_baselines_and_only_read_by_the_sandboxed_candidate(
+    tmp_path, monkeypatch
+):
+    """Where torch has no bytecode of its own (the H200 image), the baselines' processes write it to a cache that
+    the candidate's sandbox binds read-only: the candidate imports torch fast and can plant nothing there."""
+    import jg_mcp.eval.process as process
+
+    monkeypatch.setenv("JG_MCP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(compile_cache.importlib.util, "cache_from_source", lambda path: str(tmp_path / "none.pyc"))
+    bytecode = compile_cache.bytecode_dir()
+    assert bytecode is not None and oct(bytecode.stat().st_mode & 0o777) == "0o755"
+    monkeypatch.setattr(process, "bytecode_dir", lambda: bytecode)
+    ev = Evaluation(EvalOptions(goal=DEMO_GOAL, workspace=tmp_path, device="cpu", isolation="bwrap"))
+    try:
+        (ev.work / "solution").mkdir()
+        (ev.work / "solution" / "solution.py").write_text("def kernel(x, y, alpha):\n    return x\n")
+        (ev.work / "cache").mkdir()
+        prepare(ev.work / "solution", ev.work / "cache")
+        ev.environment()
+        candidate, baseline = ev.spawn("candidate"), ev.spawn("baseline")
+        argv = Path(f"/proc/{candidate.proc.pid}/cmdline").read_bytes().decode().split("\0")
+        assert type(baseline.recv()).__name__ == "Ready", baseline.close()
+        base_env = _environ(baseline.proc.pid)
+    finally:
+        for proc in ev.procs:
+            proc.close()
+        shutil.rmtree(ev.work, ignore_errors=True)
+    assert base_env["PYTHONPYCACHEPREFIX"] == str(bytecode) and "PYTHONDONTWRITEBYTECODE" not in base_env
+    assert any(bytecode.rglob("worker.*.pyc")), "the baseline's process wrote the bytecode of what it imported"
+    binds = [(a, argv[i + 2]) for i, a in enumerate(argv[:-2]) if a.startswith("--") and argv[i + 1] == str(bytecode)]
+    assert binds == [("--ro-bind", str(bytecode))], "bound read-only at its own path, and only so"
+    assert argv[argv.index("PYTHONPYCACHEPREFIX") + 1] == str(bytecode)
+    assert argv[argv.index("PYTHONDONTWRITEBYTECODE") + 1] == "1"
+
+
+def test_the_bytecode_cache_is_used_only_where_torch_has_none_and_no_other_user_can_write_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("JG_MCP_CACHE", str(tmp_path / "cache"))
+    assert compile_cache.bytecode_dir() is None, "this torch was installed with its bytecode"
+    monkeypatch.setattr(compile_cache.importlib.util, "cache_from_source", lambda path: str(tmp_path / "none.pyc"))
+    path = compile_cache.bytecode_dir()
+    assert path == tmp_path / "cache" / "bytecode" / sys.implementation.cache_tag and path.is_dir()
+    path.chmod(0o777)
+    assert compile_cache.bytecode_dir() is None
 
 
 def test_a_baseline_cache_others_can_write_is_not_used(tmp_path, monkeypatch):
