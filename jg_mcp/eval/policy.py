@@ -9,7 +9,8 @@ The static pass refuses, each with its line and a sentence the agent can act on:
   files and the environment (except reading one named variable), patching imported modules, tensor subclasses;
 - any spelling of a forbidden API: the name, an alias, a constant-folded string, and the method of the same
   name on a tensor (`x.bmm` when `torch.bmm` is forbidden);
-- native code built with `torch.utils.cpp_extension` whose sources call a library (cuBLAS, cuDNN, ATen ops);
+- native code: `torch.utils.cpp_extension` (every builder) under any name that reaches it, as a class: a library
+  loaded into the candidate's process runs with the interpreter's and torch's full powers (policy_tables.NATIVE_BUILDS);
 - a module reached through an allowed one (`torch.sys` is `sys`): every dotted name rooted at an import is resolved
   step by step against the real, trusted modules in the harness (getattr on them; the candidate's code never runs);
 - a module or class used as a value (bound to a name, passed, returned, stored): only its attributes, calls, and
@@ -19,11 +20,9 @@ The static pass refuses, each with its line and a sentence the agent can act on:
 - frames, code objects and other code's globals reached through public names (`gen.gi_frame.f_back.f_globals`, a
   Triton function's `get_capture_scope()`), and strings that name a dunder (`g["__builtins__"]`);
 - what hands over a module the policy refuses (`.numpy()`), maps a file (`.from_file` on any object), computes
-  library ops' derivatives (autograd.grad, `.backward()`, torch.func), torch.utils but cpp_extension
-  (DataLoader's worker processes, benchmark's code from text), TorchScript, compiled artifacts from bytes
-  (torch.compiler), file exports (onnx, the profilers), Inductor's `options` (the compiler it runs), and a native
-  build told where to build or what to run (`build_directory`, a name that is not a constant identifier, flags
-  outside policy_tables.BUILD_FLAGS such as gcc's -wrapper or -Wl,-o);
+  library ops' derivatives (autograd.grad, `.backward()`, torch.func), the rest of torch.utils (DataLoader's worker
+  processes, benchmark's code from text), TorchScript, compiled artifacts from bytes (torch.compiler), file exports
+  (onnx, the profilers) and Inductor's `options` (the compiler it runs);
 - Triton's parts that build, place or load code (policy_tables.TRITON_REFUSED: triton.compile, its C builds, its
   cache, its backends' drivers, its configuration), whose functions are refused as objects under any name;
 - syntax outside the allow-list (policy_tables.ALLOWED_SYNTAX): `match` (a class pattern reads attributes by name,
@@ -65,7 +64,6 @@ from jg_mcp.eval.policy_tables import (
     LITERAL,
     MAX_SOURCE_BYTES,
     NAME_FIELDS,
-    NATIVE_LIBRARY,
     REFLECTION_CALLS,
     REFUSED_SYNTAX,
     SUBCLASS_ATTRS,
@@ -355,12 +353,6 @@ class _Scan(Names, ast.NodeVisitor):
 
     def check_string(self, text: str, node: ast.AST) -> None:
         """Name-like strings (no whitespace) naming a forbidden API; prose (docstrings) is skipped."""
-        if self.native and (m := NATIVE_LIBRARY.search(text)):
-            self.add(
-                Reason.STATIC_FORBIDDEN,
-                node,
-                f"native source calls a library (`{m.group(0)}`): write the kernel itself",
-            )
         if not text or any(c.isspace() for c in text):
             return
         if text.isidentifier() and is_dunder(text) and text not in ("__main__", *NAMES_ALLOWED_AS_DUNDERS):
@@ -416,13 +408,11 @@ def static_check(source: str, forbidden: list[str], allowed: set[str] | None = N
         return [Finding(reason=Reason.SYNTAX, detail=f"line {exc.lineno}: {exc.msg}")]
     except (ValueError, RecursionError, MemoryError) as exc:
         return [Finding(reason=Reason.SYNTAX, detail=f"line 0: the file cannot be read ({type(exc).__name__})")]
-    return check_tree(tree, forbidden, allowed, native="cpp_extension" in source)
+    return check_tree(tree, forbidden, allowed)
 
 
-def check_tree(
-    tree: ast.AST, forbidden: list[str], allowed: set[str] | None = None, native: bool = False
-) -> list[Finding]:
-    """Every static finding in a parsed solution (`native`: its source mentions cpp_extension)."""
+def check_tree(tree: ast.AST, forbidden: list[str], allowed: set[str] | None = None) -> list[Finding]:
+    """Every static finding in a parsed solution."""
     scan = _Scan(forbidden=family_names(forbidden), allowed=ALLOWED_MODULES | (allowed or set()))
     scan.members = family_members(forbidden)
     scan.refused = refused_objects()
@@ -431,7 +421,6 @@ def check_tree(
         obj = scan.resolve(bad)
         if obj is not UNKNOWN and not isinstance(obj, (types.ModuleType, type)) and id(obj) not in scan.refused:
             scan.refused[id(obj)] = (Reason.STATIC_FORBIDDEN, f"the forbidden `{bad}`")
-    scan.native = native
     scan.prepare(tree)
     scan.scan(tree)
     seen: set[tuple[Reason, str]] = set()
@@ -452,14 +441,13 @@ def policy_text(forbidden: list[str], allowed: set[str] | None = None) -> str:
         "setattr, dunder attributes such as __dict__ or __class__, exec/eval/compile, private torch APIs such as "
         "torch._C or torch.ops, frames), threads, processes or CUDA streams, files, tensor subclasses, `match` "
         "statements or coroutines (async/await), or Triton's compiler, builds, cache, backends and configuration "
-        "(triton.compile, triton.runtime.build and .cache, triton.knobs): write triton.jit kernels. Of torch.utils "
-        "only cpp_extension is allowed; no TorchScript (torch.jit), torch.compiler, torch.onnx, profilers, numpy "
-        "arrays (.numpy()), files mapped by from_file, derivatives (torch.autograd.grad, .backward(), "
-        "torch.func), torch.distributions or torch.ao, and torch.compile without options. Native code "
-        "built with torch.utils.cpp_extension (load or load_inline, called by name with a constant identifier as "
-        "its name, no build_directory or include paths, and only plain flags: optimisation, language, macros, "
-        "target, warnings, nvcc code generation, libraries by name) may not call cuBLAS, cuDNN, CUTLASS or ATen "
-        "operators. A forbidden "
+        "(triton.compile, triton.runtime.build and .cache, triton.knobs): write triton.jit kernels. Native code "
+        "is refused: no torch.utils.cpp_extension (load, load_inline or any other builder), whose libraries run "
+        "with the interpreter's full powers; the kernel's compiled code is Triton's. Nothing of torch.utils, no "
+        "TorchScript (torch.jit), torch.compiler, torch.onnx, profilers, numpy arrays (.numpy()), files mapped by "
+        "from_file, derivatives (torch.autograd.grad, .backward(), torch.func), torch.distributions or torch.ao, "
+        "and torch.compile only without options. Library kernels of the goal's operators (cuBLAS, cuDNN, "
+        "FlashAttention...) are forbidden under every torch name, namespaces included. A forbidden "
         "API is forbidden under every spelling (alias, method, string). A module, or a torch or triton class, may be "
         "used only through its attributes, calls, type tests, annotations and as a base class, not bound to another "
         "name or passed around; no function may be named __torch_function__ or __torch_dispatch__, and no "

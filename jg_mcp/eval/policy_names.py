@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import re
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,18 +14,15 @@ from typing import Any
 from jg_mcp.eval.ops import in_family
 from jg_mcp.eval.policy_tables import (
     ALLOWED_MODULES,
-    BUILD_FLAGS,
-    BUILD_KEYWORDS,
     CATEGORY,
-    CPP_BUILDERS,
     DIRECT_CALLS,
     DYNAMIC_NAMES,
     EVALUATORS,
     IO_MODULES,
+    NATIVE_BUILDS,
     REFLECTION_CALLS,
     SUBCLASS_ATTRS,
     TORCH_REFUSED,
-    TORCH_UTILS_ALLOWED,
     TRITON_CODE_MODULES,
     TRITON_REFUSED,
 )
@@ -59,6 +55,12 @@ REFUSED_PARTS = {
     ),
 }
 """The refused parts of each library, as a contiguous run of a dotted name's parts after its root, and why."""
+NATIVE_REFUSED = (
+    "native code is refused (torch.utils.cpp_extension, every builder): a library loaded into the candidate's process "
+    "runs with the interpreter's and torch's full powers, beyond anything the eval can check; write the kernel in "
+    "Triton (triton.jit)"
+)
+"""The finding's sentence for a native build (policy_tables.NATIVE_BUILDS), under any name that reaches it."""
 
 
 def refused_objects() -> dict[int, tuple[Reason, str]]:
@@ -87,7 +89,7 @@ def refused_objects() -> dict[int, tuple[Reason, str]]:
 class Names:
     """The name rules of the static policy: what each dotted name rooted at an import reaches (resolved against
     the real, trusted modules), whether a solution may use it there, and the arguments of the calls whose
-    arguments matter (native builds, torch.compile); the findings, by line. `policy._Scan` walks the syntax tree
+    arguments matter (torch.compile); the findings, by line. `policy._Scan` walks the syntax tree
     and asks these."""
 
     forbidden: list[str]
@@ -97,8 +99,6 @@ class Names:
     """Local name -> dotted name it was imported as (from every import in the file, wherever it stands)."""
     modules: set[str] = field(default_factory=set)
     """Local names bound by `import X`: modules whatever they resolve to."""
-    native: bool = False
-    """The source builds native code (cpp_extension)."""
     members: set[str] = field(default_factory=set)
     """Members of the forbidden operator families: a torch name they relate to by name (ops.in_family) is forbidden."""
     lengths: dict[ast.AST, int] = field(default_factory=dict)
@@ -198,6 +198,16 @@ class Names:
         if obj is UNKNOWN or "." not in dotted:
             return obj
         if isinstance(obj, types.ModuleType):
+            home = obj.__name__
+        elif isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+            home = str(getattr(obj, "__module__", None))
+        else:
+            home = ""
+        if home == f"torch.{NATIVE_BUILDS}" and not contains(dotted.split("."), NATIVE_BUILDS.split(".")):
+            # a builder reached under another name (check_library_parts names the module's own)
+            self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}`: {NATIVE_REFUSED}")
+            return obj
+        if isinstance(obj, types.ModuleType):
             root = obj.__name__.split(".")[0]
             if root not in self.allowed - {"os", "__future__"}:
                 reason = Reason.STATIC_IO if root in IO_MODULES else CATEGORY.get(root, Reason.STATIC_IMPORT)
@@ -248,12 +258,10 @@ class Names:
         self.check_library_parts(dotted, parts, node)
         if parts[-1] in SUBCLASS_ATTRS or dotted.startswith("torch.utils._python_dispatch"):
             self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{dotted}`")
-        if parts[0] == "torch" and "cpp_extension" in parts:
-            self.native = True
 
     def check_library_parts(self, dotted: str, parts: list[str], node: ast.AST) -> None:
         """The parts of torch and triton a dotted name reaches: a forbidden family's ops and namespace (torch.linalg),
-        torch.utils but its allowed modules, and the refused parts of each (TORCH_REFUSED, TRITON_REFUSED)."""
+        native builds and the rest of torch.utils, and the refused parts of each (TORCH_REFUSED, TRITON_REFUSED)."""
         if parts[0] == "torch" and len(parts) > 1 and in_family(parts[-1], self.members):
             self.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` is a library op of a forbidden operator family")
         elif parts[0] == "torch" and any(
@@ -261,13 +269,14 @@ class Names:
             for i, p in enumerate(parts[1:-1], 1)
         ):
             self.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` is in the namespace of a forbidden operator family")
-        if parts[:2] == ["torch", "utils"] and len(parts) > 2 and parts[2] not in TORCH_UTILS_ALLOWED:
-            allowed = ", ".join(f"torch.utils.{m}" for m in sorted(TORCH_UTILS_ALLOWED))
+        if parts[0] == "torch" and contains(parts[1:], NATIVE_BUILDS.split(".")):
+            self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}`: {NATIVE_REFUSED}")
+        elif parts[:2] == ["torch", "utils"] and len(parts) > 2:
             self.add(
                 Reason.STATIC_DYNAMIC,
                 node,
-                f"`{dotted}`: of torch.utils a solution may use only {allowed} (the others start processes, run "
-                "code from text or write files)",
+                f"`{dotted}`: torch.utils is not allowed in a solution (its modules start processes, run code from "
+                "text, write files or build native code)",
             )
         if parts[0] in REFUSED_PARTS:
             table, why = REFUSED_PARTS[parts[0]]
@@ -276,42 +285,11 @@ class Names:
                 self.add(refused[0], node, f"`{dotted}` is not allowed in a solution ({why})")
 
     def check_direct_call(self, node: ast.Call, dotted: str) -> None:
-        """A call whose arguments are checked: spelt out; torch.compile without Inductor's `options`; a native
-        build with no build directory and a constant identifier for a name (the eval's cache decides where it is
-        built)."""
+        """A call whose arguments are checked: spelt out; torch.compile without Inductor's `options`."""
         if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
             self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` with unpacked arguments: spell them out")
-        if dotted not in CPP_BUILDERS:
-            if any(k.arg == "options" for k in node.keywords):
-                self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` with options, which name the programs it runs")
-            return
-        for k in node.keywords:
-            if k.arg is not None and k.arg not in BUILD_KEYWORDS:
-                self.add(
-                    Reason.STATIC_IO, node, f"`{dotted}` with `{k.arg}`: the eval decides where and what it builds"
-                )
-            elif k.arg in BUILD_FLAGS and (bad := self.build_flags(k.value, BUILD_FLAGS[k.arg])) is not None:
-                self.add(Reason.STATIC_IO, node, f"`{dotted}`: {k.arg} {bad}")
-        if len(node.args) > 2:
-            self.add(Reason.STATIC_IO, node, f"`{dotted}` takes its name and sources by position, the rest by keyword")
-        named = [k.value for k in node.keywords if k.arg == "name"] or node.args[:1]
-        name = self.const_str(named[0]) if named else None
-        if name is None or not name.isidentifier():
-            self.add(
-                Reason.STATIC_IO, node, f"`{dotted}` needs a constant identifier as its name (a path builds there)"
-            )
-
-    def build_flags(self, value: ast.AST, allowed: re.Pattern[str]) -> str | None:
-        """Why a build's flag list is refused (a list of constant strings, each an allowed flag); None if not."""
-        if not isinstance(value, (ast.List, ast.Tuple)):
-            return "must be a list of constant strings"
-        for item in value.elts:
-            flag = self.const_str(item)
-            if flag is None:
-                return "must be a list of constant strings"
-            if not allowed.fullmatch(flag):
-                return f"holds `{flag[:80]}`, which is not an allowed flag (policy_tables.BUILD_FLAGS)"
-        return None
+        if any(k.arg == "options" for k in node.keywords):
+            self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` with options, which name the programs it runs")
 
     def check_value(self, node: ast.AST, dotted: str, obj: Any) -> None:
         """A module may be used only through its attributes; a class also called, as a type (isinstance,

@@ -4,8 +4,6 @@ a solution may use with the kind of name each node's fields hold."""
 
 from __future__ import annotations
 
-import re
-
 from jg_mcp.eval.report import Reason
 
 ALLOWED_MODULES = {
@@ -123,51 +121,13 @@ judge (the native check judges libraries in the Triton cache by the library rule
 TRITON_CODE_MODULES = {"triton.runtime.build": Reason.STATIC_DYNAMIC, "triton.runtime.cache": Reason.STATIC_IO}
 """Modules whose public functions and classes are refused as objects, under any name that reaches them (the
 autotuner imports the cache's)."""
-TORCH_UTILS_ALLOWED = {"cpp_extension"}
-"""Of torch.utils a solution may use only these: the others start processes (data's DataLoader workers, whose
-recorded operators never reach the harness), run code from text (benchmark's Timer) or write files."""
-CPP_BUILDERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
-"""Native builds a solution may call, only directly, with a constant identifier for `name` and no `build_directory`:
-the eval's cache decides where they are built (a path in a name, or a build directory, put a library in the Triton
-cache, whose libraries the native check judges by the library rules only)."""
-_HOST_FLAGS = (
-    r"-O[0-3s]?|-g[0-3]?|-w|-std=[\w+]+|-D\w+(=[\w.+-]*)?|-U\w+|-march=[\w-]+|-mtune=[\w-]+"
-    r"|-m(no-)?[a-z0-9]+(-[a-z0-9]+)*|-f(?!openmp)(no-)?[a-z0-9]+(-[a-z0-9]+)*|-W(no-)?[a-z0-9]+(-[a-z0-9+]+)*"
-)
-BUILD_FLAGS = {
-    "extra_cflags": re.compile(_HOST_FLAGS),
-    "extra_cuda_cflags": re.compile(
-        _HOST_FLAGS + r"|-?-use_fast_math|-lineinfo|--expt-relaxed-constexpr|--expt-extended-lambda|--extended-lambda"
-        r"|-arch=(sm|compute)_\d+[af]?|--gpu-architecture=(sm|compute)_\d+[af]?"
-        r"|-gencode=arch=compute_\d+[af]?,code=(sm|compute)_\d+[af]?|-maxrregcount=\d+|-Xptxas=-v"
-        r"|--ptxas-options=-v|--resource-usage|--threads=\d+|-ftz=(true|false)|-prec-(div|sqrt)=(true|false)"
-        r"|--fmad=(true|false)"
-    ),
-    "extra_ldflags": re.compile(r"-l\w[\w+.-]*"),
-}
-"""The flags a native build may take, each a whole match: optimisation, language, macros, target and warnings; for
-nvcc its code generation; for the linker libraries by plain name (the native check judges each). Anything else
-can run a program (gcc's -wrapper, nvcc's -ccbin), write the output elsewhere (-Wl,-o) or load a library from a
-chosen path (-L, -l:FILE, an rpath)."""
-BUILD_KEYWORDS = {
-    "name",
-    "sources",
-    "cpp_sources",
-    "cuda_sources",
-    "functions",
-    "with_cuda",
-    "verbose",
-    "is_python_module",
-    "with_pytorch_error_handling",
-    "keep_intermediates",
-    "use_pch",
-    "no_implicit_headers",
-    *BUILD_FLAGS,
-}
-"""A native build's keywords a solution may pass (its positional arguments: the name and the sources only); others
-choose where it builds or what it reads (build_directory, extra_include_paths) or build a program
-(is_standalone)."""
-DIRECT_CALLS = CPP_BUILDERS | {"torch.compile"}
+NATIVE_BUILDS = "utils.cpp_extension"
+"""torch's native builds (load, load_inline, CppExtension, BuildExtension, ...), as TORCH_REFUSED's keys: refused as
+a class. A library built and loaded into the candidate's process runs with the interpreter's and torch's full powers
+(the Python C API reaches every module and callable, c10 switches off the dispatch keys the recorder sits at), which
+nothing the harness checks from outside can bound: a solution's compiled code is Triton's. The native check of the
+libraries a candidate maps (jg_mcp.eval.native) stays, as a second line."""
+DIRECT_CALLS = {"torch.compile"}
 """Functions whose arguments the scan checks (visit_Call), so used only as a direct call with spelt-out arguments:
 torch.compile may not take `options`, which name the compiler Inductor runs (any program)."""
 GATEWAY_ATTRS = {
@@ -210,14 +170,6 @@ IO_NAMES = {"open", "print_file"}
 MAX_SOURCE_BYTES = 1 << 20
 """A solution file above this many bytes (a kernel file is kilobytes) is refused before it is parsed."""
 SUBCLASS_ATTRS = {"__torch_function__", "__torch_dispatch__", "TorchFunctionMode", "TorchDispatchMode"}
-NATIVE_LIBRARY = re.compile(
-    r"cublas|cudnn|cutlass|cusparse|\bat::(?!Tensor\b|ScalarType\b|k[A-Z]|cuda::getCurrent"
-    r"CUDAStream\b|Half\b|BFloat16\b)\w+|torch::(?!Tensor\b|kBFloat16\b|kFloat\b|kHalf\b|"
-    r"kInt\b|kLong\b|empty\b|zeros\b|TensorOptions\b|Dtype\b)\w+",
-    re.IGNORECASE,
-)
-"""Library calls in native sources: cuBLAS, cuDNN, CUTLASS, and ATen/torch operators (allocation and types pass)."""
-
 IO_MODULES = {"os", "posix", "nt", "posixpath", "ntpath", "genericpath"}
 
 GLOBALS_ATTRS = {"get_capture_scope", "used_global_vals"}

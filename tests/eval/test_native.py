@@ -1,5 +1,7 @@
 """Native code is judged by what was built and loaded, not by its text: the harness reads the libraries mapped into
-the candidate's processes (from /proc, outside them) and judges the symbols the dynamic loader binds for each.
+the candidate's processes (from /proc, outside them) and judges the symbols the dynamic loader binds for each. The
+source check refuses every torch.utils.cpp_extension build (a loaded library reaches the whole interpreter through the
+Python C API); this check stays behind it, for whatever code a candidate gets mapped by another way.
 
 The red team's `native_alias_mm` wrote `namespace q = at;` and `q::cpu::mm(a, b.t())`: the text `at::` never
 appears, so the source check's pattern does not see it, and the CPU kernel is called past the dispatcher, so the
@@ -97,17 +99,26 @@ def _write(root, text):
 def test_an_aten_kernel_called_through_a_namespace_alias_is_rejected_by_its_built_symbol(tmp_path):
     report = eval_solution(_write(tmp_path / "src", ALIAS_MM), "gemm_fp8", tmp_path / "runs", device="cpu", **SLOW)
     assert not report.accepted
+    assert _refused_statically(report), "every native build is refused by the source check first"
     native = [f for f in report.findings if f.reason == Reason.FORBIDDEN_CALL and "at::cpu::mm" in f.detail]
     assert native, [f.detail for f in report.findings]
     assert "gemm_ext" in native[0].detail, "the finding names the library it was found in"
 
 
+def _refused_statically(report):
+    return [f for f in report.findings if f.reason == Reason.STATIC_DYNAMIC and "native code is refused" in f.detail]
+
+
 @needs_gxx
-def test_an_honest_extension_is_accepted_and_its_build_shared_by_the_timing_process(tmp_path, timing_goal, monkeypatch):
-    """Correctness and timing (the CPU stand-in, whose baseline blocks freeze the candidate: every freeze judges
-    its processes' libraries): an extension that allocates with torch::empty and runs its own loop passes the native
-    check (the stand-in's host-clock times mean nothing on a loaded machine, so timing findings are not the test).
-    It was judged, once: both candidate processes mapped the one build in the eval's cache."""
+def test_an_honest_extension_is_refused_statically_and_passes_the_native_check_behind_it(
+    tmp_path, timing_goal, monkeypatch
+):
+    """Every native build is refused by the source check (its library would run with the interpreter's full powers),
+    honest or not; the native check stays behind it, and is tested here on what an honest build loads. Correctness
+    and timing (the CPU stand-in, whose baseline blocks freeze the candidate: every freeze judges its processes'
+    libraries): an extension that allocates with torch::empty and runs its own loop passes the native check (the
+    stand-in's host-clock times mean nothing on a loaded machine, so timing findings are not the test). It was
+    judged, once: both candidate processes mapped the one build in the eval's cache."""
     scans: list[NativeScan] = []
     init = NativeScan.__init__
 
@@ -119,6 +130,7 @@ def test_an_honest_extension_is_accepted_and_its_build_shared_by_the_timing_proc
     solution = _write(tmp_path / "src", HONEST_AXPY)
     options = CPU_TIMING | SLOW | {"only": ["n256k"]}  # one timed shape: the build is most of the time
     report = eval_solution(solution, timing_goal, tmp_path / "runs", **options)
+    assert not report.accepted and _refused_statically(report), [f.detail for f in report.findings]
     assert all(s.correct for s in report.shapes) and report.shapes
     assert not [f.detail for f in report.findings if f.reason == Reason.FORBIDDEN_CALL]
     assert any(s.candidate is not None for s in report.shapes), "the candidate was timed"
