@@ -92,7 +92,11 @@ class Worker:
             raise ImportError(f"{self.setup.module} cannot be imported")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
+        writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+        try:  # the goal module stays out of the shared bytecode cache (compile_cache.bytecode_dir) candidates read
+            spec.loader.exec_module(module)
+        finally:
+            sys.dont_write_bytecode = writes
         for label, name in self.setup.functions.items():
             fn = getattr(module, name, None)
             if not callable(fn):

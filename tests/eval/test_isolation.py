@@ -355,6 +355,8 @@ def test_the_workers_bytecode_is_written_by_the_baselines_and_only_read_by_the_s
         shutil.rmtree(ev.work, ignore_errors=True)
     assert base_env["PYTHONPYCACHEPREFIX"] == str(bytecode) and "PYTHONDONTWRITEBYTECODE" not in base_env
     assert any(bytecode.rglob("worker.*.pyc")), "the baseline's process wrote the bytecode of what it imported"
+    goal_code = [p for p in bytecode.rglob("*.pyc") if str(ev.work) in str(p)]
+    assert not goal_code, "the goal's module an eval loads stays out of a cache every candidate reads"
     binds = [(a, argv[i + 2]) for i, a in enumerate(argv[:-2]) if a.startswith("--") and argv[i + 1] == str(bytecode)]
     assert binds == [("--ro-bind", str(bytecode))], "bound read-only at its own path, and only so"
     assert argv[argv.index("PYTHONPYCACHEPREFIX") + 1] == str(bytecode)
