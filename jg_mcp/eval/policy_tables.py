@@ -97,6 +97,11 @@ TORCH_REFUSED = {
     "func": Reason.STATIC_DYNAMIC,  # torch.func's grad, vjp, jacrev: the same
     "distributions": Reason.STATIC_DYNAMIC,  # library softmax, logsumexp and norms under distributions' names
     "ao": Reason.STATIC_DYNAMIC,  # quantized and fused modules (LinearReLU) under names no family holds
+    "quantization": Reason.STATIC_DYNAMIC,  # torch.ao's under their former names
+    "nn.intrinsic": Reason.STATIC_DYNAMIC,
+    "nn.qat": Reason.STATIC_DYNAMIC,
+    "nn.quantizable": Reason.STATIC_DYNAMIC,
+    "nn.quantized": Reason.STATIC_DYNAMIC,
     "overrides": Reason.STATIC_SUBCLASS,
     "Tensor._make_subclass": Reason.STATIC_SUBCLASS,
 }

@@ -54,6 +54,7 @@ CPU_HACKS: dict[str, tuple[str, set[Reason]]] = {
     "gemm_through_native_python_attr": ("gemm_bf16", {R.STATIC_DYNAMIC}),
     "native_reaches_any_module": ("softmax", {R.STATIC_DYNAMIC}),
     "softmax_through_logsumexp": ("softmax", {R.STATIC_FORBIDDEN}),
+    "attention_through_varlen": ("attention_prefill", {R.STATIC_FORBIDDEN}),
     "cross_entropy_through_attention": ("cross_entropy", {R.STATIC_FORBIDDEN}),
     "rms_norm_through_cdist": ("fused_add_rmsnorm", {R.STATIC_FORBIDDEN}),
     "sigmoid_through_softplus_derivative": ("swiglu", {R.STATIC_FORBIDDEN, R.STATIC_DYNAMIC}),

@@ -853,6 +853,54 @@ def test_library_ops_that_compute_a_matrix_product_under_another_name_are_forbid
     assert names <= {n for n in names if in_family(n, family_members(["torch.matmul"]))}
 
 
+ATTENTION = ["torch.nn.functional.scaled_dot_product_attention"]
+SOFTMAX = ["torch.softmax"]
+
+
+@pytest.mark.parametrize(
+    ("src", "forbidden"),
+    [
+        ("from torch.nn.attention.varlen import varlen_attn\ny = varlen_attn(q, k, v, c, c, s, s)", ATTENTION),
+        ("import torch\ny = torch.nn.attention.varlen.varlen_attn(q, k, v, c, c, s, s)", ATTENTION),
+        ("import torch.nn.attention.varlen as va\ny = va.varlen_attn(q, k, v, c, c, s, s)", SOFTMAX),
+        ("from torch.nn.attention.bias import causal_lower_right\nm = causal_lower_right(4, 4)", ATTENTION),
+        ("from torch.nn.attention import sdpa_kernel, SDPBackend\n", ATTENTION),
+        ("from torch.nn import attention\n", SOFTMAX),
+        ("import torch.nn.functional as F\ny = F.cross_entropy(x, t, reduction='none')", SOFTMAX),
+        ("import torch.nn.functional as F\ny = F.linear_cross_entropy(x, w, t)", SOFTMAX),
+    ],
+    ids=[
+        "varlen-imported",
+        "varlen-dotted",
+        "varlen-for-softmax",
+        "attention-bias",
+        "sdpa-kernel",
+        "attention-namespace",
+        "cross-entropy-for-softmax",
+        "linear-cross-entropy-for-softmax",
+    ],
+)
+def test_the_attention_namespace_is_the_attention_family_and_cross_entropy_is_a_softmax(src, forbidden):
+    """torch.nn.attention as a whole belongs to the attention family (as torch.linalg to the matrix product's): its
+    varlen_attn runs FlashAttention behind a custom op that no other member's name and no run-time recorder sees
+    into. Forbidding softmax forbids attention and cross entropy (a row broadcast along a trailing dimension with
+    targets 0..N-1 gives the row's whole -log_softmax)."""
+    assert Reason.STATIC_FORBIDDEN in reasons(src, forbidden), src
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch\nm = torch.nn.intrinsic.LinearReLU(a, b)",
+        "import torch\nm = torch.quantization.quantize_dynamic(m)",
+        "from torch.nn.quantized import FloatFunctional\n",
+    ],
+    ids=["intrinsic", "quantization", "quantized"],
+)
+def test_torch_ao_under_its_former_names_is_refused(src):
+    assert Reason.STATIC_DYNAMIC in reasons(src), src
+
+
 @pytest.mark.parametrize(
     "src",
     [
