@@ -16,11 +16,12 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import anyio
-from anyio.abc import ByteReceiveStream, Process
+from anyio.abc import ByteReceiveStream
 from pydantic import BaseModel
 
 from jg_mcp.live import safefs
@@ -36,17 +37,34 @@ ProgressFn = Callable[[float, str], Awaitable[None]]
 
 class CommandResult(BaseModel):
     exit_code: int | None
-    """The shell's exit status; None when it was killed. Negative: killed by that signal."""
+    """The command's exit status; None when its timeout killed it. Negative: the command (the shell, or what it
+    ran last in place of itself) was killed by that signal (-9: SIGKILL, -11: SIGSEGV), sandboxed or not. A command
+    that exits 128+N itself (bash's `$?` after a child it waited for was killed) reports 128+N."""
     stdout: str
     stderr: str
     duration_s: float
+    """Seconds from the command's turn (a free slot) to its end, its sandbox's setup included."""
     timed_out: bool = False
     """True when the timeout expired and the process group was killed."""
     stdout_elided_bytes: int = 0
     """Bytes cut from the middle of stdout (head and tail are kept)."""
     stderr_elided_bytes: int = 0
     notice: str | None = None
-    """Set when the workspace grew past its quota: what it holds, the quota, what to do."""
+    """Set when the workspace grew past its quota (what it holds, the quota, what to do), or when the walks the
+    sandbox makes of the workspace around the command could not reach all of it (what that leaves, what to do)."""
+
+
+@dataclass
+class _Done:
+    """How a command ended: its process's status (None: it never started), its outputs, whether its timeout
+    killed it, the signal that killed it (None: none did), and sentences for the agent's result."""
+
+    returncode: int | None
+    out: CappedBuffer
+    err: CappedBuffer
+    timed_out: bool
+    signal: int | None
+    notes: list[str]
 
 
 class RunnerClosed(RuntimeError):
@@ -57,7 +75,9 @@ class RunnerClosed(RuntimeError):
 class Argv(list[str]):
     """An argv whose process must inherit `files` (bwrap reads its options from one), which the runner passes
     and closes once the process has started, and `fds`, which it passes and leaves open (a lifeline). `ended` is
-    called (in a worker thread) once the process has exited, before the command's result goes back."""
+    called (in a worker thread) once the process has exited, before the command's result goes back; then
+    `killed_by` says which signal killed the command inside, when the process's own status cannot (a sandbox's
+    reaper, jg_mcp.live.reaper). `notes` are sentences for the agent's result (set by the wrap, or by `ended`)."""
 
     def __init__(
         self,
@@ -70,6 +90,8 @@ class Argv(list[str]):
         self.files = list(files)
         self.fds = tuple(fds)
         self.ended = ended
+        self.killed_by: Callable[[], int | None] = lambda: None
+        self.notes: list[str] = []
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
@@ -245,46 +267,53 @@ class Runner:
             self.slots.release()
 
     async def _run(self, command: str, timeout_s: float, on_progress: ProgressFn | None) -> CommandResult:
+        begun = time.monotonic()
         token = self.commands.started()
         with self._quiet:
             self._busy += 1
         try:
-            proc, out, err, timed_out, start = await self._execute(command, timeout_s, on_progress, token)
+            done = await self._execute(command, begun + timeout_s, on_progress, token)
         finally:
             if token not in self._left.values():  # else processes were left behind: running until kill_all
                 self.commands.ended(token)
             with self._quiet:
                 self._busy -= 1
                 self._quiet.notify_all()
-        notice = None
+        notices = list(done.notes)
         if self.quota_bytes is not None:
-            notice = await anyio.to_thread.run_sync(quota_notice, self.cwd, self.quota_bytes)
+            quota = await anyio.to_thread.run_sync(quota_notice, self.cwd, self.quota_bytes)
+            notices += [quota] if quota else []
+        exit_code = None
+        if not done.timed_out and done.returncode is not None:
+            exit_code = -done.signal if done.signal else done.returncode
         return CommandResult(
-            exit_code=None if timed_out else proc.returncode,
-            stdout=out.text(),
-            stderr=err.text(),
-            duration_s=round(time.monotonic() - start, 4),
-            timed_out=timed_out,
-            stdout_elided_bytes=out.elided,
-            stderr_elided_bytes=err.elided,
-            notice=notice,
+            exit_code=exit_code,
+            stdout=done.out.text(),
+            stderr=done.err.text(),
+            duration_s=round(time.monotonic() - begun, 4),
+            timed_out=done.timed_out,
+            stdout_elided_bytes=done.out.elided,
+            stderr_elided_bytes=done.err.elided,
+            notice="; ".join(notices) or None,
         )
 
-    async def _execute(
-        self, command: str, timeout_s: float, on_progress: ProgressFn | None, token: object
-    ) -> tuple[Process, CappedBuffer, CappedBuffer, bool, float]:
-        """Start the command, pump its output, wait for it (killing its group at the timeout); returns the
-        process, its outputs, whether it timed out and when it started. A group left with processes keeps the
-        command's `token` in `_left`."""
+    async def _execute(self, command: str, deadline: float, on_progress: ProgressFn | None, token: object) -> _Done:
+        """Set the command up (the wrap), start it, pump its output, wait for it (killing its group at `deadline`,
+        a time.monotonic() value: the setup spends the timeout too, and a setup that spent it all starts nothing).
+        A group left with processes keeps the command's `token` in `_left`."""
         argv = await anyio.to_thread.run_sync(self.wrap, ["/bin/bash", "-c", command])
-        if self.closed:  # the session closed while the command was set up (a sandbox's wrap can take seconds)
+        notes = list(argv.notes) if isinstance(argv, Argv) else []
+        out, err = CappedBuffer(self.cap), CappedBuffer(self.cap)
+        if self.closed or time.monotonic() >= deadline:  # the session closed, or the timeout passed, in the setup
             if isinstance(argv, Argv):
                 argv.close()
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(argv.ended)
-            raise RunnerClosed("the session closed while the command was being set up: the command did not run")
-        out, err = CappedBuffer(self.cap), CappedBuffer(self.cap)
-        start = time.monotonic()
+                argv.killed_by()
+            if self.closed:
+                raise RunnerClosed("the session closed while the command was being set up: the command did not run")
+            notes.append("the command did not run: setting up its sandbox took its whole timeout")
+            return _Done(None, out, err, True, None, notes)
         timed_out = False
         try:
             # Shielded: a cancellation (the client cancels or disconnects) that lands while the process is being
@@ -304,6 +333,7 @@ class Runner:
                 argv.close()
         self.groups.add(proc.pid)
         closed_as_it_started = self.closed  # kill_all ran while the process was started: it did not know the group
+        signal_number = None
         try:
             if closed_as_it_started:
                 raise RunnerClosed("the session closed as the command's process started: it was killed as it started")
@@ -311,8 +341,8 @@ class Runner:
                 tg.start_soon(_pump, proc.stdout, out)
                 tg.start_soon(_pump, proc.stderr, err)
                 if on_progress is not None:
-                    tg.start_soon(_ticker, start, self.progress_every_s, out, err, on_progress)
-                with anyio.move_on_after(timeout_s) as scope:
+                    tg.start_soon(_ticker, time.monotonic(), self.progress_every_s, out, err, on_progress)
+                with anyio.move_on_after(max(0.0, deadline - time.monotonic())) as scope:
                     await proc.wait()
                 timed_out = scope.cancelled_caught
                 if timed_out:
@@ -330,12 +360,16 @@ class Runner:
             if isinstance(argv, Argv):
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(argv.ended)
+                signal_number = argv.killed_by()
+                notes += argv.notes[len(notes) :]
             await proc.aclose()
             if not group_alive(proc.pid):
                 self.groups.discard(proc.pid)  # nothing left to kill, and the number may be reused by another group
             else:
                 self._left[proc.pid] = token
-        return proc, out, err, timed_out, start
+        if signal_number is None and proc.returncode is not None and proc.returncode < 0:
+            signal_number = -proc.returncode
+        return _Done(proc.returncode, out, err, timed_out, signal_number, notes)
 
     def wait_quiet(self, timeout_s: float | None) -> bool:
         """Wait (in a thread, never on the event loop) until no command is being set up, started or run; False if

@@ -17,7 +17,9 @@ filter refuses new user namespaces (`jg_mcp.live.seccomp`): in one, a command co
 caps below; and the kernel keyrings, which are not namespaced (the server's session keyring, the uid's user
 keyring that the next session with the uid would read).
 
-Limits: RLIMIT_FSIZE caps every file a command writes, `--size` each tmpfs; the workspace's total is
+Limits: RLIMIT_CORE is 0, soft and hard: no command dumps core (where the host's core_pattern pipes to a helper,
+the kernel would run it as root outside the sandbox). RLIMIT_FSIZE caps every file a command writes, `--size` each
+tmpfs; the workspace's total is
 checked after each command (a notice, not a cap). RLIMIT_NPROC caps processes and threads; the kernel
 never applies it to root, so a root server has bwrap drop the command to an unprivileged uid
 (`setpriv`, after the mounts are made), one per sandbox, unique across the host's jg-mcp servers
@@ -30,8 +32,15 @@ The sandbox's mounts are nosuid, the host's are not: a setuid copy of a shell th
 it opened to everyone would hand any local user the sandbox uid, which the next session on the host is given. So
 whatever ends a command's processes (it returns, its timeout kills it, the client cancels), before its result goes
 back the workspace and the compile cache are sealed (`seal`): 0700 again, and nothing in them setuid or setgid.
-Releasing the sandbox seals them once more; what a killed server could not seal, the next sandbox handed the same
-uid seals before its first command (the uid's lock file names the directories its holder gave it, `UidPool.note`).
+The hand-over to the uid before each command and the seal after it walk with the scan's bounded `Walk`, so neither
+costs more than a scan whatever a command leaves; what they could not reach is said in the command's result. What
+the hand-over misses stays root's (only less writable to commands); what the seal misses lies under the 0700 root,
+which only the uid and root can enter. Releasing the sandbox seals them once more; what a killed server could not
+seal, the next sandbox handed the same uid seals before its first command (the uid's lock file names the
+directories its holder gave it, `UidPool.note`).
+
+Inside, the command runs under a reaper that reports the signal that killed it (`jg_mcp.live.reaper`): bwrap's own
+status, 128+N, cannot tell it from an exit with that number.
 
 The sandbox's pid 1 dies with the server (`--die-with-parent`) and when its command returns; then
 the kernel kills every process in the namespace, so nothing a command starts outlives it. A server killed
@@ -50,16 +59,18 @@ import sys
 import tempfile
 import weakref
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import closing
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from jg_mcp import log
-from jg_mcp.live import lifeline, oom, seccomp
+from jg_mcp.live import lifeline, oom, reaper, safefs, seccomp
 from jg_mcp.live.environment import PATH_VARIABLES, SANDBOX_CACHE, SANDBOX_HOME, sandbox_env
 from jg_mcp.live.runner import Argv, command_env
-from jg_mcp.live.uids import UIDS, SandboxError, UidPool, chown_tree, end_holders, walk_fds
+from jg_mcp.live.uids import UIDS, SandboxError, UidPool, chown_tree, end_holders
+from jg_mcp.live.walk import Walk
 
 logger = log.get("jg_mcp.live.sandbox")
 
@@ -176,31 +187,39 @@ def named_dirs(env: Mapping[str, str]) -> list[Path]:
     return found
 
 
-def seal(root: Path) -> None:
+def seal(root: Path) -> list[str]:
     """Close up a directory that a sandbox's uid can write, as the host sees it: `root` 0700 (nobody else reaches
-    anything under it) and no setuid or setgid bit on anything in it (the host's mount honours them). Walked
-    through directory fds without following links, so another command running meantime cannot redirect it; below
-    MAX_HAND_OVER_DEPTH only the root's mode guards."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    root_fd = os.open(root, flags)
-    os.fchmod(root_fd, 0o700)
+    anything under it) and no setuid or setgid bit on anything in it (the host's mount honours them). Walked with a
+    bounded `Walk` (directory descriptors, no link followed), so another command running meantime cannot redirect
+    it and a workspace of millions of entries costs it no more than a scan. Returns what the walk could not reach,
+    one sentence each: there a setid bit may be left, and `root`'s mode, always set first, is what guards it (only
+    the sandbox uid and root can reach anything under `root`, and the uid's own setid files give nobody more)."""
+    root_fd = os.open(root, safefs.DIR_FLAGS)
+    try:
+        os.fchmod(root_fd, 0o700)
+    except BaseException:
+        os.close(root_fd)
+        raise
+    walk = Walk(root_fd)
+    with closing(walk.entries()) as entries:
+        for dfd, name, _, st in entries:
+            if st.st_mode & SETID and not stat.S_ISLNK(st.st_mode):
+                _drop_setid(dfd, name)
+    return walk.missed
 
-    def visit(dfd: int, entry: os.DirEntry[str], may_enter: bool) -> int | None:
-        try:
-            fd = os.open(entry.name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-        except OSError:
-            return None  # gone meanwhile
-        try:
-            st = os.fstat(fd)
-            if stat.S_ISLNK(st.st_mode):
-                return None
-            if st.st_mode & SETID:  # through the descriptor: what was checked is what changes
-                os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) & ~SETID)
-            return os.open(".", flags, dir_fd=fd) if stat.S_ISDIR(st.st_mode) and may_enter else None
-        finally:
-            os.close(fd)
 
-    walk_fds(root_fd, visit)
+def _drop_setid(dfd: int, name: str) -> None:
+    """Clear the setuid and setgid bits of `name` in `dfd`, through a descriptor: what is checked is what changes."""
+    try:
+        fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+    except OSError:
+        return  # gone meanwhile
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & SETID and not stat.S_ISLNK(st.st_mode):
+            os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) & ~SETID)
+    finally:
+        os.close(fd)
 
 
 class Bwrap:
@@ -247,8 +266,8 @@ class Bwrap:
             uid = self.uids.take(self.limits.first_uid, self.limits.uid_count)
             self._give_back = weakref.finalize(self, self.uids.give_back, uid)
             for left in self.uids.noted(uid):
-                if left.is_dir() and not left.is_symlink():
-                    seal(left)
+                if left.is_dir() and not left.is_symlink() and (missed := seal(left)):
+                    logger.warning("what an earlier holder of the uid left could not be sealed whole", missed=missed)
             self.uids.note(uid, self.holdings())
             self._uid = uid
         return self._uid
@@ -258,19 +277,28 @@ class Bwrap:
         ws = self.workspace.resolve()
         return [ws, self._cache_path(ws)]
 
-    def seal(self) -> None:
+    def seal(self) -> list[str]:
         """`seal` the workspace and the compile cache (those that exist): once each command's processes are gone,
-        and at release."""
+        and at release. Returns a sentence for the agent when a walk could not reach everything, else nothing."""
+        missed = []
         for root in self.holdings():
             if root.is_dir() and not root.is_symlink():
-                seal(root)
+                missed += seal(root)
+        if not missed:
+            return []
+        return [
+            f"the workspace could not be sealed whole after the command ({'; '.join(missed)}): setuid or setgid "
+            "bits may be left where the walk did not reach (the workspace stays 0700, so no other user of the host "
+            "reaches them). Remove numerous or deep directories"
+        ]
 
     def release(self) -> None:
         """End every process still holding the uid, seal the workspace, give the uid back; a later command takes a
         new one. Safe to call twice."""
         if self._uid is not None:
             end_holders(self._uid)
-        self.seal()
+        if missed := self.seal():
+            logger.warning("a released sandbox's workspace could not be sealed whole", missed=missed)
         if self._give_back is not None and self._uid is not None:
             self.uids.note(self._uid, [])
             self._give_back()
@@ -304,7 +332,7 @@ class Bwrap:
         ]
         for dev in gpu_devices():
             options += ["--dev-bind-try", dev, dev]
-        self._prepare(ws)
+        notes = self._prepare(ws)
         options += self._mounts(ws)
         options += ["--remount-ro", "/", "--chdir", str(ws), "--clearenv"]
         for key, value in self.env.items():
@@ -316,13 +344,21 @@ class Bwrap:
         args_file.flush()
         args_file.seek(0)
         head = lifeline.outer(
-            oom.first(["prlimit", f"--nproc={lim.max_processes}", f"--fsize={lim.max_file_bytes}", self.bwrap])
+            oom.first(
+                ["prlimit", f"--nproc={lim.max_processes}", f"--fsize={lim.max_file_bytes}", "--core=0", self.bwrap]
+            )
         )
         head += ["--args", str(args_file.fileno())]
         if self.as_root:
             uid = self.uid()
             head += ["--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
-        return Argv([*head, "--", *lifeline.inner(argv)], [args_file, *files], [lifeline.read_end()], self.seal)
+        status = reaper.Status()
+        inner = lifeline.inner(reaper.reaped(argv, status.write_fd))
+        wrapped = Argv([*head, "--", *inner], [args_file, *files, status.write_end], [lifeline.read_end()])
+        wrapped.notes += notes
+        wrapped.ended = lambda: wrapped.notes.extend(self.seal())
+        wrapped.killed_by = status.signal
+        return wrapped
 
     def _mounts(self, ws: Path) -> list[str]:
         """Bind the system directories, the Python environment and the named toolchain directories
@@ -365,12 +401,19 @@ class Bwrap:
             args += ["--remount-ro", str(path)]
         return args
 
-    def _prepare(self, ws: Path) -> None:
+    def _prepare(self, ws: Path) -> list[str]:
         """Make the workspace private (0700). As root, hand it to this sandbox's uid, but for the root-owned
-        files named in keep_root_owned."""
-        if self.as_root:
-            chown_tree(ws, self.uid(), self.keep_root_owned)
+        files named in keep_root_owned: a bounded walk; returns a sentence for the agent when it could not reach
+        everything (what it did not reach keeps its owner: it can only be less writable to commands)."""
+        notes = []
+        if self.as_root and (missed := chown_tree(ws, self.uid(), self.keep_root_owned)):
+            notes.append(
+                f"the workspace could not be handed to the sandbox's uid whole before the command ({'; '.join(missed)})"
+                ": files written with write_file where the walk did not reach may be read-only to commands. Remove "
+                "numerous or deep directories"
+            )
         os.chmod(ws, 0o700)
+        return notes
 
     @staticmethod
     def _cache_path(ws: Path) -> Path:
@@ -382,8 +425,8 @@ class Bwrap:
         belongs to this sandbox's uid (handed over whole when an earlier sandbox's uid owned it)."""
         cache = self._cache_path(ws)
         cache.mkdir(mode=0o700, exist_ok=True)
-        if self.as_root and cache.stat().st_uid != self.uid():
-            chown_tree(cache, self.uid())
+        if self.as_root and cache.stat().st_uid != self.uid() and (missed := chown_tree(cache, self.uid())):
+            logger.warning("the compile cache could not be handed to the sandbox's uid whole", missed=missed)
         return cache
 
 

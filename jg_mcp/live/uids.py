@@ -18,13 +18,15 @@ import signal
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import closing
 from pathlib import Path
 
 from jg_mcp.errors import JgError
+from jg_mcp.live import safefs
+from jg_mcp.live.walk import Walk
 
 LOCK_DIR = Path("/run/jg-mcp/uids")
-MAX_HAND_OVER_DEPTH = 200
 
 
 class SandboxError(JgError):
@@ -162,50 +164,26 @@ UIDS = UidPool()
 """The pool every Bwrap takes from unless given another."""
 
 
-def walk_fds(root_fd: int, visit: Callable[[int, os.DirEntry[str], bool], int | None]) -> None:
-    """Depth first under the open directory `root_fd` (taken, and closed with every other descriptor), never
-    following a link: `visit(dfd, entry, may_enter)` acts on one entry of the directory `dfd` and returns a
-    descriptor of it to go into, or None; `may_enter` is False below MAX_HAND_OVER_DEPTH levels. One descriptor per
-    level is open at a time, so a command running meanwhile cannot redirect the walk outside."""
-    stack = [(root_fd, os.scandir(root_fd))]
-    try:
-        while stack:
-            dfd, entries = stack[-1]
-            entry = next(entries, None)
-            if entry is None:
-                entries.close()
-                os.close(dfd)
-                stack.pop()
-                continue
-            child = visit(dfd, entry, len(stack) < MAX_HAND_OVER_DEPTH)
-            if child is not None:
-                stack.append((child, os.scandir(child)))
-    finally:
-        for dfd, entries in stack:
-            entries.close()
-            os.close(dfd)
-
-
-def chown_tree(root: Path, uid: int, keep: Iterable[str] = ()) -> None:
-    """chown `root` and everything under it (but `root`'s entries named in `keep`) to `uid`, through
-    directory fds without following links, so a command running meanwhile cannot redirect it outside."""
+def chown_tree(root: Path, uid: int, keep: Iterable[str] = ()) -> list[str]:
+    """chown `root` and everything under it (but `root`'s entries named in `keep`) to `uid`, through a bounded
+    `Walk` (directory descriptors, no link followed), so a command running meanwhile cannot redirect it outside.
+    Returns what the walk could not reach, one sentence each (empty: everything was handed over): what it did not
+    reach keeps its owner, so a file the server wrote there (write_file, as root) stays read-only to commands."""
     keep = set(keep)
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-    root_fd = os.open(root, flags)
-    if os.fstat(root_fd).st_uid != uid:
-        os.fchown(root_fd, uid, uid)
-
-    def visit(dfd: int, entry: os.DirEntry[str], may_enter: bool) -> int | None:
-        if dfd == root_fd and entry.name in keep:
-            return None
-        try:
-            st = entry.stat(follow_symlinks=False)
-            if st.st_uid != uid:
-                os.chown(entry.name, uid, uid, dir_fd=dfd, follow_symlinks=False)
-            if stat.S_ISDIR(st.st_mode) and may_enter:
-                return os.open(entry.name, flags, dir_fd=dfd)
-        except OSError:
-            pass
-        return None
-
-    walk_fds(root_fd, visit)
+    root_fd = os.open(root, safefs.DIR_FLAGS)
+    try:
+        if os.fstat(root_fd).st_uid != uid:
+            os.fchown(root_fd, uid, uid)
+    except BaseException:
+        os.close(root_fd)
+        raise
+    walk = Walk(root_fd)
+    with closing(walk.entries()) as entries:
+        for dfd, name, rel, st in entries:
+            if rel in keep or st.st_uid == uid:
+                continue
+            try:
+                os.chown(name, uid, uid, dir_fd=dfd, follow_symlinks=False)
+            except OSError:
+                pass  # gone meanwhile
+    return walk.missed
