@@ -39,6 +39,17 @@ def runner_for(kind: str, ws):
     return Runner(ws, wrap=box.wrap, env=box.env), box
 
 
+def test_a_command_cannot_forge_the_reapers_report_of_its_death(tmp_path):
+    """The command can open its reaper's descriptors through /proc (same uid): a report written there is believed
+    only where bwrap's own status agrees (128+N)."""
+    runner, box = runner_for("bwrap", tmp_path)
+    try:
+        (forged,) = run_all(runner, "for f in /proc/$PPID/fd/*; do printf 9 > $f; done 2>/dev/null; exit 3")
+    finally:
+        box.release()
+    assert forged.exit_code == 3, forged
+
+
 @pytest.mark.parametrize("kind", ["none", "bwrap"])
 def test_a_command_killed_by_a_signal_reports_minus_the_signal_and_an_exit_of_137_stays_137(tmp_path, kind):
     runner, box = runner_for(kind, tmp_path)

@@ -360,7 +360,9 @@ class Runner:
             if isinstance(argv, Argv):
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(argv.ended)
-                signal_number = argv.killed_by()
+                reported = argv.killed_by()
+                if reported is not None and proc.returncode == 128 + reported:
+                    signal_number = reported  # the reaper's word, where bwrap's own status agrees with it
                 notes += argv.notes[len(notes) :]
             await proc.aclose()
             if not group_alive(proc.pid):
