@@ -27,7 +27,11 @@ The static pass refuses, each with its line and a sentence the agent can act on:
   cache, its backends' drivers, its configuration), whose functions are refused as objects under any name;
 - syntax outside the allow-list (policy_tables.ALLOWED_SYNTAX): `match` (a class pattern reads attributes by name,
   some named only at run time), coroutines, and any node type the policy does not know, such as a later Python's;
-- a file above MAX_SOURCE_BYTES, or too deep to parse (a finding, never an exception).
+- a file above MAX_SOURCE_BYTES, or too deep to parse (a finding, never an exception);
+- a binding of the module's own dunders (`__name__`, `__file__`) anywhere (check_binding).
+
+The body of a module-level `if __name__ == "__main__":` (a self-test) never runs when the eval imports the solution:
+its syntax is checked but its names are not judged (main_guard), and static_notes says so for the report.
 
 The scan is total over the syntax tree: every node is of a type the allow-list names or is refused, and every field
 of every node that holds a name rather than nodes (attribute names, pattern attributes and captures, parameter,
@@ -82,8 +86,36 @@ from jg_mcp.eval.trusted import (
     is_tensor_method,
 )
 
-NAMES_ALLOWED_AS_DUNDERS = ("__name__", "__file__")
-"""Dunder variables a solution may read (`if __name__ == "__main__"`)."""
+MODULE_DUNDERS_READ = ("__name__", "__file__")
+"""The module's own dunder variables a solution may read (`if __name__ == "__main__"`), never bind: the other dunder
+variables (`__builtins__`, `__spec__`, `__loader__`, `__dict__`, ...) it may neither read nor bind."""
+NAMES_ALLOWED_AS_DUNDERS = (*MODULE_DUNDERS_READ, "__all__")
+"""Dunder variables a solution may name; `__all__` (what `import *` takes) it may also bind."""
+
+
+def main_guard(stmt: ast.AST) -> bool:
+    """`if __name__ == "__main__":` exactly (either operand order), as a module-level statement: its body never runs
+    when the eval imports the solution. The worker imports it by `importlib.util.spec_from_file_location("solution",
+    ...)` (jg_mcp.eval.worker.Worker.load), so the module's `__name__` is "solution"; the file can make it nothing
+    else: binding `__name__` anywhere is refused (check_binding), and so is every way to reach the module's globals
+    (globals(), vars(), `__dict__`, setattr, sys.modules, frames). The body's syntax is still checked (a node type the
+    policy does not know, say a later Python's, could act at compile time on the whole module; refusing it costs an
+    honest self-test nothing), its names are not judged (a self-test calls the library op it is compared against),
+    and its imports bind nothing the rest of the file is judged by. An `else:` is judged as any code."""
+    if not isinstance(stmt, ast.If) or not isinstance(stmt.test, ast.Compare):
+        return False
+    test = stmt.test
+    if len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq) or len(test.comparators) != 1:
+        return False
+    pair = (test.left, test.comparators[0])
+    named = [n for n in pair if isinstance(n, ast.Name) and n.id == "__name__" and isinstance(n.ctx, ast.Load)]
+    main = [n for n in pair if isinstance(n, ast.Constant) and type(n.value) is str and n.value == "__main__"]
+    return len(named) == 1 and len(main) == 1
+
+
+def skipped_blocks(tree: ast.AST) -> list[ast.If]:
+    """The module-level `if __name__ == "__main__":` statements whose bodies the scan does not judge."""
+    return [s for s in tree.body if isinstance(s, ast.If) and main_guard(s)] if isinstance(tree, ast.Module) else []
 
 
 def is_dunder(name: str) -> bool:
@@ -98,21 +130,25 @@ class _Scan(Names, ast.NodeVisitor):
     """Public attribute names that reach frames, code or other code's globals."""
     refused_nodes: set[ast.AST] = field(default_factory=set)
     """Nodes refused as syntax: a part of one (a `case` of a refused `match`) is not refused again."""
+    rebinds: bool = False
+    """The file binds a module dunder (check_binding): its `__main__` blocks are judged too."""
 
     def scan(self, root: ast.AST) -> None:
         """Check every node's syntax and names, and visit it, parents first, in source order, with an explicit stack
         (code may nest deeper than Python's recursion limit); a visitor returning False keeps its children unvisited
         (their syntax and names are still checked)."""
-        stack = [(root, True)]
+        stack = [(root, True, True)]
         while stack:
-            node, visit = stack.pop()
-            self.check_syntax(node)
-            deeper = visit and self.visit(node) is not False
-            stack.extend((child, deeper) for child in reversed(list(ast.iter_child_nodes(node))))
+            node, visit, judged = stack.pop()
+            judged = judged and node not in self.unjudged
+            self.check_syntax(node, judged)
+            deeper = judged and visit and self.visit(node) is not False
+            stack.extend((child, deeper, judged) for child in reversed(list(ast.iter_child_nodes(node))))
 
-    def check_syntax(self, node: ast.AST) -> None:
+    def check_syntax(self, node: ast.AST, judged: bool = True) -> None:
         """The node's type must be allowed (policy_tables.ALLOWED_SYNTAX), and each value in its fields that is not a
-        node must be one the tables know: a name, checked by the rules of its kind, or a literal."""
+        node must be one the tables know: a name, checked by the rules of its kind (in code that never runs, `judged`
+        False, only for a binding of the module's dunders), or a literal."""
         kind = type(node).__name__
         if getattr(ast, kind, None) is not type(node):
             self.refuse_syntax(node, kind)
@@ -131,8 +167,10 @@ class _Scan(Names, ast.NodeVisitor):
                     f"`{kind}.{name}` holds a value the policy has no rule for: a solution may use only the syntax "
                     "the policy knows",
                 )
-            elif what != LITERAL:
+            elif what != LITERAL and judged:
                 self.check_identifier(what, str(value), node)
+            elif what != LITERAL:
+                self.check_binding(what, str(value), node)
 
     def refuse_syntax(self, node: ast.AST, kind: str) -> None:
         self.refused_nodes.add(node)
@@ -160,6 +198,20 @@ class _Scan(Names, ast.NodeVisitor):
             self.check_keyword_name(name, node)
         elif kind == IMPORTED:
             self.check_imported_name(name, node)
+
+    def check_binding(self, kind: str, name: str, node: ast.AST) -> None:
+        """No binding of the module's own dunders (`__name__`, `__file__`) anywhere: an assignment, augmented or
+        annotated, a walrus, a for/with/except/comprehension target, `del`, an import or import-as, global/nonlocal, a
+        parameter, a def or class name. `__name__` is never "__main__" at import only while nothing rebinds it
+        (main_guard)."""
+        if name not in MODULE_DUNDERS_READ:
+            return
+        read = isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+        imported = kind == IMPORTED and isinstance(node, ast.alias) and node.asname is None
+        if (kind == VARIABLE and not read) or kind == DEFINITION or imported:
+            self.rebinds = True
+            what = f"binds `{name}`: a module's own dunders may be read, never bound"
+            self.add(Reason.STATIC_INTROSPECTION, node, what)
 
     def check_reflective(self, name: str, node: ast.AST, spelt: str) -> None:
         """The rules for a name read from an object, whatever the object: no dunder, no torch hook, nothing that
@@ -195,6 +247,7 @@ class _Scan(Names, ast.NodeVisitor):
 
     def check_variable_name(self, name: str, node: ast.AST) -> None:
         """A variable read, bound or declared, wherever the name stands (a Name, a parameter, an `as`, a capture)."""
+        self.check_binding(VARIABLE, name, node)
         if is_dunder(name) and name not in NAMES_ALLOWED_AS_DUNDERS:
             self.add(Reason.STATIC_INTROSPECTION, node, f"`{name}`: reflection is not allowed")
         if name in SUBCLASS_ATTRS:
@@ -202,7 +255,8 @@ class _Scan(Names, ast.NodeVisitor):
 
     def check_definition_name(self, name: str, node: ast.AST) -> None:
         """A function or class the file defines: in a class body dunder methods (`__init__`) are its protocol, but
-        not a finalizer; elsewhere the name is a variable's."""
+        not a finalizer; elsewhere the name is a variable's. Nowhere the module's own dunders (check_binding)."""
+        self.check_binding(DEFINITION, name, node)
         if name == "__del__":
             what = "defines a finalizer (`__del__`): it runs when the interpreter chooses, outside the timed call"
             self.add(Reason.STATIC_DYNAMIC, node, what)
@@ -225,6 +279,7 @@ class _Scan(Names, ast.NodeVisitor):
     def check_imported_name(self, name: str, node: ast.AST) -> None:
         """`import a.b.c`, `from a.b import c`: each part after the root module is an attribute read by name
         (check_name judges the whole dotted name as well)."""
+        self.check_binding(IMPORTED, name, node)
         parent = getattr(node, "parent", None)
         if isinstance(node, ast.alias) and isinstance(parent, ast.ImportFrom):
             parts, spelt = name.split("."), f"`{parent.module}.{name}`"
@@ -411,8 +466,37 @@ def static_check(source: str, forbidden: list[str], allowed: set[str] | None = N
     return check_tree(tree, forbidden, allowed)
 
 
+def static_notes(source: str) -> list[str]:
+    """What the static check did not judge, for the report's reader (never a finding): the body of each module-level
+    `if __name__ == "__main__":`, which never runs when the eval imports the solution (main_guard)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    return [
+        f"line {g.lineno}: the body of `if __name__ == '__main__':` (to line {g.body[-1].end_lineno}) was not judged "
+        "for forbidden names: the eval imports the solution as `solution`, so it never runs"
+        for g in skipped_blocks(tree)
+    ]
+
+
 def check_tree(tree: ast.AST, forbidden: list[str], allowed: set[str] | None = None) -> list[Finding]:
-    """Every static finding in a parsed solution."""
+    """Every static finding in a parsed solution. The bodies of its `if __name__ == "__main__":` blocks are not judged
+    (main_guard), unless the file binds a module dunder somewhere: then they are, as any code."""
+    skipped: set[ast.AST] = {stmt for guard in skipped_blocks(tree) for stmt in guard.body}
+    scan = _scan(tree, forbidden, allowed, skipped)
+    if skipped and scan.rebinds:
+        scan = _scan(tree, forbidden, allowed, set())
+    seen: set[tuple[Reason, str]] = set()
+    unique = []
+    for f in scan.findings:
+        if (f.reason, f.detail) not in seen:
+            seen.add((f.reason, f.detail))
+            unique.append(f)
+    return unique
+
+
+def _scan(tree: ast.AST, forbidden: list[str], allowed: set[str] | None, unjudged: set[ast.AST]) -> _Scan:
     scan = _Scan(forbidden=family_names(forbidden), allowed=ALLOWED_MODULES | (allowed or set()))
     scan.members = family_members(forbidden)
     scan.refused = refused_objects()
@@ -421,15 +505,10 @@ def check_tree(tree: ast.AST, forbidden: list[str], allowed: set[str] | None = N
         obj = scan.resolve(bad)
         if obj is not UNKNOWN and not isinstance(obj, (types.ModuleType, type)) and id(obj) not in scan.refused:
             scan.refused[id(obj)] = (Reason.STATIC_FORBIDDEN, f"the forbidden `{bad}`")
+    scan.unjudged = unjudged
     scan.prepare(tree)
     scan.scan(tree)
-    seen: set[tuple[Reason, str]] = set()
-    unique = []
-    for f in scan.findings:
-        if (f.reason, f.detail) not in seen:
-            seen.add((f.reason, f.detail))
-            unique.append(f)
-    return unique
+    return scan
 
 
 def policy_text(forbidden: list[str], allowed: set[str] | None = None) -> str:

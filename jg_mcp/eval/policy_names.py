@@ -110,6 +110,9 @@ class Names:
     """Names bound once in the file, by a class statement."""
     resolved: dict[str, Any] = field(default_factory=dict)
     refused: dict[int, tuple[Reason, str]] = field(default_factory=dict)
+    unjudged: set[ast.AST] = field(default_factory=set)
+    """Statements that never run at import (the body of a module-level `if __name__ == "__main__":`, policy.main_guard):
+    their syntax is checked, their names are not judged and their imports bind nothing the rest of the file uses."""
 
     def add(self, reason: Reason, node: ast.AST, what: str) -> None:
         """A finding at the node's line, or its nearest ancestor's (a comprehension, a `case` has none)."""
@@ -126,6 +129,7 @@ class Names:
         nodes = [tree]
         bound: dict[str, int] = {}
         classes: set[str] = set()
+        unrun: set[ast.AST] = set()
         for node in nodes:  # breadth first, parents before children, as ast.walk
             for child in ast.iter_child_nodes(node):
                 child.parent = node  # type: ignore[attr-defined]
@@ -134,7 +138,10 @@ class Names:
                 bound[name] = bound.get(name, 0) + 1
             if isinstance(node, ast.ClassDef):
                 classes.add(node.name)
-            self.record_import(node)
+            if node in self.unjudged or getattr(node, "parent", None) in unrun:
+                unrun.add(node)  # an import there never binds: the rest of the file cannot use it
+            else:
+                self.record_import(node)
             for ann in annotation_nodes(node):
                 self.annotations.update(ast.walk(ann))
         if main:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from jg_mcp.eval.ops import OpRecorder, family_members, forbidden_ops, in_family
-from jg_mcp.eval.policy import policy_text, static_check
+from jg_mcp.eval.policy import policy_text, static_check, static_notes
 from jg_mcp.eval.report import Reason
 
 FORBIDDEN = [
@@ -930,3 +930,136 @@ def test_configuration_that_runs_programs_or_loads_compiled_code_and_file_export
 
 def test_torch_compile_called_plainly_passes():
     assert reasons("import torch\nf = torch.compile(lambda x: x, mode='max-autotune', dynamic=False)") == set()
+
+
+SELF_TEST = """import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy(x, out, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + i, tl.load(x + i, mask=i < n), mask=i < n)
+
+
+def kernel(x):
+    out = torch.empty_like(x)
+    _copy[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+    return out
+
+
+if __name__ == "__main__":
+    from torch.nn.functional import softmax
+
+    x = torch.randn(4, 5000, device="cuda")
+    torch.testing.assert_close(kernel(x).softmax(-1), torch.softmax(x, dim=-1))
+    print(softmax(x, -1).sum())
+"""
+"""The red team's honest_softmax_with_selftest, shortened: a kernel, and a self-test that calls the library op."""
+
+
+def test_a_self_test_under_the_main_guard_is_not_judged_and_the_report_is_told():
+    """The eval imports the solution as `solution` (worker.Worker.load), so `if __name__ == "__main__":` never runs:
+    its body is not judged for forbidden names, and static_notes says it was skipped (never a finding)."""
+    assert static_check(SELF_TEST, SOFTMAX) == []
+    reversed_test = SELF_TEST.replace('if __name__ == "__main__":', 'if "__main__" == __name__:')
+    assert static_check(reversed_test, SOFTMAX) == []
+    (note,) = static_notes(SELF_TEST)
+    assert note.startswith("line 18:") and "not judged" in note and "never runs" in note
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        SELF_TEST + "else:\n    y = torch.softmax(x, -1)\n",
+        SELF_TEST.replace('if __name__ == "__main__":', 'if __name__ == "__main__" and torch:'),
+        SELF_TEST.replace('if __name__ == "__main__":', 'if __name__ != "__main__":'),
+        SELF_TEST.replace('if __name__ == "__main__":', 'if __name__ == "solution":'),
+        SELF_TEST.replace('if __name__ == "__main__":\n', 'def f():\n  if __name__ == "__main__":\n'),
+        '__name__ = "__main__"\n' + SELF_TEST,
+        SELF_TEST.replace("import torch\n", "import torch\nif True:\n    __name__ = '__main__'\n", 1),
+    ],
+    ids=["else-branch", "other-test", "not-equal", "other-name", "not-module-level", "rebound", "rebound-nested"],
+)
+def test_forbidden_calls_outside_an_exact_main_guard_or_in_a_file_that_rebinds_name_are_found(src):
+    found = static_check(src, SOFTMAX)
+    assert Reason.STATIC_FORBIDDEN in {f.reason for f in found}, [f.detail for f in found]
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "__name__ = '__main__'",
+        "__name__ += ''",
+        "__name__: str = '__main__'",
+        "if (__name__ := '__main__'):\n    pass",
+        "for __name__ in ['__main__']:\n    pass",
+        "with f() as __name__:\n    pass",
+        "try:\n    pass\nexcept E as __name__:\n    pass",
+        "import torch as __name__",
+        "from torch import __name__",
+        "def f():\n    global __name__\n    __name__ = '__main__'",
+        "del __name__",
+        "def f(__name__):\n    pass",
+        "f = lambda __name__: 0",
+        "def __name__():\n    pass",
+        "class C:\n    def __name__(self):\n        pass",
+        "y = [0 for __name__ in x]",
+        "__file__ = 'x'",
+        "if __name__ == '__main__':\n    __name__ = 'x'",
+    ],
+    ids=[
+        "assign",
+        "augmented",
+        "annotated",
+        "walrus",
+        "for",
+        "with",
+        "except",
+        "import-as",
+        "from-import",
+        "global",
+        "del",
+        "parameter",
+        "lambda",
+        "def",
+        "method",
+        "comprehension",
+        "file",
+        "inside-the-guard",
+    ],
+)
+def test_a_binding_of_the_modules_own_dunders_is_refused_wherever_it_stands(src):
+    """`__name__` is never "__main__" at import only while nothing in the file rebinds it."""
+    found = static_check(src, SOFTMAX)
+    assert any("binds `__" in f.detail for f in found), [f.detail for f in found]
+
+
+@pytest.mark.parametrize(
+    ("src", "reason"),
+    [
+        ("if __name__ == '__main__':\n    match x:\n        case 1:\n            pass", Reason.STATIC_DYNAMIC),
+        ("if __name__ == '__main__':\n    async def f():\n        pass", Reason.STATIC_CONCURRENCY),
+        ("if __name__ == '__main__':\n    x = __builtins__", None),
+    ],
+    ids=["match", "async", "dunder-read"],
+)
+def test_syntax_under_the_main_guard_is_still_checked_but_names_are_not(src, reason):
+    """Syntax the policy refuses or does not know is refused there too (a later Python's node could act at compile
+    time on the whole module); names there are not judged (the block never runs)."""
+    assert reasons(src, SOFTMAX) == ({reason} if reason else set())
+
+
+def test_an_import_under_the_main_guard_names_nothing_outside_it():
+    src = (
+        "if __name__ == '__main__':\n    from torch import softmax\n\n\n"
+        "def softmax(x):\n    return x\n\n\ny = softmax(1)\n"
+    )
+    assert static_check(src, SOFTMAX) == []
+
+
+def test_all_may_be_bound_and_the_other_module_dunders_not_even_read():
+    assert reasons("__all__ = ['kernel']") == set()
+    for name in ("__builtins__", "__spec__", "__loader__", "__dict__"):
+        assert Reason.STATIC_INTROSPECTION in reasons(f"x = {name}"), name
