@@ -130,22 +130,25 @@ class Names:
         bound: dict[str, int] = {}
         classes: set[str] = set()
         unrun: set[ast.AST] = set()
+        imports: dict[str, list[tuple[str, ast.AST]]] = {}
         for node in nodes:  # breadth first, parents before children, as ast.walk
             for child in ast.iter_child_nodes(node):
                 child.parent = node  # type: ignore[attr-defined]
                 nodes.append(child)
+            if node in self.unjudged or getattr(node, "parent", None) in unrun:
+                unrun.add(node)  # nothing there binds at import: the rest of the file cannot use it
+                continue
             for name in bindings(node):
                 bound[name] = bound.get(name, 0) + 1
             if isinstance(node, ast.ClassDef):
                 classes.add(node.name)
-            if node in self.unjudged or getattr(node, "parent", None) in unrun:
-                unrun.add(node)  # an import there never binds: the rest of the file cannot use it
-            else:
-                self.record_import(node)
+            for local, target in self.record_import(node):
+                imports.setdefault(local, []).append((target, node))
             for ann in annotation_nodes(node):
                 self.annotations.update(ast.walk(ann))
         if main:
             self.local_classes = {c for c in classes if bound.get(c) == 1}
+            self.check_import_names(imports, bound)
         self.lengths.update(fold_lengths(nodes))
         for node in reversed(nodes):
             if isinstance(node, ast.Name) and node.id in self.aliases:
@@ -157,17 +160,34 @@ class Names:
                     self.chains[node] = f"{self.chains[node.args[0]]}.{attr}"
         return nodes
 
-    def record_import(self, node: ast.AST) -> None:
-        """An import's local names (from anywhere in the file: a function may use a name imported below it)."""
+    def record_import(self, node: ast.AST) -> list[tuple[str, str]]:
+        """An import's local names (from anywhere in the file: a function may use a name imported below it), each with
+        the dotted name it stands for."""
+        found = []
         if isinstance(node, ast.Import):
             for a in node.names:
                 local = (a.asname or a.name).split(".")[0]
-                self.aliases[local] = a.name if a.asname else a.name.split(".")[0]
+                found.append((local, a.name if a.asname else a.name.split(".")[0]))
                 self.modules.add(local)
         elif isinstance(node, ast.ImportFrom) and not node.level:
-            for a in node.names:
-                if a.name != "*":
-                    self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+            found = [(a.asname or a.name, f"{node.module}.{a.name}") for a in node.names if a.name != "*"]
+        self.aliases.update(found)
+        return found
+
+    def check_import_names(self, imports: dict[str, list[tuple[str, ast.AST]]], bound: dict[str, int]) -> None:
+        """A name an import binds is bound by nothing else anywhere in the file (a parameter, an assignment, an import
+        of something else): the scan reads it as the import everywhere, so `import math as F` in one function would
+        hide the module-level `F.softmax` of `import torch.nn.functional as F`, and a local `F = x` its methods."""
+        for local, found in imports.items():
+            targets = sorted({t for t, _ in found})
+            if len(targets) > 1 or bound.get(local, 0) > len(found):
+                what = " and ".join(f"`{t}`" for t in targets)
+                self.add(
+                    Reason.STATIC_DYNAMIC,
+                    found[-1][1],
+                    f"`{local}` is imported as {what} and bound otherwise too: a name an import binds may stand for "
+                    "that import only",
+                )
 
     def const_str(self, node: ast.AST) -> str | None:
         """The value of a constant string expression; else None."""

@@ -1063,3 +1063,24 @@ def test_all_may_be_bound_and_the_other_module_dunders_not_even_read():
     assert reasons("__all__ = ['kernel']") == set()
     for name in ("__builtins__", "__spec__", "__loader__", "__dict__"):
         assert Reason.STATIC_INTROSPECTION in reasons(f"x = {name}"), name
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch.nn.functional as F\n\n\ndef g():\n    import math as F\n\n    return F.pi\n\n\n"
+        "def kernel(x):\n    return F.softmax(x, -1)\n",
+        "import math as F\n\n\ndef kernel(x):\n    F = x.float()\n    return F.softmax(-1)\n",
+        "import math as F\n\n\ndef kernel(x, F):\n    return F.softmax(-1)\n",
+    ],
+    ids=["another-import", "assigned", "parameter"],
+)
+def test_a_name_an_import_binds_may_not_be_bound_otherwise(src):
+    """The scan reads an imported name as its import everywhere in the file: another binding of it would hide what
+    it stands for there (`F.softmax` read as `math.softmax`)."""
+    assert Reason.STATIC_DYNAMIC in reasons(src, SOFTMAX), src
+
+
+def test_the_same_import_in_several_places_passes():
+    src = "import torch\n\n\ndef f():\n    import torch\n\n    return torch.empty(1)\n"
+    assert reasons(src, SOFTMAX) == set()
