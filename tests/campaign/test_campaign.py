@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jg_mcp.campaign.run import RUN_FILE, load_record
+from jg_mcp.campaign.run_record import RUN_FILE, load_record
 from tests.support import DEMO_GOAL, jg
 
 pytestmark = pytest.mark.slow

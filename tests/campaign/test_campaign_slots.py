@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jg_mcp.campaign.run import load_record
+from jg_mcp.campaign.run_record import load_record
 from tests.support import DEMO_GOAL, jg
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from jg_mcp.campaign.run import load_record
+from jg_mcp.campaign.run_record import load_record
 from tests.support import DEMO_GOAL, jg, node_tool
 
 pytestmark = pytest.mark.slow

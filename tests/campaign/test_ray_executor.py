@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from jg_mcp.campaign.executors import Progress, run_ray
-from jg_mcp.campaign.run import load_record
+from jg_mcp.campaign.run_record import load_record
 from jg_mcp.errors import JgError
 from tests.support import DEMO_GOAL, jg
 

@@ -6,7 +6,7 @@ import pytest
 
 from jg_mcp.campaign import table
 from jg_mcp.campaign.budget import Budget
-from jg_mcp.campaign.run import EvalSummary, RunRecord, RunSpec
+from jg_mcp.campaign.run_record import EvalSummary, RunRecord, RunSpec
 
 
 def record(
