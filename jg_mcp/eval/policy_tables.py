@@ -102,6 +102,13 @@ TORCH_REFUSED = {
     "nn.qat": Reason.STATIC_DYNAMIC,
     "nn.quantizable": Reason.STATIC_DYNAMIC,
     "nn.quantized": Reason.STATIC_DYNAMIC,
+    "cuda.gds": Reason.STATIC_IO,  # GPUDirect Storage: a tensor's bytes to and from a file at a chosen path
+    "cuda.tunable": Reason.STATIC_IO,  # TunableOp's results file, written where it is told
+    "serialization": Reason.STATIC_IO,
+    "classes": Reason.STATIC_DYNAMIC,  # load_library: a native library by path; TorchScript classes by name
+    "CUDAPluggableAllocator": Reason.STATIC_DYNAMIC,  # C functions looked up by name in a library at a path
+    "change_current_allocator": Reason.STATIC_DYNAMIC,
+    "cuda.cudart": Reason.STATIC_DYNAMIC,  # the raw CUDA runtime's bindings
     "overrides": Reason.STATIC_SUBCLASS,
     "Tensor._make_subclass": Reason.STATIC_SUBCLASS,
 }

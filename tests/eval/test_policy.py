@@ -928,6 +928,26 @@ def test_configuration_that_runs_programs_or_loads_compiled_code_and_file_export
     assert reasons(src) & {Reason.STATIC_DYNAMIC, Reason.STATIC_IO}, src
 
 
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch\nf = torch.cuda.gds.GdsFile('/jg/cache/triton/x.so', 0)",
+        "import torch\ntorch.cuda.tunable.set_filename('x.csv')",
+        "import torch\ntorch.serialization.save({}, 'x')",
+        "import torch\ntorch.classes.load_library('/usr/lib/x86_64-linux-gnu/libm.so.6')",
+        "import torch\na = torch.cuda.memory.CUDAPluggableAllocator('/usr/lib/libx.so', 'alloc', 'free')",
+        "import torch\ntorch.cuda.memory.change_current_allocator(a)",
+        "import torch\nrt = torch.cuda.cudart()",
+    ],
+    ids=["gds-file", "tunable-file", "serialization", "classes-library", "pluggable-allocator", "allocator", "cudart"],
+)
+def test_files_at_chosen_paths_and_native_code_by_path_or_by_symbol_name_are_refused(src):
+    """GPUDirect Storage writes a tensor's bytes to a file at a chosen path (a library placed in the Triton cache is
+    code Triton loads), TunableOp and torch.serialization write files; torch.classes loads a library by path and a
+    pluggable allocator calls C functions looked up by name in one; cudart hands out the raw CUDA runtime."""
+    assert reasons(src) & {Reason.STATIC_DYNAMIC, Reason.STATIC_IO}, src
+
+
 def test_torch_compile_called_plainly_passes():
     assert reasons("import torch\nf = torch.compile(lambda x: x, mode='max-autotune', dynamic=False)") == set()
 
