@@ -119,7 +119,7 @@ class Evaluation:
         if self.o.expect_goal_sha256 and self.o.expect_goal_sha256 != report.goal_sha256:
             report.goal_changed = self.o.expect_goal_sha256
         text = solution_text(data)  # what the worker's import compiles from the same bytes, copied above
-        for f in [text] if isinstance(text, Finding) else static_check(text, g.forbidden):
+        for f in [text] if isinstance(text, Finding) else static_check(text, g.forbidden, notes=report.notes):
             report.add(f)
         cases = select_cases(self.goal, self.o.shapes, self.device, self.o.domain_shapes, self.rng, self.o.only)
         kinds = ("timed", "smoke") if self.o.timing_on_cpu else ("timed",)

@@ -31,7 +31,7 @@ The static pass refuses, each with its line and a sentence the agent can act on:
 - a binding of the module's own dunders (`__name__`, `__file__`) anywhere (check_binding).
 
 The body of a module-level `if __name__ == "__main__":` (a self-test) never runs when the eval imports the solution:
-its syntax is checked but its names are not judged (main_guard), and static_notes says so for the report.
+its syntax is checked but its names are not judged (main_guard), and the report's notes say so.
 
 The scan is total over the syntax tree: every node is of a type the allow-list names or is refused, and every field
 of every node that holds a name rather than nodes (attribute names, pattern attributes and captures, parameter,
@@ -450,9 +450,11 @@ class _Scan(Names, ast.NodeVisitor):
                 )
 
 
-def static_check(source: str, forbidden: list[str], allowed: set[str] | None = None) -> list[Finding]:
+def static_check(
+    source: str, forbidden: list[str], allowed: set[str] | None = None, notes: list[str] | None = None
+) -> list[Finding]:
     """Every static finding in a solution's source; a syntax error, a file too large or too deep to read is itself a
-    finding: this never raises on any source."""
+    finding: this never raises on any source. `notes`, when given, gets what was not judged (check_tree)."""
     size = len(source.encode(errors="replace"))
     if size > MAX_SOURCE_BYTES:
         what = f"{size / (1 << 20):.1f} MiB, above the {MAX_SOURCE_BYTES >> 20} MiB a solution file may be"
@@ -463,30 +465,26 @@ def static_check(source: str, forbidden: list[str], allowed: set[str] | None = N
         return [Finding(reason=Reason.SYNTAX, detail=f"line {exc.lineno}: {exc.msg}")]
     except (ValueError, RecursionError, MemoryError) as exc:
         return [Finding(reason=Reason.SYNTAX, detail=f"line 0: the file cannot be read ({type(exc).__name__})")]
-    return check_tree(tree, forbidden, allowed)
+    return check_tree(tree, forbidden, allowed, notes)
 
 
-def static_notes(source: str) -> list[str]:
-    """What the static check did not judge, for the report's reader (never a finding): the body of each module-level
-    `if __name__ == "__main__":`, which never runs when the eval imports the solution (main_guard)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    return [
-        f"line {g.lineno}: the body of `if __name__ == '__main__':` (to line {g.body[-1].end_lineno}) was not judged "
-        "for forbidden names: the eval imports the solution as `solution`, so it never runs"
-        for g in skipped_blocks(tree)
-    ]
-
-
-def check_tree(tree: ast.AST, forbidden: list[str], allowed: set[str] | None = None) -> list[Finding]:
+def check_tree(
+    tree: ast.AST, forbidden: list[str], allowed: set[str] | None = None, notes: list[str] | None = None
+) -> list[Finding]:
     """Every static finding in a parsed solution. The bodies of its `if __name__ == "__main__":` blocks are not judged
-    (main_guard), unless the file binds a module dunder somewhere: then they are, as any code."""
-    skipped: set[ast.AST] = {stmt for guard in skipped_blocks(tree) for stmt in guard.body}
+    (main_guard), unless the file binds a module dunder somewhere: then they are, as any code. Each block left
+    unjudged is named in `notes`, for the report's reader (never a finding)."""
+    guards = skipped_blocks(tree)
+    skipped: set[ast.AST] = {stmt for guard in guards for stmt in guard.body}
     scan = _scan(tree, forbidden, allowed, skipped)
     if skipped and scan.rebinds:
-        scan = _scan(tree, forbidden, allowed, set())
+        scan, guards = _scan(tree, forbidden, allowed, set()), []
+    if notes is not None:
+        notes += [
+            f"line {g.lineno}: the body of `if __name__ == '__main__':` (to line {g.body[-1].end_lineno}) was not "
+            "judged for forbidden names: the eval imports the solution as `solution`, so it never runs"
+            for g in guards
+        ]
     seen: set[tuple[Reason, str]] = set()
     unique = []
     for f in scan.findings:

@@ -358,6 +358,9 @@ class EvalReport(Strict):
     """How timing was done, or why it was skipped."""
     environment: Environment
     """Where it ran."""
+    notes: list[str] = []
+    """What the eval did not judge, and why (the body of a self-test under `if __name__ == "__main__":`): for the
+    reader, never a reason."""
     candidate_output_tail: str = ""
     """Last lines the candidate process printed (stdout and stderr)."""
     wall_s: float = 0.0

@@ -86,4 +86,6 @@ def markdown(report: EvalReport) -> str:
             where = f" at {text(f.shape)}" if f.shape else ""
             trial = f" trial {f.trial}" if f.trial is not None else ""
             out.append(f"- `{f.reason}`{where}{trial}: {text(f.detail)}")
+    if report.notes:
+        out += ["", "## Notes (not judged)", "", *(f"- {text(n)}" for n in report.notes)]
     return "\n".join(out) + "\n"

@@ -28,3 +28,23 @@ def test_known_good_solution_is_accepted(suite, goal):
     assert report.accepted, f"{goal}: {report.reasons}: {[f.detail for f in report.findings][:5]}"
     assert all(s.correct and s.trials >= 3 for s in report.shapes)
     assert {s.kind for s in report.shapes} >= {"smoke", "domain"}
+
+
+def test_a_known_good_solution_with_a_self_test_under_the_main_guard_is_accepted_and_the_report_says_what_it_skipped(
+    tmp_path,
+):
+    """Agents write self-tests that call the library op under `if __name__ == "__main__":`; the eval never runs that
+    block, judges the rest, and its report (JSON and Markdown) names the block it did not judge."""
+    from eval_suite import eval_solution
+
+    from jg_mcp.eval.report_md import markdown
+
+    text = (SOLUTIONS / "softmax" / "solution.py").read_text()
+    test = '\n\nif __name__ == "__main__":\n    x = torch.randn(4, 300)\n'
+    test += "    print((kernel(x) - torch.softmax(x, -1)).abs().max())\n"
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "solution.py").write_text(text + test)
+    report = eval_solution(tmp_path / "src" / "solution.py", GOALS / "softmax.yaml", tmp_path / "runs", device="cpu")
+    assert report.accepted, [f.detail for f in report.findings]
+    (note,) = report.notes
+    assert "__main__" in note and "not judged" in note and "## Notes (not judged)" in markdown(report)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from jg_mcp.eval.ops import OpRecorder, family_members, forbidden_ops, in_family
-from jg_mcp.eval.policy import policy_text, static_check, static_notes
+from jg_mcp.eval.policy import policy_text, static_check
 from jg_mcp.eval.report import Reason
 
 FORBIDDEN = [
@@ -981,12 +981,16 @@ if __name__ == "__main__":
 
 def test_a_self_test_under_the_main_guard_is_not_judged_and_the_report_is_told():
     """The eval imports the solution as `solution` (worker.Worker.load), so `if __name__ == "__main__":` never runs:
-    its body is not judged for forbidden names, and static_notes says it was skipped (never a finding)."""
-    assert static_check(SELF_TEST, SOFTMAX) == []
+    its body is not judged for forbidden names, and the notes say it was skipped (never a finding); a file that
+    rebinds `__name__` has the block judged, and no such note."""
+    notes: list[str] = []
+    assert static_check(SELF_TEST, SOFTMAX, notes=notes) == []
     reversed_test = SELF_TEST.replace('if __name__ == "__main__":', 'if "__main__" == __name__:')
     assert static_check(reversed_test, SOFTMAX) == []
-    (note,) = static_notes(SELF_TEST)
+    (note,) = notes
     assert note.startswith("line 18:") and "not judged" in note and "never runs" in note
+    rebound: list[str] = []
+    assert static_check('__name__ = "__main__"\n' + SELF_TEST, SOFTMAX, notes=rebound) and rebound == []
 
 
 @pytest.mark.parametrize(
