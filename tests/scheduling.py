@@ -26,7 +26,7 @@ TIMED_ON_THE_CPU = (
     "tests/eval/test_timing.py::test_the_pad_is_decided_on_a_block_as_long_as_a_timed_one",
     "tests/eval/test_timing.py::test_a_timed_call_runs_with_the_previous_calls_output_freed_as_under_do_bench",
     "tests/eval/test_spares.py::test_evals_in_a_row_take_the_processes_started_ahead_and_reach_the_same_verdicts",
-    "tests/eval/test_native.py::test_an_honest_extension_is_accepted_and_its_build_shared_by_the_timing_process",
+    "tests/eval/test_native.py::test_an_honest_extension_is_refused_statically_and_passes_the_native_check_behind_it",
 )
 """Node id prefixes of the tests that time on the CPU (checked against the collection: a renamed one fails)."""
 DEMO, ALONE = "the demo's readers", "timed on the cpu, alone"

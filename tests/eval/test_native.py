@@ -110,9 +110,10 @@ def _refused_statically(report):
 
 
 @needs_gxx
-def test_an_honest_extension_is_accepted_and_its_build_shared_by_the_timing_process(tmp_path, timing_goal, monkeypatch):
-    """(The name is kept for tests/scheduling.py's TIMED_ON_THE_CPU: an honest extension is refused statically now,
-    and passes the native check behind it.) Every native build is refused by the source check (its library would
+def test_an_honest_extension_is_refused_statically_and_passes_the_native_check_behind_it(
+    tmp_path, timing_goal, monkeypatch
+):
+    """Every native build is refused by the source check (its library would
     run with the interpreter's full powers), honest or not; the native check stays behind it, tested here on what an
     honest build loads. Correctness and timing (the CPU stand-in, whose baseline blocks freeze the candidate: every
     freeze judges its processes' libraries): an extension that allocates with torch::empty and runs its own loop
