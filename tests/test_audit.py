@@ -16,7 +16,7 @@ from jg_mcp.commands import audit as audit_cli
 from jg_mcp.commands.audit import render_text
 from jg_mcp.errors import EvalReportError
 from jg_mcp.goals import load_goal
-from jg_mcp.record import audit
+from jg_mcp.record import audit, audit_policy
 from jg_mcp.record.events import Close, Header, sha256_bytes
 from jg_mcp.record.transcript import TranscriptWriter, blobs_dir
 from jg_mcp.scripted import call
@@ -256,7 +256,7 @@ def test_a_session_over_its_budget_and_a_changed_goal_are_policy_errors(tmp_path
     ],
 )
 def test_command_text_patterns_that_leave_the_sandbox_are_recognised(command):
-    assert audit.command_findings(command, "/ws")
+    assert audit_policy.command_findings(command, "/ws")
 
 
 @pytest.mark.parametrize(
@@ -275,14 +275,14 @@ def test_command_text_patterns_that_leave_the_sandbox_are_recognised(command):
     ],
 )
 def test_ordinary_commands_are_not_flagged(command):
-    assert audit.command_findings(command, "/ws") == []
+    assert audit_policy.command_findings(command, "/ws") == []
 
 
 def test_the_forbidden_api_scan_resolves_aliases_and_getattr():
-    uses = audit.forbidden_uses(SOLUTION_WITH_ADD, ["torch.add", "torch.Tensor.add"])
+    uses = audit_policy.forbidden_uses(SOLUTION_WITH_ADD, ["torch.add", "torch.Tensor.add"])
     assert {line for line, _ in uses} == {3, 7, 8, 9, 10}
     assert (
-        audit.forbidden_uses(
+        audit_policy.forbidden_uses(
             "import torch\n\ndef kernel(x):\n    return torch.mul(x, 2) + x\n", ["torch.add", "torch.Tensor.add"]
         )
         == []
