@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 
-from jg_mcp import validate
+from jg_mcp import validate_harness, validate_solution
 from jg_mcp.cli import main
 from jg_mcp.goals import list_goal_files, load_goal
 from tests.support import REPO
@@ -121,7 +121,7 @@ def test_a_rope_kernel_that_ignores_its_table_is_rejected(tmp_path):
     (tmp_path / "rope").mkdir()
     (tmp_path / "rope" / "solution.py").write_text(TABLE_FREE_ROPE)
     goal = load_goal(REPO / "goals" / "rope.yaml")
-    checks = validate.solution_checks(goal, tmp_path / "rope", "cpu", full=False)
+    checks = validate_solution.solution_checks(goal, tmp_path / "rope", "cpu", full=False)
     assert [(c.shape, c.status) for c in checks] == [("tiny", "failed"), ("ragged", "failed")], checks
     assert all("incorrect" in c.error for c in checks)
 
@@ -129,12 +129,12 @@ def test_a_rope_kernel_that_ignores_its_table_is_rejected(tmp_path):
 def test_reference_agrees_with_every_cpu_baseline_at_smoke_shapes(goal):
     cpu = {f"baseline:{n}": goal.baseline(n) for n, b in goal.goal.baselines.items() if "cpu" in b.devices}
     for shape in goal.goal.smoke_shapes:
-        checks, _ = validate.check_shape(goal, shape, "cpu", cpu, set())
+        checks, _ = validate_harness.check_shape(goal, shape, "cpu", cpu, set())
         assert [c.status for c in checks] == ["ok"] * (1 + len(cpu)), [c.error for c in checks]
 
 
 def test_shipped_solution_passes_under_the_interpreter(goal):
-    checks = validate.solution_checks(goal, SOLUTIONS / goal.name, "cpu", full=False)
+    checks = validate_solution.solution_checks(goal, SOLUTIONS / goal.name, "cpu", full=False)
     assert [c.shape for c in checks] == [s.name for s in goal.goal.smoke_shapes]
     assert all(c.status == "ok" for c in checks), [c.error for c in checks]
 

@@ -9,7 +9,7 @@ import shutil
 import pytest
 import torch
 
-from jg_mcp import validate
+from jg_mcp import validate, validate_harness, validate_report, validate_solution
 from jg_mcp.cli import main
 from jg_mcp.eval import evaluate
 from jg_mcp.goals import DEMO_GOALS, list_goal_files, load_goal
@@ -74,7 +74,7 @@ def test_an_input_the_seed_does_not_change_fails_naming_it(tmp_path, capsys):
 
 @pytest.mark.parametrize("path", [*list_goal_files(REPO / "goals"), DEMO_GOALS / "axpy.yaml"], ids=lambda p: p.stem)
 def test_every_input_of_a_shipped_goal_depends_on_the_seed(path):
-    checks = validate.input_checks(load_goal(path), "cpu")
+    checks = validate_harness.input_checks(load_goal(path), "cpu")
     assert [(c.shape, c.check, c.status) for c in checks] == [("*", "inputs", "ok")], [c.error for c in checks]
 
 
@@ -122,7 +122,7 @@ def test_the_shipped_solution_is_evaluated_by_the_eval_at_the_smoke_shapes(monke
         seen.append(options)
         return evaluate(options)
 
-    monkeypatch.setattr(validate, "evaluate", spy)
+    monkeypatch.setattr(validate_solution, "evaluate", spy)
     rc, out, _ = validate_cli(capsys, "swiglu")
     assert rc == 0 and "0 failed" in out
     [options] = seen
@@ -160,14 +160,16 @@ def test_json_report_records_checks_and_versions(tmp_path, capsys):
 )
 def test_check_outputs_rejects_nan_wrong_dtype_shape_and_count(out, problem):
     goal = load_goal(REPO / "goals" / "swiglu.yaml").goal
-    _, _, found = validate.check_outputs(goal, out if not isinstance(out, list) else (out,), torch.zeros(2, 3))
+    _, _, found = validate_harness.check_outputs(goal, out if not isinstance(out, list) else (out,), torch.zeros(2, 3))
     assert problem in found
 
 
 def test_check_outputs_measures_error_against_the_tolerance():
     goal = load_goal(REPO / "goals" / "swiglu.yaml").goal
     ref = torch.tensor([1.0, 2.0])
-    max_abs, worst, problem = validate.check_outputs(goal, torch.tensor([1.0, 2.0625], dtype=torch.bfloat16), ref)
+    max_abs, worst, problem = validate_harness.check_outputs(
+        goal, torch.tensor([1.0, 2.0625], dtype=torch.bfloat16), ref
+    )
     assert problem.startswith(
         "out: 1 of 2 elements outside atol 0.001 + rtol 0.015; worst at [1]: 2.0625 vs reference 2"
     )
@@ -177,7 +179,7 @@ def test_check_outputs_measures_error_against_the_tolerance():
 def test_check_outputs_passes_within_tolerance_and_reports_the_margin():
     goal = load_goal(REPO / "goals" / "swiglu.yaml").goal
     out, ref = torch.tensor([1.0, 2.0], dtype=torch.bfloat16), torch.tensor([1.0, 2.0078125])
-    max_abs, worst, problem = validate.check_outputs(goal, out, ref)
+    max_abs, worst, problem = validate_harness.check_outputs(goal, out, ref)
     assert problem == "" and max_abs == 0.0078125 and worst == pytest.approx(0.0078125 / (0.001 + 0.015 * 2.0078125))
 
 
@@ -185,13 +187,13 @@ def test_check_outputs_judges_every_output_and_names_the_wrong_one():
     goal = load_goal(REPO / "goals" / "rope.yaml").goal
     ref = (torch.ones(2, 3), torch.ones(2, 3))
     out = (torch.ones(2, 3, dtype=torch.bfloat16), torch.full((2, 3), 1.5, dtype=torch.bfloat16))
-    max_abs, worst, problem = validate.check_outputs(goal, out, ref)
+    max_abs, worst, problem = validate_harness.check_outputs(goal, out, ref)
     assert problem.startswith("k_out: 6 of 6 elements outside") and "q_out" not in problem
     assert max_abs == 0.5 and worst == pytest.approx(0.5 / 0.012)
 
 
 def test_markdown_lists_each_timing():
-    timing = validate.Timing(
+    timing = validate_report.Timing(
         goal="g",
         shape="s",
         baseline="b",
@@ -205,7 +207,7 @@ def test_markdown_lists_each_timing():
         pct_roofline=6.0,
     )
     env = {"torch": "t", "triton": "tr", "cuda_runtime": "c", "python": "p", "jg_mcp": "j", "gpu": "H"}
-    report = validate.Report(
+    report = validate_report.Report(
         device="cuda",
         full=True,
         environment=env,
