@@ -7,7 +7,8 @@ GPU (or CPU slot) at a time, resumably. `jg-mcp table` turns a runs directory in
 
 Modules: conditions (what each named condition serves, and the check that a transcript kept to it),
 budget (the server-side budget middleware), serving (serve's flags), agents (the adapters),
-scripted_agent (the deterministic agent process), run (one run end to end), supervise (the agent process:
+scripted_agent (the deterministic agent process), run (one run end to end), run_record (what a run is and what it
+leaves: run.json), supervise (the agent process:
 watched, stopped), campaign (the YAML file and its expansion), executors (local slots, Ray), table (the results table).
 
 The interface every agent adapter implements, kept here so it reads first:
