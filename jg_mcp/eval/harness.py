@@ -11,6 +11,7 @@ is a hint.
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import random
 import secrets
@@ -45,6 +46,21 @@ from jg_mcp.goals import LoadedGoal
 
 _log = log.get("jg_mcp.eval")
 Progress = Callable[[str], None]
+
+
+def compiled_a_kernel(cache: Path, most: int = 100_000) -> bool:
+    """Whether the candidate's processes compiled a Triton kernel (a `.cubin`, or a `.hsaco` on ROCm) into the eval's
+    own Triton cache, made empty for this eval, which every kernel a candidate launches passes through: read on the
+    host once they have ended, where no candidate code runs, looking at no more than `most` entries (no links
+    followed). A floor, not proof of work: a candidate can compile a kernel it does not use."""
+    seen = 0
+    for _, dirs, files in os.walk(cache):
+        if any(f.endswith((".cubin", ".hsaco")) for f in files):
+            return True
+        seen += len(dirs) + len(files)
+        if seen > most:
+            return True  # too many entries to read: not judged, rather than a rejection by count
+    return False
 
 
 class Evaluation:
@@ -158,6 +174,14 @@ class Evaluation:
         self.procs.clear()
         for f in self.native.findings:
             report.add(f)
+        if self.device == "cuda" and report.shapes and not compiled_a_kernel(self.work / "cache" / "triton"):
+            report.add(
+                Finding(
+                    reason=Reason.NO_KERNEL,
+                    detail="the candidate compiled no Triton kernel: its outputs came from torch's own kernels, not a "
+                    "kernel of its own (a solution's compiled code is Triton's)",
+                )
+            )
         if self.native.by_path and (self.native.judged or self.native.unread):
             unread = [f"mapped code that could not be read: {', '.join(self.native.unread[:5])}"]
             missing = [*self.isolation.missing, BY_PATH, *(unread if self.native.unread else [])]

@@ -94,6 +94,9 @@ class Reason(StrEnum):
     stream, recomputing outputs it is about to be checked on)."""
     BELOW_FLOOR = "below_floor"
     """The median time is below the physical floor for the shape (bytes over bandwidth, flops over peak)."""
+    NO_KERNEL = "no_kernel"
+    """On a GPU, the candidate's processes compiled no Triton kernel into the eval's cache (read on the host after
+    they ended): the work was done by torch's own kernels, not by a kernel the solution wrote."""
 
 
 class Strict(BaseModel):
