@@ -68,6 +68,8 @@ from jg_mcp.eval.policy_tables import (
     LITERAL,
     MAX_SOURCE_BYTES,
     NAME_FIELDS,
+    OPERATOR_METHODS,
+    OPERATOR_SYMBOLS,
     REFLECTION_CALLS,
     REFUSED_SYNTAX,
     SUBCLASS_ATTRS,
@@ -315,12 +317,16 @@ class _Scan(Names, ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         """A chain rooted at an import (its attribute name is checked with the node's other names, check_syntax)."""
         if dotted := self.dotted(node):
+            if dotted == "os.environ":
+                self.check_environ(node)
             obj = self.check_reach(dotted, node)
             self.check_value(node, dotted, obj)
             if not isinstance(getattr(node, "parent", None), ast.Attribute):
                 self.check_name(dotted, node)
 
     def visit_Name(self, node: ast.Name) -> None:
+        if self.aliases.get(node.id) == "os.environ":
+            self.check_environ(node)
         if node.id in self.aliases:
             if not isinstance(getattr(node, "parent", None), ast.Attribute):
                 self.check_name(self.aliases[node.id], node)
@@ -389,9 +395,28 @@ class _Scan(Names, ast.NodeVisitor):
         if self.dotted(node.value) == "os.environ" and self.const_str(node.slice) is None:
             self.add(Reason.STATIC_IO, node, "reads the environment with a computed name")
 
+    def check_environ(self, node: ast.AST) -> None:
+        """`os.environ` (under any name) only read: `.get(NAME)` or `[NAME]`. Written, deleted or bound to a name, it
+        configures what reads it later in this process (Triton's knobs: TRITON_CACHE_MANAGER imports any module)."""
+        parent = getattr(node, "parent", None)
+        if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr == "get":
+            return
+        if isinstance(parent, ast.Subscript) and parent.value is node and isinstance(parent.ctx, ast.Load):
+            return
+        self.add(Reason.STATIC_IO, node, "`os.environ` used other than to read one named variable")
+
+    def check_operator(self, op: ast.operator, node: ast.AST) -> None:
+        """An operator is the method it calls, whether a binary operation or an augmented assignment spells it
+        (`c @= b` falls back to `__matmul__`): forbidden where that method, its reflected or in-place form is."""
+        method = OPERATOR_METHODS.get(type(op))
+        if method is None:
+            return
+        forms = {method, f"__r{method[2:]}", f"__i{method[2:]}"}
+        if any(b.rsplit(".", 1)[-1] in forms for b in self.forbidden):
+            self.add(Reason.STATIC_FORBIDDEN, node, f"uses the forbidden `{OPERATOR_SYMBOLS[type(op)]}` operator")
+
     def visit_BinOp(self, node: ast.BinOp) -> bool:
-        if isinstance(node.op, ast.MatMult) and any(b.endswith("__matmul__") for b in self.forbidden):
-            self.add(Reason.STATIC_FORBIDDEN, node, "uses the forbidden `@` operator")
+        self.check_operator(node.op, node)
         if node in self.lengths and not isinstance(getattr(node, "parent", None), ast.BinOp):
             self.check_fold(node)
         return node not in self.lengths
@@ -421,12 +446,36 @@ class _Scan(Names, ast.NodeVisitor):
         for target in node.targets:
             self.check_target(target)
 
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self.check_target(target)
+
+    def visit_For(self, node: ast.For) -> None:
+        self.check_target(node.target)
+
+    def visit_withitem(self, node: ast.withitem) -> None:
+        if node.optional_vars is not None:
+            self.check_target(node.optional_vars)
+
+    def visit_comprehension(self, node: ast.comprehension) -> None:
+        self.check_target(node.target)
+
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.check_operator(node.op, node)
         self.check_target(node.target)
 
     def check_target(self, target: ast.AST) -> None:
-        if isinstance(target, ast.Attribute) and (dotted := self.dotted(target)):
+        """An assignment target that writes into an imported module: one of its attributes, or an item of an object
+        it holds (`os.environ[...] = ...`), under any nesting of tuples, lists and stars."""
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self.check_target(element)
+        elif isinstance(target, ast.Starred):
+            self.check_target(target.value)
+        elif isinstance(target, ast.Attribute) and (dotted := self.dotted(target)):
             self.add(Reason.STATIC_MONKEYPATCH, target, f"assigns `{dotted}` of an imported module")
+        elif isinstance(target, ast.Subscript) and (dotted := self.dotted(target.value)):
+            self.add(Reason.STATIC_MONKEYPATCH, target, f"writes an item of `{dotted}` of an imported module")
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         """A base must be an imported class (of torch's, not a tensor or a mode), a builtin class, or a class this

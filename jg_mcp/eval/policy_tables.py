@@ -4,6 +4,8 @@ a solution may use with the kind of name each node's fields hold."""
 
 from __future__ import annotations
 
+import ast
+
 from jg_mcp.eval.report import Reason
 
 ALLOWED_MODULES = {
@@ -270,3 +272,34 @@ REFUSED_SYNTAX: dict[str, tuple[Reason, str]] = {
     "TryStar": (Reason.SYNTAX, "`except*` (exception groups): use `except`"),
 }
 """Syntax the policy knows and refuses, with the reason and the sentence the agent reads."""
+OPERATOR_METHODS: dict[type[ast.operator], str] = {
+    ast.Add: "__add__",
+    ast.Sub: "__sub__",
+    ast.Mult: "__mul__",
+    ast.MatMult: "__matmul__",
+    ast.Div: "__truediv__",
+    ast.FloorDiv: "__floordiv__",
+    ast.Mod: "__mod__",
+    ast.Pow: "__pow__",
+    ast.LShift: "__lshift__",
+    ast.RShift: "__rshift__",
+    ast.BitAnd: "__and__",
+    ast.BitOr: "__or__",
+    ast.BitXor: "__xor__",
+}
+"""The method each binary operator calls (its reflected `__r...__` and in-place `__i...__` forms follow)."""
+OPERATOR_SYMBOLS: dict[type[ast.operator], str] = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.MatMult: "@",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.BitXor: "^",
+}

@@ -948,6 +948,42 @@ def test_files_at_chosen_paths_and_native_code_by_path_or_by_symbol_name_are_ref
     assert reasons(src) & {Reason.STATIC_DYNAMIC, Reason.STATIC_IO}, src
 
 
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import os\nos.environ['TRITON_CACHE_MANAGER'] = 'this:CacheManager'",
+        "import os\ndel os.environ['A']",
+        "import os\nos.environ['A'] += 'x'",
+        "import os\ne = os.environ",
+        "from os import environ\nenviron['A'] = '1'",
+        "import os\nfor os.environ['A'] in ['1']:\n    pass",
+        "import os\n(x, *os.environ['A']) = (1, '2')",
+    ],
+    ids=["set", "del", "augmented", "bound", "from-import", "for-target", "starred-target"],
+)
+def test_the_environment_is_only_read(src):
+    """Triton reads its knobs from the environment when it compiles (TRITON_CACHE_MANAGER imports any module): a
+    solution may read one named variable, never write, delete or hold the mapping."""
+    assert reasons(src) & {Reason.STATIC_IO, Reason.STATIC_MONKEYPATCH}, src
+
+
+def test_reading_one_named_variable_still_passes():
+    assert reasons("import os\nx = os.environ.get('A')\ny = os.environ['B']") == set()
+
+
+def test_an_operator_is_judged_by_the_method_it_calls_however_it_is_spelt():
+    """`c @= b` falls back to `__matmul__`: the augmented assignment is the forbidden operator too; other operators
+    stay allowed on tensors."""
+    aug = "def f(a, b):\n    c = a\n    c @= b\n    return c"
+    assert Reason.STATIC_FORBIDDEN in reasons(aug)
+    assert reasons("def f(a, b):\n    a += b\n    a *= 2\n    return a - b") == set()
+
+
+def test_an_item_written_into_an_imported_modules_object_is_a_patch():
+    assert Reason.STATIC_MONKEYPATCH in reasons("import triton\ntriton.language.__all__[0] = 'x'")
+    assert reasons("def f(a):\n    a[0] = 1\n    d = {}\n    d['k'] = a\n    del d['k']\n    return a") == set()
+
+
 def test_torch_compile_called_plainly_passes():
     assert reasons("import torch\nf = torch.compile(lambda x: x, mode='max-autotune', dynamic=False)") == set()
 
