@@ -372,3 +372,32 @@ def test_a_run_directory_is_reachable_by_its_owner_only(gemm_goal, tmp_path):
         assert session.workspace.root == tmp_path / "runs" / "r1" / "workspace"
     finally:
         session.close("test finished")
+
+
+def test_the_run_directory_serve_makes_is_reachable_by_its_owner_only(tmp_path):
+    """`jg-mcp serve` passes the workspace it names (runs/RUN_ID/workspace) to the session: its run directory is
+    made 0700 on that path too (red team: it was 0755 there, and a host user ran a setuid copy of bash a command
+    left in the opened workspace)."""
+    from jg_mcp.cli import build_parser
+    from jg_mcp.commands.serve import Sessions
+
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--goal",
+            "gemm_fp8",
+            "--sandbox",
+            "none",
+            "--runs",
+            str(tmp_path / "runs"),
+            "--transcripts",
+            str(tmp_path / "tr"),
+        ]
+    )
+    session, release = Sessions(args, tmp_path / "runs").make()
+    try:
+        run = session.workspace.root.parent
+        assert run.parent == tmp_path / "runs" and stat.S_IMODE(run.stat().st_mode) == 0o700
+    finally:
+        session.close("test finished")
+        release()

@@ -148,3 +148,14 @@ def test_the_setup_walk_counts_in_the_commands_duration_and_timeout(tmp_path, mo
     assert r.duration_s >= 1.5, r
     assert late.timed_out and late.exit_code is None and late.stdout == "" and late.duration_s >= 1.5, late
     assert late.notice and "setting up its sandbox took its whole timeout" in late.notice
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand files to another uid")
+def test_the_hand_over_gives_each_entry_the_uid_and_its_group(tmp_path):
+    """An entry whose owner is already the sandbox uid but whose group is another's is handed over too."""
+    (tmp_path / "ws").mkdir()
+    f = tmp_path / "ws" / "f"
+    f.write_text("x")
+    os.chown(f, 61000, 0)
+    assert uids.chown_tree(tmp_path / "ws", 61000) == []
+    assert (f.stat().st_uid, f.stat().st_gid) == (61000, 61000)

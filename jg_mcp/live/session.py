@@ -146,13 +146,20 @@ class Session:
     ):
         self.loaded = loaded
         self.run_id = run_id or new_run_id(loaded.name)
-        if workspace_dir:
-            root = Path(workspace_dir)
-        else:  # the run's directory is its owner's alone: the sandbox uid may open the workspace while it runs
-            run = Path(runs_dir) / self.run_id
+        run = Path(runs_dir) / self.run_id
+        root = Path(workspace_dir) if workspace_dir else run / "workspace"
+        if root.parent.absolute() == run.absolute():
+            # The run's directory is its owner's alone, however the session was asked for (serve passes the same
+            # path as workspace_dir): the sandbox uid owns the workspace while a command runs and may open it
+            # (chmod 755 .) and leave a setuid file there until the seal; no other local user may reach it.
             run.mkdir(mode=0o700, parents=True, exist_ok=True)
             run.chmod(0o700)
-            root = run / "workspace"
+        elif root.parent.exists() and root.parent.stat().st_mode & 0o001:
+            logger.warning(
+                "workspace's parent directory is searchable by every local user: while a command runs, they can "
+                "reach what it leaves in the workspace",
+                parent=str(root.parent),
+            )
         root.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(loaded.module_path, root / REFERENCE_FILE)
         (root / REFERENCE_FILE).chmod(0o444)

@@ -172,7 +172,8 @@ def chown_tree(root: Path, uid: int, keep: Iterable[str] = ()) -> list[str]:
     keep = set(keep)
     root_fd = os.open(root, safefs.DIR_FLAGS)
     try:
-        if os.fstat(root_fd).st_uid != uid:
+        top = os.fstat(root_fd)
+        if (top.st_uid, top.st_gid) != (uid, uid):
             os.fchown(root_fd, uid, uid)
     except BaseException:
         os.close(root_fd)
@@ -180,7 +181,7 @@ def chown_tree(root: Path, uid: int, keep: Iterable[str] = ()) -> list[str]:
     walk = Walk(root_fd)
     with closing(walk.entries()) as entries:
         for dfd, name, rel, st in entries:
-            if rel in keep or st.st_uid == uid:
+            if rel in keep or (st.st_uid, st.st_gid) == (uid, uid):
                 continue
             try:
                 os.chown(name, uid, uid, dir_fd=dfd, follow_symlinks=False)
