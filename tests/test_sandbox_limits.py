@@ -159,3 +159,41 @@ def test_the_hand_over_gives_each_entry_the_uid_and_its_group(tmp_path):
     os.chown(f, 61000, 0)
     assert uids.chown_tree(tmp_path / "ws", 61000) == []
     assert (f.stat().st_uid, f.stat().st_gid) == (61000, 61000)
+
+
+FORGE_BY_PIDFD = (
+    "python3 -c 'import ctypes, os, sys\n"
+    "pfd = os.pidfd_open(int(sys.argv[1]))\n"
+    "libc = ctypes.CDLL(None)\n"
+    "for fd in range(3, 64):\n"
+    "    got = libc.syscall(438, pfd, fd, 0)\n"
+    "    if got >= 0:\n"
+    '        os.write(got, b"9")\n'
+    "' $PPID; exit 137"
+)
+"""pidfd_getfd (438 on x86_64 and aarch64) on the reaper's descriptors (bash's parent), then an exit that agrees
+with the forgery."""
+
+
+def test_a_command_cannot_take_its_reapers_descriptors(tmp_path):
+    """The reaper runs as the command's uid: made non-dumpable, it cannot be ptraced nor have its status pipe taken
+    (red team: pidfd_getfd took it and `exit 137` then read as a SIGKILL)."""
+    runner, box = runner_for("bwrap", tmp_path)
+    try:
+        (forged,) = run_all(runner, FORGE_BY_PIDFD)
+    finally:
+        box.release()
+    assert forged.exit_code == 137, forged
+
+
+def test_a_command_too_long_to_start_leaks_no_descriptor(tmp_path):
+    """A spawn that fails (here an argument past the kernel's limit) closes the reaper's pipe."""
+    runner, box = runner_for("bwrap", tmp_path)
+    before = len(os.listdir("/proc/self/fd"))
+    try:
+        for _ in range(5):
+            with pytest.raises(OSError):
+                run_all(runner, "echo " + "x" * 200_000)
+    finally:
+        box.release()
+    assert len(os.listdir("/proc/self/fd")) <= before

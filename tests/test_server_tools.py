@@ -95,6 +95,7 @@ def test_binary_file_gets_a_clear_error(server, session):
         ("read_file", {"path": 5}, "valid string"),
         ("run_command", {"command": "true", "timeout_s": -1}, "greater than or equal to 1"),
         ("run_command", {}, "command"),
+        ("run_command", {"command": "echo " + "x" * 140_000}, "write the script with write_file"),
         ("no_such_tool", {}, "no_such_tool"),
     ],
 )

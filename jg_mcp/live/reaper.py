@@ -3,9 +3,12 @@
 bwrap exits with 128+N when its command dies of signal N, which reads the same as a command that exits 128+N
 itself (bash's `$?` after a killed child). So inside the sandbox the command runs under a reaper: a small Python
 process that starts it, waits for it, exits with its status, and when a signal killed it writes the signal's number
-to a pipe that only the reaper holds (close-on-exec: the command does not inherit it). The runner reads the pipe
-once bwrap has exited (`Status.signal`). The reaper resets the signals Python ignores (SIGPIPE, SIGXFSZ) before the
-command's exec, so the command starts as it would outside.
+to a pipe that only the reaper holds (close-on-exec: the command does not inherit it). The reaper makes itself
+non-dumpable (prctl PR_SET_DUMPABLE 0) before it forks, so the command, which runs as the same uid, can neither
+ptrace it nor take that descriptor (pidfd_getfd, /proc/PID/fd); the command's exec makes the command dumpable again.
+The runner reads the pipe once bwrap has exited (`Status.signal`) and believes it only where bwrap's status agrees.
+The reaper resets the signals Python ignores (SIGPIPE, SIGXFSZ) before the command's exec, so the command starts as
+it would outside.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import sys
 from typing import BinaryIO
 
 REAPER = (
-    "import os, signal, sys\n"
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n"
     "fd = int(sys.argv[1])\n"
     "pid = os.fork()\n"
     "if pid == 0:\n"
@@ -52,13 +56,19 @@ class Status:
     `signal()` reads the report once the sandbox has exited."""
 
     def __init__(self) -> None:
-        read, write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        read, write = os.pipe2(os.O_CLOEXEC)
+        os.set_blocking(read, False)  # the reaper's end blocks: its one short write always lands
         self._read = read
         self.write_end: BinaryIO = open(write, "wb", buffering=0)
 
     @property
     def write_fd(self) -> int:
         return self.write_end.fileno()
+
+    def __del__(self) -> None:
+        if self._read >= 0:  # a command that never started (killed_by was not asked): the pipe is not leaked
+            os.close(self._read)
+            self._read = -1
 
     def signal(self) -> int | None:
         """The signal that killed the command, or None (it exited, or never ran); reads the pipe once and closes

@@ -328,6 +328,10 @@ class Runner:
                     start_new_session=True,
                     pass_fds=argv.pass_fds if isinstance(argv, Argv) else (),
                 )
+        except BaseException:
+            if isinstance(argv, Argv):
+                argv.killed_by()  # nothing ran: this closes what would have told how it ended (the reaper's pipe)
+            raise
         finally:
             if isinstance(argv, Argv):
                 argv.close()

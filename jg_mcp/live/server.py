@@ -30,6 +30,8 @@ from jg_mcp.record.events import sha256_bytes
 from jg_mcp.record.transcript import WRITE_BLOB_CAP
 
 MAX_TIMEOUT_S = 3600
+MAX_COMMAND_BYTES = 128 * 1024 - 1
+"""Linux's limit on one argument (MAX_ARG_STRLEN, with its NUL): bash -c takes the command as one."""
 SHOWN_ENTRIES = 200
 """Most names of a directory that read_file's refusal of it names."""
 CANCELLED_SCAN_WAIT_S = 2.0
@@ -290,6 +292,11 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
         session = pool.get(ctx.request_context.session)
         if "\0" in command:
             raise ToolError("command contains a NUL byte")
+        if (size := len(command.encode(errors="surrogateescape"))) > MAX_COMMAND_BYTES:
+            raise ToolError(
+                f"the command is {size} bytes; the kernel takes at most {MAX_COMMAND_BYTES} in one argument: write "
+                "the script with write_file and run it (bash script.sh)"
+            )
 
         async def progress(elapsed: float, last_line: str) -> None:
             await ctx.report_progress(elapsed, None, f"{elapsed:.0f}s elapsed; {last_line}"[:300])
