@@ -166,7 +166,7 @@ class Judge:
             for j in range(i + 1, min(i + 8, len(words)) + 1):  # an operator's name has a few words
                 if "_".join(words[i:j]) in self.ops:
                     return "_".join(words[i:j])
-        return name if in_family(name, self.members) else None
+        return name if in_family(name, self.members, camel=False) else None
 
     def symbol(self, name: str, libraries_only: bool = False) -> str | None:
         """Why a symbol the loader binds is refused, or None; with `libraries_only`, only for a library kernel or a

@@ -5,6 +5,7 @@ time (the aten operators the candidate's process runs, in any thread, recorded i
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 COMPOSITES = {
@@ -164,11 +165,19 @@ recorder see into), as the matrix product's holds torch.linalg. The norms' holds
 is a row's norm), silu's softplus (whose derivative is the sigmoid) and mish."""
 
 
-def _words(name: str) -> list[str]:
-    return [w for w in name.split("_") if w]
+_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z][a-z]*|[a-z]+|[0-9]+[a-z]*")
+"""A CamelCase name's words: acronyms whole (`GRU`, `LSTMCell` is LSTM and Cell), digits with their suffix (`2d`)."""
 
 
-def in_family(op: str, members: set[str]) -> bool:
+def _words(name: str, camel: bool = True) -> list[str]:
+    """A name's words: split at `_`, and a part with a capital in it (a class: `Softmax2d`, `InstanceNorm1d`,
+    `PairwiseDistance`) also at its capitals and digits, so a module's name is judged by the operator it names;
+    not with `camel` False (C++ symbols, which the native check judges by its own rules)."""
+    parts = [part for part in name.split("_") if part]
+    return [w for part in parts for w in (_CAMEL.findall(part) if camel and part.lower() != part else [part])]
+
+
+def in_family(op: str, members: set[str], camel: bool = True) -> bool:
     """`op` is a relative of a member by name: the member's words (split at `_`) appear in `op`'s words as a
     contiguous run, the first of them possibly as a word's ending (`log_sigmoid_forward`, `logsigmoid` and
     `hardsigmoid` are sigmoid's; `linalg_matmul` is matmul's; `bilinear` is linear's; `hspmm`, `spmm` and
@@ -178,10 +187,10 @@ def in_family(op: str, members: set[str]) -> bool:
     the member's reduction."""
     candidates = [op, op.replace("cum", "", 1)] if "cum" in op else [op]
     for name in candidates:
-        words = _words(name)
+        words = _words(name, camel)
         for member in members:
             short = len(member.strip("_")) <= 3
-            key = _words(member if short else member.lower())
+            key = _words(member, camel) if short else [w.lower() for w in _words(member, camel)]
             if not key or not key[0].isidentifier():
                 continue
             for i in range(len(words) - len(key) + 1):

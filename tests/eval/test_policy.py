@@ -984,6 +984,28 @@ def test_an_item_written_into_an_imported_modules_object_is_a_patch():
     assert reasons("def f(a):\n    a[0] = 1\n    d = {}\n    d['k'] = a\n    del d['k']\n    return a") == set()
 
 
+@pytest.mark.parametrize(
+    "goal, src",
+    [
+        ("softmax", "import torch\ndef kernel(x):\n    return torch.nn.Softmax2d()(x.t().unsqueeze(-1))"),
+        ("fused_add_rmsnorm", "import torch\nm = torch.nn.InstanceNorm1d(4)"),
+        ("fused_add_rmsnorm", "import torch\nm = torch.nn.BatchNorm1d(4)"),
+        ("fused_add_rmsnorm", "import torch\nm = torch.nn.PairwiseDistance()"),
+        ("fused_add_rmsnorm", "import torch\nm = torch.nn.CosineSimilarity()"),
+    ],
+    ids=["softmax2d", "instance-norm", "batch-norm", "pairwise-distance", "cosine-similarity"],
+)
+def test_a_module_is_judged_by_the_operator_its_camel_case_name_spells(goal, src):
+    """Red team: `Softmax2d` computes a row softmax, and an instance norm of [x, -x] is an RMSNorm; split at capitals
+    and digits, their names hold the forbidden family's words."""
+    from eval_suite import GOALS
+
+    from jg_mcp.goals import load_goal
+
+    found = static_check(src, load_goal(GOALS / f"{goal}.yaml").goal.forbidden)
+    assert Reason.STATIC_FORBIDDEN in {f.reason for f in found}, src
+
+
 def test_torch_compile_called_plainly_passes():
     assert reasons("import torch\nf = torch.compile(lambda x: x, mode='max-autotune', dynamic=False)") == set()
 
