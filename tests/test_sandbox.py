@@ -20,14 +20,14 @@ from jg_mcp.live.sandbox import (
     Bwrap,
     NoSandbox,
     Sandbox,
-    SandboxError,
     SandboxLimits,
     UidPool,
-    choose,
     sandbox_of,
 )
+from jg_mcp.live.sandbox_probe import choose
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
+from jg_mcp.live.uids import SandboxError
 from jg_mcp.record.reading import read_transcript
 from tests.support import bwrap_missing, serve_argv
 

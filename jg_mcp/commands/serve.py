@@ -18,7 +18,8 @@ from jg_mcp.campaign import serving
 from jg_mcp.commands.arguments import dir_to_fill, port, positive_float, positive_int
 from jg_mcp.errors import UsageError
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
-from jg_mcp.live.sandbox import MODES, Bwrap, NoSandbox, Sandbox, SandboxLimits, choose
+from jg_mcp.live.sandbox import MODES, Bwrap, NoSandbox, Sandbox, SandboxLimits
+from jg_mcp.live.sandbox_probe import choose
 from jg_mcp.live.session import CLOSE_WAIT_S, Session, new_run_id
 from jg_mcp.record.keys import read_key
 

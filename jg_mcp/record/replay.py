@@ -20,7 +20,8 @@ from jg_mcp.errors import PathRefused
 from jg_mcp.goals import REFERENCE_FILE
 from jg_mcp.live.runner import CommandResult, Runner
 from jg_mcp.live.safefs import read_bounded
-from jg_mcp.live.sandbox import Bwrap, SandboxLimits, choose
+from jg_mcp.live.sandbox import Bwrap, SandboxLimits
+from jg_mcp.live.sandbox_probe import choose
 from jg_mcp.live.workspace import Workspace
 from jg_mcp.record.events import FileChange
 from jg_mcp.record.steps import END, BlobError, Record, ToolCall, read_blob, state_at
