@@ -65,6 +65,7 @@ from jg_mcp.eval.policy_tables import (
     NAME_FIELDS,
     OPERATOR_METHODS,
     OPERATOR_SYMBOLS,
+    OWN,
     REFLECTION_CALLS,
     REFUSED_SYNTAX,
 )
@@ -324,6 +325,9 @@ class _Scan(Identifiers, ast.NodeVisitor):
             self.check_target(target.value)
         elif isinstance(target, ast.Attribute) and (dotted := self.dotted(target)):
             self.add(Reason.STATIC_MONKEYPATCH, target, f"assigns `{dotted}` of an imported module")
+        elif isinstance(target, ast.Attribute) and not (isinstance(target.value, ast.Name) and target.value.id in OWN):
+            what = f"assigns `.{target.attr}` of an object the solution did not make (only self's, cls's and ctx's)"
+            self.add(Reason.STATIC_MONKEYPATCH, target, what)
         elif isinstance(target, ast.Subscript) and (dotted := self.dotted(target.value)):
             self.add(Reason.STATIC_MONKEYPATCH, target, f"writes an item of `{dotted}` of an imported module")
 

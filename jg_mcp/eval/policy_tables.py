@@ -152,9 +152,14 @@ GATEWAY_ATTRS = {
     ),
     "from_file": (Reason.STATIC_IO, "maps a file at a chosen path (a storage's from_file writes and reads it)"),
     "backward": (Reason.STATIC_DYNAMIC, "computes library ops' derivatives, other library ops under other names"),
+    "load_binary": (Reason.STATIC_DYNAMIC, "loads GPU code from bytes (Triton's driver): code the eval never judged"),
+    "launcher_cls": (Reason.STATIC_DYNAMIC, "builds a launcher for GPU code of the caller's choosing"),
+    "set_active": (Reason.STATIC_DYNAMIC, "replaces Triton's driver"),
+    "reset_active": (Reason.STATIC_DYNAMIC, "replaces Triton's driver"),
 }
 """Attribute names refused on any object, whose type the scan cannot know (a storage a call returned): what hands
-over a module a solution may not use, reaches files, or runs library derivatives."""
+over a module a solution may not use, reaches files, runs library derivatives, or loads GPU code Triton did not
+compile (its driver's loader and launcher, reached through any object: `d = triton.runtime.driver.active`)."""
 DYNAMIC_NAMES = {
     "setattr",
     "delattr",
@@ -303,3 +308,7 @@ OPERATOR_SYMBOLS: dict[type[ast.operator], str] = {
     ast.BitOr: "|",
     ast.BitXor: "^",
 }
+OWN = ("self", "cls", "ctx")
+"""The names whose attributes a solution may assign: the instance or class a method of its own gets, and an autograd
+Function's context. Every other object's attributes it may only read (a Triton CompiledKernel's `kernel`, set, is
+GPU code Triton loads at its first launch)."""

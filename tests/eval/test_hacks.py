@@ -55,6 +55,7 @@ CPU_HACKS: dict[str, tuple[str, set[Reason]]] = {
     "native_reaches_any_module": ("softmax", {R.STATIC_DYNAMIC}),
     "gemm_matmul_inplace_when_unwatched": ("gemm_bf16", {R.STATIC_FORBIDDEN}),
     "env_write_knobs": ("swiglu", {R.STATIC_IO, R.STATIC_MONKEYPATCH}),
+    "foreign_cubin_softmax": ("softmax", {R.STATIC_DYNAMIC, R.STATIC_MONKEYPATCH}),
     "softmax_through_logsumexp": ("softmax", {R.STATIC_FORBIDDEN}),
     "attention_through_varlen": ("attention_prefill", {R.STATIC_FORBIDDEN}),
     "cross_entropy_through_attention": ("cross_entropy", {R.STATIC_FORBIDDEN}),

@@ -1006,6 +1006,28 @@ def test_a_module_is_judged_by_the_operator_its_camel_case_name_spells(goal, src
     assert Reason.STATIC_FORBIDDEN in {f.reason for f in found}, src
 
 
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import triton\nd = triton.runtime.driver.active\nu = d.utils\nu.load_binary('k', b'', 0, 0)",
+        "import triton\nl = triton.runtime.driver.active.launcher_cls(None, None)",
+        "import triton\nd = triton.runtime.driver\nd.set_active(None)",
+        "def f(ck):\n    ck.kernel = b'cubin'",
+        "def f(k):\n    k.cache[0].clear()\n    k.fn = None",
+    ],
+    ids=["load-binary", "launcher", "set-active", "kernel-bytes", "attribute-of-an-argument"],
+)
+def test_gpu_code_triton_did_not_compile_cannot_be_loaded_through_its_runtime_objects(src):
+    """Red team: Triton's loader reached through a name bound to its driver, and a CompiledKernel's `kernel` set to
+    foreign cubin bytes before its first launch. Only self's, cls's and ctx's attributes may be assigned."""
+    assert reasons(src) & {Reason.STATIC_DYNAMIC, Reason.STATIC_MONKEYPATCH}, src
+
+
+def test_a_methods_own_attributes_and_the_drivers_properties_still_pass():
+    ok = "import triton\nclass A:\n    def __init__(self):\n        self.n = triton.runtime.driver.active.utils"
+    assert reasons(ok + ".get_device_properties(0)") == set()
+
+
 def test_torch_compile_called_plainly_passes():
     assert reasons("import torch\nf = torch.compile(lambda x: x, mode='max-autotune', dynamic=False)") == set()
 
