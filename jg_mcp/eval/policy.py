@@ -434,6 +434,7 @@ def policy_text(forbidden: list[str], allowed: set[str] | None = None) -> str:
         "namespace (torch.linalg for a matrix product, torch.nn.attention for attention). A module, or a torch or "
         "triton class, may be "
         "used only through its attributes, calls, type tests, annotations and as a base class, not bound to another "
-        "name or passed around; no function may be named __torch_function__ or __torch_dispatch__, and no "
+        "name or passed around; attributes may be assigned only on self, cls or ctx, and os.environ only read; no "
+        "function may be named __torch_function__ or __torch_dispatch__, and no "
         "class may define a finalizer (__del__)."
     )
