@@ -105,7 +105,9 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None) -> RunRecord:
         return load_record(run_dir)
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    (run_dir / "agent").mkdir(parents=True)
+    run_dir.mkdir(mode=0o700, parents=True)
+    run_dir.chmod(0o700)  # as serve's runs/RUN_ID: the sandbox uid may open the workspace below while it runs
+    (run_dir / "agent").mkdir()
     minutes = spec.budget_minutes or loaded.goal.budget.wall_clock_minutes
     budget = Budget(
         wall_clock_minutes=minutes,

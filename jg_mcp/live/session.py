@@ -218,7 +218,8 @@ class Session:
             # (chmod 755 .) and leave a setuid file there until the seal; no other local user may reach it.
             make_private_dir(run, "run directory")
             run.chmod(0o700)  # a real directory of ours, in directories nobody else can write: checked just now
-        elif root.parent.exists() and root.parent.stat().st_mode & 0o001:
+        elif sandbox == "bwrap" and os.geteuid() == 0 and root.parent.exists() and root.parent.stat().st_mode & 0o001:
+            # only then do commands run as another uid, which owns the workspace and may open it
             logger.warning(
                 "workspace's parent directory is searchable by every local user: while a command runs, they can "
                 "reach what it leaves in the workspace",
