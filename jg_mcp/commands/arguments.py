@@ -96,7 +96,7 @@ def dir_to_fill(path: Path | None, what: str) -> None:
     local user could plant, replace or redirect (`check_place`: a link, another user's directory, or one below a
     directory others can write), checked before anything is made or handed over there."""
     # Imported here: the session's module is needed to check a place, not to parse the other arguments.
-    from jg_mcp.live.session import check_place
+    from jg_mcp.live.places import check_place
 
     if path is not None and path.exists() and not path.is_dir():
         raise UsageError(f"{what} {path} is not a directory")

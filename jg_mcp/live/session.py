@@ -9,7 +9,6 @@ import platform
 import secrets
 import shutil
 import socket
-import stat
 import sys
 import threading
 from collections import deque
@@ -22,10 +21,10 @@ from typing import Any, TypeVar
 import anyio
 
 from jg_mcp import __version__, log
-from jg_mcp.errors import UsageError
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.gpu import query_gpu
 from jg_mcp.live.environment import SECRET_VALUE, is_secret
+from jg_mcp.live.places import check_own, make_private_dir
 from jg_mcp.live.runner import Runner
 from jg_mcp.live.sandbox import Bwrap, Sandbox, sandbox_of
 from jg_mcp.live.workspace import Scan, Workspace
@@ -73,67 +72,6 @@ def recordable_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
 def command_setting(box: Sandbox) -> tuple[dict[str, str], dict[str, Any] | None]:
     """The environment commands see and the sandbox limits they run under, as the sandbox sets them."""
     return box.env, box.limits.model_dump() if box.limits is not None else None
-
-
-def _refuse(what: str, path: Path, problem: str) -> UsageError:
-    return UsageError(f"{what} {path}: {problem}; choose a directory that no other user can write or replace")
-
-
-def _check_chain(path: Path, what: str, place: Path) -> None:
-    """Every existing directory from / down to `path` (included) is root's or ours, and others may not rename or
-    plant entries in it (not writable by group or other, unless sticky). A link on the way must be root's or ours
-    (its directory is checked already, so nobody swaps it); its target's chain is checked in turn."""
-    for d in (*reversed(path.parents), path):
-        try:
-            st = os.lstat(d)
-        except FileNotFoundError:
-            return  # made later, 0700, by `make_private_dir`
-        if st.st_uid not in (0, os.geteuid()):
-            raise _refuse(what, place, f"{d} belongs to uid {st.st_uid}, who can replace what is in it")
-        if stat.S_ISLNK(st.st_mode):
-            _check_chain(Path(os.path.realpath(d)), what, place)
-        elif not stat.S_ISDIR(st.st_mode):
-            raise _refuse(what, place, f"{d} is not a directory")
-        elif st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-            raise _refuse(
-                what, place, f"{d} is writable by other users (mode {stat.S_IMODE(st.st_mode):o}, not sticky)"
-            )
-
-
-def _check_own(path: Path, what: str, st: os.stat_result) -> None:
-    """An existing directory the session writes and hands to its sandbox: a real directory (not a link), ours,
-    and writable by nobody else."""
-    if stat.S_ISLNK(st.st_mode):
-        raise _refuse(what, path, "is a symbolic link")
-    if not stat.S_ISDIR(st.st_mode):
-        raise _refuse(what, path, "is not a directory")
-    if st.st_uid != os.geteuid():
-        raise _refuse(what, path, f"belongs to uid {st.st_uid}, not to this server's uid {os.geteuid()}")
-    if st.st_mode & 0o022:
-        raise _refuse(what, path, f"is writable by other users (mode {stat.S_IMODE(st.st_mode):o})")
-
-
-def check_place(path: Path, what: str) -> None:
-    """Refuse (UsageError) a directory that another local user could plant, replace or redirect before or while a
-    session uses it: its ancestors must be root's or ours and not writable by others unless sticky (`_check_chain`);
-    the directory itself, if it exists, a real directory of ours that nobody else can write (`_check_own`)."""
-    path = Path(os.path.abspath(path))  # lexical: no link followed
-    _check_chain(path.parent, what, path)
-    with contextlib.suppress(FileNotFoundError):
-        _check_own(path, what, os.lstat(path))
-
-
-def make_private_dir(path: Path, what: str) -> None:
-    """`check_place`, then make what is missing of `path` 0700, one mkdir at a time (mkdir never follows a link),
-    each checked with lstat after: a directory another user made first in a sticky parent is refused."""
-    check_place(path, what)
-    path = Path(os.path.abspath(path))
-    for d in (*reversed(path.parents), path):
-        if os.path.lexists(d):
-            continue
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(d, 0o700)
-        _check_own(d, what if d == path else f"{what}'s directory", os.lstat(d))
 
 
 class Worker:
@@ -229,7 +167,7 @@ class Session:
         # bound read-write, so one another user planted or can swap would hand over whatever it points at.
         make_private_dir(root, "workspace")
         if isinstance(box, Bwrap) and os.path.lexists(cache := Bwrap._cache_path(root.absolute())):
-            _check_own(cache, "workspace's compile cache", os.lstat(cache))
+            check_own(cache, "workspace's compile cache", os.lstat(cache))
         shutil.copyfile(loaded.module_path, root / REFERENCE_FILE)
         (root / REFERENCE_FILE).chmod(0o444)
         self.workspace = Workspace(root, protected=(REFERENCE_FILE,))
