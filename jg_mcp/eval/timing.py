@@ -48,14 +48,15 @@ import torch
 
 from jg_mcp.errors import JgError
 from jg_mcp.eval.buffers import SharedBinding
-from jg_mcp.eval.checks import call_findings, mass_findings, measure
+from jg_mcp.eval.checks import call_findings
 from jg_mcp.eval.clocks import nvml_sampler
-from jg_mcp.eval.messages import Benched, Block, BlockDone, DoBench, Done, Release, Warm
+from jg_mcp.eval.messages import Block, BlockDone, Done, Release, Warm
 from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.report import EvalReport, Finding, Reason, ShapeResult, Timing, TimingMethod
 from jg_mcp.eval.scoring import escaped, seen_inputs_gain
 from jg_mcp.eval.sizing import block_sizes, lead_sizes, pad_for, rotation, summarize, waits_for_gpu
+from jg_mcp.eval.timing_checks import check_inputs, fresh_pass, spot_check
 
 if TYPE_CHECKING:
     from jg_mcp.eval.harness import Evaluation
@@ -275,7 +276,7 @@ class TimingPhase:
                 """The shape's timed rounds, then its fresh-input calls (each after a lead block when `careful`)."""
                 results = self.rounds(report, case, shape, sides, refs, slots)
                 begin = time.monotonic()
-                self.fresh(report, case, shape, sides, results, lead=careful)
+                fresh_pass(self, report, case, shape, sides, results, lead=careful)
                 report.phases["timing_fresh"] = report.phases.get("timing_fresh", 0.0) + time.monotonic() - begin
                 return results
 
@@ -359,7 +360,7 @@ class TimingPhase:
             sets = next_sets(name, per_block[name])
             ran = self.block(name, sets, "tin")
             if name == "candidate":
-                self.after_candidate_block(report, case, shape, hints + ran.hints, own["tin"], pristine)
+                check_inputs(report, case, shape, hints + ran.hints, own["tin"], pristine)
             return ran, sets
 
         while True:
@@ -370,7 +371,7 @@ class TimingPhase:
                 gaps[name].append((ran.host_ms - sum(ran.times)) / len(sets))
                 queues[name].append(ran.enqueue_ms)
                 if name == "candidate" and self.pick.random() < p.spot_check_p:
-                    checked += self.spot_check(report, case, shape, own["ring"], refs, sets)
+                    checked += spot_check(self.pick, self.ev.tol, report, case, shape, own["ring"], refs, sets)
             rounds += 1
             if rounds < p.min_rounds or min(len(t) for t in times.values()) < p.min_reps:
                 continue
@@ -379,7 +380,7 @@ class TimingPhase:
             if worst < p.target_rel_se or time.monotonic() - begin > p.budget_s or full:
                 break
         while checked < p.spot_checks:
-            checked += self.spot_check(report, case, shape, own["ring"], refs, run("candidate")[1])
+            checked += spot_check(self.pick, self.ev.tol, report, case, shape, own["ring"], refs, run("candidate")[1])
         cuda = self.ev.device == "cuda"
 
         def result(n: str) -> dict[str, Any]:
@@ -395,104 +396,3 @@ class TimingPhase:
             }
 
         return {n: result(n) for n in names}
-
-    def after_candidate_block(
-        self,
-        report: EvalReport,
-        case: Case,
-        shape: ShapeResult,
-        hints: list[Finding],
-        inputs: SharedBinding,
-        pristine: list[torch.Tensor],
-    ) -> None:
-        for f in hints:
-            report.add(f.model_copy(update={"shape": case.name}))
-        if not all(torch.equal(raw, keep) for raw, keep in zip(inputs.raws, pristine, strict=True)):
-            shape.correct = False
-            report.add(
-                Finding(
-                    reason=Reason.INPUT_MODIFIED,
-                    shape=case.name,
-                    detail="an input set differs after a timed block (read back by the harness)",
-                )
-            )
-            raise CandidateGone(
-                Finding(
-                    reason=Reason.INPUT_MODIFIED,
-                    shape=case.name,
-                    detail="timing stopped: the inputs cannot be trusted any more",
-                )
-            )
-
-    def spot_check(
-        self,
-        report: EvalReport,
-        case: Case,
-        shape: ShapeResult,
-        ring: SharedBinding,
-        refs: list[list[torch.Tensor]],
-        sets: list[int],
-    ) -> int:
-        """Judge the outputs of one call of the last block, picked at random, against its input set's reference."""
-        j = self.pick.randrange(len(sets))
-        tol = self.ev.tol
-        for out, ref in zip(ring.groups[j], refs[sets[j]], strict=True):
-            measured = measure(out, ref, tol.atol, tol.rtol)
-            for f in measured.findings or mass_findings(out, ref, tol.rtol):
-                shape.correct = False
-                report.add(
-                    f.model_copy(
-                        update={"shape": case.name, "detail": f"timed call {j + 1} of a block (spot check): {f.detail}"}
-                    )
-                )
-        return 1
-
-    def fresh(
-        self,
-        report: EvalReport,
-        case: Case,
-        shape: ShapeResult,
-        sides: dict[str, dict[str, SharedBinding]],
-        results: dict[str, Any],
-        lead: bool = False,
-    ) -> None:
-        """Single calls on inputs written into the callable's own fresh input set just before each call, so that no
-        callable (the candidate can read every buffer bound to it) sees them earlier; callables take turns call by call,
-        so host noise falls on all of them alike. Every candidate output is checked. With `lead`, each call
-        follows a lead block of its callable rotating over the timed sets, as its timed blocks did (on a
-        power-capped GPU a single call otherwise runs at whatever clock the harness's own work left)."""
-        p, ev = self.p, self.ev
-        if p.fresh <= 0:
-            return
-        n_sets = len(sides[CANDIDATE]["tin"].groups)
-        if not sides[CANDIDATE]["fresh"].groups:
-            first = ev.make_inputs(case.dims, ev.rng.randrange(2**62))
-            for side, proc in ((CANDIDATE, self.cand), (BASELINE, self.base)):
-                sides[side]["fresh"].add_group(first)
-                proc.bind(sides[side]["fresh"])
-        times: dict[str, list[float]] = {n: [] for n in self.names}
-        for _ in range(p.fresh):
-            for name in self.names if self.pick.random() < 0.5 else self.names[::-1]:
-                inputs = ev.make_inputs(case.dims, ev.rng.randrange(2**62))
-                hints: list[Finding] = []
-                if lead and results[name]["lead"]:
-                    sets = rotation(results[name]["lead"], n_sets)
-                    hints = self.block(name, sets, "tin", keep=False).hints
-                own = sides[CANDIDATE if name == "candidate" else BASELINE]
-                for view, tensor in zip(own["fresh"].groups[0], inputs, strict=True):
-                    view.copy_(tensor)
-                pristine = [raw.clone() for raw in own["fresh"].raws]
-                if name == "candidate":
-                    own["ring"].poison(0)
-                ran = self.block(name, [0], "fresh")
-                times[name] += ran.times
-                if name == "candidate":
-                    self.after_candidate_block(report, case, shape, hints + ran.hints, own["fresh"], pristine)
-                    self.spot_check(report, case, shape, own["ring"], [ev.expected(inputs)], [0])
-        for name, t in times.items():
-            results[name]["fresh_median_ms"] = statistics.median(t)
-        if ev.o.do_bench:
-            self.cand.freeze()
-            for name in self.names[1:]:
-                self.base.send(DoBench(fn=name, inputs="tin", pad_ms=self.pad_ms))
-                results[name]["do_bench_ms"] = self.base.expect(Benched).median_ms

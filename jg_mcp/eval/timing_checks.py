@@ -1,0 +1,128 @@
+"""The checks that run inside the timing phase: each candidate block's inputs read back, a random call's outputs
+judged (the spot check), and the fresh-input pass, whose single calls on inputs no callable could have seen must
+be about as fast as the timed ones (jg_mcp/eval/timing.py says where each sits in the protocol)."""
+
+from __future__ import annotations
+
+import random
+import statistics
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from jg_mcp.eval.buffers import SharedBinding
+from jg_mcp.eval.checks import mass_findings, measure
+from jg_mcp.eval.messages import Benched, DoBench
+from jg_mcp.eval.process import CandidateGone
+from jg_mcp.eval.report import EvalReport, Finding, Reason, ShapeResult
+from jg_mcp.eval.sizing import rotation
+
+if TYPE_CHECKING:
+    from jg_mcp.eval.shapes import Case
+    from jg_mcp.eval.timing import TimingPhase
+    from jg_mcp.goals import Tolerance
+
+
+def check_inputs(
+    report: EvalReport,
+    case: Case,
+    shape: ShapeResult,
+    hints: list[Finding],
+    inputs: SharedBinding,
+    pristine: list[torch.Tensor],
+) -> None:
+    """After a candidate block: report the block's hints, and stop timing if an input set changed."""
+    for f in hints:
+        report.add(f.model_copy(update={"shape": case.name}))
+    if not all(torch.equal(raw, keep) for raw, keep in zip(inputs.raws, pristine, strict=True)):
+        shape.correct = False
+        report.add(
+            Finding(
+                reason=Reason.INPUT_MODIFIED,
+                shape=case.name,
+                detail="an input set differs after a timed block (read back by the harness)",
+            )
+        )
+        raise CandidateGone(
+            Finding(
+                reason=Reason.INPUT_MODIFIED,
+                shape=case.name,
+                detail="timing stopped: the inputs cannot be trusted any more",
+            )
+        )
+
+
+def spot_check(
+    pick: random.SystemRandom,
+    tol: Tolerance,
+    report: EvalReport,
+    case: Case,
+    shape: ShapeResult,
+    ring: SharedBinding,
+    refs: list[list[torch.Tensor]],
+    sets: list[int],
+) -> int:
+    """Judge the outputs of one call of the last block, picked at random, against its input set's reference."""
+    j = pick.randrange(len(sets))
+    for out, ref in zip(ring.groups[j], refs[sets[j]], strict=True):
+        measured = measure(out, ref, tol.atol, tol.rtol)
+        for f in measured.findings or mass_findings(out, ref, tol.rtol):
+            shape.correct = False
+            report.add(
+                f.model_copy(
+                    update={"shape": case.name, "detail": f"timed call {j + 1} of a block (spot check): {f.detail}"}
+                )
+            )
+    return 1
+
+
+def fresh_pass(
+    t: TimingPhase,
+    report: EvalReport,
+    case: Case,
+    shape: ShapeResult,
+    sides: dict[str, dict[str, SharedBinding]],
+    results: dict[str, Any],
+    lead: bool = False,
+) -> None:
+    """Single calls on inputs written into the callable's own fresh input set just before each call, so that no
+    callable (the candidate can read every buffer bound to it) sees them earlier; callables take turns call by call,
+    so host noise falls on all of them alike. Every candidate output is checked. With `lead`, each call
+    follows a lead block of its callable rotating over the timed sets, as its timed blocks did (on a
+    power-capped GPU a single call otherwise runs at whatever clock the harness's own work left)."""
+    p, ev = t.p, t.ev
+    if p.fresh <= 0:
+        return
+    cand_side, base_side = sides["candidate"], sides["baseline"]
+    n_sets = len(cand_side["tin"].groups)
+    if not cand_side["fresh"].groups:
+        first = ev.make_inputs(case.dims, ev.rng.randrange(2**62))
+        for side, proc in ((cand_side, t.cand), (base_side, t.base)):
+            side["fresh"].add_group(first)
+            proc.bind(side["fresh"])
+    times: dict[str, list[float]] = {n: [] for n in t.names}
+    for _ in range(p.fresh):
+        for name in t.names if t.pick.random() < 0.5 else t.names[::-1]:
+            inputs = ev.make_inputs(case.dims, ev.rng.randrange(2**62))
+            hints: list[Finding] = []
+            if lead and results[name]["lead"]:
+                sets = rotation(results[name]["lead"], n_sets)
+                hints = t.block(name, sets, "tin", keep=False).hints
+            own = cand_side if name == "candidate" else base_side
+            for view, tensor in zip(own["fresh"].groups[0], inputs, strict=True):
+                view.copy_(tensor)
+            pristine = [raw.clone() for raw in own["fresh"].raws]
+            if name == "candidate":
+                own["ring"].poison(0)
+            ran = t.block(name, [0], "fresh")
+            times[name] += ran.times
+            if name == "candidate":
+                check_inputs(report, case, shape, hints + ran.hints, own["fresh"], pristine)
+                spot_check(t.pick, ev.tol, report, case, shape, own["ring"], [ev.expected(inputs)], [0])
+    for name, ts in times.items():
+        results[name]["fresh_median_ms"] = statistics.median(ts)
+    if ev.o.do_bench:
+        t.cand.freeze()
+        for name in t.names[1:]:
+            t.base.send(DoBench(fn=name, inputs="tin", pad_ms=t.pad_ms))
+            results[name]["do_bench_ms"] = t.base.expect(Benched).median_ms
