@@ -185,6 +185,8 @@ def in_family(op: str, members: set[str], camel: bool = True) -> bool:
     the module `GRU`): op names are lower case, so `_dimV` (a sparse tensor's dense dimensions) is not mv's. The
     cumulative form of a member (a `cum` inside: `logcumsumexp`) is that member's relative too: its last element is
     the member's reduction."""
+    if camel and op[:1].isupper() and _class_in_family(op, members):
+        return True
     candidates = [op, op.replace("cum", "", 1)] if "cum" in op else [op]
     for name in candidates:
         words = _words(name, camel)
@@ -197,6 +199,19 @@ def in_family(op: str, members: set[str], camel: bool = True) -> bool:
                 first, rest = words[i], [w.lower() for w in words[i + 1 : i + len(key)]]
                 if (first if short else first.lower()).endswith(key[0]) and rest == key[1:]:
                     return True
+    return False
+
+
+def _class_in_family(name: str, members: set[str]) -> bool:
+    """A class's name (`Conv1d`, `LazyConv1d`, `ConvTranspose1d`, `GLU`, `Bilinear`) names its operator however its
+    words are cased and joined: some run of its CamelCase words, lower-cased and joined, is a member spelt without
+    underscores (`conv1d`, `conv_transpose1d`, `glu`), or, for a member of more than 3 letters, ends with one."""
+    words = [w for part in name.split("_") if part for w in _CAMEL.findall(part)]
+    runs = {"".join(words[i:j]).lower() for i in range(len(words)) for j in range(i + 1, len(words) + 1)}
+    for member in members:
+        flat = member.replace("_", "").lower()
+        if flat and (flat in runs or (len(flat) > 3 and any(run.endswith(flat) for run in runs))):
+            return True
     return False
 
 
@@ -245,9 +260,12 @@ class OpRecorder:
       timed blocks): a Python kernel registered at the Autograd dispatch keys of each such op, which records it and
       redispatches below autograd (autograd through a forbidden op breaks in this process: no honest kernel uses
       one); ops run under `torch.inference_mode()` skip the Autograd keys, hence also
-    - a torch dispatch mode, entered around each checked call, which sees that call's thread whatever its modes,
-      and looks through each composite op to the ops it is made of (under inference_mode a composite such as
-      `aten.linalg_matmul` reaches the mode by its own name, which no family lists).
+    - a torch dispatch mode, entered around every call of the candidate's (checked calls, warm-up calls, and
+      every call of the timing process's blocks: a solution that counts its calls and runs a library op only once
+      warm, under inference_mode, is recorded where it is timed), which sees that call's thread whatever its
+      modes, and looks through each composite op to the ops it is made of (under inference_mode a composite such
+      as `aten.linalg_matmul` reaches the mode by its own name, which no family lists). The mode adds host time
+      per op, none on the device: the timing pads launch-bound shapes from the host time it measures with it.
 
     Ops a native kernel runs inside another op (sparse.mm's addmm, bilinear's bmm) are not seen either way."""
 
@@ -258,9 +276,14 @@ class OpRecorder:
         self.seen: list[str] = []
         self._mode: Any = None
         self._library: Any = None
+        self._verdicts: dict[str, bool] = {}
 
     def record(self, name: str) -> None:
-        if name in self.ops or name.rstrip("_") in self.ops or in_family(name, self.members):
+        forbidden = self._verdicts.get(name)
+        if forbidden is None:
+            forbidden = name in self.ops or name.rstrip("_") in self.ops or in_family(name, self.members)
+            self._verdicts[name] = forbidden
+        if forbidden:
             self.seen.append(name)
 
     def install(self) -> None:
@@ -296,14 +319,14 @@ class OpRecorder:
 
     def __enter__(self) -> OpRecorder:
         if self.ops:
-            self._mode = _mode_class()(self)
+            if self._mode is None:
+                self._mode = _mode_class()(self)
             self._mode.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._mode is not None:
             self._mode.__exit__(*exc)
-            self._mode = None
 
 
 @functools.cache

@@ -151,8 +151,9 @@ class Worker:
     def warm(self, cmd: Warm) -> None:
         raised, error = None, None
         try:
-            self.fns[cmd.fn](*self.bound[cmd.inputs[0]].groups[cmd.inputs[1]])
-            self.sync()
+            with self.recorder:
+                self.fns[cmd.fn](*self.bound[cmd.inputs[0]].groups[cmd.inputs[1]])
+                self.sync()
         except SystemExit as exc:
             raised, error = "exit", f"the callable called sys.exit({exc.code!r})"
         except BaseException as exc:
@@ -188,7 +189,7 @@ class Worker:
         torch = self.torch
         sets = self.bound[cmd.inputs].groups
         ring = self.bound[cmd.ring].groups if cmd.ring is not None else []
-        fn = self.fns[cmd.fn]
+        fn, recorder = self.fns[cmd.fn], self.recorder  # the timed calls are recorded as the checked ones are
         if self.flush is None or self.flush.numel() != cmd.flush_bytes:
             self.flush = torch.empty(cmd.flush_bytes, dtype=torch.uint8, device=self.device)
         cuda = self.device == "cuda"
@@ -205,12 +206,14 @@ class Worker:
                         torch.cuda._sleep(pad)
                     start, end = event(enable_timing=True), event(enable_timing=True)
                     start.record()
-                    out = fn(*sets[s])
+                    with recorder:
+                        out = fn(*sets[s])
                     end.record()
                     marks.append((start, end))
                 else:
                     t0 = clock()
-                    out = fn(*sets[s])
+                    with recorder:
+                        out = fn(*sets[s])
                     marks.append((clock() - t0) * 1e3)
                 if ring:
                     copy_into(ring[i % len(ring)], out)

@@ -56,6 +56,8 @@ CPU_HACKS: dict[str, tuple[str, set[Reason]]] = {
     "gemm_matmul_inplace_when_unwatched": ("gemm_bf16", {R.STATIC_FORBIDDEN}),
     "env_write_knobs": ("swiglu", {R.STATIC_IO, R.STATIC_MONKEYPATCH}),
     "foreign_cubin_softmax": ("softmax", {R.STATIC_DYNAMIC, R.STATIC_MONKEYPATCH}),
+    "gemm_conv_module_when_warm": ("gemm_bf16", {R.STATIC_FORBIDDEN}),
+    "swiglu_glu_module_when_warm": ("swiglu", {R.STATIC_FORBIDDEN}),
     "softmax_through_logsumexp": ("softmax", {R.STATIC_FORBIDDEN}),
     "attention_through_varlen": ("attention_prefill", {R.STATIC_FORBIDDEN}),
     "cross_entropy_through_attention": ("cross_entropy", {R.STATIC_FORBIDDEN}),
@@ -97,6 +99,7 @@ CPU_TIMED_HACKS: dict[str, set[Reason]] = {
     "cache_by_content_timed": {R.CACHED_OUTPUT},
     "precompute_bound_sets": {R.CACHED_OUTPUT},
     "wrong_after_warmup": {R.INCORRECT},
+    "library_op_when_warm": {R.STATIC_FORBIDDEN, R.FORBIDDEN_CALL},  # recorded only in the timing process
     "sabotage_baseline_inputs": {R.STATIC_DYNAMIC},
     "thread_exit_cpu_time": {R.TIMING_ESCAPE, R.STATIC_DYNAMIC},
     "blind_cpu_clock": {R.STATIC_DYNAMIC},  # its pid is kept from the spawn now; its /50 forgery of a ~0.2 ms call

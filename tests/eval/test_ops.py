@@ -52,6 +52,21 @@ def test_names_that_merely_contain_the_letters_are_not(op):
     assert not in_family(op, MATMUL)
 
 
+@pytest.mark.parametrize(
+    ("name", "family"),
+    [("Conv1d", 0), ("LazyConv2d", 0), ("ConvTranspose1d", 0), ("EmbeddingBag", 0), ("GLU", 6), ("SiLU", 6)],
+)
+def test_a_module_class_is_its_operators_relative_however_its_words_are_joined(name, family):
+    """`torch.nn.Conv1d` (1x1, a GEMM through cuDNN) and `torch.nn.GLU` (the library's sigmoid) passed the family check:
+    `Conv1d` split into `Conv` and `1d`, and the short member `glu` was compared case by case (red team round 5)."""
+    assert in_family(name, FAMILIES[family])
+
+
+@pytest.mark.parametrize("name", ["Tensor", "Module", "Parameter", "Function", "Config", "Stream", "Event", "Size"])
+def test_the_classes_an_honest_kernel_uses_are_in_no_family(name):
+    assert not any(in_family(name, family) for family in FAMILIES)
+
+
 @pytest.mark.parametrize("source", [CDIST_GEMM, HSPMM_GEMM], ids=["cdist", "hspmm"])
 def test_a_library_gemm_through_a_distance_or_a_sparse_product_is_rejected(tmp_path, source):
     solution = tmp_path / "src" / "solution.py"
