@@ -48,17 +48,21 @@ whether or not a goal's list names it.
 from __future__ import annotations
 
 import ast
+import functools
 import types
 from dataclasses import dataclass, field
 
 from jg_mcp.eval.ops import family_members, family_names
+from jg_mcp.eval.policy_brief import policy_text as policy_text
 from jg_mcp.eval.policy_identifiers import NAMES_ALLOWED_AS_DUNDERS, Identifiers, is_dunder, skipped_blocks
 from jg_mcp.eval.policy_names import refused_objects
+from jg_mcp.eval.policy_scopes import Scopes
 from jg_mcp.eval.policy_tables import (
     ALLOWED_MODULES,
     ALLOWED_SYNTAX,
     DIRECT_CALLS,
     DYNAMIC_NAMES,
+    ENV_READS,
     IO_NAMES,
     LITERAL,
     MAX_SOURCE_BYTES,
@@ -88,6 +92,8 @@ class _Scan(Identifiers, ast.NodeVisitor):
 
     refused_nodes: set[ast.AST] = field(default_factory=set)
     """Nodes refused as syntax: a part of one (a `case` of a refused `match`) is not refused again."""
+    scopes: Scopes = field(default_factory=lambda: Scopes([]))
+    """Python's scopes in the file: a builtin's name bound locally (`def f(input)`) is that local there."""
 
     def scan(self, root: ast.AST) -> None:
         """Check every node's syntax and names, and visit it, parents first, in source order, with an explicit stack
@@ -191,7 +197,7 @@ class _Scan(Identifiers, ast.NodeVisitor):
             and len(parent.args) == 1
             and not parent.keywords
         )  # type(x) names x's class; only type(name, bases, dict) makes one
-        if node.id in DYNAMIC_NAMES and not asks_type:
+        if node.id in DYNAMIC_NAMES and not asks_type and not self.scopes.is_local(node):
             self.add(Reason.STATIC_DYNAMIC, node, f"`{node.id}`: dynamic code and reflection are not allowed")
         if node.id in REFLECTION_CALLS and not (isinstance(parent, ast.Call) and parent.func is node):
             what = f"`{node.id}` referenced, not called: dynamic access under another name"
@@ -233,11 +239,13 @@ class _Scan(Identifiers, ast.NodeVisitor):
                 self.add(Reason.STATIC_DYNAMIC, node, f"`{node.func.id}` with a computed name")
             elif (dotted := self.dotted(node)) is not None:
                 self.check_name(dotted, node)
-                self.check_value(node, dotted, self.check_reach(dotted, node))
+                reached = self.check_reach(dotted, node)
+                if node.func.id == "getattr":  # hasattr answers a bool: the name is judged, nothing is bound
+                    self.check_value(node, dotted, reached)
             elif (name := self.const_str(node.args[1])) is not None and name.startswith("_"):
                 self.add(Reason.STATIC_DYNAMIC, node, f"`getattr` of private or dunder `{name}`")
         dotted = self.dotted(node.func)
-        if dotted in ("os.environ.get", "os.getenv") and (not node.args or self.const_str(node.args[0]) is None):
+        if dotted in ENV_READS and (not node.args or self.const_str(node.args[0]) is None):
             self.add(Reason.STATIC_IO, node, "reads the environment with a computed name")
         if dotted in DIRECT_CALLS:
             self.check_direct_call(node, dotted)
@@ -263,8 +271,13 @@ class _Scan(Identifiers, ast.NodeVisitor):
         if method is None:
             return
         forms = {method, f"__r{method[2:]}", f"__i{method[2:]}"}
-        if any(b.rsplit(".", 1)[-1] in forms for b in self.forbidden):
+        if forms & self.forbidden_leaves:
             self.add(Reason.STATIC_FORBIDDEN, node, f"uses the forbidden `{OPERATOR_SYMBOLS[type(op)]}` operator")
+
+    @functools.cached_property
+    def forbidden_leaves(self) -> frozenset[str]:
+        """The last part of every forbidden name (operators are judged per node: a chain of 100,000 `+`)."""
+        return frozenset(b.rsplit(".", 1)[-1] for b in self.forbidden)
 
     def visit_BinOp(self, node: ast.BinOp) -> bool:
         self.check_operator(node.op, node)
@@ -379,9 +392,9 @@ def check_tree(
     unjudged is named in `notes`, for the report's reader (never a finding)."""
     guards = skipped_blocks(tree)
     skipped: set[ast.AST] = {stmt for guard in guards for stmt in guard.body}
-    scan = _scan(tree, forbidden, allowed, skipped)
-    if skipped and scan.rebinds:
-        scan, guards = _scan(tree, forbidden, allowed, set()), []
+    scans = _scans(tree, forbidden, allowed, skipped)
+    if skipped and scans[0].rebinds:
+        scans, guards = _scans(tree, forbidden, allowed, set()), []
     if notes is not None:
         notes += [
             f"line {g.lineno}: the body of `if __name__ == '__main__':` (to line {g.body[-1].end_lineno}) was not "
@@ -390,15 +403,22 @@ def check_tree(
         ]
     seen: set[tuple[Reason, str]] = set()
     unique = []
-    for f in scan.findings:
+    for f in (f for scan in scans for f in scan.findings):
         if (f.reason, f.detail) not in seen:
             seen.add((f.reason, f.detail))
             unique.append(f)
     return unique
 
 
-def _scan(tree: ast.AST, forbidden: list[str], allowed: set[str] | None, unjudged: set[ast.AST]) -> _Scan:
-    scan = _Scan(forbidden=family_names(forbidden), allowed=ALLOWED_MODULES | (allowed or set()))
+def _scans(tree: ast.AST, forbidden: list[str], allowed: set[str] | None, unjudged: set[ast.AST]) -> list[_Scan]:
+    """One scan, or one per import a name bound by fallback imports may stand for (Bindings.check_import_names): a use
+    of the name is refused if it would be under any of them."""
+    first = _scan(tree, forbidden, allowed, unjudged, 0)
+    return [first, *(_scan(tree, forbidden, allowed, unjudged, v) for v in range(1, first.variants))]
+
+
+def _scan(tree: ast.AST, forbidden: list[str], allowed: set[str] | None, unjudged: set[ast.AST], variant: int) -> _Scan:
+    scan = _Scan(forbidden=family_names(forbidden), allowed=ALLOWED_MODULES | (allowed or set()), variant=variant)
     scan.members = family_members(forbidden)
     scan.refused = refused_objects()
     for bad in scan.forbidden:  # a forbidden API reached under any other name is the same object
@@ -407,34 +427,6 @@ def _scan(tree: ast.AST, forbidden: list[str], allowed: set[str] | None, unjudge
         if obj is not UNKNOWN and not isinstance(obj, (types.ModuleType, type)) and id(obj) not in scan.refused:
             scan.refused[id(obj)] = (Reason.STATIC_FORBIDDEN, f"the forbidden `{bad}`")
     scan.unjudged = unjudged
-    scan.prepare(tree)
+    scan.scopes = Scopes(scan.prepare(tree))
     scan.scan(tree)
     return scan
-
-
-def policy_text(forbidden: list[str], allowed: set[str] | None = None) -> str:
-    """The policy in one paragraph, as the agent is told it (goal constraints and the goal resource)."""
-    mods = ", ".join(sorted((ALLOWED_MODULES | (allowed or set())) - {"__future__", "os"}))
-    return (
-        f"The solution file may import only {mods} (and read one named environment variable with "
-        "os.environ.get('NAME')). It may not use reflection or dynamic code (getattr with a computed name, "
-        "setattr, dunder attributes such as __dict__ or __class__, exec/eval/compile, private torch APIs such as "
-        "torch._C or torch.ops, frames), threads, processes or CUDA streams, files, tensor subclasses, `match` "
-        "statements or coroutines (async/await), or Triton's compiler, builds, cache, backends and configuration "
-        "(triton.compile, triton.runtime.build and .cache, triton.knobs): write triton.jit kernels. Native code "
-        "is refused: no torch.utils.cpp_extension (load, load_inline or any other builder), whose libraries run "
-        "with the interpreter's full powers; the kernel's compiled code is Triton's, and on a GPU a solution that "
-        "compiles no Triton kernel is rejected (no_kernel). Nothing of torch.utils, no "
-        "TorchScript (torch.jit), torch.compiler, torch.onnx, profilers, numpy arrays (.numpy()), files mapped by "
-        "from_file, torch.cuda.gds, torch.cuda.tunable, torch.serialization, torch.classes, pluggable allocators, "
-        "derivatives (torch.autograd.grad, .backward(), torch.func), torch.distributions, torch.ao (or its "
-        "former names torch.quantization, torch.nn.quantized, torch.nn.intrinsic, torch.nn.qat), "
-        "and torch.compile only without options. A forbidden "
-        "API is forbidden under every spelling (alias, method, string), with its whole operator family and its "
-        "namespace (torch.linalg for a matrix product, torch.nn.attention for attention). A module, or a torch or "
-        "triton class, may be "
-        "used only through its attributes, calls, type tests, annotations and as a base class, not bound to another "
-        "name or passed around; attributes may be assigned only on self, cls or ctx, and os.environ only read; no "
-        "function may be named __torch_function__ or __torch_dispatch__, and no "
-        "class may define a finalizer (__del__)."
-    )

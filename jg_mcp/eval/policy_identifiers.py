@@ -6,6 +6,7 @@ tree and calls these)."""
 from __future__ import annotations
 
 import ast
+import types
 from dataclasses import dataclass, field
 
 from jg_mcp.eval.ops import in_family
@@ -17,6 +18,7 @@ from jg_mcp.eval.policy_tables import (
     GLOBALS_ATTRS,
     IMPORTED,
     KEYWORD,
+    NAMEDTUPLE_API,
     SUBCLASS_ATTRS,
     VARIABLE,
 )
@@ -59,6 +61,19 @@ def is_dunder(name: str) -> bool:
     return len(name) > 4 and name.startswith("__") and name.endswith("__")
 
 
+def declares_slots(name: str, node: ast.AST) -> bool:
+    """`__slots__ = (...)` (or annotated) as a statement of a class body: the class's own attribute layout, bound
+    there and nowhere else (its strings are judged as any string: a slot named `__dict__` is refused)."""
+    stmt = getattr(node, "parent", None)
+    if name != "__slots__" or not isinstance(node, ast.Name) or not isinstance(node.ctx, ast.Store):
+        return False
+    if not isinstance(getattr(stmt, "parent", None), ast.ClassDef):
+        return False
+    return (isinstance(stmt, ast.Assign) and node in stmt.targets) or (
+        isinstance(stmt, ast.AnnAssign) and stmt.target is node
+    )
+
+
 @dataclass
 class Identifiers(Names):
     """The rules for each kind of name a node's fields hold."""
@@ -98,13 +113,37 @@ class Identifiers(Names):
     def check_reflective(self, name: str, node: ast.AST, spelt: str) -> None:
         """The rules for a name read from an object, whatever the object: no dunder, no torch hook, nothing that
         reaches frames, code or other code's globals."""
-        if is_dunder(name):
+        if is_dunder(name) and not self.dunder_allowed(name, node):
             self.add(Reason.STATIC_INTROSPECTION, node, f"dunder attribute {spelt}: reflection is not allowed")
         if name in SUBCLASS_ATTRS:
             self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: {spelt}")
         if name in self.introspective:
             what = f"{spelt} reaches frames, code or other code's globals: reflection is not allowed"
             self.add(Reason.STATIC_INTROSPECTION, node, what)
+
+    def dunder_allowed(self, name: str, node: ast.AST) -> bool:
+        """The two dunders an honest file reads: `super().__init__` (the zero-argument `super()`, with `super` bound
+        nowhere in the file: the class's own base, which visit_ClassDef judged) and a module's `__version__`, a
+        string (`triton.__version__`, `from triton import __version__`)."""
+        parent = getattr(node, "parent", None)
+        if isinstance(node, ast.Attribute) and name == "__init__":
+            base = node.value
+            return (
+                isinstance(base, ast.Call)
+                and isinstance(base.func, ast.Name)
+                and base.func.id == "super"
+                and not base.args
+                and not base.keywords
+                and "super" not in self.bound_names
+            )
+        if isinstance(node, ast.Attribute) and name == "__version__":
+            return (module := self.dotted(node.value)) is not None and self.is_module(module)
+        if isinstance(node, ast.alias) and isinstance(parent, ast.ImportFrom) and name == "__version__":
+            return not parent.level and self.is_module(parent.module or "")
+        return False
+
+    def is_module(self, dotted: str) -> bool:
+        return isinstance(self.resolve(dotted), types.ModuleType)
 
     def check_attribute_name(self, name: str, node: ast.AST) -> None:
         """`x.name` or a class pattern's `name=`; on an object the scan cannot name (not rooted at an import, whose
@@ -123,14 +162,14 @@ class Identifiers(Names):
             self.add(Reason.STATIC_FORBIDDEN, node, f"reads {spelt}, a tensor method of a forbidden operator family")
         base = node.value if isinstance(node, ast.Attribute) else None
         own = isinstance(base, ast.Name) and base.id in ("self", "cls")
-        if name.startswith("_") and not is_dunder(name) and not own:
+        if name.startswith("_") and not is_dunder(name) and not own and name not in NAMEDTUPLE_API:
             what = f"private attribute {spelt} of an object the solution did not define"
             self.add(Reason.STATIC_DYNAMIC, node, what)
 
     def check_variable_name(self, name: str, node: ast.AST) -> None:
         """A variable read, bound or declared, wherever the name stands (a Name, a parameter, an `as`, a capture)."""
         self.check_binding(VARIABLE, name, node)
-        if is_dunder(name) and name not in NAMES_ALLOWED_AS_DUNDERS:
+        if is_dunder(name) and name not in NAMES_ALLOWED_AS_DUNDERS and not declares_slots(name, node):
             self.add(Reason.STATIC_INTROSPECTION, node, f"`{name}`: reflection is not allowed")
         if name in SUBCLASS_ATTRS:
             self.add(Reason.STATIC_SUBCLASS, node, f"names the torch hook `{name}`")

@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jg_mcp.eval.ops import in_family
+from jg_mcp.eval.policy_bindings import Bindings
 from jg_mcp.eval.policy_tables import (
     ALLOWED_MODULES,
     CATEGORY,
     DIRECT_CALLS,
     DYNAMIC_NAMES,
+    ENV_READS,
     EVALUATORS,
     IO_MODULES,
     NATIVE_BUILDS,
@@ -26,15 +28,8 @@ from jg_mcp.eval.policy_tables import (
     TRITON_CODE_MODULES,
     TRITON_REFUSED,
 )
-from jg_mcp.eval.report import Finding, Reason
-from jg_mcp.eval.source_ast import (
-    annotation_nodes,
-    bindings,
-    contains,
-    fold_lengths,
-    fold_text,
-    is_getattr,
-)
+from jg_mcp.eval.report import Reason
+from jg_mcp.eval.source_ast import contains, is_getattr
 from jg_mcp.eval.trusted import (
     UNKNOWN,
     is_torch_machinery,
@@ -42,6 +37,8 @@ from jg_mcp.eval.trusted import (
     trusted,
 )
 
+STR_METHODS = frozenset(n for n in dir(str) if not n.startswith("_"))
+"""The public methods of a string, such as a module's `__version__` (reads_version)."""
 REFUSED_PARTS = {
     "torch": (
         TORCH_REFUSED,
@@ -85,117 +82,26 @@ def refused_objects() -> dict[int, tuple[Reason, str]]:
     return found
 
 
+def library_class(dotted: str, obj: type) -> bool:
+    """A torch or triton class (reached through either, or defined in either): under another name it would escape
+    the checks on its name and its attributes (a family's module class, torch.Tensor as a base). The standard
+    library's classes (collections.OrderedDict as a default_factory) are plain values; what they reach is judged
+    when it is reached (check_reach)."""
+    home = str(getattr(obj, "__module__", None) or "").split(".")[0]
+    return dotted.split(".")[0] in ("torch", "triton") or home in ("torch", "triton")
+
+
 @dataclass
-class Names:
+class Names(Bindings):
     """The name rules of the static policy: what each dotted name rooted at an import reaches (resolved against
     the real, trusted modules), whether a solution may use it there, and the arguments of the calls whose
     arguments matter (torch.compile); the findings, by line. `policy._Scan` walks the syntax tree
     and asks these."""
 
-    forbidden: list[str]
-    allowed: set[str]
-    findings: list[Finding] = field(default_factory=list)
-    aliases: dict[str, str] = field(default_factory=dict)
-    """Local name -> dotted name it was imported as (from every import in the file, wherever it stands)."""
-    modules: set[str] = field(default_factory=set)
-    """Local names bound by `import X`: modules whatever they resolve to."""
     members: set[str] = field(default_factory=set)
     """Members of the forbidden operator families: a torch name they relate to by name (ops.in_family) is forbidden."""
-    lengths: dict[ast.AST, int] = field(default_factory=dict)
-    chains: dict[ast.AST, str] = field(default_factory=dict)
-    """Node -> the dotted name it spells, rooted at an import (a Name, an Attribute chain, a constant getattr)."""
-    annotations: set[ast.AST] = field(default_factory=set)
-    """Nodes inside annotations, where a class is a type, not a value."""
-    local_classes: set[str] = field(default_factory=set)
-    """Names bound once in the file, by a class statement."""
     resolved: dict[str, Any] = field(default_factory=dict)
     refused: dict[int, tuple[Reason, str]] = field(default_factory=dict)
-    unjudged: set[ast.AST] = field(default_factory=set)
-    """Statements that never run at import (the body of a module-level `if __name__ == "__main__":`, policy.main_guard):
-    their syntax is checked, their names are not judged and their imports bind nothing the rest of the file uses."""
-
-    def add(self, reason: Reason, node: ast.AST, what: str) -> None:
-        """A finding at the node's line, or its nearest ancestor's (a comprehension, a `case` has none)."""
-        line: int | None = None
-        at: ast.AST | None = node
-        while line is None and at is not None:
-            line, at = getattr(at, "lineno", None), getattr(at, "parent", None)
-        self.findings.append(Finding(reason=reason, detail=f"line {line or 0}: {what}"))
-
-    def prepare(self, tree: ast.AST, main: bool = True) -> list[ast.AST]:
-        """One pass over the whole file (`main`) or a parsed annotation string before the scan: imports (a function
-        may use a name imported below it), bindings, annotations, then each node's constant string length and dotted
-        name, bottom up."""
-        nodes = [tree]
-        bound: dict[str, int] = {}
-        classes: set[str] = set()
-        unrun: set[ast.AST] = set()
-        imports: dict[str, list[tuple[str, ast.AST]]] = {}
-        for node in nodes:  # breadth first, parents before children, as ast.walk
-            for child in ast.iter_child_nodes(node):
-                child.parent = node  # type: ignore[attr-defined]
-                nodes.append(child)
-            if node in self.unjudged or getattr(node, "parent", None) in unrun:
-                unrun.add(node)  # nothing there binds at import: the rest of the file cannot use it
-                continue
-            for name in bindings(node):
-                bound[name] = bound.get(name, 0) + 1
-            if isinstance(node, ast.ClassDef):
-                classes.add(node.name)
-            for local, target in self.record_import(node):
-                imports.setdefault(local, []).append((target, node))
-            for ann in annotation_nodes(node):
-                self.annotations.update(ast.walk(ann))
-        if main:
-            self.local_classes = {c for c in classes if bound.get(c) == 1}
-            self.check_import_names(imports, bound)
-        self.lengths.update(fold_lengths(nodes))
-        for node in reversed(nodes):
-            if isinstance(node, ast.Name) and node.id in self.aliases:
-                self.chains[node] = self.aliases[node.id]
-            elif isinstance(node, ast.Attribute) and node.value in self.chains:
-                self.chains[node] = f"{self.chains[node.value]}.{node.attr}"
-            elif isinstance(node, ast.Call) and is_getattr(node) and node.args[0] in self.chains:
-                if attr := self.const_str(node.args[1]):
-                    self.chains[node] = f"{self.chains[node.args[0]]}.{attr}"
-        return nodes
-
-    def record_import(self, node: ast.AST) -> list[tuple[str, str]]:
-        """An import's local names (from anywhere in the file: a function may use a name imported below it), each with
-        the dotted name it stands for."""
-        found = []
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                local = (a.asname or a.name).split(".")[0]
-                found.append((local, a.name if a.asname else a.name.split(".")[0]))
-                self.modules.add(local)
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            found = [(a.asname or a.name, f"{node.module}.{a.name}") for a in node.names if a.name != "*"]
-        self.aliases.update(found)
-        return found
-
-    def check_import_names(self, imports: dict[str, list[tuple[str, ast.AST]]], bound: dict[str, int]) -> None:
-        """A name an import binds is bound by nothing else anywhere in the file (a parameter, an assignment, an import
-        of something else): the scan reads it as the import everywhere, so `import math as F` in one function would
-        hide the module-level `F.softmax` of `import torch.nn.functional as F`, and a local `F = x` its methods."""
-        for local, found in imports.items():
-            targets = sorted({t for t, _ in found})
-            if len(targets) > 1 or bound.get(local, 0) > len(found):
-                what = " and ".join(f"`{t}`" for t in targets)
-                self.add(
-                    Reason.STATIC_DYNAMIC,
-                    found[-1][1],
-                    f"`{local}` is imported as {what} and bound otherwise too: a name an import binds may stand for "
-                    "that import only",
-                )
-
-    def const_str(self, node: ast.AST) -> str | None:
-        """The value of a constant string expression; else None."""
-        return fold_text(node) if node in self.lengths else None
-
-    def dotted(self, node: ast.AST) -> str | None:
-        """`t.nn.functional.linear` -> `torch.nn.functional.linear` through the import aliases."""
-        return self.chains.get(node)
 
     def resolve(self, dotted: str) -> Any:
         """The real object a dotted name rooted at an allowed module reaches, step by step; UNKNOWN when a step
@@ -245,7 +151,7 @@ class Names:
             why = "" if reason == Reason.STATIC_FORBIDDEN else ": dynamic code and reflection are not allowed"
             self.add(reason, node, f"`{dotted}` is {what}{why}")
             return obj
-        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)) and dotted not in ENV_READS:
             root = str(getattr(obj, "__module__", None) or "").split(".")[0]
             if root in CATEGORY or root in IO_MODULES:
                 reason = Reason.STATIC_IO if root in IO_MODULES else CATEGORY[root]
@@ -270,13 +176,15 @@ class Names:
                 self.add(Reason.STATIC_FORBIDDEN, node, f"uses forbidden `{bad}` (as `{dotted}`)")
             elif bad.startswith("torch.") and parts[0] == "torch" and parts[-1] == leaf and len(leaf) > 3:
                 self.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` has the name of forbidden `{bad}` in torch")
-        if parts[0] == "os" and dotted not in ("os", "os.environ", "os.environ.get", "os.getenv"):
+        if parts[0] == "os" and dotted not in ("os", "os.environ", *ENV_READS):
             self.add(
                 Reason.STATIC_IO,
                 node,
                 f"`{dotted}`: of `os` a solution may only read one named variable (os.environ.get('NAME'))",
             )
-        if parts[0] in ("torch", "triton") and any(p.startswith("_") for p in parts[1:]):
+        if self.reads_version(parts):
+            pass
+        elif parts[0] in ("torch", "triton") and any(p.startswith("_") for p in parts[1:]):
             self.add(Reason.STATIC_DYNAMIC, node, f"private API `{dotted}`: use public torch and triton APIs")
         elif any(p.startswith("_") and not p.endswith("__") for p in parts[1:]):
             self.add(Reason.STATIC_DYNAMIC, node, f"private API `{dotted}`")
@@ -286,10 +194,32 @@ class Names:
         if parts[-1] in SUBCLASS_ATTRS or dotted.startswith("torch.utils._python_dispatch"):
             self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{dotted}`")
 
+    def reads_version(self, parts: list[str]) -> bool:
+        """A module's `__version__` (a string), or one public str method of it: `triton.__version__.split`."""
+        if "__version__" not in parts:
+            return False
+        at = parts.index("__version__")
+        rest = parts[at + 1 :]
+        module = isinstance(self.resolve(".".join(parts[:at])), types.ModuleType) if at else False
+        return module and (not rest or (len(rest) == 1 and rest[0] in STR_METHODS))
+
+    def setting(self, parts: list[str]) -> bool:
+        """A torch function that sets or reads a switch, not an operator, whatever words its name holds
+        (`torch.set_float32_matmul_precision`): a module's function, not a Tensor method, named `is_` or `has_` (it
+        answers a bool) anywhere in torch, or `set_` or `get_` in torch's own namespace or torch.backends (every one
+        there a switch or its reading; elsewhere `get_` can compute: torch.nn.utils.get_total_norm is a norm)."""
+        name, home = parts[-1], parts[:-1]
+        if not isinstance(self.resolve(".".join(home)), types.ModuleType):
+            return False
+        if not isinstance(self.resolve(".".join(parts)), (types.FunctionType, types.BuiltinFunctionType)):
+            return False
+        settings = home == ["torch"] or home[:2] == ["torch", "backends"]
+        return name.startswith(("is_", "has_")) or (settings and name.startswith(("set_", "get_")))
+
     def check_library_parts(self, dotted: str, parts: list[str], node: ast.AST) -> None:
         """The parts of torch and triton a dotted name reaches: a forbidden family's ops and namespace (torch.linalg),
         native builds and the rest of torch.utils, and the refused parts of each (TORCH_REFUSED, TRITON_REFUSED)."""
-        if parts[0] == "torch" and len(parts) > 1 and in_family(parts[-1], self.members):
+        if parts[0] == "torch" and len(parts) > 1 and in_family(parts[-1], self.members) and not self.setting(parts):
             self.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` is a library op of a forbidden operator family")
         elif parts[0] == "torch" and any(
             p in self.members and isinstance(self.resolve(".".join(parts[: i + 1])), types.ModuleType)
@@ -319,9 +249,9 @@ class Names:
             self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` with options, which name the programs it runs")
 
     def check_value(self, node: ast.AST, dotted: str, obj: Any) -> None:
-        """A module may be used only through its attributes; a class also called, as a type (isinstance,
-        annotations, except, a base the ClassDef checks) or as a decorator. Anything else (bound to a name, passed,
-        returned, stored) would carry it past every check, under a name the scan does not know."""
+        """A module may be used only through its attributes; a torch or triton class (library_class) also called, as
+        a type (isinstance, annotations, except, a base the ClassDef checks) or as a decorator. Anything else (bound
+        to a name, passed, returned, stored) would carry it past every check, under a name the scan does not know."""
         parent = getattr(node, "parent", None)
         if isinstance(parent, ast.Attribute) and parent.value is node:
             return
@@ -334,7 +264,7 @@ class Names:
         is_module = isinstance(obj, types.ModuleType) or (isinstance(node, ast.Name) and node.id in self.modules)
         if is_module:
             self.add(Reason.STATIC_DYNAMIC, node, f"the module `{dotted}` used as a value: use its attributes")
-        elif isinstance(obj, type) and not self.type_position(node, parent):
+        elif isinstance(obj, type) and library_class(dotted, obj) and not self.type_position(node, parent):
             self.add(
                 Reason.STATIC_DYNAMIC,
                 node,

@@ -141,9 +141,12 @@ a class. A library built and loaded into the candidate's process runs with the i
 (the Python C API reaches every module and callable, c10 switches off the dispatch keys the recorder sits at), which
 nothing the harness checks from outside can bound: a solution's compiled code is Triton's. The native check of the
 libraries a candidate maps (jg_mcp.eval.native) stays, as a second line."""
-DIRECT_CALLS = {"torch.compile"}
+ENV_READS = {"os.environ.get", "os.getenv"}
+"""What reads one environment variable, named by a constant string (visit_Call): all a solution may use of `os`."""
+DIRECT_CALLS = {"torch.compile", *ENV_READS}
 """Functions whose arguments the scan checks (visit_Call), so used only as a direct call with spelt-out arguments:
-torch.compile may not take `options`, which name the compiler Inductor runs (any program)."""
+torch.compile may not take `options`, which name the compiler Inductor runs (any program); an environment read takes
+a constant name."""
 GATEWAY_ATTRS = {
     "numpy": (
         Reason.STATIC_IO,
@@ -174,6 +177,9 @@ DYNAMIC_NAMES = {
     "input",
     "type",
 }
+NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make"}
+"""A named tuple's documented public API, spelt with a leading underscore so as not to clash with its fields: allowed
+on the objects the solution makes (a private name rooted at an import stays refused, `torch.return_types._make`)."""
 REFLECTION_CALLS = {"getattr", "hasattr"}
 """Allowed only as a direct call with a constant name (which the scan resolves); any other reference, such as
 `g = getattr`, is dynamic access under another name."""

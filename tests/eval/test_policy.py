@@ -367,14 +367,25 @@ def test_a_source_above_the_size_bound_is_refused_before_parsing():
 
 
 def test_the_static_check_is_linear_in_the_source():
-    """Each `+` of a chain once re-folded the whole chain below it, looking for a constant string: quadratic (16 MiB
-    of 320-deep `x+x+...` chains took 812 s). 300 such chains (0.2 MiB) took 18 s; a second or two now."""
+    """Each `+` of a chain once re-folded the whole chain below it, looking for a constant string: quadratic in a
+    chain's length (16 MiB of 320-deep `x+x+...` chains took 812 s). Judged by how the time grows, not by a
+    machine's speed: the same number of `+` in chains four times as long takes about as long (four times, were it
+    quadratic)."""
     import time
 
-    chain = "def f(x):\n    return " + "+".join(["x"] * 320) + "\n"
-    start = time.perf_counter()
-    static_check(chain * 300, FORBIDDEN)
-    assert time.perf_counter() - start < 10
+    def chains(depth: int, count: int) -> str:
+        return ("def f(x):\n    return " + "+".join(["x"] * depth) + "\n") * count
+
+    static_check(chains(8, 1), FORBIDDEN)  # the imports the check makes once
+
+    def took(source: str) -> float:
+        start = time.perf_counter()
+        static_check(source, FORBIDDEN)
+        return time.perf_counter() - start
+
+    short = min(took(chains(80, 160)) for _ in range(2))
+    long = min(took(chains(320, 40)) for _ in range(2))
+    assert long < 2 * short, (short, long)
 
 
 @pytest.mark.parametrize(
@@ -1188,3 +1199,133 @@ def test_a_name_an_import_binds_may_not_be_bound_otherwise(src):
 def test_the_same_import_in_several_places_passes():
     src = "import torch\n\n\ndef f():\n    import torch\n\n    return torch.empty(1)\n"
     assert reasons(src, SOFTMAX) == set()
+
+
+RMS = ["torch.nn.functional.rms_norm", "torch.norm"]
+LIBDEVICE_FALLBACK = (
+    "try:\n    from triton.language.extra import libdevice\n"
+    "except ImportError:\n    from triton.language.math import libdevice\n"
+)
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "def f(input):\n    return input\n",
+        "def f(x, type=None):\n    return type\n",
+        "g = lambda input: input + 1\n",
+        "def f(x):\n    type = 'row'\n    return [type for _ in x]\n",
+        "def f(input):\n    def g():\n        return input\n    return g\n",
+        "class E(ValueError):\n    def __init__(self, m):\n        super().__init__(m)\n",
+        "class C:\n    __slots__ = ('a', 'b')\n",
+        "import collections\nP = collections.namedtuple('P', ['a'])\n"
+        "p = P(1)._replace(a=2)\nd = p._asdict()\nn = P._fields\nq = P._make([1])\n",
+        "import os\nB = int(os.getenv('B', '1'))\n",
+        "from os import getenv\nB = int(getenv('B', '1'))\n",
+        "import torch\ntorch.set_float32_matmul_precision('high')\np = torch.get_float32_matmul_precision()\n",
+        LIBDEVICE_FALLBACK,
+        "import collections\nfrom dataclasses import dataclass, field\n@dataclass\nclass C:\n"
+        "    d: dict = field(default_factory=collections.OrderedDict)\n",
+        "import collections\nd = collections.defaultdict(collections.Counter)\n",
+        "import triton.language as tl\nOK = hasattr(tl, 'range')\n",
+        "import torch\nimport triton\nV = triton.__version__\nT = torch.__version__\n"
+        "M = tuple(int(p) for p in triton.__version__.split('.')[:2])\n",
+        "from triton import __version__ as tv\nM = tv.split('.')\n",
+    ],
+    ids=[
+        "input-param",
+        "type-param",
+        "lambda-param",
+        "type-assigned",
+        "closure",
+        "super-init",
+        "slots",
+        "namedtuple-api",
+        "getenv",
+        "getenv-from",
+        "matmul-precision",
+        "import-fallback",
+        "stdlib-class-factory",
+        "stdlib-class-arg",
+        "hasattr-class",
+        "version",
+        "version-import",
+    ],
+)
+def test_honest_idioms_the_fifth_audit_saw_refused_are_allowed(src):
+    """Fifth pass (31 honest Triton solutions): names the policy refused where they are plainly harmless."""
+    assert static_check(src, FORBIDDEN + RMS + SOFTMAX) == []
+
+
+@pytest.mark.parametrize(
+    ("src", "reason"),
+    [
+        ('def f(type=type):\n    return type("X", (), {})\n', Reason.STATIC_DYNAMIC),
+        ("@type\ndef f(type):\n    return type\n", Reason.STATIC_DYNAMIC),
+        ("def f(x: type):\n    type = 1\n    return type\n", Reason.STATIC_DYNAMIC),
+        ("g = lambda x=input: x\n", Reason.STATIC_DYNAMIC),
+        ("def f():\n    global type\n    type = 1\n    return type\n", Reason.STATIC_DYNAMIC),
+        ("def f():\n    return type('X', (), {})\n", Reason.STATIC_DYNAMIC),
+        ("class C:\n    type = 1\n    x = type('X', (), {})\n", Reason.STATIC_DYNAMIC),
+        ("def f(type):\n    class C:\n        type = 1\n        x = type\n", Reason.STATIC_DYNAMIC),
+        ("type = 1\nx = type\n", Reason.STATIC_DYNAMIC),
+        ("def f(xs):\n    return [type for x in type(xs)]\n", Reason.STATIC_DYNAMIC),
+        ("class C:\n    def f(self):\n        return super().__init_subclass__()\n", Reason.STATIC_INTROSPECTION),
+        ("def f(x):\n    x.__init__(1)\n", Reason.STATIC_INTROSPECTION),
+        ("class C:\n    def f(self, o):\n        return super(C, o).__init__()\n", Reason.STATIC_INTROSPECTION),
+        ("super = f\nclass C:\n    def f(self):\n        super().__init__()\n", Reason.STATIC_INTROSPECTION),
+        ("x = __slots__\n", Reason.STATIC_INTROSPECTION),
+        ("def f(o):\n    o.__slots__ = ()\n", Reason.STATIC_INTROSPECTION),
+        ("y = x._base\n", Reason.STATIC_DYNAMIC),
+        ("import torch\nf = torch.return_types._make\n", Reason.STATIC_DYNAMIC),
+        ('import os\nos.environ["X"] = "1"\n', Reason.STATIC_MONKEYPATCH),
+        ("import os\ng = os.getenv\nv = g(name)\n", Reason.STATIC_DYNAMIC),
+        ("import os\nv = os.getenv(*names)\n", Reason.STATIC_DYNAMIC),
+        ("import os\nos.putenv('X', '1')\n", Reason.STATIC_IO),
+        ("import torch\nn = torch.nn.utils.get_total_norm([x])\n", Reason.STATIC_FORBIDDEN),
+        ("import torch\ny = x.matmul(w)\n", Reason.STATIC_FORBIDDEN),
+        (
+            "try:\n    import torch.nn.functional as F\nexcept ImportError:\n    import math as F\n"
+            "def k(x):\n    return F.softmax(x, -1)\n",
+            Reason.STATIC_FORBIDDEN,
+        ),
+        (
+            "try:\n    import math as F\nexcept ImportError:\n    import torch.nn.functional as F\n"
+            "def k(x):\n    return F.softmax(x, -1)\n",
+            Reason.STATIC_FORBIDDEN,
+        ),
+        ("try:\n    import math as F\nexcept ImportError:\n    import torch as F\nG = F\n", Reason.STATIC_DYNAMIC),
+        ("import torch.nn.functional as F\nimport math as F\ny = F.pi\n", Reason.STATIC_DYNAMIC),
+        (LIBDEVICE_FALLBACK.replace("from triton.language.math import libdevice", "libdevice = None"), None),
+        ("import torch\nT = torch.Tensor\n", Reason.STATIC_DYNAMIC),
+        ("import triton.language as tl\nR = tl.range\n", Reason.STATIC_DYNAMIC),
+        ("import torch\nok = hasattr(torch, 'softmax')\n", Reason.STATIC_FORBIDDEN),
+        ("import torch\nok = hasattr(torch, 'sys')\n", Reason.STATIC_INTROSPECTION),
+        ("import torch\nv = torch.__version__._cmp_wrapper\n", Reason.STATIC_DYNAMIC),
+        ("import torch\nv = torch.__version__.__class__\n", Reason.STATIC_INTROSPECTION),
+        ("import torch\nv = torch.Tensor.__version__\n", Reason.STATIC_INTROSPECTION),
+        ("import torch\nv = torch.__spec__\n", Reason.STATIC_INTROSPECTION),
+        ("import torch\n@torch.library.custom_op('m::f', mutates_args=())\ndef f(x):\n    return x\n", None),
+    ],
+    ids=lambda v: None if isinstance(v, str) else str(v),
+)
+def test_near_misses_of_the_fifth_audits_allowances_stay_refused(src, reason):
+    """Each allowance is for the honest form only: a builtin named as a default, a decorator or in a class body, a
+    dunder on anything but `super()`, env writes, a family op named `get_`, a name two imports bind used as either."""
+    found = reasons(src, FORBIDDEN + RMS + SOFTMAX)
+    assert found and (reason is None or reason in found), (src, found)
+
+
+def test_the_agent_is_told_about_torch_library_and_where_a_self_test_goes():
+    text = policy_text(SOFTMAX)
+    assert "torch.library" in text and 'if __name__ == "__main__":' in text and "os.getenv" in text
+
+
+def test_one_name_may_stand_for_a_few_fallback_imports_only():
+    """The policy scans the file once per import a name stands for: a try with a hundred handlers, each importing
+    something else as one name, would have made a hundred scans of the whole file."""
+    modules = ["math", "functools", "itertools", "typing", "enum", "collections", "dataclasses"]
+    many = "try:\n    import math as M\n" + "".join(f"except ImportError:\n    import {m} as M\n" for m in modules[1:])
+    assert Reason.STATIC_DYNAMIC in reasons(many, FORBIDDEN)
+    few = "try:\n    import math as M\nexcept ImportError:\n    import functools as M\n"
+    assert not reasons(few, FORBIDDEN)
