@@ -1,0 +1,128 @@
+"""The correctness phase: trials of the candidate's calls at every case, with fresh secret inputs written into the
+same shared buffers, each output read back and judged by the harness (jg_mcp/eval/harness.py runs it)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import torch
+
+from jg_mcp.eval.buffers import SharedBinding
+from jg_mcp.eval.checks import call_findings, mass_findings, measure, metadata_findings
+from jg_mcp.eval.messages import Call, Done, Release
+from jg_mcp.eval.process import CandidateGone, WorkerProcess
+from jg_mcp.eval.report import ErrorStats, EvalReport, Finding, Reason, ShapeResult
+from jg_mcp.eval.shapes import Case
+
+if TYPE_CHECKING:
+    from jg_mcp.eval.harness import Evaluation
+
+
+def correctness(ev: Evaluation, report: EvalReport, cases: list[Case], proc: WorkerProcess | None) -> None:
+    """Every case's correctness trials in the candidate's correctness process, each shape's result in the report."""
+    report.shapes = [ShapeResult(name=c.name, kind=c.kind, dims=c.dims, trials=0, correct=False) for c in cases]
+    if proc is None:
+        return
+    try:
+        for case, result in zip(cases, report.shapes, strict=True):
+            mark = time.monotonic()
+            check_case(ev, report, case, result, proc)
+            result.wall_s["check"] = time.monotonic() - mark
+    except CandidateGone as gone:
+        report.add(gone.finding)
+
+
+def check_case(ev: Evaluation, report: EvalReport, case: Case, result: ShapeResult, proc: WorkerProcess) -> None:
+    """Trials with fresh secret inputs written into the same buffers: a cache keyed by address gives stale
+    output, one keyed by contents never hits."""
+    mark = time.monotonic()
+    inputs, refs = ev.reference(case.dims, ev.rng.randrange(2**62))
+    spent = {"check_reference": time.monotonic() - mark, "check_bind": 0.0, "check_calls": 0.0}
+    ins, outs = SharedBinding("in", ev.device), SharedBinding("out", ev.device)
+    in_views, out_views = ins.add_group(inputs), outs.add_group(ev.output_like(refs))
+    worst: list[ErrorStats | None] = [None] * len(refs)
+    poison = sorted({v.numel() * w for v in out_views for w in (1, 2, 4, 8)})
+    previous: list[torch.Tensor] | None = None
+    try:
+        mark = time.monotonic()
+        proc.bind(ins)
+        proc.bind(outs)
+        spent["check_bind"] = time.monotonic() - mark
+        result.correct = True
+        for trial in range(ev.o.trials):
+            ev.progress(f"check {case.name} trial {trial + 1}/{ev.o.trials}")
+            if trial:
+                mark = time.monotonic()
+                inputs, refs = ev.reference(case.dims, ev.rng.randrange(2**62))
+                spent["check_reference"] += time.monotonic() - mark
+            for view, t in zip(in_views, inputs, strict=True):
+                view.copy_(t)
+            pristine = [raw.clone() for raw in ins.raws]
+            outs.poison()
+            ev.sync()
+            mark = time.monotonic()
+            proc.send(Call(fn="candidate", inputs=("in", 0), outputs=("out", 0), poison_bytes=poison))
+            done = proc.expect(Done)
+            spent["check_calls"] += time.monotonic() - mark
+            found = judge(ev, done, out_views, refs, worst, trial)
+            if not all(torch.equal(raw, p) for raw, p in zip(ins.raws, pristine, strict=True)):
+                found.append(
+                    Finding(
+                        reason=Reason.INPUT_MODIFIED,
+                        detail="an input differs after the call (read back by the harness)",
+                    )
+                )
+            got = [v.clone() for v in out_views]
+            same = previous is not None and all(torch.equal(a, b) for a, b in zip(got, previous, strict=True))
+            if same and not found:
+                found.append(
+                    Finding(
+                        reason=Reason.CACHED_OUTPUT,
+                        detail="new contents in the same input buffers gave the earlier output: cached by address",
+                    )
+                )
+            previous = got
+            for f in found:
+                report.add(f.model_copy(update={"shape": case.name, "trial": trial}))
+            result.trials = trial + 1
+            if found:
+                result.correct = False
+                break
+        proc.send(Release(names=["in", "out"]))
+        proc.recv()
+    finally:
+        result.errors = [w for w in worst if w is not None]
+        result.wall_s |= spent
+        ins.free()
+        outs.free()
+
+
+def judge(
+    ev: Evaluation,
+    done: Done,
+    out_views: list[torch.Tensor],
+    refs: list[torch.Tensor],
+    worst: list[ErrorStats | None],
+    trial: int,
+) -> list[Finding]:
+    """Findings of one call: the worker's hints, how the call ended, then the harness's own reading of the output
+    buffers, always: what the worker says can add findings, never skip a measurement."""
+    found = list(done.hints) + call_findings(done)
+    if done.raised is None and done.error is None and len(done.outputs) != len(refs):
+        found.append(
+            Finding(reason=Reason.WRONG_SHAPE, detail=f"returned {len(done.outputs)} outputs, expected {len(refs)}")
+        )
+    for meta, ref, spec in zip(done.outputs, refs, ev.outputs, strict=False):
+        found += metadata_findings(meta, spec.dtype, list(ref.shape), ev.device)
+    for i, (out, ref) in enumerate(zip(out_views, refs, strict=True)):
+        measured = measure(out, ref, ev.tol.atol, ev.tol.rtol)
+        value_found = measured.findings or mass_findings(out, ref, ev.tol.rtol)
+        stats = measured.stats
+        if value_found:
+            stats = stats.model_copy(update={"failing_trial": trial})
+        found += value_found
+        prior = worst[i]
+        if prior is None or (prior.failing_trial is None and (value_found or stats.max_abs > prior.max_abs)):
+            worst[i] = stats
+    return found
