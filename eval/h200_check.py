@@ -14,8 +14,9 @@ The repeat is a second eval of each solution on its timed shapes only, one corre
 checked three per shape and the domain's shapes): only their speedups are compared. do_bench runs in one fresh
 process (not the eval's workers) whose torch.compile and Triton caches are the baselines'
 (jg_mcp/eval/compile_cache.py), for the solution and for the baseline the eval found strongest at each timed
-shape, its calls rotating over input sets of its own, as many as the eval's calls rotate over (at 5-45 us shapes
-do_bench on one set moved by up to 18% between repeats), each measured twice in the order solution, baseline,
+shape, its calls rotating over the eval's own timed input sets, made again in its process from the seeds the
+report publishes (at 5-45 us shapes do_bench on one set moved by up to 18% between repeats; a grouped GEMM's
+routing, drawn from the seed, decides its work), each measured twice in the order solution, baseline,
 baseline, solution; its ratio is compared with the eval's speedup, with times read as medians (the eval's) and as
 interquartile means (eval/h200_tables.py). At a shape the eval found launch-bound, do_bench holds the GPU for the
 eval's pad after each of its L2 flushes, so both measure device time with launches hidden (see
@@ -129,10 +130,11 @@ def dobench_one(
     goal_name: str, shapes: dict[str, dict], only: str | None = None
 ) -> dict[str, dict[str, dict[str, list[float]]]]:
     """do_bench of the solution and of the named baseline at each timed shape (`shapes`: shape -> {"baseline":
-    name, "pad_ms": pad, "input_sets": n}), the calls rotating over n input sets of this process's own, as the
-    eval's timed calls rotate over n sets. Each is measured twice, in the order solution, baseline, baseline,
-    solution, so that a drift (a power-capped GPU heating up) falls on both alike, as the eval's A B, B A blocks do;
-    per shape and statistic (`median`, `iqm`), each callable's two values in the order measured."""
+    name, "pad_ms": pad, "input_sets": n, "seeds": the eval's}), the calls rotating over the eval's timed input
+    sets (made again here from their seeds; seeds 0..n-1 for a report without them), as the eval's calls did.
+    Each is measured twice, in the order solution, baseline, baseline, solution, so that a drift (a power-capped
+    GPU heating up) falls on both alike, as the eval's A B, B A blocks do; per shape and statistic (`median`,
+    `iqm`), each callable's two values in the order measured."""
     import torch
 
     from jg_mcp.eval.sizing import iqm
@@ -144,7 +146,8 @@ def dobench_one(
         if shape.name not in shapes:
             continue
         base, pad, n_sets = (shapes[shape.name][k] for k in ("baseline", "pad_ms", "input_sets"))
-        sets = [list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in range(n_sets)]
+        seeds = shapes[shape.name].get("seeds") or list(range(n_sets))
+        sets = [list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in seeds]
         calls = dobench_calls(base, only)
         fns = {name: kernel if name == "candidate" else goal.baseline(base) for name in dict.fromkeys(calls)}
         out[shape.name] = {"median": {name: [] for name in fns}, "iqm": {name: [] for name in fns}}
@@ -196,6 +199,7 @@ def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None
                 "baseline": report.strongest_baseline[s.name],
                 "pad_ms": s.pad_ms,
                 "input_sets": report.timing.input_sets,
+                "seeds": s.input_seeds,
             }
             for s in report.shapes
             if s.name in report.strongest_baseline

@@ -235,6 +235,10 @@ class ShapeResult(Strict):
     """Some callable needs about as much host time to queue a call as the GPU takes to run flush and call: without
     the pad its time would depend on the host. With it, every time here is device time with launches hidden (as
     under a CUDA graph), for every callable alike."""
+    input_seeds: list[int] = []
+    """The seeds of the timed input sets (the goal's `make_inputs(dims, seed)`): drawn in secret for this eval and
+    published once its candidate has ended, so an independent measurement can time the same inputs (where the
+    inputs decide the work, as a grouped GEMM's routing does, other draws take other times)."""
     retimed: str | None = None
     """Why the shape was timed twice: what a timing finding would have said of the first timing. The times here
     are the second's, whose fresh calls each follow a lead block; a finding is reported only if it shows too."""

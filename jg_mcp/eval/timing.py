@@ -256,7 +256,8 @@ class TimingPhase:
 
     def time_case(self, report: EvalReport, case: Case, shape: ShapeResult) -> None:
         p, ev = self.p, self.ev
-        made = [ev.reference(case.dims, ev.rng.randrange(2**62)) for _ in range(p.input_sets)]
+        seeds = [ev.rng.randrange(2**62) for _ in range(p.input_sets)]
+        made = [ev.reference(case.dims, seed) for seed in seeds]
         refs = [r for _, r in made]
         like = ev.output_like(refs[0])
         slots = max(1, min(p.max_block, p.ring_bytes // max(1, sum(t.numel() * t.element_size() for t in like))))
@@ -284,6 +285,7 @@ class TimingPhase:
             if suspicion := self.suspicion(results):
                 shape.retimed = suspicion
                 results = measure(careful=True)
+            shape.input_seeds = seeds
             shape.candidate = Timing.model_validate(results.pop("candidate"))
             shape.baselines = {n: Timing.model_validate(r) for n, r in results.items()}
             for side, proc in ((CANDIDATE, self.cand), (BASELINE, self.base)):

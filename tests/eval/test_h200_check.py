@@ -266,3 +266,48 @@ def test_with_spares_each_eval_of_the_check_takes_the_processes_the_one_before_s
     assert json.loads((tmp_path / "a" / "check.json").read_text())["spares_taken"] == 1
     assert main("--out", str(tmp_path / "b"), "--goals", "softmax", "--parts", "evals") == 0
     assert given[2] is None and "spares_taken" not in json.loads((tmp_path / "b" / "check.json").read_text())
+
+
+def test_do_bench_times_the_very_inputs_the_eval_timed(monkeypatch):
+    """The issue's comparison is of the same inputs: do_bench's sets are made again from the seeds the eval's report
+    publishes (a grouped GEMM's routing is drawn from the seed, and other draws take other times), and only a report
+    without them falls back to seeds 0..n-1. The goal's input maker and do_bench are recorded here (they need CUDA)."""
+    import types
+
+    import jg_mcp.eval.worker as worker
+
+    check = _check()
+    made: list[int] = []
+    shape = types.SimpleNamespace(name="n16m", dims={"N": 4})
+    goal = types.SimpleNamespace(
+        goal=types.SimpleNamespace(shapes=[shape]),
+        make_inputs=lambda dims, seed, device: made.append(seed) or [seed],
+        baseline=lambda name: lambda x: x,
+    )
+    monkeypatch.setattr(check, "known_good", lambda name: (goal, lambda x: x))
+    monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: [1.0, 1.0])
+    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3, "seeds": [11, 22, 33]}}
+    check.dobench_one("axpy", plan)
+    assert made == [11, 22, 33]
+    made.clear()
+    check.dobench_one("axpy", {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 2}})
+    assert made == [0, 1]
+
+
+def test_an_eval_publishes_the_secret_seeds_of_its_timed_inputs(tmp_path):
+    """Drawn afresh by each eval (no candidate can know them beforehand), one per input set of each timed shape."""
+    from eval_suite import CPU_TIMING, cpu_timing_goal
+
+    goal = cpu_timing_goal(tmp_path / "goal")
+    seeds = []
+    for run in ("a", "b"):
+        workspace = tmp_path / run
+        workspace.mkdir()
+        (workspace / "solution.py").write_text(
+            "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
+        )
+        report = evaluate(EvalOptions(goal=goal, workspace=workspace, **CPU_TIMING | {"only": ["n256k"]}))
+        timed = [s for s in report.shapes if s.kind == "timed"]
+        assert timed and all(len(set(s.input_seeds)) == report.timing.input_sets for s in timed), report.reasons
+        seeds += [tuple(s.input_seeds) for s in timed]
+    assert len(set(seeds)) == len(seeds)
