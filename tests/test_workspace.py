@@ -107,8 +107,9 @@ def test_changes_report_written_and_deleted_files(ws):
 def test_the_scan_names_what_it_does_not_record(ws):
     (ws.root / "a" / "__pycache__").mkdir(parents=True)
     (ws.root / "a" / "__pycache__" / "m.pyc").write_bytes(b"\0")
+    (ws.root / "z").mkdir()  # a level's files come before its directories: these come after a/
     for i in range(3):
-        (ws.root / f"f{i}.txt").write_text(str(i))
+        (ws.root / "z" / f"f{i}.txt").write_text(str(i))
     scan = ws.scan(limit=2)
     assert len(scan.states) == 2 and scan.unrecorded == ["a/__pycache__/m.pyc"]
     assert scan.skipped and "past the first 2" in scan.skipped[0]

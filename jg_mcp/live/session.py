@@ -11,6 +11,7 @@ import shutil
 import socket
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -40,6 +41,12 @@ CLOSE_WAIT_S = 5.0
 QUIET_WAIT_S = 2.0
 """How long a close waits for commands caught in their setup or spawn to stop (`Runner.wait_quiet`) before its
 last scan: one caught in its spawn is killed at once; one still being set up never starts, whenever its setup ends."""
+CLOSE_SCAN_S = 1.0
+"""Longest the session's last scan walks: past it, it stops (the files not seen keep their recorded state, and an
+error notice says so) and the close event is written. MCP clients kill a stdio server about 2 s after closing its
+input; the last scan hashes every file afresh (see jg_mcp.live.workspace), some 0.2 ms a file, so a workspace of
+SCAN_LIMIT files would otherwise outlast that and leave no close event. The walk sees a level's files before its
+subdirectories, so the top-level files (the solution) are recorded first."""
 READ_THREADS = 4
 """Threads one session's reads (read_file, query_gpu) may hold at once; more calls wait, holding none."""
 
@@ -223,12 +230,14 @@ class Session:
         cause: str,
         blob_cap: int = COMMAND_BLOB_CAP,
         made: tuple[str, str] | None = None,
+        deadline: float | None = None,
     ) -> list[str]:
         """Store every workspace file that changed since the last look (each read once, through a descriptor,
         hashed and stored in the same pass); returns their paths. What the scan could not record is noted.
         A change seen while other commands ran (`commands`) names them in `running`: any of them may have made it,
-        except the change `made` names (a path and the sha256 the call itself wrote there).
-        Blocks on the file system: call it from a worker thread when on the event loop."""
+        except the change `made` names (a path and the sha256 the call itself wrote there). The scan stops at
+        `deadline` (time.monotonic), if given. Blocks on the file system: call it from a worker thread when on the
+        event loop."""
         with self.scan_lock:
             others = [rid for rid in list(self.commands.values()) if rid != request_id] or None
             stored: dict[str, bool] = {}
@@ -238,7 +247,7 @@ class Session:
                 stored[digest] = kept
                 return digest, n
 
-            changed, deleted, scan = self.workspace.changes(hasher)
+            changed, deleted, scan = self.workspace.changes(hasher, deadline=deadline)
             events: list[FileChange | Notice] = [
                 FileChange(
                     request_id=request_id,
@@ -317,7 +326,7 @@ class Session:
                 "scan is taken now",
             )
         try:
-            self.record_changes(None, "session end")
+            self.record_changes(None, "session end", deadline=time.monotonic() + CLOSE_SCAN_S)
         except Exception as exc:  # noqa: BLE001 (the session's boundary: the close event is written whatever failed)
             self.notice("error", f"the final workspace scan failed: {type(exc).__name__}: {exc}")
         self._close_event(reason)

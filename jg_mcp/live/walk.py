@@ -11,6 +11,7 @@ import stat
 import threading
 import weakref
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from jg_mcp.live import safefs
@@ -21,8 +22,18 @@ SCAN_ENTRIES = 200_000
 """Most directory entries (files, directories, links, anything) one walk of the workspace lists: past it the walk
 stops and says so. With SCAN_DEPTH it bounds what a walk costs (time, memory) whatever a command leaves behind,
 empty directories by the million included."""
+SCAN_PATH_CHARS = 1024
+"""Longest path (characters, from the top of the walk) a walk yields or enters: a longer one is noted as not seen,
+nor anything under it. Real sources and artefacts sit far shallower; without it, 120 levels of 250-character names
+made every recorded file carry a 30 KB path (into the server's memory, each file_change line and the manifest)."""
 SHOWN_NAMES = 10
 """Most paths a sentence about files not recorded names."""
+
+
+def _cut(path: str) -> str:
+    """`path` shown, its middle left out past 200 characters (a sentence about it stays short)."""
+    text = shown(path)
+    return text if len(text) <= 200 else f"{text[:100]}...{text[-100:]}"
 
 
 def shown(name: str) -> str:
@@ -85,17 +96,35 @@ Entry = tuple[int, str, str, os.stat_result]
 """A walked entry: its directory's descriptor, its name, its path under the top, its lstat."""
 
 
+@dataclass
+class _Level:
+    """A directory the walk is in: its descriptor, its path's prefix, the names still to visit, and (while its
+    other entries are visited) the subdirectories it holds, visited after them."""
+
+    fd: int
+    prefix: str
+    names: Iterator[str]
+    subdirs: list[str] | None = field(default_factory=list)
+    """None once the walk visits the subdirectories."""
+
+
 class Walk:
-    """A depth-first walk, in name order, of the tree under the open directory `top` (which it takes and closes),
-    through descriptors and with no link followed: `entries()` yields an `Entry` for everything under `top`, and
-    enters the directories whose name `enter` accepts.
+    """A depth-first walk of the tree under the open directory `top` (which it takes and closes), through
+    descriptors and with no link followed: `entries()` yields an `Entry` for everything under `top`, and enters the
+    directories whose name `enter` accepts.
+
+    Order: at each level, first everything but the directories, in name order, then each directory in name order,
+    the walk going down into it just after yielding it. So a level's files all come before anything deeper: the
+    workspace's top-level files (solution.py) are seen before any deep tree can take the walk's bounds (or a scan's
+    file limit).
 
     It holds one descriptor per level it is in (two while listing one): each directory is listed at once, then its
-    entries are visited one by one, a subdirectory being opened (O_NOFOLLOW, relative to its parent) only when the
-    walk goes down into it. It enters at most SCAN_DEPTH levels and lists at most SCAN_ENTRIES entries. What it
-    could not see (too deep, a directory it could not open or list, past the entry bound) is in `missed`, one
-    sentence each (the first SHOWN_NAMES, then a count): an empty `missed` means every entry was seen. Listing
-    `top` itself failing raises OSError."""
+    entries are visited one by one (a directory's name is kept until its turn), a subdirectory being opened
+    (O_NOFOLLOW, relative to its parent) only when the walk goes down into it. It enters at most SCAN_DEPTH levels,
+    lists at most SCAN_ENTRIES entries, and neither yields nor enters a path longer than SCAN_PATH_CHARS. What it
+    could not see (too deep, too long a path, a directory it could not open or list, past the entry bound) is in
+    `missed`, one sentence each (the first SHOWN_NAMES, then a count): an empty `missed` means every entry was
+    seen. Listing `top` itself failing raises OSError."""
 
     def __init__(self, top: int, enter: Callable[[str], bool] = lambda name: True):
         self.top = top
@@ -124,32 +153,47 @@ class Walk:
         except BaseException:
             os.close(self.top)
             raise
-        stack: list[tuple[int, str, Iterator[str]]] = [(self.top, "", iter(names))]
+        stack = [_Level(self.top, "", iter(names))]
         try:
             while stack:
-                dfd, prefix, it = stack[-1]
-                name = next(it, None)
+                level = stack[-1]
+                name = next(level.names, None)
                 if name is None:
-                    os.close(dfd)
+                    if level.subdirs is not None:  # the level's other entries are done: now its directories
+                        level.names, level.subdirs = iter(level.subdirs), None
+                        continue
+                    os.close(level.fd)
                     stack.pop()
                     continue
-                rel = prefix + name
+                rel = level.prefix + name
+                if len(rel) > SCAN_PATH_CHARS:
+                    self.note(f"'{_cut(rel)}' is a path longer than {SCAN_PATH_CHARS} characters: not seen")
+                    continue
                 try:
-                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                    st = os.stat(name, dir_fd=level.fd, follow_symlinks=False)
                 except FileNotFoundError:
                     continue
                 except OSError as exc:
-                    self.note(f"'{shown(rel)}' could not be examined: {exc.strerror}")
+                    self.note(f"'{_cut(rel)}' could not be examined: {exc.strerror}")
                     continue
-                yield dfd, name, rel, st
+                if stat.S_ISDIR(st.st_mode) and level.subdirs is not None:
+                    level.subdirs.append(name)  # its turn comes after the level's other entries
+                    continue
+                yield level.fd, name, rel, st
                 if stat.S_ISDIR(st.st_mode) and self.enter(name):
-                    self._descend(stack, dfd, name, rel)
+                    self._descend(stack, level.fd, name, rel)
         finally:
-            for dfd, _, _ in stack:
-                os.close(dfd)
+            for level in stack:
+                os.close(level.fd)
 
-    def _descend(self, stack: list[tuple[int, str, Iterator[str]]], dfd: int, name: str, rel: str) -> None:
+    def _descend(self, stack: list[_Level], dfd: int, name: str, rel: str) -> None:
         if self.stopped:
+            return
+        if len(rel) + 2 > SCAN_PATH_CHARS:  # '/' and a name of one character: longer than the bound
+            self.note(
+                f"'{_cut(rel)}/' is {len(rel)} characters long: nothing under it was seen, every path there "
+                f"being longer than {SCAN_PATH_CHARS} characters"
+            )
             return
         if len(stack) >= SCAN_DEPTH:
             self.note(f"'{shown(rel)}/' is deeper than {SCAN_DEPTH} levels: nothing under it was seen")
@@ -169,7 +213,7 @@ class Walk:
             os.close(sub)
             self.note(f"'{shown(rel)}/' could not be listed: {exc.strerror}")
             return
-        stack.append((sub, rel + "/", iter(names)))
+        stack.append(_Level(sub, rel + "/", iter(names)))
 
     def _list(self, fd: int, prefix: str) -> list[str]:
         """The names in the directory `fd`, sorted, at most the entries left of the walk's bound."""

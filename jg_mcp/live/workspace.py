@@ -4,9 +4,11 @@ The workspace directory is opened once; every later access goes through that des
 jg_mcp.live.safefs (no symbolic link followed, regular files only), so a command that swaps a directory for
 a link, or a file for a FIFO or a device, cannot make the server read, write or wait outside it.
 
-A scan is bounded whatever a command leaves behind: at most SCAN_LIMIT files, SCAN_DEPTH levels, and
-SCAN_READ_BYTES read (no file over SCAN_FILE_BYTES), so sparse files of terabytes cost a stat each. Paths are
-recorded only when their names are UTF-8 (what a transcript can hold); other names are reported, escaped.
+A scan is bounded whatever a command leaves behind: at most SCAN_LIMIT files, SCAN_DEPTH levels, paths of
+SCAN_PATH_CHARS characters (write_file refuses longer ones), and SCAN_READ_BYTES read (no file over SCAN_FILE_BYTES),
+so sparse files of terabytes cost a stat each. Paths are recorded only when their names are UTF-8 (what a transcript
+can hold); other names are reported, escaped. The walk sees each level's files before its subdirectories, so the
+top-level files (the solution) are recorded whatever tree a command builds beside them.
 
 Every walk of the workspace (the scan, the runner's quota count) is a `Walk`: it holds one descriptor per directory
 level it is in (never one per sibling: a command that makes 30,000 directories must not take the server's
@@ -28,6 +30,7 @@ import hashlib
 import itertools
 import os
 import stat
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
@@ -36,7 +39,7 @@ from pathlib import Path, PurePosixPath
 
 from jg_mcp.errors import PathRefused
 from jg_mcp.live import safefs
-from jg_mcp.live.walk import SHOWN_NAMES, Walk, commands_in, shown
+from jg_mcp.live.walk import SCAN_PATH_CHARS, SHOWN_NAMES, Walk, commands_in, shown
 
 LISTED_ENTRIES = 10_000
 """Most entries of one directory `Workspace.listing` reads (a command can make millions)."""
@@ -154,6 +157,10 @@ class Workspace:
         if for_write:
             if not parts:
                 raise PathRefused(f"'{path}' is the workspace directory")
+            if len("/".join(parts)) > SCAN_PATH_CHARS:
+                raise PathRefused(
+                    f"the path is longer than the {SCAN_PATH_CHARS} characters the workspace records; use a shorter one"
+                )
             if "/".join(parts) in self.protected:
                 raise PathRefused(f"'{'/'.join(parts)}' is a goal file copied in for reference and is read-only")
         return parts
@@ -218,12 +225,14 @@ class Workspace:
         limit: int | None = None,
         read_bytes: int | None = None,
         file_bytes: int | None = None,
+        deadline: float | None = None,
     ) -> Scan:
         """Current regular files with hashes (no link followed, nothing but regular files opened, each
         read only up to its size at the time), through a bounded `Walk`. A file keeps its cached hash only under
         the module's rule: unchanged size, times and inode, and no command run since the hash was taken (nor
         running then). At most `limit` files (default SCAN_LIMIT) are recorded and `read_bytes` (SCAN_READ_BYTES)
-        read, no file larger than `file_bytes` (SCAN_FILE_BYTES); names that are not UTF-8 are not recorded."""
+        read, no file larger than `file_bytes` (SCAN_FILE_BYTES); names that are not UTF-8 are not recorded. Past
+        `deadline` (time.monotonic) the scan stops, partial, and says so."""
         quiet = self.commands.quiet_epoch()
         epoch, cached = self._cache
         run = _Run(
@@ -237,6 +246,13 @@ class Workspace:
         walk = Walk(safefs.open_dir(self.fd, ()), enter=is_utf8)
         with closing(walk.entries()) as entries:
             for dfd, name, rel, st in entries:
+                if deadline is not None and time.monotonic() > deadline:
+                    run.out.skipped.append(
+                        f"the scan stopped at its time bound (before '{shown(rel[:200])}'): the rest was not seen "
+                        "and keeps its recorded state"
+                    )
+                    run.out.partial = True
+                    break
                 if not self._visit(run, dfd, name, rel, st):
                     break
         if walk.missed:
@@ -302,19 +318,24 @@ class Workspace:
         out.states[rel] = FileState(size, st.st_mtime_ns, digest, st.st_ctime_ns, st.st_ino)
 
     def changes(
-        self, hasher: Hasher = file_sha256, read_bytes: int | None = None, file_bytes: int | None = None
+        self,
+        hasher: Hasher = file_sha256,
+        read_bytes: int | None = None,
+        file_bytes: int | None = None,
+        deadline: float | None = None,
     ) -> tuple[dict[str, FileState], list[str], Scan]:
-        """Files written and deleted since the previous call (the first call sees everything), and the scan.
+        """Files written (in the walk's order: a level's files before deeper ones) and deleted since the previous call
+        (the first call sees everything), and the scan.
         A file the scan saw but did not read (`Scan.unread`) keeps its previous state; a scan that did not see
         every file (`Scan.partial`) reports no deletions: files it did not see keep their previous state.
         Every path returned is UTF-8 (a transcript can hold it). Callers serialise calls (Session holds a lock):
         the previous state is shared."""
-        scan = self.scan(hasher, read_bytes=read_bytes, file_bytes=file_bytes)
+        scan = self.scan(hasher, read_bytes=read_bytes, file_bytes=file_bytes, deadline=deadline)
         if scan.partial:
             kept = {p: s for p, s in self._states.items() if f"/{UNRECORDED_DIR}/" not in f"/{p}"}
         else:
             kept = {p: self._states[p] for p in scan.unread if p in self._states}
-        now = {**kept, **scan.states}
+        now = {**scan.states, **{p: s for p, s in kept.items() if p not in scan.states}}  # in the walk's order
         changed = {p: s for p, s in now.items() if p not in self._states or self._states[p].sha256 != s.sha256}
         deleted = sorted(set(self._states) - set(now))
         self._states = now

@@ -23,8 +23,12 @@ from jg_mcp.eval import EvalReport
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
 from jg_mcp.record.audit_policy import check_policy
 from jg_mcp.record.audit_report import AuditReport, CommandRun, FileWrite, Finding, Summary
+from jg_mcp.record.events import SUMMARISED, Notice
 from jg_mcp.record.integrity import authenticity_problems, blob_problems, diagnose
 from jg_mcp.record.steps import END, Record, load_record, state_at
+
+SHOWN_PATHS = 10
+"""Most paths a finding about the close manifest names (then a count)."""
 
 
 def _seconds(start: str, end: str) -> float:
@@ -112,13 +116,21 @@ def check_manifest(record: Record) -> list[Finding]:
     bad = sorted(p for p in set(manifest) | set(final) if manifest.get(p) != final.get(p))
     if not bad:
         return []
+    named = ", ".join(bad[:SHOWN_PATHS]) + (f", ... ({len(bad)} paths in all)" if len(bad) > SHOWN_PATHS else "")
+    summarised = [e.seq + 1 for e in record.events if isinstance(e, Notice) and e.message.startswith(SUMMARISED)]
+    why = (
+        f" (file changes were summarised past the transcript's budget at lines {', '.join(map(str, summarised[:5]))}"
+        f"{', ...' if len(summarised) > 5 else ''}: the manifest cannot be checked against them)"
+        if summarised
+        else ""
+    )
     return [
         Finding(
             area="integrity",
             kind="manifest",
             severity="error",
             line=record.close.seq + 1,
-            message=f"the close manifest disagrees with the recorded file changes on: {', '.join(bad)}",
+            message=f"the close manifest disagrees with the recorded file changes on: {named}{why}",
         )
     ]
 

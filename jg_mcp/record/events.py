@@ -2,11 +2,13 @@
 file_change, notice, close), and the format's version. Each carries `seq` (0, 1, 2, ...), `prev` (the sha256 of
 the previous line's bytes, GENESIS for the header) and, in a keyed transcript, `mac`. `jg_mcp.record.transcript`
 writes them; past a transcript's budget an event keeps its place but not its large payloads
-(`without_large_payloads`)."""
+(`without_large_payloads`), and a scan's file changes past the first few are summarised in one notice
+(`summarise_changes`)."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -168,3 +170,26 @@ def without_large_payloads(event: EventBase) -> EventBase:
         kept = {k: v for k in KEPT_PARAMS if isinstance(v := value.get(k), str) and len(v) <= 200}
         update[name] = {**(kept if name == "params" else {}), "omitted": {"sha256": digest, "size": len(data)}}
     return event.model_copy(update=update) if update else event
+
+
+SUMMARISED = "file changes summarised past the transcript's budget"
+"""How the message of a notice made by `summarise_changes` begins (the audit recognises it)."""
+
+
+def summarise_changes(changes: Sequence[FileChange]) -> Notice:
+    """One error notice standing for `changes` (file changes of one scan not recorded one by one, the transcript
+    having passed its budget): their number, writes and deletions, bytes written, and the sha256 of the JSON list
+    of their [path, sha256, size] sorted by path (a deletion with null sha256 and size), as pydantic_core.to_json
+    spells it. Its message stays under KEPT_PAST_BUDGET_BYTES whatever the paths and ids."""
+    listing = sorted(([c.path, c.sha256, c.size] for c in changes), key=lambda x: (x[0], x[1] or ""))
+    writes = [c for c in changes if c.op == "write"]
+    rid = to_json(changes[0].request_id).decode()
+    call = f"request {rid[:40]}" if len(rid) <= 40 else f"request {rid[:37]}..."
+    return Notice(
+        level="error",
+        message=f"{SUMMARISED}: {len(changes)} more changes seen by the scan after {call} ({changes[0].cause[:40]}) "
+        f"are not recorded one by one: {len(writes)} writes of {sum(c.size or 0 for c in writes)} bytes in all and "
+        f"{len(changes) - len(writes)} deletions, whose list [[path, sha256, size], ...] sorted by path (null "
+        f"sha256 and size for a deletion) as JSON has sha256 {sha256_bytes(to_json(listing))}. A replay cannot "
+        "rebuild them; the close event's manifest lists the final files",
+    )

@@ -3,8 +3,8 @@
 Each line is one event (jg_mcp.record.events, a tagged union on `event`). Every event carries `seq` (0, 1, 2, ...)
 and `prev`, the sha256 of the previous line's bytes (64 zeros for the header), so an edit,
 deletion, reordering or truncation shows. File contents are stored content-addressed in
-`RUN.blobs/<sha256>` next to `RUN.jsonl`, up to a cap per file (COMMAND_BLOB_CAP, WRITE_BLOB_CAP) and a
-budget per transcript (BLOB_BUDGET_BYTES); past either, content is recorded by hash and size only. Each
+`RUN.blobs/<sha256>` next to `RUN.jsonl`, up to a cap per file (COMMAND_BLOB_CAP, WRITE_BLOB_CAP) and
+budgets per transcript (BLOB_BUDGET_BYTES, BLOB_FILES_BUDGET); past any, content is recorded by hash and size only. Each
 line is written whole with one positioned write as it is appended, so a killed server leaves a valid prefix. One
 writer per transcript: appends and blob stores from the event loop and from worker threads are serialised by a
 lock, so the order of lines is the order of completion.
@@ -13,7 +13,8 @@ Lines have a budget too (TRANSCRIPT_BUDGET_BYTES): a tiny request can make a hug
 control characters is answered with megabytes of escapes). Past it, each further event keeps its place in the
 chain, its kind and ids (every request and its response still pair), but its large payload fields (a request's
 params, a response's result and error, a notice's message) are recorded by size and sha256 only, each line then
-a few KiB at most; one error notice says from which line on, so an audit fails on the record being incomplete.
+a few KiB at most, and a scan's file changes past the first CHANGES_PAST_BUDGET are summarised in one notice; one
+error notice says from which line on, so an audit fails on the record being incomplete.
 
 A write the file system refuses (a full disk: the agent's commands can fill the one the transcript shares with the
 workspace) leaves nothing behind: the file is cut back to the end of the last whole line, and the event stays in
@@ -30,9 +31,7 @@ key can edit a line and re-chain the rest.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
-import secrets
 import threading
 import time
 from collections import deque
@@ -42,15 +41,17 @@ from pathlib import Path
 
 from jg_mcp import log
 from jg_mcp.errors import TranscriptError
-from jg_mcp.live.safefs import read_bounded
+from jg_mcp.record.blobs import BlobStore
 from jg_mcp.record.events import (
     GENESIS,
     KEPT_PAST_BUDGET_BYTES,
     Close,
     EventBase,
+    FileChange,
     Header,
     Notice,
     sha256_bytes,
+    summarise_changes,
     without_large_payloads,
 )
 from jg_mcp.record.keys import mac_line
@@ -78,6 +79,14 @@ transcript takes far less: its largest requests (write_file, at most WRITE_BLOB_
 six times that) fit some ten times over. With BLOB_BUDGET_BYTES it bounds what a session's record takes of the
 disk whole; past it, each event is still recorded in order, its large payload fields by size and sha256 only
 (KEPT_PAST_BUDGET_BYTES), and an error notice says so once."""
+CHANGES_PAST_BUDGET = 100
+"""Most file changes one batch (one scan's) records one by one once the transcript has passed its budget: the rest
+are summarised in one error notice (`summarise_changes`: their count, bytes and the sha256 of their list). Without
+it a command rewriting 10,000 files under 30 KB paths added 300 MB of file_change lines each time, whatever the
+budget. The walk sees a level's files before deeper ones, so the first recorded are the shallowest."""
+BLOB_FILES_BUDGET = 100_000
+"""Most blobs (files) one transcript's blob store holds: tiny unique files cost nothing of BLOB_BUDGET_BYTES but an
+inode and a block each. Past it, content is recorded by hash and size only, and a warning notice says so once."""
 PENDING_LIMIT_BYTES = 64 * 1024 * 1024
 """Most bytes of events kept in memory while the transcript's file system refuses writes (a full disk). Past it,
 events are counted and dropped, not numbered (the chain stays whole), and the notice written when the disk takes
@@ -116,7 +125,7 @@ class _Outage:
         )
 
 
-class TranscriptWriter:
+class TranscriptWriter(BlobStore):
     """Appends events, chaining hashes (and MACs, with a key), each line written whole. Thread-safe. A line the
     file system refuses is kept in memory and written, in order, by a later append; past its byte budget, events
     are recorded without their large payloads (see the module docstring)."""
@@ -128,6 +137,7 @@ class TranscriptWriter:
         blob_budget: int | None = None,
         pending_limit: int = PENDING_LIMIT_BYTES,
         budget: int | None = None,
+        blob_files_budget: int | None = None,
     ):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -155,6 +165,11 @@ class TranscriptWriter:
         """Bytes of the blobs this writer stored."""
         self.blob_budget_reached = False
         """A blob was not stored because the budget was spent (the transcript holds a notice saying so)."""
+        self.blob_files_budget = BLOB_FILES_BUDGET if blob_files_budget is None else blob_files_budget
+        """Most blobs this transcript may store (BLOB_FILES_BUDGET unless given)."""
+        self.blob_files = 0
+        self.blob_files_reached = False
+        """A blob was not stored because the store holds `blob_files_budget` (a notice says so)."""
         self.budget = TRANSCRIPT_BUDGET_BYTES if budget is None else budget
         """Most bytes of lines recorded whole (TRANSCRIPT_BUDGET_BYTES unless given)."""
         self.line_bytes = 0
@@ -171,11 +186,23 @@ class TranscriptWriter:
             return event
 
     def append_all(self, events: Sequence[EventBase]) -> None:
-        """Append `events` with no other event between them, unless the transcript is closed."""
+        """Append `events` with no other event between them, unless the transcript is closed. Past the budget, the
+        file changes after the first CHANGES_PAST_BUDGET are summarised in one notice, in place of the first."""
         with self.lock:
+            kept, summarised = 0, list[FileChange]()
             for event in events:
+                if isinstance(event, FileChange) and self.budget_passed_at is not None:
+                    if kept >= CHANGES_PAST_BUDGET:
+                        summarised.append(event)
+                        continue
+                    kept += 1
+                elif summarised and not self.closed:
+                    self._append(summarise_changes(summarised))
+                    summarised = []
                 if not self.closed:
                     self._append(event)
+            if summarised and not self.closed:
+                self._append(summarise_changes(summarised))
             self._note_budget()
 
     def record(self, event: EventBase) -> bool:
@@ -257,8 +284,10 @@ class TranscriptWriter:
                 level="error",
                 message=f"the transcript passed its budget of {self.budget} bytes at line {line}: from that line on, "
                 f"each request's params, response's result and error and notice's message over "
-                f"{KEPT_PAST_BUDGET_BYTES} bytes of JSON is recorded by its size and sha256 only (`omitted`), so what "
-                "those calls were given and answered cannot be read back: the record is incomplete",
+                f"{KEPT_PAST_BUDGET_BYTES} bytes of JSON is recorded by its size and sha256 only (`omitted`), and "
+                f"a scan's file changes past the first {CHANGES_PAST_BUDGET} are summarised in one notice, so what "
+                "those calls were given and answered, and what they changed, cannot be read back: the record is "
+                "incomplete",
             )
         )
         self._write_pending()
@@ -323,67 +352,3 @@ class TranscriptWriter:
     def head_sha256(self) -> str:
         """sha256 of the last line written: no later line vouches for it, so publish it elsewhere."""
         return self._head
-
-    def store_fd(self, fd: int, size: int, cap: int) -> tuple[str, int, bool]:
-        """Hash the first `size` bytes of a file descriptor and, when they fit `cap` (COMMAND_BLOB_CAP or
-        WRITE_BLOB_CAP) and the blob budget, store them as a blob in the same pass; returns (sha256, bytes read,
-        stored). Content already stored costs no budget; the first blob refused for the budget adds a notice."""
-        h, n = hashlib.sha256(), 0
-        keep = size <= cap
-        chunks: list[bytes] = []
-        for chunk in read_bounded(fd, size):
-            h.update(chunk)
-            n += len(chunk)
-            if keep:
-                chunks.append(chunk)
-        digest = h.hexdigest()
-        if keep:
-            keep = self._place(digest, chunks, n)
-        return digest, n, keep
-
-    def _place(self, digest: str, chunks: list[bytes], size: int) -> bool:
-        """Write a blob under a temporary name unique to this call, then rename it into place, if it is not
-        there already and fits the budget; returns whether the blob is stored. A blob the file system refuses (a
-        full disk) is not stored, and a warning notice says so: the scan still records the change, by hash, for
-        the call that made it."""
-        target = self.blobs / digest
-        if target.exists():
-            return True
-        with self.lock:
-            fits = self.blob_bytes + size <= self.blob_budget
-            first_refusal = not fits and not self.blob_budget_reached
-            if fits:
-                self.blob_bytes += size
-            else:
-                self.blob_budget_reached = True
-        if first_refusal:
-            self.record(
-                Notice(
-                    level="warning",
-                    message=f"the transcript's blob store has reached its budget of {self.blob_budget} bytes: "
-                    "changed content that does not fit what is left is recorded by hash and size only (stored "
-                    "false), and a replay cannot rebuild it",
-                )
-            )
-        if not fits:
-            return False
-        tmp = self.blobs / f".{digest}.{secrets.token_hex(6)}.tmp"
-        try:
-            with open(tmp, "xb") as fh:
-                for chunk in chunks:
-                    fh.write(chunk)
-            os.replace(tmp, target)
-        except OSError as exc:
-            with self.lock:
-                self.blob_bytes -= size
-            self.record(
-                Notice(
-                    level="warning",
-                    message=f"the blob {digest} ({size} bytes) could not be stored ({exc.strerror or exc}; as when the "
-                    "disk is full): its change is recorded by hash and size only, and a replay cannot rebuild it",
-                )
-            )
-            return False
-        finally:
-            tmp.unlink(missing_ok=True)
-        return True
