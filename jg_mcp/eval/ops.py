@@ -261,8 +261,9 @@ class OpRecorder:
       redispatches below autograd (autograd through a forbidden op breaks in this process: no honest kernel uses
       one); ops run under `torch.inference_mode()` skip the Autograd keys, hence also
     - a torch dispatch mode, entered around every call of the candidate's (checked calls, warm-up calls, and
-      every call of the timing process's blocks: a solution that counts its calls and runs a library op only once
-      warm, under inference_mode, is recorded where it is timed), which sees that call's thread whatever its
+      every call of the timing process's blocks but the lone fresh-input calls, messages.Block.recorded: a
+      solution that counts its calls and runs a library op only once warm, under inference_mode, is recorded
+      where it is timed), which sees that call's thread whatever its
       modes, and looks through each composite op to the ops it is made of (under inference_mode a composite such
       as `aten.linalg_matmul` reaches the mode by its own name, which no family lists). The mode adds host time
       per op, none on the device: the timing pads launch-bound shapes from the host time it measures with it.

@@ -225,8 +225,9 @@ class TimingPhase:
             times.append(start.elapsed_time(end))
         return statistics.median(times)
 
-    def block(self, name: str, sets: list[int], inputs: str, keep: bool = True) -> Ran:
-        """One block, with the shape's pad; its outputs go to the callable's ring unless `keep` is False."""
+    def block(self, name: str, sets: list[int], inputs: str, keep: bool = True, recorded: bool = True) -> Ran:
+        """One block, with the shape's pad; its outputs go to the callable's ring unless `keep` is False; a
+        candidate's calls under the recorder's dispatch mode unless `recorded` is False (Block.recorded)."""
         proc = self.worker(name)
         ring = "ring" if keep else None
         clock = proc.cpu_ms if self.ev.device == "cpu" else (lambda: time.perf_counter() * 1e3)
@@ -237,7 +238,15 @@ class TimingPhase:
         self.ev.sync()
         start = clock()
         proc.send(
-            Block(fn=name, inputs=inputs, sets=sets, ring=ring, flush_bytes=self.p.flush_bytes, pad_ms=self.pad_ms)
+            Block(
+                fn=name,
+                inputs=inputs,
+                sets=sets,
+                ring=ring,
+                flush_bytes=self.p.flush_bytes,
+                pad_ms=self.pad_ms,
+                recorded=recorded,
+            )
         )
         done = proc.expect(BlockDone)
         host_ms = clock() - start
