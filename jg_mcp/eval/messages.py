@@ -118,12 +118,6 @@ class Block(Strict):
     """Size of the L2 flush buffer zeroed before each call."""
     pad_ms: float = Field(default=0.0, ge=0, le=1.0)
     """GPU sleep between the flush and each call (CUDA only)."""
-    recorded: bool = True
-    """Each call under the recorder's dispatch mode (jg_mcp.eval.ops.OpRecorder). Every block is but the single
-    fresh-input calls: the mode's host time per op is hidden behind the queue in a block, and lands on the device
-    time of a lone call (on the H200 it made honest kernels' fresh calls 1.2-5x their timed ones). A library op run
-    only in fresh calls gains nothing: their outputs are checked, and only whether they are about as fast as the
-    timed calls is judged."""
 
 
 class DoBench(Strict):

@@ -253,22 +253,25 @@ def family_names(forbidden: list[str]) -> list[str]:
 
 
 class OpRecorder:
-    """Records the aten ops of forbidden families the candidate's process runs, two ways (both hints: they run in
-    the candidate's process, which can undo them):
+    """Records, and refuses, the aten ops of forbidden families the candidate's process runs, three ways (each a
+    hint: they run in the candidate's process, which can undo them; the source check decides):
 
     - process-wide, in every thread and at every moment from `install()` on (import, checked calls, warm-up and
-      timed blocks): a Python kernel registered at the Autograd dispatch keys of each such op, which records it and
-      redispatches below autograd (autograd through a forbidden op breaks in this process: no honest kernel uses
-      one); ops run under `torch.inference_mode()` skip the Autograd keys, hence also
-    - a torch dispatch mode, entered around every call of the candidate's (checked calls, warm-up calls, and
-      every call of the timing process's blocks but the lone fresh-input calls, messages.Block.recorded: a
-      solution that counts its calls and runs a library op only once warm, under inference_mode, is recorded
-      where it is timed), which sees that call's thread whatever its
-      modes, and looks through each composite op to the ops it is made of (under inference_mode a composite such
-      as `aten.linalg_matmul` reaches the mode by its own name, which no family lists). The mode adds host time
-      per op, none on the device: the timing pads launch-bound shapes from the host time it measures with it.
+      timed blocks), at the backend keys (CPU, CUDA) of each such op, which every call reaches whatever its modes
+      (under `torch.inference_mode()` too) and wherever it comes from (a composite's parts, native code calling
+      through the dispatcher): a Python kernel that records the op and raises, so the library's kernel never runs
+      there. It costs an honest kernel nothing (it calls no such op); a solution that runs a library op only once
+      its calls come back to back, under inference_mode, fails where it is timed (red team round 5);
+    - at the Autograd keys of each such op, a kernel that records it and redispatches below autograd (autograd
+      through a forbidden op breaks in this process: no honest kernel uses one);
+    - a torch dispatch mode, entered around each checked call, which sees that call's thread whatever its modes,
+      and looks through each composite op to the ops it is made of (under inference_mode a composite such as
+      `aten.linalg_matmul` reaches the mode by its own name, which no family lists). Not around timed calls: its
+      host time per op would land on the device time of calls that wait for the host (on the H200 it made an
+      honest kernel's lone fresh calls 5x its timed ones, and a caching hack's timed calls as slow as its fresh).
 
-    Ops a native kernel runs inside another op (sparse.mm's addmm, bilinear's bmm) are not seen either way."""
+    Ops a native kernel runs inside another op without the dispatcher (sparse.mm's addmm, bilinear's bmm) are not
+    seen any way."""
 
     def __init__(self, ops: set[str]):
         self.ops = ops
@@ -310,6 +313,18 @@ class OpRecorder:
                             self._library.impl(op, self._kernel(op, name, below), key, with_keyset=True)
                         except (RuntimeError, TypeError, ValueError):
                             continue  # an overload that takes no Python kernel: the dispatch mode still sees it
+                    for key in ("CPU", "CUDA"):
+                        try:
+                            self._library.impl(op, self._refusal(name), key)
+                        except (RuntimeError, TypeError, ValueError):
+                            continue
+
+    def _refusal(self, name: str) -> Any:
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            self.record(name)
+            raise RuntimeError(f"aten.{name} is an operator of a forbidden family: refused in the candidate's process")
+
+        return kernel
 
     def _kernel(self, op: Any, name: str, below: Any) -> Any:
         def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:

@@ -225,9 +225,8 @@ class TimingPhase:
             times.append(start.elapsed_time(end))
         return statistics.median(times)
 
-    def block(self, name: str, sets: list[int], inputs: str, keep: bool = True, recorded: bool = True) -> Ran:
-        """One block, with the shape's pad; its outputs go to the callable's ring unless `keep` is False; a
-        candidate's calls under the recorder's dispatch mode unless `recorded` is False (Block.recorded)."""
+    def block(self, name: str, sets: list[int], inputs: str, keep: bool = True) -> Ran:
+        """One block, with the shape's pad; its outputs go to the callable's ring unless `keep` is False."""
         proc = self.worker(name)
         ring = "ring" if keep else None
         clock = proc.cpu_ms if self.ev.device == "cpu" else (lambda: time.perf_counter() * 1e3)
@@ -238,21 +237,16 @@ class TimingPhase:
         self.ev.sync()
         start = clock()
         proc.send(
-            Block(
-                fn=name,
-                inputs=inputs,
-                sets=sets,
-                ring=ring,
-                flush_bytes=self.p.flush_bytes,
-                pad_ms=self.pad_ms,
-                recorded=recorded,
-            )
+            Block(fn=name, inputs=inputs, sets=sets, ring=ring, flush_bytes=self.p.flush_bytes, pad_ms=self.pad_ms)
         )
         done = proc.expect(BlockDone)
         host_ms = clock() - start
         if done.error is not None:
             if name != "candidate":
                 raise JgError(f"baseline {name} failed while timed: {done.error}")
+            refused = [h for h in done.hints if h.reason == Reason.FORBIDDEN_CALL]  # a library op refused there
+            if refused:
+                raise CandidateGone(refused[0].model_copy(update={"detail": f"while timed: {refused[0].detail}"}))
             raise CandidateGone(Finding(reason=Reason.EXCEPTION, detail=f"while timed: {done.error[-1500:]}"))
         if len(done.times_ms) != len(sets) or not all(math.isfinite(t) and t >= 0 for t in done.times_ms):
             raise CandidateGone(

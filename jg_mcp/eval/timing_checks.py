@@ -114,7 +114,7 @@ def fresh_pass(
             pristine = [raw.clone() for raw in own["fresh"].raws]
             if name == "candidate":
                 own["ring"].poison(0)
-            ran = t.block(name, [0], "fresh", recorded=False)
+            ran = t.block(name, [0], "fresh")
             times[name] += ran.times
             if name == "candidate":
                 check_inputs(report, case, shape, hints + ran.hints, own["fresh"], pristine)

@@ -10,7 +10,6 @@ reports against its own clock. What the in-process guard sees is sent as hints (
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import itertools
 import os
@@ -152,9 +151,8 @@ class Worker:
     def warm(self, cmd: Warm) -> None:
         raised, error = None, None
         try:
-            with self.recorder:
-                self.fns[cmd.fn](*self.bound[cmd.inputs[0]].groups[cmd.inputs[1]])
-                self.sync()
+            self.fns[cmd.fn](*self.bound[cmd.inputs[0]].groups[cmd.inputs[1]])
+            self.sync()
         except SystemExit as exc:
             raised, error = "exit", f"the callable called sys.exit({exc.code!r})"
         except BaseException as exc:
@@ -191,7 +189,6 @@ class Worker:
         sets = self.bound[cmd.inputs].groups
         ring = self.bound[cmd.ring].groups if cmd.ring is not None else []
         fn = self.fns[cmd.fn]
-        recorder = self.recorder if cmd.recorded else contextlib.nullcontext()  # timed calls recorded as checked ones
         if self.flush is None or self.flush.numel() != cmd.flush_bytes:
             self.flush = torch.empty(cmd.flush_bytes, dtype=torch.uint8, device=self.device)
         cuda = self.device == "cuda"
@@ -208,14 +205,12 @@ class Worker:
                         torch.cuda._sleep(pad)
                     start, end = event(enable_timing=True), event(enable_timing=True)
                     start.record()
-                    with recorder:
-                        out = fn(*sets[s])
+                    out = fn(*sets[s])
                     end.record()
                     marks.append((start, end))
                 else:
                     t0 = clock()
-                    with recorder:
-                        out = fn(*sets[s])
+                    out = fn(*sets[s])
                     marks.append((clock() - t0) * 1e3)
                 if ring:
                     copy_into(ring[i % len(ring)], out)
