@@ -3,6 +3,7 @@ code, and no false alarms on plain Triton; and the run-time record of forbidden 
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
@@ -226,7 +227,8 @@ def test_plain_annotations_and_constant_getattr_are_not_alarms():
 
 def test_forbidden_ops_run_in_another_thread_are_recorded():
     """The recorder's process-wide kernels see every thread, not just the calling one (a hint: in the worker they
-    run in the candidate's process). In a process of its own: the kernels stay registered for its life."""
+    run in the candidate's process). In a process of its own: the kernels stay registered for its life. The op is
+    refused where it is recorded (at the backend key, before `linear` becomes an `addmm`)."""
     script = (
         "import threading, torch\n"
         "from jg_mcp.eval.ops import OpRecorder, forbidden_ops\n"
@@ -239,7 +241,8 @@ def test_forbidden_ops_run_in_another_thread_are_recorded():
         "print(sorted(set(r.seen)))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
-    assert "mm" in done.stdout or "addmm" in done.stdout, done.stdout
+    assert {"linear", "mm", "addmm"} & set(ast.literal_eval(done.stdout.strip())), done.stdout
+    assert "forbidden family: refused" in done.stderr
 
 
 @pytest.mark.parametrize(
