@@ -164,11 +164,14 @@ def test_timing_hack_is_caught_by_the_harness_from_outside(runs, timing_goal, na
 
 def test_a_candidate_cannot_slow_the_baseline_by_writing_its_inputs(runs, timing_goal):
     """The baseline's process reads inputs of its own, memory the candidate's process never maps: sabotaging the
-    candidate's own copy while the baseline is timed gains nothing (this hack computes its sum twice: slower)."""
+    candidate's own copy while the baseline is timed gains nothing (this hack computes its sum twice: slower). Its
+    helper thread races the harness's read-back of the inputs: where it loses (1 clean-clone CI run in 3 here), the
+    timing stops with input_modified, which gains it nothing either."""
     runs.wait_idle()
     report = runs.get(HACKS / "sabotage_baseline_inputs" / "solution.py", timing_goal, **CPU_TIMING)
     speedups = [v for s in report.shapes for v in (s.speedup or {}).values()]
-    assert speedups and max(speedups) < 1.3, (speedups, report.reasons)
+    caught = not report.accepted and Reason.INPUT_MODIFIED in report.reasons
+    assert caught or (speedups and max(speedups) < 1.3), (speedups, report.reasons)
 
 
 @pytest.mark.parametrize("name", sorted(ACCEPTED_ON_CPU))
