@@ -280,14 +280,9 @@ class OpRecorder:
         self.seen: list[str] = []
         self._mode: Any = None
         self._library: Any = None
-        self._verdicts: dict[str, bool] = {}
 
     def record(self, name: str) -> None:
-        forbidden = self._verdicts.get(name)
-        if forbidden is None:
-            forbidden = name in self.ops or name.rstrip("_") in self.ops or in_family(name, self.members)
-            self._verdicts[name] = forbidden
-        if forbidden:
+        if name in self.ops or name.rstrip("_") in self.ops or in_family(name, self.members):
             self.seen.append(name)
 
     def install(self) -> None:
@@ -335,14 +330,14 @@ class OpRecorder:
 
     def __enter__(self) -> OpRecorder:
         if self.ops:
-            if self._mode is None:
-                self._mode = _mode_class()(self)
+            self._mode = _mode_class()(self)
             self._mode.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._mode is not None:
             self._mode.__exit__(*exc)
+            self._mode = None
 
 
 @functools.cache
