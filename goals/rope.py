@@ -62,7 +62,9 @@ def rope_fp32(q, k, positions, cos_sin_cache):
 
 @functools.cache
 def _compiled():
-    return torch.compile(rope_fp32, dynamic=False)
+    """Pointwise kernels keep Inductor's first config: picked by a benchmark at the first run, it changed between
+    processes and hosts on the H200 (swiglu's decode baseline 0.0162 or 0.0195 ms; eval/results/h200/autotune.json)."""
+    return torch.compile(rope_fp32, dynamic=False, options={"triton.autotune_pointwise": False})
 
 
 def baseline_compiled(q, k, positions, cos_sin_cache):
