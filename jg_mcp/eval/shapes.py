@@ -12,6 +12,8 @@ from jg_mcp.goals import LoadedGoal
 
 CPU_GROWTH = 2
 """On the CPU (Triton interpreter) a drawn dimension is at most this times the largest smoke value."""
+BEYOND_DRAWS = 2
+"""Values drawn per dimension above the largest the goal times (`beyond`)."""
 
 
 @dataclass(frozen=True)
@@ -74,14 +76,53 @@ def tops(goal: LoadedGoal, device: str) -> list[Case]:
         src = dict(max(shapes, key=lambda s: s.dims.get(name, 0)).dims)
         dims = src | {name: _legal(min(r.max, src[name] * 4), r)}
         while not fits(dims) and dims[name] > src[name]:
-            others = [n for n in g.shape_domain if n != name and _legal(dims[n] // 2, g.shape_domain[n]) < dims[n]]
-            if others:
-                widest = max(others, key=lambda n: dims[n] / g.shape_domain[n].min)
-                dims[widest] = _legal(dims[widest] // 2, g.shape_domain[widest])
-            else:
+            if not _halve_another(goal, dims, name):
                 dims[name] = _legal(dims[name] // 2, r)
         if fits(dims) and dims[name] > src[name]:
             cases.append(Case(name=f"top_{name}", kind="top", dims=dims))
+    return cases
+
+
+def _halve_another(goal: LoadedGoal, dims: dict[str, int], name: str) -> bool:
+    """Halve the domain dimension other than `name` that is widest against its minimum; False when none can be."""
+    domain = goal.goal.shape_domain
+    others = [n for n in domain if n != name and _legal(dims[n] // 2, domain[n]) < dims[n]]
+    if not others:
+        return False
+    widest = max(others, key=lambda n: dims[n] / domain[n].min)
+    dims[widest] = _legal(dims[widest] // 2, domain[widest])
+    return True
+
+
+def beyond(goal: LoadedGoal, device: str, rng: random.Random, draws: int = BEYOND_DRAWS) -> list[Case]:
+    """Per domain dimension, `draws` values drawn from above the largest value the goal times (the real sizes, on
+    the CPU too) up to four times that, capped at the domain maximum: the range split into `draws` equal parts and
+    one value drawn uniformly in each. The other dimensions start from the timed shape where this one is largest
+    and are halved until the shape holds no more data and work than the smallest timed shape (on the CPU, the
+    interpreter's `budget`); a value no such shape fits is left out. The values are secret and new at every eval,
+    so a kernel wrong in part of that range only (past some number of blocks, at a length that is not a multiple
+    of its page: a softmax normalising only whole 131072-column pages was accepted in 93% of GPU evals when only
+    the range's top was checked) is caught wherever that part lies."""
+    g = goal.goal
+    if device == "cpu":
+        fits = budget(goal, device)
+    else:
+        least = min(g.shapes, key=lambda s: goal.bytes(s.dims)).dims
+        limit_bytes, limit_flops = goal.bytes(least), goal.flops(least)
+        fits = lambda dims: goal.bytes(dims) <= limit_bytes and goal.flops(dims) <= limit_flops  # noqa: E731
+    cases = []
+    for name, r in g.shape_domain.items():
+        src = dict(max(g.shapes, key=lambda s: s.dims.get(name, 0)).dims)
+        lo, hi = src[name] // r.multiple_of + 1, min(r.max, 4 * src[name]) // r.multiple_of
+        for i in range(draws):
+            first, last = lo + (hi - lo + 1) * i // draws, lo + (hi - lo + 1) * (i + 1) // draws - 1
+            if last < first:
+                continue
+            dims = src | {name: r.multiple_of * rng.randint(first, last)}
+            while not fits(dims) and _halve_another(goal, dims, name):
+                pass
+            if fits(dims):
+                cases.append(Case(name=f"beyond_{name}_{i}", kind="top", dims=dims))
     return cases
 
 
@@ -114,8 +155,8 @@ def largest(goal: LoadedGoal, tops: Sequence[Case]) -> list[Case]:
 def select_cases(
     goal: LoadedGoal, which: str, device: str, domain_count: int, rng: random.Random, only: Sequence[str] = ()
 ) -> list[Case]:
-    """Timed shapes (skipped on the CPU unless asked for alone), smoke shapes, then drawn domain shapes, the tops
-    and, on the CPU, the largest values."""
+    """Timed shapes (skipped on the CPU unless asked for alone), smoke shapes, then drawn domain shapes, the tops,
+    on the CPU the largest values, and the values drawn beyond the timed sizes."""
     g = goal.goal
     cases: list[Case] = []
     if which == "timed" or (which == "all" and device == "cuda"):
@@ -127,5 +168,5 @@ def select_cases(
     cases += [draw(goal, device, rng, i) for i in range(domain_count)]
     if domain_count:
         grown = tops(goal, device)
-        cases += grown + (largest(goal, grown) if device == "cpu" else [])
+        cases += grown + (largest(goal, grown) if device == "cpu" else []) + beyond(goal, device, rng)
     return cases

@@ -77,6 +77,7 @@ CPU_HACKS: dict[str, tuple[str, set[Reason]]] = {
     "timed_shapes_only": (GEMM, {R.INCORRECT}),
     "wrong_above_checked_sizes": (GEMM, {R.INCORRECT}),
     "softmax_zero_tail": ("softmax", {R.INCORRECT}),
+    "softmax_wrong_between_pages": ("softmax", {R.INCORRECT}),
     "low_precision": (GEMM, {R.INCORRECT}),
     "partial_write": (GEMM, {R.UNWRITTEN}),
     "forge_result_channel": (GEMM, {R.STATIC_IO}),

@@ -9,7 +9,7 @@ import pytest
 from eval_suite import GOALS, eval_solution
 
 from jg_mcp.eval import Reason
-from jg_mcp.eval.shapes import select_cases
+from jg_mcp.eval.shapes import beyond, select_cases
 from jg_mcp.goals import DEMO_GOALS, load_goal
 
 SHIPPED = [*sorted(GOALS.glob("*.yaml")), DEMO_GOALS / "axpy.yaml"]
@@ -82,4 +82,39 @@ def test_a_softmax_that_normalises_only_the_first_32768_columns_is_rejected_at_t
     report = eval_solution(solution, "softmax", tmp_path, device="cpu")
     assert not report.accepted
     wrong = {f.shape for f in report.findings if f.reason == Reason.INCORRECT}
-    assert wrong == {"max_N"}, [(f.reason, f.shape, f.detail[:100]) for f in report.findings]
+    assert "max_N" in wrong and wrong <= {"max_N", "beyond_N_0", "beyond_N_1"}, [
+        (f.reason, f.shape, f.detail[:100]) for f in report.findings
+    ]
+
+
+def test_beyond_the_timed_sizes_one_secret_value_is_drawn_in_each_half_of_the_range():
+    goal = load_goal(GOALS / "softmax.yaml")
+    named, top = 128256, 262144
+    middle = named + (top - named) // 2
+    drawn = [beyond(goal, "cuda", random.Random(seed)) for seed in range(200)]
+    for cases in drawn:
+        assert [c.name for c in cases] == ["beyond_N_0", "beyond_N_1"]
+        low, high = (c.dims["N"] for c in cases)
+        assert named < low <= middle + 1 < high <= top
+        assert all(goal.bytes(c.dims) <= goal.bytes({"R": 64, "N": named}) for c in cases)
+    assert len({c.dims["N"] for cases in drawn for c in cases}) > 350
+    assert sum(131072 < cases[0].dims["N"] for cases in drawn) > 180
+
+
+def test_on_the_cpu_a_value_beyond_the_timed_sizes_is_checked_on_one_row_where_it_fits_the_interpreter():
+    goal = load_goal(GOALS / "softmax.yaml")
+    for seed in range(50):
+        cases = beyond(goal, "cpu", random.Random(seed))
+        assert cases[0].name == "beyond_N_0" and cases[0].dims["R"] == 1 and 128256 < cases[0].dims["N"] <= 195200
+        assert all(c.dims["R"] == 1 and c.dims["N"] <= 240_000 for c in cases)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_on_the_gpu_every_value_beyond_the_timed_sizes_is_checked_on_a_shape_no_bigger_than_the_smallest_timed(path):
+    goal = load_goal(path)
+    least = min(goal.goal.shapes, key=lambda s: goal.bytes(s.dims)).dims
+    for seed in range(5):
+        for case in beyond(goal, "cuda", random.Random(seed)):
+            name = case.name.split("_")[1]
+            assert case.dims[name] > max(s.dims[name] for s in goal.goal.shapes)
+            assert goal.bytes(case.dims) <= goal.bytes(least) and goal.flops(case.dims) <= goal.flops(least)
