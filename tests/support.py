@@ -10,6 +10,8 @@ from __future__ import annotations
 import atexit
 import functools
 import json
+import os
+import select
 import shutil
 import signal
 import socket
@@ -349,3 +351,49 @@ def transcript_header(key: bytes | None = None) -> Header:
         gpu={},
         started_at="2026-01-01T00:00:00+00:00",
     )
+
+
+class StdioWire:
+    """A `jg-mcp serve` stdio subprocess (its workspace and transcripts under `root`), initialized, spoken to in
+    raw JSON-RPC lines: for tests of what a client may send that the SDK's client never does. Every wait bounded."""
+
+    def __init__(self, root: Path):
+        self.root, self.buf = root, b""
+        argv = serve_argv("--workspace", root / "ws", "--transcripts", root / "tr", "--sandbox", "none")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.raw(json.dumps(INIT).encode())
+        assert "result" in self.answer()
+        self.raw(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+
+    def raw(self, line: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + b"\n")
+        self.proc.stdin.flush()
+
+    def call(self, rid: int | str, tool: str, **arguments: object) -> None:
+        body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+        self.raw(json.dumps(body).encode())
+
+    def answer(self, seconds: float = 60) -> dict:
+        """The next answer (a message with a result or an error), skipping notifications."""
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + seconds
+        while True:
+            while b"\n" not in self.buf:
+                ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+                assert ready, "no answer in time"
+                data = os.read(self.proc.stdout.fileno(), 1 << 20)
+                assert data, "the server closed its stdout"
+                self.buf += data
+            line, self.buf = self.buf.split(b"\n", 1)
+            message = json.loads(line)
+            if "result" in message or "error" in message:
+                return message
+
+    def close(self) -> Path:
+        """End the session (stdin closed); its transcript."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        [transcript] = (self.root / "tr").glob("*.jsonl")
+        return transcript

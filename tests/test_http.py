@@ -16,7 +16,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
 from jg_mcp.live.connections import connection_of
-from jg_mcp.live.http import is_loopback, security_settings
+from jg_mcp.live.http import LOOPBACK_NAMES, Names, is_loopback, security_settings
 from tests.support import (
     INIT,
     MCP_HEADERS,
@@ -57,6 +57,37 @@ def test_a_foreign_origin_gets_403_and_a_foreign_host_421_even_with_the_token(se
     assert post(server, {**auth, "Host": "evil.example.com"}).status_code == 421
     assert post(server, {"Origin": "http://evil.example.com"}).status_code == 403
     assert post(server, {**auth, "Origin": f"http://localhost:{server.port}"}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("header", "value", "status"),
+    [
+        ("Host", "127.0.0.1:{port}.evil.com", 421),
+        ("Host", "localhost:evil", 421),
+        ("Host", "localhost:", 421),
+        ("Host", "localhost:{port}:1", 421),
+        ("Host", "localhost.evil.com", 421),
+        ("Origin", "http://127.0.0.1:80.evil.com", 403),
+        ("Origin", "http://localhost:1@evil.com", 403),
+        ("Origin", "http://localhost:{port}/x", 403),
+        ("Origin", "null", 403),
+        ("Host", "localhost", 200),
+        ("Host", "[::1]:{port}", 200),
+        ("Origin", "http://127.0.0.1:{port}", 200),
+        ("Origin", "http://localhost", 200),
+    ],
+)
+def test_host_and_origin_name_an_allowed_host_exactly_with_at_most_a_port_of_digits(server, header, value, status):
+    """The SDK's `name:*` patterns took any text after `name:` for a port, so Host `127.0.0.1:18765.evil.com` and
+    Origin `http://127.0.0.1:80.evil.com` passed its DNS-rebinding check (a red-team finding)."""
+    headers = {"Authorization": f"Bearer {TOKEN}", header: value.format(port=server.port)}
+    assert post(server, headers).status_code == status
+
+
+def test_a_port_is_ascii_digits_only():
+    names = Names(list(LOOPBACK_NAMES))
+    assert names.names_us("localhost:8000") and names.names_us("[::1]") and names.names_us("127.0.0.1:1")
+    assert not any(names.names_us(f"localhost:{port}") for port in ("\u0661\u0662", "\u00b2", "+80", " 80", "123456"))
 
 
 def test_binding_a_non_loopback_address_without_a_token_is_refused(tmp_path):

@@ -37,7 +37,7 @@ EXAMPLE = REPO / "transcripts" / "examples" / "demo-axpy.jsonl"
 
 def replay_command(transcript: Path, to: Path, step: int | None = None, rerun: bool = False) -> int:
     """`jg-mcp replay` in this process (its parsing is covered by the subprocess tests)."""
-    return replay_cli.run(argparse.Namespace(transcript=transcript, to=to, step=step, rerun=rerun))
+    return replay_cli.run(argparse.Namespace(transcript=transcript, to=to, step=step, rerun=rerun, sandbox="bwrap"))
 
 
 def files(root: Path) -> dict[str, bytes]:
@@ -146,6 +146,23 @@ def test_rerun_tells_output_that_changes_from_an_exit_code_that_changes(tmp_path
     assert replay_command(transcript, tmp_path / "cli", rerun=True) == 1
     out = capsys.readouterr().out
     assert "Timings" in out and "exit code differs" in out and "output differs" in out
+
+
+def test_rerun_where_bubblewrap_cannot_run_fails_unless_sandbox_none_is_passed(tmp_path):
+    """A reviewer re-running an agent's commands on a machine without bubblewrap had them run unsandboxed, with
+    the reviewer's privileges, after a warning only. Now the re-run fails (exit 1) saying how to opt in."""
+    marker = tmp_path / "ran-outside"
+    transcript, _ = scripted_session(tmp_path / "s", [call("run_command", command=f"echo ran >> {marker}")])
+    assert marker.read_text() == "ran\n"
+    (tmp_path / "no-bwrap").mkdir()
+    env = {**os.environ, "PATH": str(tmp_path / "no-bwrap")}  # no bwrap (nor prlimit, setpriv) to be found
+    refused = jg("replay", transcript, "--to", tmp_path / "r", "--rerun", env=env)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "bubblewrap" in refused.stderr and "--sandbox none" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr and marker.read_text() == "ran\n"
+    opted = jg("replay", transcript, "--to", tmp_path / "r2", "--rerun", "--sandbox", "none", env=env)
+    assert opted.returncode == 0, opted.stdout + opted.stderr
+    assert "sandbox none" in opted.stdout and marker.read_text() == "ran\nran\n"
 
 
 def _rebuilt(transcript: Path, dest: Path) -> Path:

@@ -9,7 +9,7 @@ import time
 import anyio
 import pytest
 
-from jg_mcp.live.runner import MAX_PARALLEL_COMMANDS, Argv, CappedBuffer, Runner, RunnerClosed
+from jg_mcp.live.runner import MAX_PARALLEL_COMMANDS, Argv, CappedBuffer, Runner, RunnerClosed, progress_text
 
 
 def run(runner, command, timeout_s=30.0, on_progress=None):
@@ -98,6 +98,32 @@ def test_progress_reports_elapsed_time_and_last_line(tmp_path):
     assert len(seen) >= 2
     assert seen[-1][0] > seen[0][0] > 0
     assert any(line.startswith("step") for _, line in seen)
+
+
+def test_a_line_that_later_output_cuts_from_the_result_is_never_shown_in_progress(tmp_path):
+    """Progress shows only what the result is certain to keep: a line past the head, shown while it was the last,
+    would be seen by the agent and then cut from the recorded result by the output after it (a red-team attack)."""
+    seen = []
+
+    async def progress(elapsed, text):
+        seen.append(text)
+
+    command = (
+        "head -c 2000 /dev/zero | tr '\\0' a; echo; echo HIDDEN-$((6*7)); sleep 1; head -c 2000 /dev/zero | tr '\\0' b"
+    )
+    r = run(Runner(tmp_path, cap=1000, progress_every_s=0.2), command, on_progress=progress)
+    assert r.exit_code == 0 and r.stdout_elided_bytes > 0 and "HIDDEN-42" not in r.stdout
+    assert len(seen) >= 2
+    assert not [text for text in seen if "HIDDEN-42" in text]
+    assert any("bytes of stdout" in text for text in seen)
+
+
+def test_progress_shows_the_last_line_while_the_output_is_all_in_the_head():
+    buf, err = CappedBuffer(100), CappedBuffer(100)
+    buf.add(b"x" * 40 + b"\nlast\n")
+    assert progress_text(buf, err) == "last"
+    buf.add(b"\nmore" * 4)
+    assert "bytes of stdout" in progress_text(buf, err) and "more" not in progress_text(buf, err)
 
 
 @pytest.mark.parametrize("command", ["exec 1>&-; sleep 0.2; echo done >&2", "kill -9 $$"])

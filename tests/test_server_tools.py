@@ -147,6 +147,28 @@ def test_long_commands_send_progress_with_elapsed_and_last_line(server, session)
     assert any("elapsed" in m and "tick" in m for _, m in seen)
 
 
+def test_progress_never_shows_a_line_that_the_recorded_result_cuts(server, session):
+    """The red team's attack: a line printed between two floods of output, shown in progress while it was the
+    last, then cut from the middle of the result; the agent saw it, the transcript never had it."""
+    session.runner.progress_every_s = 0.3
+    session.runner.cap = 1000
+    seen = []
+
+    async def progress(value, total, message):
+        seen.append(message)
+
+    command = "head -c 2000 /dev/zero | tr '\\0' a; echo; echo HIDDEN-$((6*7)); sleep 1.5; head -c 2000 /dev/zero"
+
+    async def fn(c):
+        return await c.call_tool("run_command", {"command": command}, progress_callback=progress)
+
+    r = session_run(server, fn).structured_content
+    assert r["exit_code"] == 0 and r["stdout_elided_bytes"] > 0
+    assert len(seen) >= 2 and not [m for m in seen if "HIDDEN-42" in m]
+    assert any("bytes of stdout" in m for m in seen)
+    assert "HIDDEN-42" not in session.transcript_path.read_text()
+
+
 def test_query_gpu_answers_structured_without_gpu(server):
     async def fn(c):
         return await c.call_tool("query_gpu", {})

@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "over the blob cap were recorded by hash only and are listed as not reconstructible. Files under "
             "__pycache__, empty directories and symlinks are not recorded.",
             "With --rerun, every recorded run_command up to the step is executed again, in order, in DIR (inside "
-            "the bubblewrap sandbox when it works here), each against the workspace rebuilt to the state just "
+            "the bubblewrap sandbox; where bubblewrap cannot run, replay fails with exit status 1 and re-runs "
+            "nothing, unless --sandbox none is given), each against the workspace rebuilt to the state just "
             "before it (files a previous command left in __pycache__ stay), with the environment variables and "
             "sandbox limits recorded in the header (variables whose values were redacted as secrets are left "
             "unset and named; transcripts before format 2 did not record them and get this machine's). Each "
@@ -35,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "code differs, or skipped; "
             "files the command left that differ from the recording are listed with a diff. " + replay.TIMING_NOTE,
             "Exit status: 0 when the rebuild is exact and every re-run exit code matches; 1 otherwise (or when the "
-            "transcript cannot be read); 2 on a usage error (no such transcript, --step out of range, DIR not new "
-            "or empty).",
+            "transcript cannot be read, or bubblewrap cannot run for --rerun); 2 on a usage error (no such "
+            "transcript, --step out of range, DIR not new or empty).",
         ),
     )
     p.add_argument("transcript", type=Path, metavar="TRANSCRIPT", help="the RUN.jsonl file")
@@ -45,6 +46,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--step", type=non_negative_int, metavar="N", help="rebuild after the Nth tools/call (0: session start)"
     )
     p.add_argument("--rerun", action="store_true", help="re-execute the recorded commands and compare outputs")
+    p.add_argument(
+        "--sandbox",
+        choices=("bwrap", "none"),
+        default="bwrap",
+        help="how --rerun isolates the recorded commands: bwrap (the default; an error where it cannot run) or "
+        "none (unsandboxed, with your privileges: only for transcripts you trust)",
+    )
     p.set_defaults(func=run)
 
 
@@ -73,12 +81,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"  problem: {printable(problem)}")
     ok = not report.not_reconstructible and not report.problems
     if args.rerun:
-        ok = _rerun(record, args.to, step) and ok
+        ok = _rerun(record, args.to, step, args.sandbox) and ok
     return 0 if ok else 1
 
 
-def _rerun(record: steps.Record, root: Path, step: int) -> bool:
-    rerun = replay.rerun_commands(record, root, step)
+def _rerun(record: steps.Record, root: Path, step: int, sandbox: str) -> bool:
+    rerun = replay.rerun_commands(record, root, step, sandbox)
     results = rerun.results
     print(
         f"\nre-ran {len(results)} commands (sandbox {rerun.sandbox}; the recording's: {record.header.sandbox}). "

@@ -4,7 +4,9 @@ At most MAX_BODY_BYTES of a body is read (the stdio transport's message limit): 
 is read is refused there (413, and the connection closed); a body is never held past the limit, nor past the
 bodies' budget (in all, MAX_BODIES_HELD_BYTES, and for one session, SESSION_BODIES_BYTES). A body read whole is
 measured as a stdio line is, in a worker thread, before the SDK parses it on the event loop (`examine`): one over
-the request limits is never parsed, one padded with whitespace is handed on compacted.
+the request limits is never parsed, one padded with whitespace is handed on compacted, and one whose id is no
+JSON-RPC id is refused by its outline (400, an error of id null), as on stdio (jg_mcp.live.stdio), since the SDK
+would take it for a notification; a live session's transcript records it as a notice.
 """
 
 from __future__ import annotations
@@ -17,7 +19,17 @@ from starlette.types import Message, Receive
 
 from jg_mcp.live.connections import BodyBudget, ConnectionPool, Hold, jsonrpc_error
 from jg_mcp.live.measure import MAX_REQUEST_VALUES, STEP, Measure, measured
-from jg_mcp.live.stdio import LINE_LIMIT_BYTES, MAX_REQUEST_BYTES, PEEK, SURROGATE, stand_in, unreadable
+from jg_mcp.live.recording import note_refused
+from jg_mcp.live.stdio import (
+    LINE_LIMIT_BYTES,
+    MAX_REQUEST_BYTES,
+    PEEK,
+    SURROGATE,
+    Refused,
+    id_refusal,
+    stand_in,
+    unreadable,
+)
 from jg_mcp.record.transcript import WRITE_BLOB_CAP
 
 MAX_BODY_BYTES = LINE_LIMIT_BYTES
@@ -64,6 +76,10 @@ class BodyReader:
         live = post and session is not None
         limiter = self.examiners if hold.bytes > STEP else self.quick
         body = await anyio.to_thread.run_sync(examine, chunks, post, live, limiter=limiter)
+        if isinstance(body, Refused):
+            if live and session in self.pool.live:
+                note_refused(self.pool.live[session].session, body)
+            return jsonrpc_error(400, body.reason)
         if isinstance(body, Response):
             return body
         self.budget.give_back(hold, hold.bytes - len(body))
@@ -91,19 +107,22 @@ class BodyReader:
                 return chunks
 
 
-def examine(chunks: list[bytes], post: bool, live: bool) -> bytes | Response:
+def examine(chunks: list[bytes], post: bool, live: bool) -> bytes | Response | Refused:
     """The body of `chunks` (emptied: the body as it came is not held past this) as the SDK is to have it; run in a
     worker thread, never on the event loop. A POST's body is measured: over MAX_REQUEST_BYTES or MAX_REQUEST_VALUES,
     it is refused unparsed (a `live` session's request by the stand-in that is recorded and answered with the
-    limit; any other with 413); with more than PADDING_BYTES of whitespace, compacted; for a `live` session, made
-    answerable."""
+    limit; any other with 413); with an id that is no JSON-RPC id, refused (the caller answers and records it);
+    with more than PADDING_BYTES of whitespace, compacted; for a `live` session, made answerable."""
     body = b"".join(chunks)
     chunks.clear()
     if not post:
         return body
-    measure = measured(body)
+    measure = measured(body, outline=True)
     if measure.size > MAX_REQUEST_BYTES or measure.too_many:
         return _refusal(body, measure, live)
+    refused = id_refusal(measure.outline)
+    if refused is not None:
+        return refused
     if measure.blank > PADDING_BYTES:
         body = b"".join(measured(body, compact=True).compacted or [])
     return _answerable(body) if live else body

@@ -2,7 +2,8 @@
 those is `jg_mcp.live.connections`).
 
 Requests pass three gates before the MCP SDK sees them: Host and Origin must name this
-server (DNS-rebinding protection; a foreign Origin gets 403, a foreign Host 421), the
+server exactly, with at most a port of digits (DNS-rebinding protection, `Names`; a foreign
+Origin gets 403, a foreign Host 421), the
 `Authorization: Bearer` token must match (401 otherwise), and the request must use a
 handshake protocol version: the 2026 stateless era has no connection to hang a
 workspace on, so it is refused with a JSON-RPC error and clients fall back to the
@@ -26,6 +27,7 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import re
 import secrets
 import socket
 from collections.abc import Generator
@@ -34,7 +36,7 @@ from pathlib import Path
 import anyio
 import uvicorn
 from mcp.server import MCPServer
-from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
@@ -47,6 +49,8 @@ from jg_mcp.live.bodies import MAX_BODY_BYTES, BodyReader, too_large
 from jg_mcp.live.connections import SESSION_ID, ConnectionPool, Hold, end_without_first_call, jsonrpc_error
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+PORT = re.compile(r"[0-9]{1,5}")
+"""A port as Host and Origin write it: ASCII digits only (`\\d` and str.isdigit take other scripts' digits too)."""
 SHUTDOWN_GRACE_S = 3
 CONNECTION_IDLE_S = 10
 """A connection whose next request has not arrived whole this long after it opened or its last response
@@ -87,12 +91,19 @@ def read_token(token_file: Path | None, host: str) -> tuple[str, bool]:
     return secrets.token_urlsafe(32), True
 
 
-def security_settings(host: str, allowed_hosts: list[str] | None = None) -> TransportSecuritySettings:
-    """Host and Origin allow-lists: the loopback names, the bind address when it is not loopback or a
-    wildcard, and the names clients use to reach a non-loopback bind (`--allow-host`)."""
+def host_names(host: str, allowed_hosts: list[str] | None = None) -> list[str]:
+    """The names Host and Origin may give this server: the loopback names, the bind address when it is not
+    loopback or a wildcard, and the names clients use to reach a non-loopback bind (`--allow-host`)."""
     names = list(LOOPBACK_NAMES) + list(allowed_hosts or [])
     if not is_loopback(host) and host not in ("0.0.0.0", "::"):
         names.append(f"[{host}]" if ":" in host else host)
+    return names
+
+
+def security_settings(host: str, allowed_hosts: list[str] | None = None) -> TransportSecuritySettings:
+    """The SDK's Host and Origin allow-lists for `host_names`, which its app checks after the Gate's `Names`
+    (stricter: the SDK's `name:*` takes any text after `name:` for a port)."""
+    names = host_names(host, allowed_hosts)
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[f"{n}:*" for n in names] + names,
@@ -100,15 +111,42 @@ def security_settings(host: str, allowed_hosts: list[str] | None = None) -> Tran
     )
 
 
+class Names:
+    """The Host and Origin headers that name this server: one of `names` exactly, alone or with a port of digits
+    (Origin: after `http://`, and nothing after the port). The SDK's own check takes `name:*` for `name:` and any
+    text, so Host `127.0.0.1:18765.evil.com`, `localhost:evil` and Origin `http://127.0.0.1:80.evil.com` (a
+    red-team finding; the first two are what a rebinding page's host may look like) had passed."""
+
+    def __init__(self, names: list[str]):
+        self.names = names
+
+    def names_us(self, authority: str) -> bool:
+        """Whether `authority` (a Host header, or an origin without its scheme) is a name, or a name and a port."""
+        return any(
+            authority == name or (authority.startswith(f"{name}:") and PORT.fullmatch(authority[len(name) + 1 :]))
+            for name in self.names
+        )
+
+    def refusal(self, request: Request) -> Response | None:
+        """421 for a Host that names no name of ours, 403 for an Origin (when there is one) that does not; else
+        None."""
+        if not self.names_us(request.headers.get("host", "")):
+            return jsonrpc_error(421, "the Host header names no host this server answers to")
+        origin = request.headers.get("origin")
+        if origin and not (origin.startswith("http://") and self.names_us(origin[len("http://") :])):
+            return jsonrpc_error(403, "the Origin header names no origin this server answers to")
+        return None
+
+
 class Gate:
     """ASGI middleware in front of the SDK app: Host/Origin, then the bearer token, then the era; then the
     session cap for requests that would open a session; then the body, read within its budget and examined, and
     a note of each session's first tool call."""
 
-    def __init__(self, app: ASGIApp, token: str, settings: TransportSecuritySettings, pool: ConnectionPool):
+    def __init__(self, app: ASGIApp, token: str, names: Names, pool: ConnectionPool):
         self.app = app
         self.expected = f"Bearer {token}".encode()
-        self.security = TransportSecurityMiddleware(settings)
+        self.names = names
         self.pool = pool
         self.bodies = BodyReader(pool)
 
@@ -117,7 +155,7 @@ class Gate:
             await self.app(scope, receive, send)
             return
         request = Request(scope)
-        refusal = await self.security.validate_request(request)
+        refusal = self.names.refusal(request)
         if refusal is None and not secrets.compare_digest(
             request.headers.get("authorization", "").encode(), self.expected
         ):
@@ -195,7 +233,7 @@ async def serve_http(
         session_idle_timeout=limits.idle_s,
         max_sessions=limits.max_sessions,
     )
-    app = Gate(sdk, token, settings, pool)
+    app = Gate(sdk, token, Names(host_names(host, allowed_hosts)), pool)
     config = uvicorn.Config(
         app,
         log_level="warning",

@@ -1,5 +1,6 @@
 """Measuring a JSON message from its bytes as they arrive, never parsing it: what it holds in bytes, how many
-values a parse would make of it, and (for a body padded with whitespace) the same message without the padding.
+values a parse would make of it, (for a body padded with whitespace) the same message without the padding, and
+its outline: the message with its long strings emptied, small enough to parse for its envelope (its id).
 
 A limit on bytes does not bound what a parse makes: 3 MB of `[],[],...` parse to a million lists, 150 MB of
 Python objects, and a session may have 64 calls in flight. So the transports refuse a message holding more than
@@ -23,6 +24,12 @@ BLANK = b" \t\r\n"
 BLANK_RUN = re.compile(rb"[ \t\r\n]+")
 STEP = 1 << 20
 """Bytes of a message read whole measured at once (`measured`)."""
+OUTLINE_STRING_BYTES = 64
+"""Longest string (in bytes, escapes as written, quotes excluded) an outline keeps; longer ones are emptied. Keys
+such as `id` and `method` are far shorter, even spelt in escapes."""
+OUTLINE_LIMIT = 1 << 20
+"""Most bytes an outline holds: MAX_REQUEST_VALUES short strings take less. A message whose outline would be
+larger (megabytes of digits) has none."""
 
 
 class Measure:
@@ -38,9 +45,14 @@ class Measure:
     once past `value_limit` (the message is refused then), so it costs at most a few steps a value.
 
     With `compact`, `compacted` collects the message with each run of whitespace outside strings made one space:
-    the same tokens, so the same message (or the same error) to any parser, without padding."""
+    the same tokens, so the same message (or the same error) to any parser, without padding.
 
-    def __init__(self, value_limit: int = MAX_REQUEST_VALUES, compact: bool = False) -> None:
+    With `outline`, `outline` collects the compacted message with every string over OUTLINE_STRING_BYTES emptied:
+    the same keys, numbers and structure, a string still a string, so its envelope (which keys it has, of what
+    type) reads as the message's own does, from a parse of at most OUTLINE_LIMIT bytes, never of the whole message.
+    None once it would pass that limit."""
+
+    def __init__(self, value_limit: int = MAX_REQUEST_VALUES, compact: bool = False, outline: bool = False) -> None:
         self.raw = 0
         """Bytes read."""
         self.size = 0
@@ -51,6 +63,11 @@ class Measure:
         """Bytes of whitespace outside strings, until values passed value_limit."""
         self.value_limit = value_limit
         self.compacted: list[bytes] | None = [] if compact else None
+        self.outline: list[bytes] | None = [] if outline else None
+        self.outline_bytes = 0
+        self.string = bytearray()
+        """The string being read, kept while within OUTLINE_STRING_BYTES (and its closing quote)."""
+        self.string_bytes = 0
         self.open = False
         """The bytes so far end in an escape's backslash, the character it escapes still to come."""
         self.inside = False
@@ -92,21 +109,49 @@ class Measure:
             if self.inside:
                 if kept is not None:
                     kept.append(chunk[pos:end])
+                if self.outline is not None:
+                    self._outline_string(chunk[pos:end], closed=quote >= 0)
             else:
                 piece = chunk[pos:end]
                 blank = len(piece) - len(piece.translate(None, BLANK))
                 self.blank += blank
                 self.values += len(piece) - len(piece.translate(None, MARKS)) + (quote >= 0)
+                if kept is not None or self.outline is not None:
+                    piece = BLANK_RUN.sub(b" ", piece) if blank else piece
                 if kept is not None:
-                    kept.append(BLANK_RUN.sub(b" ", piece) if blank else piece)
+                    kept.append(piece)
+                self._outline_add(piece)
             self.inside ^= quote >= 0
             pos = end
 
+    def _outline_string(self, piece: bytes, closed: bool) -> None:
+        """Add a piece of a string (its end, with the closing quote, when `closed`) to the outline: once closed,
+        the string whole when it is short, else its closing quote alone, after the opening one: an empty string."""
+        self.string_bytes += len(piece)
+        short = self.string_bytes <= OUTLINE_STRING_BYTES + 1
+        if short:
+            self.string += piece
+        if closed:
+            self._outline_add(bytes(self.string) if short else b'"')
+            self.string.clear()
+            self.string_bytes = 0
 
-def measured(message: bytes, value_limit: int = MAX_REQUEST_VALUES, compact: bool = False) -> Measure:
+    def _outline_add(self, piece: bytes) -> None:
+        if self.outline is None:
+            return
+        self.outline_bytes += len(piece)
+        if self.outline_bytes > OUTLINE_LIMIT:
+            self.outline = None
+        else:
+            self.outline.append(piece)
+
+
+def measured(
+    message: bytes, value_limit: int = MAX_REQUEST_VALUES, compact: bool = False, outline: bool = False
+) -> Measure:
     """The measure of a message read whole, taken STEP bytes at a time: each step holds Python's lock for a moment
     only, so a worker thread measuring it never keeps the event loop waiting for longer than a step."""
-    measure = Measure(value_limit, compact)
+    measure = Measure(value_limit, compact, outline)
     for start in range(0, len(message), STEP):
         measure.add(message[start : start + STEP])
     return measure

@@ -1,11 +1,13 @@
 """Recording every request of a session: the transcript middleware, which writes each request and its response
 with timing, and refuses what cannot be recorded or served (an id that is not a plain short one, params over
-MAX_REQUEST_BYTES, an id already in flight, more than MAX_CALLS_IN_FLIGHT tool calls at once)."""
+MAX_REQUEST_BYTES, a number that is not finite, an id already in flight, more than MAX_CALLS_IN_FLIGHT tool calls
+at once)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 import time
 from typing import Any, Protocol
@@ -20,8 +22,17 @@ from pydantic import BaseModel
 
 from jg_mcp.live.measure import value_size
 from jg_mcp.live.session import Session
-from jg_mcp.live.stdio import MAX_ID_CHARS, MAX_REQUEST_BYTES, MAX_SAFE_ID, OVERSIZED, UNREADABLE, storable
-from jg_mcp.record.events import Request, Response
+from jg_mcp.live.stdio import (
+    MAX_ID_CHARS,
+    MAX_REQUEST_BYTES,
+    MAX_SAFE_ID,
+    OVERSIZED,
+    REFUSED,
+    UNREADABLE,
+    Refused,
+    storable,
+)
+from jg_mcp.record.events import Notice, Request, Response
 from jg_mcp.record.transcript import WRITE_BLOB_CAP
 
 MAX_CALLS_IN_FLIGHT = 64
@@ -61,6 +72,50 @@ def _shown(rid: str | int) -> str:
     return storable(f"{text[:32]}... ({len(text)} characters, sha256 {digest}...)")
 
 
+def note_refused(session: Session, refused: Refused) -> None:
+    """Record a message refused unread for its id, which is no JSON-RPC id (jg_mcp.live.stdio): as a notice, never
+    as a request, since no call was made, and an id that cannot be recorded as sent names none."""
+    message = f"a {refused.method} message was refused unread and answered with an error of id null: {refused.reason}"
+    session.writer.record(Notice(level="warning", message=message))
+
+
+def note_dropped(session: Session, method: str) -> None:
+    """Record a message that named a request's method but had no id, as a notice: the SDK takes it for a
+    notification, runs nothing and answers nothing, so it is neither a call nor a response."""
+    message = (
+        f"a {storable(method[:100])} message without an id was dropped unanswered: a request needs an id, a message "
+        "without one is a notification (`notifications/...`); nothing ran"
+    )
+    session.writer.record(Notice(level="warning", message=message))
+
+
+def non_finite(value: Any) -> list[str | int] | None:
+    """The path (keys and indexes) to the first number in `value` that is not finite, else None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = non_finite(item)
+        if found is not None:
+            return [key, *found]
+    return None
+
+
+def _finite(value: Any) -> Any:
+    """`value` with each number that is not finite written as the string naming it ("NaN", "Infinity", ...)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _field(path: list[str | int]) -> str:
+    return "params" + "".join(f"[{p}]" if isinstance(p, int) else f".{storable(p[:64])}" for p in path)
+
+
 def _id_keys(rid: Any) -> frozenset[str]:
     """What a request id collides on: the SDK takes 7 and "7" for one id (its table of requests in flight coerces
     a numeric string, its HTTP transport routes answers by the id as text)."""
@@ -82,7 +137,16 @@ class TranscriptMiddleware:
     Every line the transcript writes for a call repeats its id (its request, its response, each file change), so
     a request whose id is not a plain short one (see `_id_over_limit`) is refused before anything else, and
     recorded under a short stand-in for its id: one command with a 4 MiB id that made 300 files had written
-    1.2 GiB."""
+    1.2 GiB.
+
+    A message without an id is a notification: nothing answers it, and for a request's method (anything not
+    `notifications/...`) nothing runs, so it is recorded as a notice of a dropped message, never as a request and
+    its response: the transcript had shown made-up tool calls, with a success, that never ran.
+
+    A number in a request that is not finite (NaN, Infinity, -Infinity, or one past a double's range such as
+    1e400, which reads as Infinity) is refused, the error naming its field: JSON has no such number, the
+    transcript had written null in its place, so the recorded request differed from the one served. Refused, it
+    is recorded with the number as the string naming it, and nothing is served from it."""
 
     def __init__(self, pool: SessionPool):
         self.pool = pool
@@ -93,6 +157,12 @@ class TranscriptMiddleware:
         session = self.pool.get(ctx.session)
         rid = ctx.request_id
         raw = dict(ctx.params) if ctx.params is not None else None
+        if rid is None and ctx.method == REFUSED:  # the transport's stand-in: answered already
+            note_refused(session, Refused(str((raw or {}).get("method")), str((raw or {}).get("reason"))))
+            return None
+        if rid is None and not ctx.method.startswith("notifications/"):
+            note_dropped(session, ctx.method)
+            return None
         over = _id_over_limit(rid)
         if over is not None:
             self._refuse_id(session, rid, ctx.method, raw or {}, over)
@@ -100,6 +170,8 @@ class TranscriptMiddleware:
             self._refuse_unreadable(session, rid, raw or {})
         if ctx.method == OVERSIZED or value_size(raw, MAX_REQUEST_BYTES) > MAX_REQUEST_BYTES:
             self._refuse(session, rid, ctx.method, raw or {})
+        if (path := non_finite(raw)) is not None:
+            self._refuse_non_finite(session, rid, ctx.method, raw, _field(path))
         params = storable(raw)
         keys = _id_keys(rid)
         if not self._hold(session, keys):
@@ -214,6 +286,22 @@ class TranscriptMiddleware:
         session.writer.append_all(
             [
                 Request(request_id=rid, method=method, params=None if size else kept, params_size=size),
+                Response(request_id=rid, method=method, duration_ms=0.0, is_error=True, error=message),
+            ]
+        )
+        raise MCPError(INVALID_PARAMS, message)
+
+    @staticmethod
+    def _refuse_non_finite(session: Session, rid: Any, method: str, params: Any, field: str) -> None:
+        """Record a request holding a number that is not finite at `field`, with the number as the string naming
+        it, and its refusal on the next line; refuse it."""
+        message = (
+            f"request refused: {field} is not a finite number (NaN, Infinity, or one past a double's range such as "
+            "1e400), which JSON cannot hold (recorded as the string naming it): send a finite number"
+        )
+        session.writer.append_all(
+            [
+                Request(request_id=rid, method=method, params=storable(_finite(params))),
                 Response(request_id=rid, method=method, duration_ms=0.0, is_error=True, error=message),
             ]
         )

@@ -124,6 +124,11 @@ class CappedBuffer:
             del self.tail[: max(0, len(self.tail) - self.half)]
 
     @property
+    def whole(self) -> bool:
+        """True while all of the stream so far is in the head, which the result always keeps."""
+        return not self.tail
+
+    @property
     def last_line(self) -> str:
         """The last non-blank line of what is kept (at most 200 characters), found when asked (each progress
         report), never per chunk: a flood of short lines made that a split of the whole tail on the event loop for
@@ -408,8 +413,21 @@ async def _pump(stream: ByteReceiveStream | None, buf: CappedBuffer) -> None:
         buf.done.set()
 
 
+def progress_text(out: CappedBuffer, err: CappedBuffer) -> str:
+    """What a progress report may show of a command's output so far: only bytes its result is certain to keep.
+
+    The head of each stream is never dropped, so while both streams are whole in their heads, the last line is
+    shown. Once either has spilled past its head, a line of its tail may be cut from the result by later output,
+    and a line shown in progress would then be seen by the agent and missing from the transcript: only the byte
+    counts are shown, never text (a red team hid a line that way, between two floods of padding)."""
+    if out.whole and err.whole:
+        return out.last_line or err.last_line
+    kept = f"the first {out.half} bytes of each"
+    return f"{out.total} bytes of stdout and {err.total} bytes of stderr so far (lines are shown only within {kept})"
+
+
 async def _ticker(start: float, every: float, out: CappedBuffer, err: CappedBuffer, fn: ProgressFn) -> None:
     while True:
         await anyio.sleep(every)
         elapsed = time.monotonic() - start
-        await fn(elapsed, out.last_line or err.last_line)
+        await fn(elapsed, progress_text(out, err))

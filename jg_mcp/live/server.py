@@ -287,8 +287,10 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
 
         On timeout every process the command started is killed and `timed_out` is true. Output over
         64 KiB per stream keeps its head and tail; the elided byte count is reported. Long commands
-        send progress notifications with the elapsed time and the latest output line. Processes started
-        in the background may be ended when the command returns: do not rely on them between calls."""
+        send progress notifications with the elapsed time and the latest output line while the output
+        fits in the first 32 KiB of each stream; past that, with the byte counts of output so far (a
+        line of the tail may still be cut from the result). Processes started in the background may be
+        ended when the command returns: do not rely on them between calls."""
         session = pool.get(ctx.request_context.session)
         if "\0" in command:
             raise ToolError("command contains a NUL byte")
@@ -298,8 +300,8 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
                 "the script with write_file and run it (bash script.sh)"
             )
 
-        async def progress(elapsed: float, last_line: str) -> None:
-            await ctx.report_progress(elapsed, None, f"{elapsed:.0f}s elapsed; {last_line}"[:300])
+        async def progress(elapsed: float, output: str) -> None:
+            await ctx.report_progress(elapsed, None, f"{elapsed:.0f}s elapsed; {output}"[:300])
 
         if session.closing:
             raise ToolError(f"the session is closed ({session.close_reason or 'closing'}): nothing is run")

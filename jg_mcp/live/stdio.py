@@ -15,6 +15,13 @@ method UNREADABLE naming the original method, the reason, and (for surrogates) t
 only their size when escaped they are over MAX_REQUEST_BYTES, which the transcript middleware records and
 answers with that reason.
 
+A message with a method whose `id` is no JSON-RPC id (not a string or an integer: `true`, `1.5`, `null`, `[1]`,
+`{}`, NaN) is refused as it is read, by its outline (jg_mcp.live.measure), never parsed: the SDK takes it for a
+notification (nothing runs, nothing is answered), and the transcript had recorded a tools/call and its success
+that never happened. It cannot be answered by its id, so the transport answers it itself, with an error of id
+null naming what is wrong, and hands the SDK a notification of method REFUSED in its place, which the transcript
+middleware records as a notice (never as a request: no call was made).
+
 stdin is read and stdout written in threads of their own (one each, never anyio's default limiter, whose
 threads tool calls may all hold), so the server reads and answers whatever its tools are doing.
 """
@@ -23,17 +30,20 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import re
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 from mcp.shared.message import SessionMessage
+from mcp.types import INVALID_REQUEST, JSONRPCNotification
 
 from jg_mcp import log
 from jg_mcp.live.measure import MAX_REQUEST_VALUES, Measure, value_size
@@ -65,6 +75,8 @@ ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,%d}"|-?\d{1,16}(?![\d.eE]))' % 
 METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{1,100})"')
 UNREADABLE = f"jg/unreadable/{STAND_IN_MARK}"
 """Method of the stand-in for a request that is valid JSON but not text the JSON-RPC parser accepts."""
+REFUSED = f"jg/refused/{STAND_IN_MARK}"
+"""Method of the stand-in (a notification) for a message refused with no id to answer it by (`Refused`)."""
 SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 """A surrogate escape in JSON text: paired, it is one character; alone, it is no character at all."""
 
@@ -78,6 +90,56 @@ def stand_in(head: bytes, tail: bytes, size: int, limit: int, unit: str = "bytes
         return None
     params: dict[str, Any] = {"method": method_of(head, tail), "size": size, "limit": limit, "unit": unit}
     return json.dumps({"jsonrpc": "2.0", "id": json.loads(found.group(1)), "method": OVERSIZED, "params": params})
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A message refused unread whose id is no JSON-RPC id, so that no answer can name it: `answer`, the error of
+    id null the transport sends itself (the SDK sends none such), and `stand_in`, the notification the transcript
+    middleware records it by. `method` is the method it named, `reason` what is wrong."""
+
+    method: str
+    reason: str
+
+    @property
+    def answer(self) -> str:
+        error = {"code": INVALID_REQUEST, "message": self.reason}
+        return json.dumps({"jsonrpc": "2.0", "id": None, "error": error})
+
+    @property
+    def stand_in(self) -> SessionMessage:
+        params = {"method": self.method, "reason": self.reason}
+        return SessionMessage(JSONRPCNotification(jsonrpc="2.0", method=REFUSED, params=params))
+
+
+def id_refusal(outline: list[bytes] | None) -> Refused | None:
+    """The refusal of a message that names a method and has an `id` that is not a string or an integer, read from
+    its outline (jg_mcp.live.measure: parsing it costs little, whatever the message's size); None for any other
+    message, or one with no outline (megabytes of digits), which the SDK's parser judges alone. Bytes that are not
+    UTF-8 read as U+FFFD, as the stdio reader hands the line to the parser."""
+    try:
+        message = json.loads(b"".join(outline).decode("utf-8", "replace")) if outline is not None else None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return None
+    rid, method = message["id"], message["method"]
+    if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
+        return None
+    named = storable(method[:100]) if isinstance(method, str) and method else "unknown"
+    reason = (
+        f"request refused: its id is {_kind(rid)}, not a string or an integer, so it can be neither answered by "
+        "its id nor told from a notification; nothing ran: send it again with a string or integer id"
+    )
+    return Refused(named, reason)
+
+
+def _kind(rid: Any) -> str:
+    if rid is None or isinstance(rid, bool):
+        return json.dumps(rid)
+    if isinstance(rid, float):
+        return f"the number {rid!r}" if math.isfinite(rid) else "a number that is not finite (NaN, Infinity, 1e400)"
+    return "an array" if isinstance(rid, list) else "an object"
 
 
 def method_of(head: bytes, tail: bytes) -> str:
@@ -206,16 +268,16 @@ class Messages:
     def __aiter__(self) -> Messages:
         return self
 
-    async def __anext__(self) -> SessionMessage | Exception:
+    async def __anext__(self) -> SessionMessage | Exception | Refused:
         read = await anyio.to_thread.run_sync(self._next, abandon_on_cancel=True, limiter=self.limiter)
         if read is None:
             raise StopAsyncIteration
         return read
 
-    def _next(self) -> SessionMessage | Exception | None:
+    def _next(self) -> SessionMessage | Exception | Refused | None:
         """The next message; None at the end of the stream."""
         while True:
-            measure, line = Measure(self.value_limit), bytearray()
+            measure, line = Measure(self.value_limit, outline=True), bytearray()
             while not line.endswith(b"\n") and not self._over(measure):
                 part = self.stream.readline(CHUNK)
                 if not part:
@@ -225,6 +287,9 @@ class Messages:
             if not line:
                 return None
             if not self._over(measure):
+                refused = id_refusal(measure.outline)
+                if refused is not None:
+                    return refused
                 text = line.decode("utf-8", errors="replace")
                 line.clear()
                 return parse(text)
@@ -288,7 +353,10 @@ async def _streams(messages: Messages, answers: Answers) -> AsyncIterator[tuple[
         try:
             async with read_in:
                 async for received in messages:
-                    await read_in.send(received)
+                    if isinstance(received, Refused):
+                        await answers.write(received.answer + "\n")
+                        await answers.flush()
+                    await read_in.send(received.stand_in if isinstance(received, Refused) else received)
         except anyio.ClosedResourceError:
             await anyio.lowlevel.checkpoint()
 

@@ -22,6 +22,7 @@ from jg_mcp.live.runner import CommandResult, Runner
 from jg_mcp.live.safefs import read_bounded
 from jg_mcp.live.sandbox import Bwrap, SandboxLimits
 from jg_mcp.live.sandbox_probe import choose
+from jg_mcp.live.uids import SandboxError
 from jg_mcp.live.workspace import Workspace
 from jg_mcp.record.events import FileChange
 from jg_mcp.record.steps import END, BlobError, Record, ToolCall, read_blob, state_at
@@ -249,18 +250,30 @@ def rerun_env(record: Record) -> tuple[dict[str, str] | None, list[str]]:
     return dict(header.env), notes
 
 
-def rerun_commands(record: Record, root: Path, step: int = END) -> RerunReport:
+def rerun_commands(record: Record, root: Path, step: int = END, sandbox_mode: str = "bwrap") -> RerunReport:
     """Re-run every recorded run_command up to `step` in `root`, each against the state just before it,
-    inside the bubblewrap sandbox when it works here (the recording itself hidden from the commands),
-    with the recorded environment and sandbox limits where the transcript has them.
+    inside the bubblewrap sandbox (the recording itself hidden from the commands), with the recorded
+    environment and sandbox limits where the transcript has them.
+
+    The commands are an agent's, and the reviewer re-running them holds other privileges than the agent did:
+    where bubblewrap cannot run, SandboxError (none runs), never the quiet fallback to no sandbox that `serve
+    --sandbox auto` makes; `sandbox_mode` "none", the reviewer's explicit choice, runs them unsandboxed.
 
     `root` is left holding the state after `step`, as `rebuild` leaves it."""
     root = root.resolve()
     recording = record.path.resolve().parent
     limits, limit_notes = rerun_limits(record)
     sandbox = Bwrap(root, hidden=[] if recording in (root, *root.parents) else [recording], limits=limits)
-    with tempfile.TemporaryDirectory(prefix=".replay-probe-", dir=root.parent) as where:
-        mode, warning = choose("auto", sandbox, Path(where))
+    try:
+        with tempfile.TemporaryDirectory(prefix=".replay-probe-", dir=root.parent) as where:
+            mode, warning = choose(sandbox_mode, sandbox, Path(where))
+    except SandboxError as exc:
+        raise SandboxError(
+            f"replay --rerun {exc}: no command was re-run; pass --sandbox none to re-run the recorded commands "
+            "without a sandbox, with your privileges"
+        ) from None
+    if mode == "none":
+        warning = "SANDBOX OFF (--sandbox none): the recorded commands run unsandboxed with your privileges"
     env, notes = rerun_env(record)
     notes += limit_notes
     if env is not None:
