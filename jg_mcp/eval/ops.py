@@ -108,6 +108,7 @@ FAMILIES = [
         "_scaled_dot_product_flash_attention_for_cpu",
         "flex_attention",
         "attention",
+        "attn",
         *COMPOSITES,
     },
     {
@@ -161,7 +162,8 @@ computes one through a library under another name: torch.linalg (a triangular so
 weighted sums, inner products and covariances, the recurrent cells and multi-head attention's projections, under
 their functional and module names. The attention family holds the namespace torch.nn.attention as a whole (its
 varlen_attn runs FlashAttention behind a custom op, which neither the names of the other members nor the run-time
-recorder see into), as the matrix product's holds torch.linalg. The norms' holds the distances (cdist to the origin
+recorder see into), as the matrix product's holds torch.linalg, and `attn`, the word torch spells attention with
+(varlen_attn, the custom op _varlen_attn) wherever it stands. The norms' holds the distances (cdist to the origin
 is a row's norm), silu's softplus (whose derivative is the sigmoid) and mish."""
 
 
@@ -215,13 +217,15 @@ def _class_in_family(name: str, members: set[str]) -> bool:
     return False
 
 
-IMPLIED = {1: (4, 5, 2), 4: (1, 5, 2), 5: (1, 4, 2), 6: (1, 4, 5, 2)}
-"""Families that compute another's op inside them, by index into FAMILIES: a softmax is exp(x - logsumexp(x)) and
+IMPLIED = {0: (2,), 1: (4, 5, 2), 4: (1, 5, 2), 5: (1, 4, 2), 6: (1, 4, 5, 2)}
+"""Families that compute another's op inside them, by index into FAMILIES: attention is two matrix products (with
+V the identity its output is the attention weights, and its log-sum-exp over keys {b_j, 0} is softplus(a_i . b_j):
+a GEMM, whatever the spelling, sdpa, flash, efficient, varlen or multi-head); a softmax is exp(x - logsumexp(x)) and
 sits inside every attention kernel (a query of ones against keys of logits gives softmax(logits)); cross entropy is
 a log-softmax; a two-class softmax is a sigmoid (softmax([x, 0])[0]) and a two-term logsumexp a softplus.
-Forbidding softmax, logsumexp or cross entropy forbids the others of the three and attention (cross entropy over a
-row broadcast along a trailing dimension, with targets 0..N-1 there, is the row's whole -log_softmax); forbidding
-silu or sigmoid forbids all four."""
+Forbidding the matrix product forbids attention; forbidding softmax, logsumexp or cross entropy forbids the others
+of the three and attention (cross entropy over a row broadcast along a trailing dimension, with targets 0..N-1
+there, is the row's whole -log_softmax); forbidding silu or sigmoid forbids all four."""
 
 
 def family_members(forbidden: list[str]) -> set[str]:

@@ -2,7 +2,8 @@
 run-time record of forbidden operators is in jg_mcp.eval.ops).
 
 The static pass refuses, each with its line and a sentence the agent can act on:
-- importing anything outside the allowed modules (torch, triton, math, ...);
+- importing anything outside the allowed modules (torch, triton, math, ...), or using a member of one outside its
+  allow-list (policy_members: functools.update_wrapper, triton.testing), under any name that reaches it;
 - reflection and dynamic code: `getattr` with a computed name, `setattr`/`delattr`, dunder attributes
   (`__dict__`, `__class__`, `__globals__`, ...), `exec`/`eval`/`compile`/`__import__`, `globals`/`vars`;
 - private or by-name torch access (`torch._C`, `torch.ops`, any `torch._name`), streams, threads and processes,
@@ -16,7 +17,10 @@ The static pass refuses, each with its line and a sentence the agent can act on:
 - a module or class used as a value (bound to a name, passed, returned, stored): only its attributes, calls, and
   (for a class) type tests, annotations and bases are allowed, so no alias escapes the checks; a class's base must
   be an imported class or a class the file defines;
-- torch hooks (`__torch_function__`, `__torch_dispatch__`) defined anywhere, whatever the class's bases;
+- torch hooks (`__torch_function__`, `__torch_dispatch__`) defined anywhere, whatever the class's bases, and in a
+  class body any dunder method outside its protocol's (policy_tables.CLASS_DUNDERS: no `__setattr__`, descriptors,
+  `__new__`), and a class made at run time from names (policy_classes: `type(cls)`, a metaclass, enum's functional
+  API);
 - frames, code objects and other code's globals reached through public names (`gen.gi_frame.f_back.f_globals`, a
   Triton function's `get_capture_scope()`), and strings that name a dunder (`g["__builtins__"]`);
 - what hands over a module the policy refuses (`.numpy()`), maps a file (`.from_file` on any object), computes
@@ -38,8 +42,9 @@ of every node that holds a name rather than nodes (attribute names, pattern attr
 keyword, import, global and handler names, type parameters) is checked by the rules of its kind
 (policy_tables.NAME_FIELDS); a plain-valued field the tables do not list is refused. It is linear in the source: an
 explicit stack, not recursion, and each node's dotted name and constant string computed once, bottom up. The
-walk over the syntax is here; what each dotted name reaches and whether it may be used there (and how the calls
-whose arguments matter are called) is jg_mcp.eval.policy_names.
+walk over the syntax is here (what statements write is jg_mcp.eval.policy_writes); what each dotted name reaches
+and whether it may be used there (and how the calls whose arguments matter are called) is
+jg_mcp.eval.policy_names.
 
 A forbidden name forbids its whole operator family (jg_mcp.eval.ops): `torch.tensordot` is a matrix product
 whether or not a goal's list names it.
@@ -54,7 +59,8 @@ from dataclasses import dataclass, field
 
 from jg_mcp.eval.ops import family_members, family_names
 from jg_mcp.eval.policy_brief import policy_text as policy_text
-from jg_mcp.eval.policy_identifiers import NAMES_ALLOWED_AS_DUNDERS, Identifiers, is_dunder, skipped_blocks
+from jg_mcp.eval.policy_classes import compares_class, defines_member, is_memberless_enum, is_type_call
+from jg_mcp.eval.policy_identifiers import NAMES_ALLOWED_AS_DUNDERS, is_dunder, skipped_blocks
 from jg_mcp.eval.policy_names import refused_objects
 from jg_mcp.eval.policy_scopes import Scopes
 from jg_mcp.eval.policy_tables import (
@@ -69,10 +75,10 @@ from jg_mcp.eval.policy_tables import (
     NAME_FIELDS,
     OPERATOR_METHODS,
     OPERATOR_SYMBOLS,
-    OWN,
     REFLECTION_CALLS,
     REFUSED_SYNTAX,
 )
+from jg_mcp.eval.policy_writes import Writes
 from jg_mcp.eval.report import Finding, Reason
 from jg_mcp.eval.source_ast import (
     fold_text,
@@ -86,7 +92,7 @@ from jg_mcp.eval.trusted import (
 
 
 @dataclass
-class _Scan(Identifiers, ast.NodeVisitor):
+class _Scan(Writes, ast.NodeVisitor):
     """The walk over a parsed solution: every node's syntax and every name-holding field, by the rules of `Names`
     and `Identifiers`."""
 
@@ -190,13 +196,10 @@ class _Scan(Identifiers, ast.NodeVisitor):
             if isinstance(node.ctx, ast.Load):
                 self.check_value(node, self.aliases[node.id], self.check_reach(self.aliases[node.id], node))
         parent = getattr(node, "parent", None)
-        asks_type = (
-            node.id == "type"
-            and isinstance(parent, ast.Call)
-            and parent.func is node
-            and len(parent.args) == 1
-            and not parent.keywords
-        )  # type(x) names x's class; only type(name, bases, dict) makes one
+        asks_type = isinstance(parent, ast.Call) and is_type_call(parent) and parent.func is node  # x's class
+        if asks_type and not self.scopes.is_local(node) and not compares_class(node, self.dotted, self.bound_names):
+            what = "`type(x)` used other than to compare classes (`is`, isinstance): `type(cls)` makes classes"
+            self.add(Reason.STATIC_DYNAMIC, node, what)
         if node.id in DYNAMIC_NAMES and not asks_type and not self.scopes.is_local(node):
             self.add(Reason.STATIC_DYNAMIC, node, f"`{node.id}`: dynamic code and reflection are not allowed")
         if node.id in REFLECTION_CALLS and not (isinstance(parent, ast.Call) and parent.func is node):
@@ -250,20 +253,6 @@ class _Scan(Identifiers, ast.NodeVisitor):
         if dotted in DIRECT_CALLS:
             self.check_direct_call(node, dotted)
 
-    def visit_Subscript(self, node: ast.Subscript) -> None:
-        if self.dotted(node.value) == "os.environ" and self.const_str(node.slice) is None:
-            self.add(Reason.STATIC_IO, node, "reads the environment with a computed name")
-
-    def check_environ(self, node: ast.AST) -> None:
-        """`os.environ` (under any name) only read: `.get(NAME)` or `[NAME]`. Written, deleted or bound to a name, it
-        configures what reads it later in this process (Triton's knobs: TRITON_CACHE_MANAGER imports any module)."""
-        parent = getattr(node, "parent", None)
-        if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr == "get":
-            return
-        if isinstance(parent, ast.Subscript) and parent.value is node and isinstance(parent.ctx, ast.Load):
-            return
-        self.add(Reason.STATIC_IO, node, "`os.environ` used other than to read one named variable")
-
     def check_operator(self, op: ast.operator, node: ast.AST) -> None:
         """An operator is the method it calls, whether a binary operation or an augmented assignment spells it
         (`c @= b` falls back to `__matmul__`): forbidden where that method, its reflected or in-place form is."""
@@ -306,43 +295,9 @@ class _Scan(Identifiers, ast.NodeVisitor):
             if text in (bad, leaf) or text.endswith("." + leaf):
                 self.add(Reason.STATIC_FORBIDDEN, node, f"string names forbidden `{bad}`: {text!r}")
 
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            self.check_target(target)
-
-    def visit_Delete(self, node: ast.Delete) -> None:
-        for target in node.targets:
-            self.check_target(target)
-
-    def visit_For(self, node: ast.For) -> None:
-        self.check_target(node.target)
-
-    def visit_withitem(self, node: ast.withitem) -> None:
-        if node.optional_vars is not None:
-            self.check_target(node.optional_vars)
-
-    def visit_comprehension(self, node: ast.comprehension) -> None:
-        self.check_target(node.target)
-
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.check_operator(node.op, node)
         self.check_target(node.target)
-
-    def check_target(self, target: ast.AST) -> None:
-        """An assignment target that writes into an imported module: one of its attributes, or an item of an object
-        it holds (`os.environ[...] = ...`), under any nesting of tuples, lists and stars."""
-        if isinstance(target, (ast.Tuple, ast.List)):
-            for element in target.elts:
-                self.check_target(element)
-        elif isinstance(target, ast.Starred):
-            self.check_target(target.value)
-        elif isinstance(target, ast.Attribute) and (dotted := self.dotted(target)):
-            self.add(Reason.STATIC_MONKEYPATCH, target, f"assigns `{dotted}` of an imported module")
-        elif isinstance(target, ast.Attribute) and not (isinstance(target.value, ast.Name) and target.value.id in OWN):
-            what = f"assigns `.{target.attr}` of an object the solution did not make (only self's, cls's and ctx's)"
-            self.add(Reason.STATIC_MONKEYPATCH, target, what)
-        elif isinstance(target, ast.Subscript) and (dotted := self.dotted(target.value)):
-            self.add(Reason.STATIC_MONKEYPATCH, target, f"writes an item of `{dotted}` of an imported module")
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         """A base must be an imported class (of torch's, not a tensor or a mode), a builtin class, or a class this
@@ -354,6 +309,9 @@ class _Scan(Identifiers, ast.NodeVisitor):
                 obj = self.resolve(dotted)
                 if dotted.startswith("torch.") and (not isinstance(obj, type) or is_tensor_machinery(obj)):
                     self.add(Reason.STATIC_SUBCLASS, node, f"class `{node.name}` subclasses `{dotted}`")
+                if is_memberless_enum(obj) and not defines_member(node, self.chains):
+                    what = f"enum class `{node.name}` lists no member (a constant or enum.auto()): its call could make "
+                    self.add(Reason.STATIC_DYNAMIC, node, what + "another enum class from names given at run time")
             elif isinstance(target, ast.Name) and builtin_class(target.id) and target.id not in self.aliases:
                 continue
             elif not (isinstance(target, ast.Name) and target.id in self.local_classes):

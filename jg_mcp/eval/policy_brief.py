@@ -3,7 +3,18 @@ resource)."""
 
 from __future__ import annotations
 
+from jg_mcp.eval.policy_members import MODULE_MEMBERS
 from jg_mcp.eval.policy_tables import ALLOWED_MODULES
+
+
+def members_text() -> str:
+    """The members a solution may use of each allow-listed module, as the agent reads them."""
+    listed = "; ".join(f"{m}: {', '.join(sorted(ms, key=str.lower))}" for m, ms in MODULE_MEMBERS.items())
+    return (
+        f"Of these modules only the listed members may be used ({listed}); functools.wraps only as `@wraps(fn)` "
+        "directly on a def. math is allowed whole. triton.testing, triton.compiler, triton.backends, triton.knobs "
+        "and the rest of Triton are not (do_bench belongs in the self-test below)."
+    )
 
 
 def policy_text(forbidden: list[str], allowed: set[str] | None = None) -> str:
@@ -31,8 +42,14 @@ def policy_text(forbidden: list[str], allowed: set[str] | None = None) -> str:
         "triton class, may be "
         "used only through its attributes, calls, type tests, annotations and as a base class, not bound to another "
         "name or passed around; attributes may be assigned only on self, cls or ctx, and os.environ only read; no "
-        "function may be named __torch_function__ or __torch_dispatch__, and no "
-        "class may define a finalizer (__del__). A self-test that calls forbidden ops to compare against must sit "
+        "function may be named __torch_function__ or __torch_dispatch__, and a class may define only the dunder "
+        "methods of its protocol (__init__, __post_init__, __call__, __repr__, comparisons, __hash__, __len__, "
+        "__iter__, __getitem__, __contains__, __bool__, __enter__/__exit__, arithmetic operators), not a finalizer "
+        "(__del__) nor hooks into attribute access, copying or creation (__getattr__, __setattr__, "
+        "__getattribute__, __get__/__set__, __new__, __init_subclass__, __reduce__, ...); no class is made at run "
+        "time: type(x) only to compare classes (`is`, isinstance), no metaclass=, and enum classes only as the base "
+        "of an enum that lists its members. " + members_text() + " A "
+        "self-test that calls forbidden ops to compare against must sit "
         'inside an `if __name__ == "__main__":` block at module level, whose body is not judged for names (the eval '
         "imports the solution, so it never runs); a helper defined outside that block is judged as any code."
     )

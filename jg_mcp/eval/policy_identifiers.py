@@ -13,6 +13,7 @@ from jg_mcp.eval.ops import in_family
 from jg_mcp.eval.policy_names import Names
 from jg_mcp.eval.policy_tables import (
     ATTRIBUTE,
+    CLASS_DUNDERS,
     DEFINITION,
     GATEWAY_ATTRS,
     GLOBALS_ATTRS,
@@ -175,15 +176,24 @@ class Identifiers(Names):
             self.add(Reason.STATIC_SUBCLASS, node, f"names the torch hook `{name}`")
 
     def check_definition_name(self, name: str, node: ast.AST) -> None:
-        """A function or class the file defines: in a class body dunder methods (`__init__`) are its protocol, but
-        not a finalizer; elsewhere the name is a variable's. Nowhere the module's own dunders (check_binding)."""
+        """A function or class the file defines: in a class body the dunder methods of its protocol
+        (policy_tables.CLASS_DUNDERS: `__init__`, operators, containers), not a finalizer nor a hook into attribute
+        access or creation; elsewhere the name is a variable's. Nowhere the module's own dunders (check_binding)."""
         self.check_binding(DEFINITION, name, node)
+        in_class = isinstance(getattr(node, "parent", None), ast.ClassDef)
         if name == "__del__":
             what = "defines a finalizer (`__del__`): it runs when the interpreter chooses, outside the timed call"
             self.add(Reason.STATIC_DYNAMIC, node, what)
-        if name in SUBCLASS_ATTRS:
+        elif name in SUBCLASS_ATTRS:
             self.add(Reason.STATIC_SUBCLASS, node, f"defines the torch hook `{name}`: tensor subclasses and modes")
-        elif not isinstance(getattr(node, "parent", None), ast.ClassDef):
+        elif in_class and is_dunder(name) and name not in CLASS_DUNDERS:
+            what = (
+                f"defines `{name}`: a class may define only the dunder methods of its protocol (__init__, __call__, "
+                "__repr__, comparisons, __hash__, containers, iterators, __enter__/__exit__, operators), not hooks "
+                "into attribute access, copying or the creation of classes and instances"
+            )
+            self.add(Reason.STATIC_DYNAMIC, node, what)
+        if not in_class and name not in SUBCLASS_ATTRS:
             self.check_variable_name(name, node)
 
     def check_keyword_name(self, name: str, node: ast.AST) -> None:
@@ -193,6 +203,12 @@ class Identifiers(Names):
         if name in SUBCLASS_ATTRS:
             self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{name}=`")
         parent = getattr(node, "parent", None)
+        if name == "metaclass" and isinstance(parent, ast.ClassDef):
+            what = (
+                "`metaclass=`: a metaclass makes the class (and, for enum's, others from names given at run time); "
+                "no kernel needs one"
+            )
+            self.add(Reason.STATIC_DYNAMIC, node, what)
         if name.startswith("_") and not is_dunder(name) and isinstance(parent, ast.Call):
             if (callee := self.dotted(parent.func)) is not None:
                 self.add(Reason.STATIC_DYNAMIC, node, f"private parameter `{name}=` of `{callee}`")

@@ -13,6 +13,8 @@ from typing import Any
 
 from jg_mcp.eval.ops import in_family
 from jg_mcp.eval.policy_bindings import Bindings
+from jg_mcp.eval.policy_classes import class_test, is_memberless_enum, is_metaclass
+from jg_mcp.eval.policy_members import MODULE_MEMBERS, home_refusal, is_wraps, member_refusal, wraps_as_decorator
 from jg_mcp.eval.policy_tables import (
     ALLOWED_MODULES,
     CATEGORY,
@@ -191,8 +193,53 @@ class Names(Bindings):
         if any(dotted == e or dotted.startswith(e + ".") for e in EVALUATORS):
             self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` evaluates annotations (strings in them) as code")
         self.check_library_parts(dotted, parts, node)
+        self.check_members(parts, node)
         if parts[-1] in SUBCLASS_ATTRS or dotted.startswith("torch.utils._python_dispatch"):
             self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{dotted}`")
+
+    def check_members(self, parts: list[str], node: ast.AST) -> None:
+        """Each step of a dotted name: a member its module's allow-list does not name (the module the step reads,
+        resolved: a module reached through another is itself, `typing.collections` is collections), and what the step
+        reaches, by the module that defines it (policy_members.home_refusal); functools.wraps, under any name, only as
+        the plain decorator of a def. The first refused step is the finding."""
+        prefix, base = parts[0], self.resolve(parts[0])
+        for part in parts[1:]:
+            module = base.__name__ if isinstance(base, types.ModuleType) else prefix if base is UNKNOWN else None
+            prefix = f"{prefix}.{part}"
+            why = member_refusal(module, part, prefix) if module is not None else None
+            base = self.resolve(prefix)
+            if why := why or home_refusal(prefix, base):
+                self.add(Reason.STATIC_IMPORT, node, why)
+                return
+            if base is UNKNOWN and prefix not in MODULE_MEMBERS:
+                break  # nothing further resolves, and no allow-list is spelt below it
+        if isinstance(node, (ast.Name, ast.Attribute, ast.Call)):
+            self.check_class_factory(".".join(parts), base, node)
+        if is_wraps(base) and isinstance(node, (ast.Name, ast.Attribute, ast.Call)) and not wraps_as_decorator(node):
+            self.add(
+                Reason.STATIC_DYNAMIC,
+                node,
+                f"`{'.'.join(parts)}` is functools.wraps, allowed only as `@wraps(fn)` directly on a def (one "
+                "argument, no keywords, the innermost decorator): otherwise it sets attributes named at run time",
+            )
+
+    def check_class_factory(self, dotted: str, obj: Any, node: ast.AST) -> None:
+        """A class that makes classes from names spelt at run time (policy_classes): a metaclass, under any name; a
+        member-less enum class other than as a base, an annotation or a class test (its call is the functional API)."""
+        parent = getattr(node, "parent", None)
+        if is_metaclass(obj):
+            what = f"`{dotted}` is a metaclass: called, it makes a class with any attributes, dunder methods included"
+            self.add(Reason.STATIC_DYNAMIC, node, what)
+        elif is_memberless_enum(obj) and not (
+            node in self.annotations
+            or (isinstance(parent, ast.ClassDef) and node in parent.bases)
+            or class_test(node) is not None
+        ):
+            what = (
+                f"`{dotted}` used other than as a base class, an annotation or in isinstance: its call makes an enum "
+                "class from names given at run time, dunder methods included"
+            )
+            self.add(Reason.STATIC_DYNAMIC, node, what)
 
     def reads_version(self, parts: list[str]) -> bool:
         """A module's `__version__` (a string), or one public str method of it: `triton.__version__.split`."""

@@ -314,6 +314,25 @@ OPERATOR_SYMBOLS: dict[type[ast.operator], str] = {
     ast.BitOr: "|",
     ast.BitXor: "^",
 }
+_BINARY = "add sub mul matmul truediv floordiv mod divmod pow lshift rshift and or xor".split()
+CLASS_DUNDERS = frozenset(
+    """__init__ __post_init__ __call__ __repr__ __str__ __format__ __hash__ __bool__ __eq__ __ne__ __lt__ __le__
+    __gt__ __ge__ __len__ __iter__ __next__ __reversed__ __contains__ __getitem__ __setitem__ __delitem__ __missing__
+    __enter__ __exit__ __neg__ __pos__ __abs__ __invert__ __int__ __float__ __complex__ __index__ __round__
+    __trunc__ __floor__ __ceil__""".split()
+    + [f"__{form}{op}__" for op in _BINARY for form in ("", "r", "i")]
+)
+"""The dunder methods a class body may define: construction, calls, text, hashing and comparisons, the container,
+iterator and context-manager protocols, numeric conversions and operators, each called on the file's own objects by
+its own code. Not what intercepts attribute access (`__getattr__`, `__getattribute__`, `__setattr__`, `__delattr__`,
+`__dir__`, the descriptor hooks `__get__`, `__set__`, `__delete__`, `__set_name__`): a library that reads or writes
+attributes by names spelt at run time would hand each value to the file (functools.update_wrapper to a class's
+`__setattr__`). Not what takes part in creating a class or an instance (`__new__`: it may hand back any object where
+`__init__` only initialises, and on a `type` subclass sees class creation; `__init_subclass__`, `__class_getitem__`,
+`__mro_entries__`, `__prepare__`, `__instancecheck__`, `__subclasscheck__`), copying and pickling (`__reduce__`,
+`__getstate__`, `__deepcopy__`: a library's copy hands its memo to them), nor the interfaces by which a library
+builds a tensor from an object's raw address or a path (`__cuda_array_interface__`, `__dlpack__`, `__fspath__`);
+the finalizer and torch's hooks have their own findings."""
 OWN = ("self", "cls", "ctx")
 """The names whose attributes a solution may assign: the instance or class a method of its own gets, and an autograd
 Function's context. Every other object's attributes it may only read (a Triton CompiledKernel's `kernel`, set, is
