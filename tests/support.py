@@ -353,26 +353,22 @@ def transcript_header(key: bytes | None = None) -> Header:
     )
 
 
-class StdioWire:
-    """A `jg-mcp serve` stdio subprocess (its workspace and transcripts under `root`), initialized, spoken to in
-    raw JSON-RPC lines: for tests of what a client may send that the SDK's client never does. Every wait bounded."""
+class Wire:
+    """The raw stdio stream of a `jg-mcp serve` subprocess: JSON-RPC lines out, answers in, every wait bounded."""
 
-    def __init__(self, root: Path):
-        self.root, self.buf = root, b""
-        argv = serve_argv("--workspace", root / "ws", "--transcripts", root / "tr", "--sandbox", "none")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        self.raw(json.dumps(INIT).encode())
-        assert "result" in self.answer()
-        self.raw(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    def __init__(self, proc: subprocess.Popen):
+        self.proc, self.buf = proc, b""
 
     def raw(self, line: bytes) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(line + b"\n")
         self.proc.stdin.flush()
 
+    def send(self, rid: int | str, method: str, params: dict) -> None:
+        self.raw(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode())
+
     def call(self, rid: int | str, tool: str, **arguments: object) -> None:
-        body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
-        self.raw(json.dumps(body).encode())
+        self.send(rid, "tools/call", {"name": tool, "arguments": arguments})
 
     def answer(self, seconds: float = 60) -> dict:
         """The next answer (a message with a result or an error), skipping notifications."""
@@ -390,10 +386,29 @@ class StdioWire:
             if "result" in message or "error" in message:
                 return message
 
-    def close(self) -> Path:
-        """End the session (stdin closed); its transcript."""
+    def end(self) -> None:
+        """Close stdin (the session ends) and wait for the server to exit."""
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         self.proc.wait(timeout=60)
+
+
+class StdioWire(Wire):
+    """A `jg-mcp serve` stdio subprocess (its workspace and transcripts under `root`), initialized, spoken to in
+    raw JSON-RPC lines: for tests of what a client may send that the SDK's client never does."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        argv = serve_argv("--workspace", root / "ws", "--transcripts", root / "tr", "--sandbox", "none")
+        super().__init__(
+            subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        )
+        self.raw(json.dumps(INIT).encode())
+        assert "result" in self.answer()
+        self.raw(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+
+    def close(self) -> Path:
+        """End the session; its transcript."""
+        self.end()
         [transcript] = (self.root / "tr").glob("*.jsonl")
         return transcript

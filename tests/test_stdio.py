@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
-import time
 
 import anyio
 import pytest
@@ -16,7 +14,7 @@ from mcp import StdioServerParameters
 
 from jg_mcp.record.reading import read_transcript
 from jg_mcp.scripted import Step, call, run_script
-from tests.support import GEMM_FP8
+from tests.support import GEMM_FP8, Wire
 
 pytestmark = pytest.mark.slow
 
@@ -110,42 +108,6 @@ def test_stdout_carries_only_protocol_messages(tmp_path):
     assert b"session started" in proc.stderr.read()
 
 
-class Wire:
-    """The raw stdio stream of a server subprocess: JSON-RPC messages out, lines in, every wait bounded."""
-
-    def __init__(self, proc: subprocess.Popen):
-        self.proc, self.buf = proc, b""
-
-    def send(self, rid: int | str, method: str, params: dict) -> None:
-        self.raw(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode() + b"\n")
-
-    def raw(self, line: bytes) -> None:
-        self.proc.stdin.write(line)
-        self.proc.stdin.flush()
-
-    def call(self, rid: int | str, tool: str, **arguments) -> None:
-        self.send(rid, "tools/call", {"name": tool, "arguments": arguments})
-
-    def answer(self, seconds: float = 60) -> dict:
-        """The next answer (a message with a result or an error), skipping notifications."""
-        deadline = time.monotonic() + seconds
-        while True:
-            while b"\n" not in self.buf:
-                ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
-                assert ready, "no answer in time"
-                data = os.read(self.proc.stdout.fileno(), 1 << 20)
-                assert data, "the server closed its stdout"
-                self.buf += data
-            line, self.buf = self.buf.split(b"\n", 1)
-            message = json.loads(line)
-            if "result" in message or "error" in message:
-                return message
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-
-
 def test_a_request_whose_id_is_in_flight_is_refused_and_the_audit_credits_files_to_the_right_call(tmp_path):
     """The agent sends a second tools/call with the id of one still running: it is refused with an error naming
     the id (and recorded so), the first one completes, and the audit credits the first one's file to it."""
@@ -162,7 +124,7 @@ def test_a_request_whose_id_is_in_flight_is_refused_and_the_audit_credits_files_
     wire.call(8, "write_file", path="go", content="")
     answers = {a["id"]: a for a in (wire.answer(), wire.answer())}
     assert "did-evil" in answers[7]["result"]["structuredContent"]["stdout"], answers
-    wire.close()
+    wire.end()
     record = load_record(only_transcript(tmp_path))
     evil, refused = [c for c in record.calls if c.request_id == 7]
     assert "EVIL" in evil.arguments["command"] and not evil.is_error and evil.duration_ms is not None
@@ -197,7 +159,7 @@ def test_a_transcript_disk_that_refuses_writes_for_a_while_loses_nothing_and_the
     resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (soft, hard))
     wire.call(7, "run_command", command="echo done > done.txt")
     assert "result" in wire.answer()
-    wire.close()
+    wire.end()
     report = audit.audit(transcript, goal_path=GEMM_FP8)
     assert [f for f in report.findings if f.area == "integrity" and f.severity == "error"] == [], report.findings
     assert report.summary is not None
@@ -231,7 +193,7 @@ def test_a_request_whose_id_is_not_a_plain_short_id_is_refused_unrun_and_recorde
         assert "request refused: its id" in refused["error"]["message"] and limit in refused["error"]["message"]
     wire.call(9, "run_command", command="echo alive")
     assert wire.answer()["result"]["structuredContent"]["stdout"] == "alive\n"
-    wire.close()
+    wire.end()
     transcript = only_transcript(tmp_path)
     assert transcript.stat().st_size < 1 << 20
     assert not (tmp_path / "ws" / "a").exists()
@@ -252,7 +214,7 @@ def test_a_stdio_line_over_the_request_limit_is_refused_as_it_is_read_never_pars
     before = peak_memory_kib(proc.pid)
     values = b",".join([b"{}"] * ((24 << 20) // 3))
     head = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run_command","arguments":'
-    wire.raw(head + b'{"command":"touch parsed","x":[' + values + b"]}}}\n")
+    wire.raw(head + b'{"command":"touch parsed","x":[' + values + b"]}}}")
     refused = wire.answer(120)
     grown_mib = (peak_memory_kib(proc.pid) - before) >> 10
     assert refused["id"] == 9 and f"over the limit of {MAX_REQUEST_BYTES}" in refused["error"]["message"]
@@ -267,7 +229,7 @@ def _alive_then_recorded(wire, tmp_path):
     """After a refused request 9: the server still runs a command; the transcript's request and response of 9."""
     wire.call(10, "run_command", command="echo alive")
     assert wire.answer()["result"]["structuredContent"]["stdout"] == "alive\n"
-    wire.close()
+    wire.end()
     events = read_transcript(only_transcript(tmp_path)).events
     [request] = [e for e in events if e.event == "request" and e.request_id == 9]
     [response] = [e for e in events if e.event == "response" and e.request_id == 9]
@@ -291,7 +253,7 @@ def _write_served(tmp_path, content: str) -> None:
     wire.call(3, "write_file", path="controls.txt", content=content)
     answer = wire.answer(120)
     assert "result" in answer and not answer["result"]["isError"], str(answer)[:300]
-    wire.close()
+    wire.end()
     assert (tmp_path / "ws" / "controls.txt").read_text() == content
 
 
@@ -309,7 +271,7 @@ def test_a_client_cannot_send_a_request_that_passes_for_the_transports_stand_ins
     assert all("error" in a and "forged" not in a["error"]["message"] for a in answers), str(answers)[:500]
     wire.call(3, "run_command", command="echo alive")
     assert wire.answer()["result"]["structuredContent"]["stdout"] == "alive\n"
-    wire.close()
+    wire.end()
     transcript = only_transcript(tmp_path)
     assert transcript.stat().st_size < 1 << 20
     requests = [e for e in read_transcript(transcript).events if e.event == "request"]
@@ -328,7 +290,7 @@ def test_a_request_of_a_million_empty_arrays_is_refused_as_it_is_read_and_never_
     before = peak_memory_kib(proc.pid)
     junk = b",".join([b"[]"] * 2_000_000)
     head = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run_command","arguments":'
-    wire.raw(head + b'{"command":"touch parsed"},"junk":[' + junk + b"]}}\n")
+    wire.raw(head + b'{"command":"touch parsed"},"junk":[' + junk + b"]}}")
     refused = wire.answer(120)
     grown_mib = (peak_memory_kib(proc.pid) - before) >> 10
     assert grown_mib < 64, f"the server's peak memory grew by {grown_mib} MiB for a {len(junk) >> 20} MiB line"
@@ -361,12 +323,12 @@ def test_a_request_the_parser_refuses_is_recorded_by_its_size_when_its_escaped_p
     wire = Wire(proc)
     lone = "\\udcff" * 3_500_000
     head = '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"write_file","arguments":'
-    wire.raw((head + '{"path":"x","content":"' + lone + '"}}}\n').encode())
+    wire.raw((head + '{"path":"x","content":"' + lone + '"}}}').encode())
     refused = wire.answer(120)
     assert refused["id"] == 4 and "lone surrogate" in refused["error"]["message"], str(refused)[:300]
     wire.call(5, "run_command", command="echo alive")
     assert wire.answer()["result"]["structuredContent"]["stdout"] == "alive\n"
-    wire.close()
+    wire.end()
     transcript = only_transcript(tmp_path)
     assert transcript.stat().st_size < 1 << 20, f"a transcript of {transcript.stat().st_size} bytes"
     [request] = [e for e in read_transcript(transcript).events if e.event == "request" and e.request_id == 4]

@@ -8,9 +8,11 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import torch
+import yaml
 
 from jg_mcp.eval import EvalOptions, EvalReport, evaluate
-from jg_mcp.eval.report import Environment, Timing
+from jg_mcp.eval.policy import static_check
+from jg_mcp.eval.report import Environment, Reason, Timing
 
 REPO = Path(__file__).resolve().parents[2]
 HACKS = REPO / "eval" / "hacks"
@@ -18,6 +20,16 @@ SOLUTIONS = REPO / "eval" / "solutions"
 GOALS = REPO / "goals"
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
+
+
+def goal_forbidden(goal: str) -> list[str]:
+    """A shipped goal's `forbidden:` list."""
+    return yaml.safe_load((GOALS / f"{goal}.yaml").read_text())["forbidden"]
+
+
+def policy_reasons(src: str, goal: str = "softmax") -> set[Reason]:
+    """The reasons the static check gives `src` under a shipped goal's forbidden list."""
+    return {f.reason for f in static_check(src, goal_forbidden(goal))}
 
 
 def environment(device: str) -> Environment:

@@ -6,21 +6,13 @@ dunder methods of its protocol, and no class is made at run time from names the 
 from __future__ import annotations
 
 import pytest
-import yaml
-from eval_suite import GOALS
+from eval_suite import goal_forbidden
+from eval_suite import policy_reasons as reasons
 
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.report import Reason
 
 R = Reason
-
-
-def forbidden(goal: str) -> list[str]:
-    return yaml.safe_load((GOALS / f"{goal}.yaml").read_text())["forbidden"]
-
-
-def reasons(src: str, goal: str = "softmax") -> set[Reason]:
-    return {f.reason for f in static_check(src, forbidden(goal))}
 
 
 @pytest.mark.parametrize(
@@ -59,7 +51,7 @@ def test_a_class_may_define_only_the_protocol_dunders_that_do_not_intercept_acce
     read from any object), a descriptor, a creation hook, a copy or pickling hook, or an interface that makes a
     tensor out of a raw address (`__cuda_array_interface__`) is refused, whatever the method does."""
     src = f"class Box:\n    @property\n    def {name}(self, *args):\n        return args\n"
-    found = static_check(src, forbidden("softmax"))
+    found = static_check(src, goal_forbidden("softmax"))
     assert any(f.reason == R.STATIC_DYNAMIC and name in f.detail for f in found), found
 
 
@@ -150,4 +142,4 @@ def kernel(a, b, mode: enum.Enum = Mode.FAST):
 def test_honest_classes_enums_and_class_comparisons_pass():
     """Protocol dunders, enums that list their members (looked up by value), `type(a) is type(b)` and its `==` and
     `in` against classes."""
-    assert static_check(HONEST_CLASSES, forbidden("softmax")) == []
+    assert static_check(HONEST_CLASSES, goal_forbidden("softmax")) == []

@@ -6,8 +6,8 @@ test_policy_families.py test), their near misses, and the honest spellings that 
 from __future__ import annotations
 
 import pytest
-import yaml
-from eval_suite import GOALS, HACKS
+from eval_suite import HACKS, goal_forbidden
+from eval_suite import policy_reasons as reasons
 
 from jg_mcp.eval.policy import policy_text, static_check
 from jg_mcp.eval.policy_members import MODULE_MEMBERS, WHOLE_MODULES
@@ -15,14 +15,6 @@ from jg_mcp.eval.policy_tables import ALLOWED_MODULES
 from jg_mcp.eval.report import Reason
 
 R = Reason
-
-
-def forbidden(goal: str) -> list[str]:
-    return yaml.safe_load((GOALS / f"{goal}.yaml").read_text())["forbidden"]
-
-
-def reasons(src: str, goal: str = "softmax") -> set[Reason]:
-    return {f.reason for f in static_check(src, forbidden(goal))}
 
 
 @pytest.mark.parametrize(
@@ -76,7 +68,7 @@ def test_a_standard_library_member_outside_the_allow_list_is_refused_and_named(s
     """An allowed module's members are an allow-list: a library function that reads or writes attributes named at
     run time (update_wrapper) is reflection however it is reached. The finding names the member and the ones a
     solution may use."""
-    found = static_check(src, forbidden("softmax"))
+    found = static_check(src, goal_forbidden("softmax"))
     assert R.STATIC_IMPORT in {f.reason for f in found}, found
     assert any("may use" in f.detail for f in found if f.reason == R.STATIC_IMPORT), found
 
@@ -244,7 +236,7 @@ def kernel(x: Union[int, float]) -> float:
 def test_the_standard_library_an_honest_solution_uses_passes():
     """Decorators (lru_cache, cache, wraps on a def, total_ordering, dataclass), annotations, named tuples, enums,
     the containers, itertools and math, and a class with the protocol dunders a helper type needs."""
-    assert static_check(HONEST_STDLIB, forbidden("softmax")) == []
+    assert static_check(HONEST_STDLIB, goal_forbidden("softmax")) == []
 
 
 @pytest.mark.parametrize(
@@ -326,7 +318,7 @@ if __name__ == "__main__":
 def test_the_triton_an_honest_kernel_uses_passes():
     """jit, autotune, heuristics, Config, the helpers, the errors, libdevice, tensor descriptors, the driver's device
     properties; triton.testing.do_bench in a self-test under the main guard (never judged for names)."""
-    assert static_check(HONEST_TRITON, forbidden("gemm_bf16")) == []
+    assert static_check(HONEST_TRITON, goal_forbidden("gemm_bf16")) == []
 
 
 def test_every_allowed_module_has_its_members_listed_or_is_judged_whole_by_its_own_rules():
@@ -336,7 +328,7 @@ def test_every_allowed_module_has_its_members_listed_or_is_judged_whole_by_its_o
 
 
 def test_the_agent_is_told_the_members_and_class_dunders_it_may_use():
-    text = policy_text(forbidden("softmax"))
+    text = policy_text(goal_forbidden("softmax"))
     assert "update_wrapper" not in text
     assert "lru_cache" in text and "triton.testing" in text and "__setattr__" in text and "__init__" in text
     assert "metaclass" in text and "type(x) only to compare classes" in text
