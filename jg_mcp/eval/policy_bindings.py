@@ -30,6 +30,15 @@ FALLBACKS = 4
 """Most imports one name may stand for (fallbacks in a try/except): the policy scans the file once for each."""
 
 
+def defined_name(stmt: ast.AST) -> str | None:
+    """The one name a statement binds: a def's, a class's, or the target of `name = value`."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return stmt.name
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        return stmt.targets[0].id
+    return None
+
+
 @dataclass
 class Bindings:
     """The file's names as the scan reads them, and the findings, by line."""
@@ -58,6 +67,9 @@ class Bindings:
     """How many imports bind one name at most: the scans the file needs."""
     bound_names: set[str] = field(default_factory=set)
     """Every name the file binds anywhere it runs at import (an assignment, a parameter, an import, a def...)."""
+    top_level: dict[str, ast.AST] = field(default_factory=dict)
+    """Names bound once in the file, by a module-level def, class or one-name assignment -> that statement (what the
+    name is wherever it is read: policy_writes.made_by_file)."""
 
     def add(self, reason: Reason, node: ast.AST, what: str) -> None:
         """A finding at the node's line, or its nearest ancestor's (a comprehension, a `case` has none)."""
@@ -94,6 +106,11 @@ class Bindings:
         if main:
             self.bound_names = set(bound)
             self.local_classes = {c for c in classes if bound.get(c) == 1}
+            self.top_level = {
+                defined: stmt
+                for stmt in getattr(tree, "body", [])
+                if (defined := defined_name(stmt)) is not None and bound.get(defined) == 1 and stmt not in self.unjudged
+            }
             self.check_import_names(imports, bound)
         self.lengths.update(fold_lengths(nodes))
         for node in reversed(nodes):

@@ -99,8 +99,12 @@ def constant(node: ast.AST, dotted: dict[ast.AST, str]) -> bool:
 def compares_class(name: ast.AST, dotted: Callable[[ast.AST], str | None], bound: set[str]) -> bool:
     """The result of the call `type(x)` whose callee is `name` only tested (class_test): by isinstance or issubclass,
     by `is`, or by `==` and `in` against classes whose `__eq__` is a class's own (known_class: a file's own `__eq__`
-    would be handed the class)."""
+    would be handed the class); or only named (`type(x).__name__`, `.__qualname__`, read: a string, for an error
+    message)."""
     call = getattr(name, "parent", None)
+    holder = getattr(call, "parent", None)
+    if isinstance(holder, ast.Attribute) and holder.value is call and holder.attr in ("__name__", "__qualname__"):
+        return isinstance(holder.ctx, ast.Load)
     test = class_test(call) if call is not None else None
     if not isinstance(test, ast.Compare):
         return test is not None

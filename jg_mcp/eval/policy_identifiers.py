@@ -31,6 +31,10 @@ MODULE_DUNDERS_READ = ("__name__", "__file__")
 variables (`__builtins__`, `__spec__`, `__loader__`, `__dict__`, ...) it may neither read nor bind."""
 NAMES_ALLOWED_AS_DUNDERS = (*MODULE_DUNDERS_READ, "__all__")
 """Dunder variables a solution may name; `__all__` (what `import *` takes) it may also bind."""
+STRING_DUNDERS = ("__name__", "__qualname__", "__doc__")
+"""Dunder attributes a solution may read of any object: a function's or class's name and docstring, strings that
+reach no code (error messages, logs, a table keyed by a kernel's name); writing or deleting them stays refused (a
+function renamed after a forbidden op). `type(x).__name__` is the one other use of `type(x)` (policy_classes)."""
 
 
 def main_guard(stmt: ast.AST) -> bool:
@@ -123,25 +127,38 @@ class Identifiers(Names):
             self.add(Reason.STATIC_INTROSPECTION, node, what)
 
     def dunder_allowed(self, name: str, node: ast.AST) -> bool:
-        """The two dunders an honest file reads: `super().__init__` (the zero-argument `super()`, with `super` bound
-        nowhere in the file: the class's own base, which visit_ClassDef judged) and a module's `__version__`, a
-        string (`triton.__version__`, `from triton import __version__`)."""
+        """The dunders an honest file reads: `super().__init__` (own_super), a module's `__version__`, a string
+        (`triton.__version__`, `from triton import __version__`), and any object's name or docstring (STRING_DUNDERS),
+        read only."""
         parent = getattr(node, "parent", None)
         if isinstance(node, ast.Attribute) and name == "__init__":
-            base = node.value
-            return (
-                isinstance(base, ast.Call)
-                and isinstance(base.func, ast.Name)
-                and base.func.id == "super"
-                and not base.args
-                and not base.keywords
-                and "super" not in self.bound_names
-            )
+            return self.own_super(node.value)
+        if isinstance(node, ast.Attribute) and name in STRING_DUNDERS:
+            return isinstance(node.ctx, ast.Load)
         if isinstance(node, ast.Attribute) and name == "__version__":
             return (module := self.dotted(node.value)) is not None and self.is_module(module)
         if isinstance(node, ast.alias) and isinstance(parent, ast.ImportFrom) and name == "__version__":
             return not parent.level and self.is_module(parent.module or "")
         return False
+
+    def own_super(self, base: ast.AST) -> bool:
+        """`super()` (zero arguments) or `super(C, self)` with C a class this file defines once, `super` bound nowhere
+        in the file: a base of the file's own class, which visit_ClassDef judged; never `super(Imported, x)` (whose
+        MRO starts past what the file chose) nor another object than `self`."""
+        if not (isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super"):
+            return False
+        if base.keywords or "super" in self.bound_names:
+            return False
+        if not base.args:
+            return True
+        cls, obj = base.args if len(base.args) == 2 else (None, None)
+        return (
+            isinstance(cls, ast.Name)
+            and cls.id in self.local_classes
+            and cls.id not in self.aliases
+            and isinstance(obj, ast.Name)
+            and obj.id == "self"
+        )
 
     def is_module(self, dotted: str) -> bool:
         return isinstance(self.resolve(dotted), types.ModuleType)
@@ -162,10 +179,26 @@ class Identifiers(Names):
         elif in_family(name, self.members) and is_tensor_method(name):
             self.add(Reason.STATIC_FORBIDDEN, node, f"reads {spelt}, a tensor method of a forbidden operator family")
         base = node.value if isinstance(node, ast.Attribute) else None
-        own = isinstance(base, ast.Name) and base.id in ("self", "cls")
+        own = isinstance(base, ast.Name) and (base.id in ("self", "cls") or self.class_binds(base.id, name))
         if name.startswith("_") and not is_dunder(name) and not own and name not in NAMEDTUPLE_API:
             what = f"private attribute {spelt} of an object the solution did not define"
             self.add(Reason.STATIC_DYNAMIC, node, what)
+
+    def class_binds(self, cls: str, name: str) -> bool:
+        """`C._x` with C a class the file defines once at module level whose body binds `_x` (an assignment, a def):
+        the class's own data or method, as `cls._x` in its classmethods (an import's private parts stay refused)."""
+        stmt = self.top_level.get(cls)
+        if cls in self.aliases or not isinstance(stmt, ast.ClassDef):
+            return False
+        for member in stmt.body:
+            if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and member.name == name:
+                return True
+            targets = member.targets if isinstance(member, ast.Assign) else [getattr(member, "target", None)]
+            if isinstance(member, (ast.Assign, ast.AnnAssign)) and any(
+                isinstance(t, ast.Name) and t.id == name for t in targets
+            ):
+                return True
+        return False
 
     def check_variable_name(self, name: str, node: ast.AST) -> None:
         """A variable read, bound or declared, wherever the name stands (a Name, a parameter, an `as`, a capture)."""

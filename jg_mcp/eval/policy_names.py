@@ -34,6 +34,7 @@ from jg_mcp.eval.report import Reason
 from jg_mcp.eval.source_ast import contains, is_getattr
 from jg_mcp.eval.trusted import (
     UNKNOWN,
+    is_module_state,
     is_torch_machinery,
     step,
     trusted,
@@ -82,6 +83,13 @@ def refused_objects() -> dict[int, tuple[Reason, str]]:
             if not name.startswith("_") and callable(obj) and getattr(obj, "__module__", None) == module:
                 found[id(obj)] = (reason, f"`{module}.{name}`, which places or loads code the eval does not judge")
     return found
+
+
+def made_here(node: ast.AST) -> bool:
+    """The class a name reaches is called right there (`torch.nn.Parameter(w)`) or imported by name (`from torch.nn
+    import Parameter`, each use then judged where the name is read): not bound, passed, stored or derived from."""
+    parent = getattr(node, "parent", None)
+    return isinstance(node, ast.ImportFrom) or (isinstance(parent, ast.Call) and parent.func is node)
 
 
 def library_class(dotted: str, obj: type) -> bool:
@@ -158,7 +166,7 @@ class Names(Bindings):
             if root in CATEGORY or root in IO_MODULES:
                 reason = Reason.STATIC_IO if root in IO_MODULES else CATEGORY[root]
                 self.add(reason, node, f"`{dotted}` comes from the module `{root}`, which a solution may not use")
-        if isinstance(obj, type) and is_torch_machinery(obj):
+        if isinstance(obj, type) and is_torch_machinery(obj) and not (is_module_state(obj) and made_here(node)):
             self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{dotted}`")
         return obj
 

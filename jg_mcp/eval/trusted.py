@@ -50,6 +50,14 @@ def is_torch_machinery(cls: type) -> bool:
     return issubclass(cls, (torch.Tensor, TorchFunctionMode, TorchDispatchMode)) and cls is not torch.Tensor
 
 
+def is_module_state(cls: type) -> bool:
+    """torch.nn.Parameter or torch.nn.Buffer: tensor subclasses an nn.Module's weights are made with, which a solution
+    may call (`self.weight = torch.nn.Parameter(w)`) though never derive from nor use as a value (is_torch_machinery).
+    Neither defines a torch function or dispatch hook that would run the solution's code inside torch's ops."""
+    torch = sys.modules.get("torch")
+    return torch is not None and cls in (torch.nn.Parameter, getattr(torch.nn, "Buffer", torch.nn.Parameter))
+
+
 def is_tensor_method(name: str) -> bool:
     """A torch.Tensor method of that name (only asked for names of a forbidden family's relatives)."""
     try:
