@@ -9,7 +9,8 @@ import time
 import anyio
 import pytest
 
-from jg_mcp.live.runner import MAX_PARALLEL_COMMANDS, Argv, CappedBuffer, Runner, RunnerClosed, progress_text
+from jg_mcp.live.output import CappedBuffer, progress_text
+from jg_mcp.live.runner import MAX_PARALLEL_COMMANDS, Argv, Runner, RunnerClosed
 
 
 def run(runner, command, timeout_s=30.0, on_progress=None):
@@ -333,11 +334,11 @@ def test_a_close_landing_while_the_process_is_spawned_kills_it_and_the_close_wai
 def test_a_flood_of_short_lines_is_kept_without_splitting_it_per_chunk(monkeypatch):
     """Output is added on the event loop chunk by chunk: its last line is found only when a progress report asks,
     never per chunk (a red-team `yes` split 16,000 lines a chunk there and slowed every session's calls)."""
-    from jg_mcp.live import runner as runner_module
+    from jg_mcp.live import output
 
     splits: list[int] = []
-    real = runner_module._last_line
-    monkeypatch.setattr(runner_module, "_last_line", lambda data: splits.append(len(data)) or real(data))
+    real = output._last_line
+    monkeypatch.setattr(output, "_last_line", lambda data: splits.append(len(data)) or real(data))
     buf = CappedBuffer(64 * 1024)
     for _ in range(200):
         buf.add(b"y\n" * 32768)

@@ -1,5 +1,5 @@
 """run_command's engine: a shell in the workspace with a timeout, a killed process group,
-capped output, periodic progress and a workspace size check.
+capped output (jg_mcp.live.output), periodic progress and a workspace size check.
 
 The runner tells the workspace's `Commands` when each command starts and ends (a process group left behind counts
 as running until `kill_all`), so a scan never trusts a hash taken while a command could write the file unseen
@@ -14,25 +14,23 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import anyio
-from anyio.abc import ByteReceiveStream
 from pydantic import BaseModel
 
 from jg_mcp.live import safefs
+from jg_mcp.live.output import DEFAULT_CAP, CappedBuffer, ProgressFn, pump, ticker
 from jg_mcp.live.walk import Commands, Walk, commands_in
 
 MAX_PARALLEL_COMMANDS = 4
 """Most commands of one runner (one session) running at once; more wait their turn. Each sandboxed command has
 its own in-memory /tmp and /dev/shm, so this bounds what parallel calls can hold."""
-DEFAULT_CAP = 64 * 1024
 DRAIN_AFTER_EXIT_S = 0.5
-ProgressFn = Callable[[float, str], Awaitable[None]]
 
 
 class CommandResult(BaseModel):
@@ -100,55 +98,6 @@ class Argv(list[str]):
     def close(self) -> None:
         for f in self.files:
             f.close()
-
-
-class CappedBuffer:
-    """Keeps the first and last `cap/2` bytes of a stream and counts what fell between."""
-
-    def __init__(self, cap: int):
-        self.half = cap // 2
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-        self.done = anyio.Event()
-        """Set when the stream reached its end."""
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            del self.tail[: max(0, len(self.tail) - self.half)]
-
-    @property
-    def whole(self) -> bool:
-        """True while all of the stream so far is in the head, which the result always keeps."""
-        return not self.tail
-
-    @property
-    def last_line(self) -> str:
-        """The last non-blank line of what is kept (at most 200 characters), found when asked (each progress
-        report), never per chunk: a flood of short lines made that a split of the whole tail on the event loop for
-        every read, 16,000 lines a chunk, and slowed every session's calls by a hundred times."""
-        return _last_line(self.tail) or _last_line(self.head)
-
-    @property
-    def elided(self) -> int:
-        return self.total - len(self.head) - len(self.tail)
-
-    def text(self) -> str:
-        head = self.head.decode(errors="replace")
-        if not self.elided:
-            return head + self.tail.decode(errors="replace")
-        return f"{head}\n[... {self.elided} bytes elided ...]\n{self.tail.decode(errors='replace')}"
-
-
-def _last_line(data: bytearray) -> str:
-    lines = [ln for ln in data.splitlines() if ln.strip()]
-    return lines[-1][-200:].decode(errors="replace") if lines else ""
 
 
 def command_env(extra_path: Sequence[str] = ()) -> dict[str, str]:
@@ -347,10 +296,10 @@ class Runner:
             if closed_as_it_started:
                 raise RunnerClosed("the session closed as the command's process started: it was killed as it started")
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_pump, proc.stdout, out)
-                tg.start_soon(_pump, proc.stderr, err)
+                tg.start_soon(pump, proc.stdout, out)
+                tg.start_soon(pump, proc.stderr, err)
                 if on_progress is not None:
-                    tg.start_soon(_ticker, time.monotonic(), self.progress_every_s, out, err, on_progress)
+                    tg.start_soon(ticker, time.monotonic(), self.progress_every_s, out, err, on_progress)
                 with anyio.move_on_after(max(0.0, deadline - time.monotonic())) as scope:
                     await proc.wait()
                 timed_out = scope.cancelled_caught
@@ -400,34 +349,3 @@ class Runner:
             if token is not None:
                 self.commands.ended(token)
         self.commands.invalidate()  # the session's final manifest is hashed afresh
-
-
-async def _pump(stream: ByteReceiveStream | None, buf: CappedBuffer) -> None:
-    try:
-        if stream is not None:
-            async for chunk in stream:
-                buf.add(chunk)
-    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass
-    finally:
-        buf.done.set()
-
-
-def progress_text(out: CappedBuffer, err: CappedBuffer) -> str:
-    """What a progress report may show of a command's output so far: only bytes its result is certain to keep.
-
-    The head of each stream is never dropped, so while both streams are whole in their heads, the last line is
-    shown. Once either has spilled past its head, a line of its tail may be cut from the result by later output,
-    and a line shown in progress would then be seen by the agent and missing from the transcript: only the byte
-    counts are shown, never text (a red team hid a line that way, between two floods of padding)."""
-    if out.whole and err.whole:
-        return out.last_line or err.last_line
-    kept = f"the first {out.half} bytes of each"
-    return f"{out.total} bytes of stdout and {err.total} bytes of stderr so far (lines are shown only within {kept})"
-
-
-async def _ticker(start: float, every: float, out: CappedBuffer, err: CappedBuffer, fn: ProgressFn) -> None:
-    while True:
-        await anyio.sleep(every)
-        elapsed = time.monotonic() - start
-        await fn(elapsed, progress_text(out, err))
