@@ -14,13 +14,12 @@ The repeat is a second eval of each solution on its timed shapes only, one corre
 checked three per shape and the domain's shapes): only their speedups are compared. do_bench runs in one fresh
 process (not the eval's workers) whose torch.compile and Triton caches are the baselines'
 (jg_mcp/eval/compile_cache.py), for the solution and for the baseline the eval found strongest at each timed
-shape, its calls rotating over the eval's own timed input sets, made again in its process from the seeds the
-report publishes (at 5-45 us shapes do_bench on one set moved by up to 18% between repeats; a grouped GEMM's
-routing, drawn from the seed, decides its work), each measured twice in the order solution, baseline,
-baseline, solution; its ratio is compared with the eval's speedup, with times read as medians (the eval's) and as
-interquartile means (eval/h200_tables.py). At a shape the eval found launch-bound, do_bench holds the GPU for the
-eval's pad after each of its L2 flushes, so both measure device time with launches hidden (see
-jg_mcp/eval/timing.py).
+shape, its calls rotating over the eval's own timed input sets, made again in its process from the seeds the report
+publishes (at 5-45 us shapes do_bench on one set moved by up to 18% between repeats), each measured twice in the
+order solution, baseline, baseline, solution; its ratio is compared with the eval's speedup, with times read as
+medians (the eval's) and as interquartile means (eval/h200_tables.py). At a shape the eval found launch-bound,
+do_bench holds the GPU for the eval's pad after each of its L2 flushes, so both measure device time with launches
+hidden (see jg_mcp/eval/timing.py).
 """
 
 from __future__ import annotations

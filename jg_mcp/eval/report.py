@@ -239,7 +239,7 @@ class ShapeResult(Strict):
     input_seeds: list[int] = []
     """The seeds of the timed input sets (the goal's `make_inputs(dims, seed)`): drawn in secret for this eval and
     published once its candidate has ended, so an independent measurement can time the same inputs (where the
-    inputs decide the work, as a grouped GEMM's routing does, other draws take other times)."""
+    inputs decide the work, other draws take other times)."""
     retimed: str | None = None
     """Why the shape was timed twice: what a timing finding would have said of the first timing. The times here
     are the second's, whose fresh calls each follow a lead block; a finding is reported only if it shows too."""

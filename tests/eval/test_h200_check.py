@@ -270,7 +270,7 @@ def test_with_spares_each_eval_of_the_check_takes_the_processes_the_one_before_s
 
 def test_do_bench_times_the_very_inputs_the_eval_timed(monkeypatch):
     """The issue's comparison is of the same inputs: do_bench's sets are made again from the seeds the eval's report
-    publishes (a grouped GEMM's routing is drawn from the seed, and other draws take other times), and only a report
+    publishes (where inputs decide the work, other draws take other times), and only a report
     without them falls back to seeds 0..n-1. The goal's input maker and do_bench are recorded here (they need CUDA)."""
     import types
 
