@@ -25,6 +25,7 @@ hidden (see jg_mcp/eval/timing.py).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
@@ -42,6 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from jg_mcp.eval import EvalOptions, EvalReport, evaluate  # noqa: E402
+from jg_mcp.eval.clocks import device_sampler  # noqa: E402
 from jg_mcp.eval.compile_cache import baseline_env, bytecode_dir  # noqa: E402
 from jg_mcp.eval.report import Reason  # noqa: E402
 from jg_mcp.eval.spares import Spares  # noqa: E402
@@ -133,7 +135,8 @@ def dobench_one(
     sets (made again here from their seeds; seeds 0..n-1 for a report without them), as the eval's calls did.
     Each is measured twice, in the order solution, baseline, baseline, solution, so that a drift (a power-capped
     GPU heating up) falls on both alike, as the eval's A B, B A blocks do; per shape and statistic (`median`,
-    `iqm`), each callable's two values in the order measured."""
+    `iqm`, and `mhz`: NVML's median SM clock during the measurement), each callable's two values in the order
+    measured."""
     import torch
 
     from jg_mcp.eval.sizing import iqm
@@ -150,10 +153,14 @@ def dobench_one(
         calls = dobench_calls(base, only)
         fns = {name: kernel if name == "candidate" else goal.baseline(base) for name in dict.fromkeys(calls)}
         out[shape.name] = {"median": {name: [] for name in fns}, "iqm": {name: [] for name in fns}}
+        out[shape.name] |= {"mhz": {name: [] for name in fns}}
         for name in calls:
-            times = padded_do_bench(fns[name], sets, pad)
+            with device_sampler("cuda") or contextlib.nullcontext() as sampler:
+                times = padded_do_bench(fns[name], sets, pad)
+            clocks = sampler.summary() if sampler else None
             out[shape.name]["median"][name].append(statistics.median(times))
             out[shape.name]["iqm"][name].append(iqm(times))
+            out[shape.name]["mhz"][name].append(clocks.sm_mhz_median if clocks else None)
         del sets
         torch.cuda.empty_cache()
     return out
@@ -248,6 +255,7 @@ def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results
                 "do_bench_order_pct": 100 * ((lib[0] / cand[0]) / (lib[-1] / cand[-1]) - 1),
                 "pad_ms": plan[shape]["pad_ms"],
             }
+            rows[shape] |= per_cycle(report, shape, base, sp, ratio, measured[shape].get("mhz", {}))
             if shape in by_iqm:
                 ratio = statistics.mean(iqms[base]) / statistics.mean(iqms["candidate"])
                 rows[shape] |= {
@@ -263,6 +271,28 @@ def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results
         + " ".join(f"{k}:{r['agreement_pct']:+.1f}% (order {r['do_bench_order_pct']:+.1f}%)" for k, r in rows.items()),
         flush=True,
     )
+
+
+def per_cycle(report: EvalReport, shape: str, base: str, speedup: float, ratio: float, mhz: dict) -> dict:
+    """The agreement with every time read in SM clock cycles (time times the callable's median SM clock, the
+    eval's over its timed blocks, do_bench's over its calls), where every clock is known: on a power-capped GPU a
+    callable's clock follows the power drawn before and during its calls, which differs between the eval's blocks
+    and do_bench's 125 ms runs; where the two agree per cycle and not per millisecond, what parts them is the clock
+    each ran at, not the count of the work."""
+    s = next(x for x in report.shapes if x.name == shape)
+    timed = s.baselines.get(base)
+    cand, lib = s.candidate and s.candidate.clocks, timed and timed.clocks
+    db = {n: [v for v in mhz.get(n, []) if v] for n in ("candidate", base)}
+    if not cand or not lib or not all(db.values()):
+        return {}
+    eval_c, eval_b = cand.sm_mhz_median, lib.sm_mhz_median
+    db_c, db_b = (statistics.mean(db[n]) for n in ("candidate", base))
+    eval_cycles, db_cycles = speedup * eval_b / eval_c, ratio * db_b / db_c
+    return {
+        "eval_mhz": {"candidate": eval_c, base: eval_b},
+        "do_bench_mhz": {"candidate": db_c, base: db_b},
+        "agreement_cycles_pct": 100 * (eval_cycles / db_cycles - 1),
+    }
 
 
 def hack_timings(report: EvalReport) -> dict[str, dict]:

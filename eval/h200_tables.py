@@ -108,15 +108,21 @@ def pct(value: float | None) -> str:
     return "-" if value is None else f"{value:+.1f}"
 
 
+def mhz_pair(mhz: dict[str, float] | None) -> str:
+    return "-" if not mhz else ", ".join(f"{v:.0f}" for v in mhz.values())
+
+
 def shape_table(results: dict, repeat: dict) -> list[str]:
     """Per timed shape: the eval's speedup, do_bench's ratio and its order's own effect, the repeat, do_bench's own
     repeat in a second process, the agreement and the repeat with every time read as an interquartile mean, the
-    pad, the clocks."""
+    pad, the clocks (the shape's, then each callable's in the eval and in do_bench), and the agreement with times
+    read in clock cycles."""
     lines = [
         "",
         "| goal | shape | eval speedup | do_bench ratio | agreement % | do_bench order % | repeat % "
-        "| do_bench repeat % | agreement % IQM | repeat % IQM | pad ms | SM MHz | power-cap share | host waits |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| do_bench repeat % | agreement % IQM | repeat % IQM | pad ms | SM MHz | power-cap share | host waits "
+        "| SM MHz eval: solution, baseline | SM MHz do_bench: solution, baseline | agreement % per clock cycle |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     repeat_iqm = results.get("repeat_agreement_iqm", {})
     db_repeat = dobench_repeat(results)
@@ -145,6 +151,9 @@ def shape_table(results: dict, repeat: dict) -> list[str]:
                 "-" if not clocks else f"{clocks.sm_mhz_median:.0f}",
                 "-" if cap is None else f"{cap:.0%}",
                 ", ".join(waits) or "-",
+                mhz_pair(row.get("eval_mhz")),
+                mhz_pair(row.get("do_bench_mhz")),
+                pct(row.get("agreement_cycles_pct")),
             ]
             lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -171,6 +180,19 @@ def targets_met(results: dict) -> list[str]:
             f"- {label}: {sum(a is not None and abs(a) <= 3 for a in agree)}/{len(agree)} within 3% of do_bench, "
             f"{sum(abs(v) <= 2 for v in rep)}/{len(rep)} repeat within 2%, "
             f"{sum(a is not None and r is not None and abs(a) <= 3 and abs(r) <= 2 for a, r in both)}/{len(both)} both"
+        )
+    per_cycle = [
+        (r["agreement_pct"], r["agreement_cycles_pct"])
+        for rows in results["dobench"].values()
+        for r in rows.values()
+        if isinstance(r, dict) and "agreement_cycles_pct" in r
+    ]
+    if per_cycle:
+        missed = [c for a, c in per_cycle if abs(a) > 3]
+        lines.append(
+            f"- per clock cycle (each callable's time times its own median SM clock): "
+            f"{sum(abs(c) <= 3 for _, c in per_cycle)}/{len(per_cycle)} within 3% of do_bench; of the "
+            f"{len(missed)} shapes that missed 3% in milliseconds, {sum(abs(c) <= 3 for c in missed)} agree per cycle"
         )
     for label, ratio_key in (("medians", "do_bench_ratio"), ("interquartile means", "do_bench_ratio_iqm")):
         moved = [v for rows in dobench_repeat(results, ratio_key).values() for v in rows.values()]

@@ -28,7 +28,9 @@ SLOWDOWNS = {
 
 
 class ClockSampler:
-    """Calls `read` every `interval_s` on a thread between `with` entry and exit; `summary()` after."""
+    """Calls `read` every `interval_s` on a thread between `with` entry and exit; `summary()` after. Each sample
+    is labelled with `owner` as it was when the sample was taken: the timing sets it to the callable whose timed
+    block is running, so each callable's own clocks can be told apart from the others' (`summary(owner)`)."""
 
     def __init__(
         self,
@@ -39,15 +41,21 @@ class ClockSampler:
     ):
         self.read, self.max_mhz, self.limit_w, self.interval_s = read, max_mhz, limit_w, interval_s
         self.samples: list[Sample] = []
+        self.owners: list[str | None] = []
+        """The owner of each sample, in step with `samples`."""
+        self.owner: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="jg-clock-sampler", daemon=True)
 
     def _run(self) -> None:
         while True:
+            owner = self.owner
             try:
-                self.samples.append(self.read())
+                sample = self.read()
             except Exception:  # a board that stops answering ends the sampling, never the eval
                 return
+            self.owners.append(owner)
+            self.samples.append(sample)
             if self._stop.wait(self.interval_s):
                 return
 
@@ -59,13 +67,20 @@ class ClockSampler:
         self._stop.set()
         self._thread.join()
 
-    def summary(self) -> ClockSummary | None:
-        clocks = [s[0] for s in self.samples if s[0] is not None]
+    def summary(self, owner: str | None = None, since: int = 0) -> ClockSummary | None:
+        """Of every sample from the `since`-th on; with `owner`, of that owner's only. None without a clock."""
+        n_taken = len(self.samples)  # the thread may append meanwhile: read the two lists up to one length
+        samples = [
+            s
+            for s, who in zip(self.samples[since:n_taken], self.owners[since:n_taken], strict=True)
+            if owner is None or who == owner
+        ]
+        clocks = [s[0] for s in samples if s[0] is not None]
         if not clocks:
             return None
-        power = [s[1] for s in self.samples if s[1] is not None]
-        n = len(self.samples)
-        seen = {name for s in self.samples for name in s[2]}
+        power = [s[1] for s in samples if s[1] is not None]
+        n = len(samples)
+        seen = {name for s in samples for name in s[2]}
         return ClockSummary(
             samples=n,
             sm_mhz_median=statistics.median(clocks),
@@ -73,7 +88,7 @@ class ClockSampler:
             sm_mhz_max=self.max_mhz,
             power_w_median=statistics.median(power) if power else None,
             power_limit_w=self.limit_w,
-            slowdowns={name: sum(name in s[2] for s in self.samples) / n for name in sorted(seen)},
+            slowdowns={name: sum(name in s[2] for s in samples) / n for name in sorted(seen)},
         )
 
 
@@ -99,3 +114,16 @@ def nvml_sampler(uuid: str, interval_s: float = 0.01) -> ClockSampler | None:
         return nvml_or_none(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)), power, names
 
     return ClockSampler(read, max_mhz, limit, interval_s)
+
+
+def device_sampler(device: str) -> ClockSampler | None:
+    """A sampler of the current CUDA device when `device` is "cuda" and NVML can read it, else None."""
+    if device != "cuda":
+        return None
+    import torch
+
+    try:
+        uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+    except (AssertionError, RuntimeError):  # no CUDA here
+        return None
+    return nvml_sampler(uuid)

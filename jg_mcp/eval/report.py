@@ -138,6 +138,25 @@ class ErrorStats(Strict):
     """The first trial that failed, if any."""
 
 
+class ClockSummary(Strict):
+    """What NVML saw of the GPU while one shape was timed (sampled about every 10 ms by the harness)."""
+
+    samples: int
+    """Number of samples."""
+    sm_mhz_median: float
+    """Median SM clock."""
+    sm_mhz_min: float
+    """Lowest SM clock seen."""
+    sm_mhz_max: float | None = None
+    """The board's maximum SM clock."""
+    power_w_median: float | None = None
+    """Median board power."""
+    power_limit_w: float | None = None
+    """Enforced power limit."""
+    slowdowns: dict[str, float] = {}
+    """Per slowdown reason seen (sw_power_cap, hw_slowdown, sw_thermal, ...), the fraction of samples it was active."""
+
+
 class Timing(Strict):
     """Device time of one callable at one shape."""
 
@@ -178,25 +197,9 @@ class Timing(Strict):
     """Median time of single calls on inputs written just before each call, never seen by any callable before."""
     do_bench_ms: float | None = None
     """triton.testing.do_bench median of the same call, rotating over the timed input sets, when cross-checked."""
-
-
-class ClockSummary(Strict):
-    """What NVML saw of the GPU while one shape was timed (sampled about every 10 ms by the harness)."""
-
-    samples: int
-    """Number of samples."""
-    sm_mhz_median: float
-    """Median SM clock."""
-    sm_mhz_min: float
-    """Lowest SM clock seen."""
-    sm_mhz_max: float | None = None
-    """The board's maximum SM clock."""
-    power_w_median: float | None = None
-    """Median board power."""
-    power_limit_w: float | None = None
-    """Enforced power limit."""
-    slowdowns: dict[str, float] = {}
-    """Per slowdown reason seen (sw_power_cap, hw_slowdown, sw_thermal, ...), the fraction of samples it was active."""
+    clocks: ClockSummary | None = None
+    """What NVML saw while this callable's timed blocks ran (GPU only): on a power-capped GPU each callable runs at
+    the clock its own power draw allows, and its time goes with that clock."""
 
 
 class ShapeResult(Strict):

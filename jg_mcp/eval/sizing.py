@@ -28,6 +28,24 @@ def pad_for(queue_ms: dict[str, float], device_ms: dict[str, float], flush_ms: f
     return round(min(PAD_MAX_MS, PAD_FACTOR * max(queue_ms.values())), 4)
 
 
+def flush_time_ms(flush_bytes: int) -> float:
+    """The GPU's time to zero a flush buffer of `flush_bytes` (the median of five), measured in this process."""
+    import torch
+
+    if flush_bytes == 0:
+        return 0.0
+    buf = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        buf.zero_()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
 def waits_for_gpu(enqueue_ms: float, median_ms: float, flush_ms: float, pad_ms: float) -> bool:
     """Whether a callable's host waited for the GPU inside its calls: its host time per call is over the GPU's time
     before each call starts (flush and pad) plus half the call's own. A host that only queues work stays under it

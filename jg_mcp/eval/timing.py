@@ -49,13 +49,13 @@ import torch
 from jg_mcp.errors import JgError
 from jg_mcp.eval.buffers import SharedBinding
 from jg_mcp.eval.checks import call_findings
-from jg_mcp.eval.clocks import nvml_sampler
+from jg_mcp.eval.clocks import ClockSampler, device_sampler
 from jg_mcp.eval.messages import Block, BlockDone, Done, Release, Warm
 from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.report import EvalReport, Finding, Reason, ShapeResult, Timing, TimingMethod
 from jg_mcp.eval.scoring import escaped, seen_inputs_gain
-from jg_mcp.eval.sizing import block_sizes, lead_sizes, pad_for, rotation, summarize, waits_for_gpu
+from jg_mcp.eval.sizing import block_sizes, flush_time_ms, lead_sizes, pad_for, rotation, summarize, waits_for_gpu
 from jg_mcp.eval.timing_checks import check_inputs, fresh_pass, spot_check
 
 if TYPE_CHECKING:
@@ -115,6 +115,8 @@ class TimingPhase:
         self.names = ["candidate", *[n for n, b in g.baselines.items() if ev.device in b.devices]]
         self.pad_ms = 0.0
         self.flush_ms = 0.0
+        self.sampler: ClockSampler | None = None
+        """NVML's sampler of the shape being timed (GPU only); the timed blocks label its samples."""
         self.thread: threading.Thread | None = None
         self.ready = False
         self.failure: BaseException | None = None
@@ -186,19 +188,14 @@ class TimingPhase:
             raise self.failure
         if not self.ready:
             return
-        uuid = (
-            str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
-            if self.ev.device == "cuda"
-            else None
-        )
         by_name = {s.name: s for s in report.shapes}
-        self.flush_ms = self.time_flush()
+        self.flush_ms = flush_time_ms(self.p.flush_bytes) if self.ev.device == "cuda" else 0.0
         try:
             for case in cases:
                 self.ev.progress(f"time {case.name}")
                 shape = by_name[case.name]
                 shape.wall_s |= self.warm_walls.get(case.name, {})
-                sampler = nvml_sampler(uuid) if uuid else None
+                self.sampler = sampler = device_sampler(self.ev.device)
                 mark = time.monotonic()
                 with sampler or contextlib.nullcontext():
                     self.time_case(report, case, shape)
@@ -209,21 +206,6 @@ class TimingPhase:
 
     def worker(self, name: str) -> WorkerProcess:
         return self.cand if name == "candidate" else self.base
-
-    def time_flush(self) -> float:
-        """The GPU's time to zero the flush buffer, measured in this process (0 on the CPU stand-in)."""
-        if self.ev.device != "cuda" or self.p.flush_bytes == 0:
-            return 0.0
-        buf = torch.empty(self.p.flush_bytes, dtype=torch.uint8, device="cuda")
-        times = []
-        for _ in range(5):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            buf.zero_()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        return statistics.median(times)
 
     def block(self, name: str, sets: list[int], inputs: str, keep: bool = True) -> Ran:
         """One block, with the shape's pad; its outputs go to the callable's ring unless `keep` is False."""
@@ -349,6 +331,7 @@ class TimingPhase:
         gaps: dict[str, list[float]] = {n: [] for n in names}
         queues: dict[str, list[float]] = {n: [] for n in names}
         queued, rounds, checked, begin = dict.fromkeys(names, 0), 0, 0, time.monotonic()
+        sampled = len(self.sampler.samples) if self.sampler else 0  # a second timing's clocks are its own
 
         def next_sets(name: str, count: int) -> list[int]:
             """The callable's next `count` calls, rotating over the input sets where its last call left off."""
@@ -363,7 +346,13 @@ class TimingPhase:
                 own["ring"].poison()
             hints = self.block(name, next_sets(name, lead[name]), "tin", keep=False).hints if lead[name] else []
             sets = next_sets(name, per_block[name])
-            ran = self.block(name, sets, "tin")
+            if self.sampler:
+                self.sampler.owner = name
+            try:
+                ran = self.block(name, sets, "tin")
+            finally:
+                if self.sampler:
+                    self.sampler.owner = None
             if name == "candidate":
                 check_inputs(report, case, shape, hints + ran.hints, own["tin"], pristine)
             return ran, sets
@@ -390,6 +379,7 @@ class TimingPhase:
 
         def result(n: str) -> dict[str, Any]:
             summary, enqueue = summarize(times[n]), statistics.median(queues[n])
+            clocks = self.sampler.summary(n, sampled) if self.sampler else None
             waits = cuda and waits_for_gpu(enqueue, summary["median_ms"], self.flush_ms, self.pad_ms)
             return summary | {
                 "host_median_ms": statistics.median(hosts[n]),
@@ -398,6 +388,7 @@ class TimingPhase:
                 "unaccounted_ms": statistics.median(gaps[n]),
                 "enqueue_ms": enqueue,
                 "host_waits": waits,
+                "clocks": clocks.model_dump() if clocks else None,
             }
 
         return {n: result(n) for n in names}

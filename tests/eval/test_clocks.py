@@ -11,6 +11,8 @@ from eval_suite import environment
 
 from jg_mcp.eval.clocks import ClockSampler, nvml_sampler
 
+HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
+
 
 def wait_until(predicate, timeout_s: float = 30) -> None:
     """Poll until true, or fail: the sampler's thread runs when the scheduler lets it, so the tests wait for
@@ -33,6 +35,46 @@ def test_the_summary_gives_clock_power_and_the_share_of_each_slowdown():
     assert s.sm_mhz_min == 1500 and s.sm_mhz_max == 1980 and s.power_limit_w == 700
     assert 1500 <= s.sm_mhz_median <= 1980 and 690 <= s.power_w_median <= 700
     assert list(s.slowdowns) == ["sw_power_cap"] and 0.4 <= s.slowdowns["sw_power_cap"] <= 0.6
+
+
+def test_each_sample_is_labelled_with_the_owner_of_its_time_and_summarised_by_owner():
+    """On a power-capped GPU each callable runs at the clock its own draw allows: the timing labels each sample
+    with the callable whose timed block ran, and a summary of one owner (from a given sample on) holds only its."""
+    sampler = ClockSampler(
+        lambda: ({"a": 1000.0, "b": 2000.0}.get(sampler.owner, 500.0), None, frozenset()), 0, 0, 0.001
+    )
+    with sampler:
+        for owner in ("a", None, "b", "a"):
+            sampler.owner = owner
+            seen = len(sampler.samples)
+            wait_until(lambda seen=seen: len(sampler.samples) >= seen + 3)
+        first_b = sampler.owners.index("b")
+    assert sampler.summary("a").sm_mhz_median == 1000 and sampler.summary("b").sm_mhz_median == 2000
+    assert sampler.summary("a", since=first_b).samples < sampler.summary("a").samples
+    assert sampler.summary("c") is None and sampler.summary().samples == len(sampler.samples)
+
+
+def test_the_timing_keeps_each_callables_own_clocks(tmp_path, monkeypatch):
+    """An eval labels the samples of each callable's timed blocks with its name (the sampler here reads a clock that
+    says whose block runs), and reports them per callable beside the shape's."""
+    from eval_suite import CPU_TIMING, cpu_timing_goal, eval_solution
+
+    from jg_mcp.eval import timing
+
+    def fake(device: str) -> ClockSampler:
+        mhz = {"candidate": 1500.0, "torch_add": 1900.0}
+        sampler = ClockSampler(lambda: (mhz.get(sampler.owner, 1000.0), 600.0, frozenset()), 1980, 700, 0.001)
+        return sampler
+
+    monkeypatch.setattr(timing, "device_sampler", fake)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "solution.py").write_text(HONEST)
+    report = eval_solution(tmp_path / "src" / "solution.py", cpu_timing_goal(tmp_path), tmp_path / "runs", **CPU_TIMING)
+    assert report.accepted, [f.detail for f in report.findings]
+    for shape in report.shapes:
+        assert shape.candidate.clocks.sm_mhz_median == 1500 and shape.candidate.clocks.sm_mhz_min == 1500
+        assert shape.baselines["torch_add"].clocks.sm_mhz_median == 1900
+        assert shape.clocks.sm_mhz_min == 1000 and shape.clocks.samples > shape.candidate.clocks.samples
 
 
 def test_a_board_that_stops_answering_ends_the_sampling_not_the_eval():

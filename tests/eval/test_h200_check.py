@@ -268,6 +268,44 @@ def test_with_spares_each_eval_of_the_check_takes_the_processes_the_one_before_s
     assert given[2] is None and "spares_taken" not in json.loads((tmp_path / "b" / "check.json").read_text())
 
 
+def test_the_agreement_is_also_read_in_clock_cycles_where_every_clock_is_known():
+    """On a power-capped GPU each callable's clock follows the power drawn before and during its calls, which differs
+    between the eval's blocks and do_bench's runs: the agreement is also given with each time read in cycles (times
+    its own median SM clock), and the count says how many shapes that missed in milliseconds agree per cycle."""
+    from jg_mcp.eval.report import ClockSummary
+
+    check = _check()
+    raw = eval_report("a" * 64, "b" * 64, speedup=0.5) | {"strongest_baseline": {"n16m": "torch_add"}}
+    stats = {"median_ms": 1.0, "iqr_ms": 0.1, "q10_ms": 0.9, "q90_ms": 1.1, "reps": 20, "rel_se_median": 0.01}
+
+    def clocked(mhz: float) -> dict:
+        return stats | {"clocks": ClockSummary(samples=9, sm_mhz_median=mhz, sm_mhz_min=mhz).model_dump()}
+
+    raw["shapes"][0] |= {"candidate": clocked(1800.0), "baselines": {"torch_add": clocked(1600.0)}}
+    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3}}
+    times = {"candidate": [1.0, 1.0], "torch_add": [0.55, 0.55]}
+    runs = {
+        "n16m": {"median": times, "iqm": times, "mhz": {"candidate": [1800.0, 1800.0], "torch_add": [1760.0, None]}}
+    }
+    results: dict = {"dobench": {}}
+    check.agreement("axpy", EvalReport.model_validate(raw), plan, runs, results)
+    row = results["dobench"]["axpy"]["n16m"]
+    assert row["agreement_pct"] == pytest.approx(100 * (0.5 / 0.55 - 1))  # -9.1%: a miss in milliseconds
+    assert row["do_bench_mhz"] == {"candidate": 1800.0, "torch_add": 1760.0}
+    assert row["agreement_cycles_pct"] == pytest.approx(100 * ((0.5 * 1600 / 1800) / (0.55 * 1760 / 1800) - 1))
+    line = [x for x in sys.modules["h200_tables"].targets_met(results) if "per clock cycle" in x]
+    assert line == [
+        "- per clock cycle (each callable's time times its own median SM clock): 0/1 within 3% of do_bench; of "
+        "the 1 shapes that missed 3% in milliseconds, 0 agree per cycle"
+    ]
+    runs["n16m"]["mhz"]["torch_add"] = [1600.0, 1600.0]
+    check.agreement("axpy", EvalReport.model_validate(raw), plan, runs, results)
+    assert results["dobench"]["axpy"]["n16m"]["agreement_cycles_pct"] == pytest.approx(100 * (0.5 / 0.55 - 1))
+    del runs["n16m"]["mhz"]
+    check.agreement("axpy", EvalReport.model_validate(raw), plan, runs, results)
+    assert "agreement_cycles_pct" not in results["dobench"]["axpy"]["n16m"]
+
+
 def test_do_bench_times_the_very_inputs_the_eval_timed(monkeypatch):
     """The issue's comparison is of the same inputs: do_bench's sets are made again from the seeds the eval's report
     publishes (where inputs decide the work, other draws take other times), and only a report
