@@ -14,6 +14,7 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
+from jg_mcp.eval.source_ast import is_class_argument
 from jg_mcp.eval.trusted import builtin_class
 
 IDENTITY = (ast.Is, ast.IsNot)
@@ -60,16 +61,7 @@ def class_test(node: ast.AST) -> ast.AST | None:
             node, parent = parent, holder
     if isinstance(parent, ast.Compare):
         return parent
-    if (
-        isinstance(parent, ast.Call)
-        and isinstance(parent.func, ast.Name)
-        and parent.func.id in ("isinstance", "issubclass")
-        and len(parent.args) == 2
-        and parent.args[1] is node
-        and not parent.keywords
-    ):
-        return parent
-    return None
+    return parent if is_class_argument(node, parent) else None
 
 
 def defines_member(cls: ast.ClassDef, dotted: dict[ast.AST, str]) -> bool:

@@ -31,7 +31,7 @@ from jg_mcp.eval.policy_tables import (
     TRITON_REFUSED,
 )
 from jg_mcp.eval.report import Reason
-from jg_mcp.eval.source_ast import contains, is_getattr
+from jg_mcp.eval.source_ast import contains, is_class_argument, is_getattr
 from jg_mcp.eval.trusted import (
     UNKNOWN,
     is_module_state,
@@ -345,10 +345,4 @@ class Names(Bindings):
             return True
         if isinstance(parent, ast.Tuple):
             return self.type_position(parent, getattr(parent, "parent", None))
-        return (
-            isinstance(parent, ast.Call)
-            and isinstance(parent.func, ast.Name)
-            and parent.func.id in ("isinstance", "issubclass")
-            and len(parent.args) == 2
-            and parent.args[1] is node
-        )
+        return is_class_argument(node, parent)

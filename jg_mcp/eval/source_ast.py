@@ -12,6 +12,18 @@ def contains(parts: list[str], key: list[str]) -> bool:
     return any(parts[i : i + len(key)] == key for i in range(len(parts) - len(key) + 1))
 
 
+def is_class_argument(node: ast.AST, parent: ast.AST | None) -> bool:
+    """`node` is the class argument of its `parent`, a call of isinstance or issubclass."""
+    return (
+        isinstance(parent, ast.Call)
+        and isinstance(parent.func, ast.Name)
+        and parent.func.id in ("isinstance", "issubclass")
+        and len(parent.args) == 2
+        and parent.args[1] is node
+        and not parent.keywords
+    )
+
+
 def join_parts(node: ast.AST) -> tuple[str, list[ast.expr]] | None:
     """`'sep'.join([a, b])` -> ('sep', [a, b]) for a constant separator; else None."""
     if (
