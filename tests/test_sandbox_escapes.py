@@ -157,9 +157,9 @@ def _pids_named(marker: str) -> list[int]:
 
 def test_no_background_process_outlives_the_session(env):
     plain, daemon = f"jgplain-{uuid.uuid4().hex}", f"jgdaemon-{uuid.uuid4().hex}"
-    env.run(
-        f"(exec -a {plain} sleep 300) > /dev/null 2>&1 & setsid bash -c 'exec -a {daemon} sleep 300' "
-        "> /dev/null 2>&1 < /dev/null & echo started"
+    env.run(  # the daemon's new session is made before `ready` exists: the close cannot catch it still in the group
+        f"(exec -a {plain} sleep 300) > /dev/null 2>&1 & setsid bash -c 'touch ready; exec -a {daemon} sleep 300' "
+        "> /dev/null 2>&1 < /dev/null & until [ -e ready ]; do sleep 0.05; done; echo started"
     )
     env.close()
     survivors = _pids_named(daemon)
