@@ -15,11 +15,11 @@ checked three per shape and the domain's shapes): only their speedups are compar
 process (not the eval's workers) whose torch.compile and Triton caches are the baselines'
 (jg_mcp/eval/compile_cache.py), for the solution and for the baseline the eval found strongest at each timed
 shape, its calls rotating over the eval's own timed input sets, made again in its process from the seeds the report
-publishes (at 5-45 us shapes do_bench on one set moved by up to 18% between repeats), each measured twice in the
-order solution, baseline, baseline, solution; its ratio is compared with the eval's speedup, with times read as
-medians (the eval's) and as interquartile means (eval/h200_tables.py). At a shape the eval found launch-bound,
-do_bench holds the GPU for the eval's pad after each of its L2 flushes, so both measure device time with launches
-hidden (see jg_mcp/eval/timing.py).
+publishes (at 5-45 us shapes do_bench on one set moved by up to 18% between repeats), each measured four times in the
+order solution, baseline, baseline, solution, twice over; its ratio (of the two callables' medians over their four)
+is compared with the eval's speedup, with times read as medians (the eval's) and as interquartile means
+(eval/h200_tables.py). At a shape the eval found launch-bound, do_bench holds the GPU for the eval's pad after each
+of its L2 flushes, so both measure device time with launches hidden (see jg_mcp/eval/timing.py).
 """
 
 from __future__ import annotations
@@ -96,10 +96,17 @@ def dobench_all(plan: dict[str, dict[str, dict]], only: str | None = None) -> di
     return {goal: dobench_one(goal, shapes, only) for goal, shapes in plan.items()}
 
 
+DOBENCH_ROUNDS = 2
+"""Rounds of do_bench per shape, each solution, baseline, baseline, solution. One round (run 23) let one of its two
+measurements decide: at rope's 9 us decode shape the compiled baseline took 0.00896 then 0.01040 ms in one
+process (15%), at gemm_bf16's power-capped qkv 0.262 then 0.292 ms; the median of four is not moved by one such."""
+
+
 def dobench_calls(base: str, only: str | None) -> tuple[str, ...]:
-    """The order of one shape's do_bench measurements: solution, baseline, baseline, solution; with `only`
+    """The order of one shape's do_bench measurements: solution, baseline, baseline, solution, DOBENCH_ROUNDS times;
+    with `only`
     (`candidate` or `baseline`, a split run), that callable's two."""
-    calls = ("candidate", base, base, "candidate")
+    calls = ("candidate", base, base, "candidate") * DOBENCH_ROUNDS
     if only is None:
         return calls
     return tuple(c for c in calls if (c == "candidate") == (only == "candidate"))
@@ -132,11 +139,11 @@ def dobench_one(
 ) -> dict[str, dict[str, dict[str, list[float]]]]:
     """do_bench of the solution and of the named baseline at each timed shape (`shapes`: shape -> {"baseline":
     name, "pad_ms": pad, "input_sets": n, "seeds": the eval's}), the calls rotating over the eval's timed input
-    sets (made again here from their seeds; seeds 0..n-1 for a report without them), as the eval's calls did.
-    Each is measured twice, in the order solution, baseline, baseline, solution, so that a drift (a power-capped
-    GPU heating up) falls on both alike, as the eval's A B, B A blocks do; per shape and statistic (`median`,
-    `iqm`, and `mhz`: NVML's median SM clock during the measurement), each callable's two values in the order
-    measured."""
+    sets (made again here from their seeds; seeds 0..n-1 for a report without them), as the eval's calls did. Each
+    is measured in the order solution, baseline, baseline, solution (DOBENCH_ROUNDS times), so that a drift (a
+    power-capped GPU heating up) falls on both alike, as the eval's A B, B A blocks do; per shape and statistic
+    (`median`, `iqm`, and `mhz`: NVML's median SM clock during the measurement), each callable's values in the
+    order measured."""
     import torch
 
     from jg_mcp.eval.sizing import iqm
@@ -234,10 +241,10 @@ def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None
 
 
 def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results: dict, key: str = "dobench") -> None:
-    """The eval's speedup against do_bench's ratio at each timed shape of one goal. do_bench's ratio is that of
-    each callable's mean over its two measurements; `do_bench_order_pct` is how far the ratio measured with the
-    solution first was from the one measured with the baseline first (what the order alone did). The `_iqm`
-    fields compare the same way with both read as interquartile means."""
+    """The eval's speedup against do_bench's ratio at each timed shape of one goal. do_bench's ratio is that of each
+    callable's median over its measurements (DOBENCH_ROUNDS rounds of two); `do_bench_order_pct` is how far the
+    ratio measured with the solution first was from the one measured with the baseline first (what the order alone
+    did). The `_iqm` fields compare the same way with both read as interquartile means."""
     rows = {}
     by_iqm = speedups(report, "iqm_ms")
     for shape, sp in speedups(report).items():
@@ -245,19 +252,19 @@ def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results
         base = report.strongest_baseline[shape]
         if "candidate" in runs and base in runs:
             cand, lib = runs["candidate"], runs[base]
-            ratio = statistics.mean(lib) / statistics.mean(cand)
+            ratio = statistics.median(lib) / statistics.median(cand)
             rows[shape] = {
                 "eval_speedup": sp,
                 "do_bench_ratio": ratio,
                 "agreement_pct": 100 * (sp / ratio - 1),
-                "do_bench_ms": {"candidate": statistics.mean(cand), base: statistics.mean(lib)},
+                "do_bench_ms": {"candidate": statistics.median(cand), base: statistics.median(lib)},
                 "do_bench_runs_ms": runs,
                 "do_bench_order_pct": 100 * ((lib[0] / cand[0]) / (lib[-1] / cand[-1]) - 1),
                 "pad_ms": plan[shape]["pad_ms"],
             }
             rows[shape] |= per_cycle(report, shape, base, sp, ratio, measured[shape].get("mhz", {}))
             if shape in by_iqm:
-                ratio = statistics.mean(iqms[base]) / statistics.mean(iqms["candidate"])
+                ratio = statistics.median(iqms[base]) / statistics.median(iqms["candidate"])
                 rows[shape] |= {
                     "eval_speedup_iqm": by_iqm[shape],
                     "do_bench_ratio_iqm": ratio,

@@ -20,9 +20,10 @@ def group_sizes(t: int, e: int) -> list[int]:
     experts gets about 12 times the rows of the coldest), rounded to whole rows by largest remainder.
 
     Fixed, because a grouped GEMM's time depends on its group sizes (each group's rows are cut into tiles, and the
-    last tile of each is partly idle): with sizes drawn from the seed, two evals of one solution timed different
-    work (torch._grouped_mm at the Mixtral shape took 0.759 ms under one draw and 0.812 ms under another on the
-    H200). The seed still decides which expert gets which size, and every value."""
+    last tile of each is partly idle), so every eval of a shape times the same work: on the H200, torch._grouped_mm
+    at the Mixtral shape took 0.743-0.812 ms over twelve evals with sizes drawn from the seed, and 0.796 and 0.801
+    ms in two evals with these (eval/results/h200/check.md, run 23). The seed still decides which expert gets
+    which size, and every value."""
     quantiles = [NormalDist().inv_cdf((i + 0.5) / e) for i in range(e)]
     weights = [math.exp(0.8 * q) for q in quantiles]
     exact = [t * w / sum(weights) for w in weights]
@@ -69,13 +70,18 @@ def baseline_grouped_mm(x, w, offsets):
 
 
 def baseline_matmul_loop(x, w, offsets):
-    """The plain MoE implementation: one torch.matmul (cuBLAS) per expert."""
+    """The plain MoE implementation: one torch.matmul (cuBLAS) per expert, the largest groups launched first.
+
+    Reading the offsets waits for the GPU, which then idles until the host launches the first matmul; launched in
+    expert order, a small group (tens of microseconds of work) often comes first and the GPU keeps waiting on the
+    host's launches, so the loop's time followed the host: 0.740-0.850 ms at the Mixtral shape on the H200 (run
+    23), 11% apart in two evals. Largest first, the host queues the rest while the GPU works on the largest."""
     out = torch.empty(x.shape[0], w.shape[1], dtype=torch.bfloat16, device=x.device)
-    start = 0
-    for e, end in enumerate(offsets.tolist()):
-        if end > start:
+    ends = offsets.tolist()
+    groups = [(end - start, e, start, end) for e, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True))]
+    for rows, e, start, end in sorted(groups, reverse=True):
+        if rows > 0:
             torch.matmul(x[start:end], w[e].t(), out=out[start:end])
-        start = end
     return out
 
 

@@ -25,9 +25,10 @@ def _check():
 
 
 def test_the_speedup_is_compared_with_do_bench_shape_by_shape():
-    """do_bench measures solution, baseline, baseline, solution: the ratio is of the two means, and the order's
-    own effect (solution first against baseline first) is reported beside it; the same comparison is made with
-    every time read as an interquartile mean."""
+    """do_bench measures solution, baseline, baseline, solution, twice over: the ratio is of the two medians (one
+    measurement apart from the rest moves it not at all), and the order's own effect (the first solution-first pair
+    against the last baseline-first pair) is reported beside it; the same comparison is made with every time read
+    as an interquartile mean."""
     check = _check()
     raw = eval_report("a" * 64, "b" * 64, speedup=1.25) | {"strongest_baseline": {"n16m": "torch_add"}}
     stats = {"median_ms": 1.0, "iqr_ms": 0.1, "q10_ms": 0.9, "q90_ms": 1.1, "reps": 20, "rel_se_median": 0.01}
@@ -36,8 +37,8 @@ def test_the_speedup_is_compared_with_do_bench_shape_by_shape():
     plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.1, "input_sets": 3}}
     runs = {
         "n16m": {
-            "median": {"candidate": [1.0, 1.0], "torch_add": [1.1, 1.3]},
-            "iqm": {"candidate": [2.0, 2.0], "torch_add": [2.8, 3.2]},
+            "median": {"candidate": [1.0, 1.0, 1.0, 1.0], "torch_add": [1.1, 1.15, 1.25, 1.3]},
+            "iqm": {"candidate": [2.0, 2.0, 2.0, 9.0], "torch_add": [2.8, 3.2, 2.6, 3.4]},
         }
     }
     check.agreement("axpy", EvalReport.model_validate(raw), plan, runs, results)
@@ -221,9 +222,9 @@ def test_a_split_do_bench_times_the_solution_and_the_baseline_in_two_fresh_proce
     """`--parts dobench_split1`: the eval's arrangement under do_bench, one process per callable, each measured
     twice; the two processes' times are put together and compared with the eval's speedup as `dobench` is."""
     check = _check()
-    assert check.dobench_calls("cublas", None) == ("candidate", "cublas", "cublas", "candidate")
-    assert check.dobench_calls("cublas", "candidate") == ("candidate", "candidate")
-    assert check.dobench_calls("cublas", "baseline") == ("cublas", "cublas")
+    assert check.dobench_calls("cublas", None) == ("candidate", "cublas", "cublas", "candidate") * 2
+    assert check.dobench_calls("cublas", "candidate") == ("candidate",) * 4
+    assert check.dobench_calls("cublas", "baseline") == ("cublas",) * 4
     raw = eval_report("a" * 64, "b" * 64, speedup=1.25) | {"strongest_baseline": {"n16m": "torch_add"}}
     results: dict = {"evals": {"axpy": raw}, "dobench_split1": {}}
     per_role = {
