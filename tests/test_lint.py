@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,23 @@ def test_no_test_module_imports_from_another_test_module_or_from_conftest():
                 continue
             found += [f"{path.relative_to(REPO)}:{node.lineno} imports {n}" for n in names if forbidden(n)]
     assert not found, "import shared helpers from tests/support.py instead:\n" + "\n".join(found)
+
+
+def test_a_hung_test_fails_with_its_stack_instead_of_stalling_the_suite(request, tmp_path):
+    """A hang once stalled CI past its 90 minutes and printed nothing that named the test: the suite's `timeout`
+    (pytest-timeout) fails it instead, and the rest of the suite still runs in the time CI has."""
+    assert 0 < float(request.config.getini("timeout")) <= 1800
+    (tmp_path / "test_hangs.py").write_text(
+        "import threading, time\n\n\ndef test_hangs():\n    threading.Event().wait()\n\n\n"
+        "def test_after():\n    assert True\n"
+    )
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-o", "timeout=3", "test_hangs.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1 and "1 failed, 1 passed" in done.stdout, done.stdout[-3000:]
+    assert "Timeout" in done.stdout and "test_hangs.py" in done.stdout and time.monotonic() - started < 60
