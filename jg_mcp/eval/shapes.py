@@ -96,13 +96,14 @@ def _halve_another(goal: LoadedGoal, dims: dict[str, int], name: str) -> bool:
 
 def beyond(goal: LoadedGoal, device: str, rng: random.Random, draws: int = BEYOND_DRAWS) -> list[Case]:
     """Per domain dimension, `draws` values drawn from above the largest value the goal times (the real sizes, on
-    the CPU too) up to four times that, capped at the domain maximum: the range split into `draws` equal parts and
-    one value drawn uniformly in each. The other dimensions start from the timed shape where this one is largest
-    and are halved until the shape holds no more data and work than the smallest timed shape (on the CPU, the
-    interpreter's `budget`); a value no such shape fits is left out. The values are secret and new at every eval,
-    so a kernel wrong in part of that range only (past some number of blocks, at a length that is not a multiple
-    of its page: a softmax normalising only whole 131072-column pages was accepted in 93% of GPU evals when only
-    the range's top was checked) is caught wherever that part lies."""
+    the CPU too) up to four times that, capped at the domain maximum and at the largest value a checkable shape
+    holds: the range split into `draws` equal parts and one value drawn uniformly in each. The other dimensions
+    start from the timed shape where this one is largest and are halved until the shape holds no more data and work
+    than the smallest timed shape (on the CPU, the interpreter's `budget`). The values are secret and new at every
+    eval, so a kernel wrong in part of that range only (past some number of blocks, at a length that is not a
+    multiple of its page: a softmax normalising only whole 131072-column pages was accepted in 93% of GPU evals when
+    only the range's top was checked) is caught wherever that part lies. No drawn value is left out: while a drawn
+    value that fit no shape was dropped, that softmax passed a CPU eval whose lower value fell below its page."""
     g = goal.goal
     if device == "cpu":
         fits = budget(goal, device)
@@ -113,15 +114,28 @@ def beyond(goal: LoadedGoal, device: str, rng: random.Random, draws: int = BEYON
     cases = []
     for name, r in g.shape_domain.items():
         src = dict(max(g.shapes, key=lambda s: s.dims.get(name, 0)).dims)
+
+        def shape_at(k: int, name: str = name, src: dict[str, int] = src, m: int = r.multiple_of) -> dict | None:
+            dims = src | {name: m * k}
+            while not fits(dims) and _halve_another(goal, dims, name):
+                pass
+            return dims if fits(dims) else None
+
         lo, hi = src[name] // r.multiple_of + 1, min(r.max, 4 * src[name]) // r.multiple_of
+        if hi < lo or shape_at(lo) is None:
+            continue
+        if shape_at(hi) is None:  # the largest value with a checkable shape (a shape only grows with a value)
+            good, bad = lo, hi
+            while bad - good > 1:
+                mid = (good + bad) // 2
+                good, bad = (good, mid) if shape_at(mid) is None else (mid, bad)
+            hi = good
         for i in range(draws):
             first, last = lo + (hi - lo + 1) * i // draws, lo + (hi - lo + 1) * (i + 1) // draws - 1
             if last < first:
                 continue
-            dims = src | {name: r.multiple_of * rng.randint(first, last)}
-            while not fits(dims) and _halve_another(goal, dims, name):
-                pass
-            if fits(dims):
+            dims = shape_at(rng.randint(first, last))
+            if dims is not None:  # halving goes in steps: a value inside the range may still fit no shape
                 cases.append(Case(name=f"beyond_{name}_{i}", kind="top", dims=dims))
     return cases
 
