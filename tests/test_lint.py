@@ -61,7 +61,7 @@ def test_a_hung_test_fails_with_its_stack_instead_of_stalling_the_suite(request,
     (pytest-timeout) fails it instead, and the rest of the suite still runs in the time CI has."""
     assert 0 < float(request.config.getini("timeout")) <= 1800
     (tmp_path / "test_hangs.py").write_text(
-        "import threading, time\n\n\ndef test_hangs():\n    threading.Event().wait()\n\n\n"
+        "import threading\n\n\ndef test_hangs():\n    threading.Event().wait()\n\n\n"
         "def test_after():\n    assert True\n"
     )
     started = time.monotonic()

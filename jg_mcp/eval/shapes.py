@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -124,12 +125,8 @@ def beyond(goal: LoadedGoal, device: str, rng: random.Random, draws: int = BEYON
         lo, hi = src[name] // r.multiple_of + 1, min(r.max, 4 * src[name]) // r.multiple_of
         if hi < lo or shape_at(lo) is None:
             continue
-        if shape_at(hi) is None:  # the largest value with a checkable shape (a shape only grows with a value)
-            good, bad = lo, hi
-            while bad - good > 1:
-                mid = (good + bad) // 2
-                good, bad = (good, mid) if shape_at(mid) is None else (mid, bad)
-            hi = good
+        # the largest value with a checkable shape (a shape only grows with a value)
+        hi = lo - 1 + bisect.bisect_left(range(lo, hi + 1), True, key=lambda k: shape_at(k) is None)
         for i in range(draws):
             first, last = lo + (hi - lo + 1) * i // draws, lo + (hi - lo + 1) * (i + 1) // draws - 1
             if last < first:
