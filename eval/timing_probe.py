@@ -1,12 +1,13 @@
 """Where the eval's time of a callable and do_bench's differ: one shape, one callable, measured several ways that
 each change one thing, on one GPU in one run. Prints a table and writes probe.json under --out.
 
-    python eval/timing_probe.py --out DIR [--shapes GOAL:SHAPE,...] [--repeats N]
+    python eval/timing_probe.py --out DIR [--shapes GOAL:SHAPE,...] [--repeats N] [--variants V,...] [--processes N]
 
 Per shape it runs the eval (that shape only, with the eval's own do_bench of each baseline in the baseline
-process, on one input set in the harness's shared buffers), then, in one fresh process on the baselines' compile
-cache, each callable under each of these, every one `--repeats` times in a random order (what ran before a
-measurement is part of it at these sizes, so the spread of the repeats is reported with the median):
+process, on one input set in the harness's shared buffers), then, in `--processes` fresh processes one after
+another on the baselines' compile cache, each callable under each of these (or the `--variants` named), every one
+`--repeats` times in a random order (what ran before a measurement is part of it at these sizes, so the spread of
+the repeats is reported with the median):
 - `db1`: triton.testing.do_bench on one set of fresh torch tensors (what eval/h200_check.py compares with);
 - `db3`: the same, the calls rotating over three input sets;
 - `db1_dedicated`: one set, each tensor in its own cudaMalloc allocation, as the harness allocates them;
@@ -17,7 +18,14 @@ measurement is part of it at these sizes, so the spread of the repeats is report
 - `loop1_int32`: `loop1` flushing with do_bench's int32 buffer instead of the eval's uint8 one;
 - `loop1_nolead`: `loop1` without lead blocks;
 - `loop1_hold`: `loop1` keeping each call's output until the next call returns, as the eval's worker did through
-  commit caff047 (each call's output then lands in other memory than the previous one's; do_bench drops it).
+  commit caff047 (each call's output then lands in other memory than the previous one's; do_bench drops it);
+- `graph_rot`: device time per call in one CUDA graph of calls rotating over K input sets (seeds 1..K, the fewest,
+  3 to 512, holding 256 MiB), replayed 10 times (median): no flush and no pad, each set leaves the L2 (50 MB)
+  before it is read again and the graph hides the launches;
+- `graph_warm`: triton.testing.do_bench_cudagraph on one set (warm L2, no flush: a reference only).
+A variant that raises (a callable a CUDA graph cannot capture) records None and its error under `errors`. With
+more than one process it prints, per shape and variant, the spread over the processes of each callable's time and
+of each baseline/candidate ratio, and each ratio (median over the processes) beside the eval's.
 It also times each process's start (torch import, CUDA, goal) and each callable's first call at each shape
 (compilation), and what sharing buffers over CUDA IPC costs (allocate and export here, open in a child).
 """
@@ -35,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,6 +52,19 @@ sys.path[:0] = [str(REPO), str(REPO / "eval")]
 DEFAULT = (
     "fused_add_rmsnorm:llama3_70b_decode_bs256,rope:llama3_8b_decode_bs256,rope:llama3_70b_decode_bs1024,"
     "softmax:llama3_sampling_vocab_bs64,swiglu:llama3_70b_decode_bs256"
+)
+VARIANTS = (
+    "db1",
+    "db3",
+    "db1_dedicated",
+    "db1_moved",
+    "loop1",
+    "loop1_int32",
+    "loop1_nolead",
+    "loop1_hold",
+    "loop3",
+    "graph_rot",
+    "graph_warm",
 )
 
 
@@ -118,7 +140,8 @@ def loop(fn, sets: list[list], pad_ms: float, rounds: int, flush, lead: bool = T
     turn = itertools.count()
 
     def calls(n: int, keep: bool) -> list[float]:
-        marks, kept = [], []
+        marks: list = []
+        kept: list = []
         for i in range(n):
             s = sets[next(turn) % len(sets)]
             flush.zero_()
@@ -160,8 +183,61 @@ def dedicated(tensors: list) -> tuple[object, list]:
     return binding, views
 
 
-def process_side(plan: dict[str, dict[str, float]], started: float, repeats: int) -> dict:
-    """In a fresh process: every variant of every callable at every shape of `plan` (goal -> shape -> pad)."""
+def rotation(goal, dims: dict[str, int], floor: int = 256 << 20, most: int = 512) -> list[list]:
+    """Input sets from seeds 1, 2, ...: the fewest (3 to `most`) whose calls move `floor` bytes together (the goal's
+    bytes per call, not the sets' size: rope's 64 MiB cos/sin table is read 256 rows at a time), so a set is out of
+    L2 (50 MB) before its next call."""
+    count = min(most, max(3, math.ceil(floor / max(1.0, goal.bytes(dims)))))
+    return [list(goal.make_inputs(dims, seed, "cuda")) for seed in range(1, count + 1)]
+
+
+def graph_rot(fn, sets: list[list], replays: int = 10) -> float:
+    """Device time per call in one CUDA graph of n calls rotating over `sets` (n: the smallest multiple of their
+    count from 64), warmed on a side stream first as torch documents; the median over `replays` replays, queued
+    behind an untimed one, each between two events. The graph and its memory go with the function's frame."""
+    import torch
+
+    n = len(sets) * math.ceil(64 / len(sets))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for s in sets[:3]:
+            fn(*s)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(n):
+            fn(*sets[i % len(sets)])
+    graph.replay()
+    marks = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        marks.append((start, end))
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) / n for a, b in marks)
+
+
+def graph_warm(fn, inputs: list) -> float:
+    """triton.testing.do_bench_cudagraph's median on one input set (warm L2, no flush)."""
+    import triton.testing
+
+    return float(triton.testing.do_bench_cudagraph(lambda: fn(*inputs), rep=20, return_mode="median"))
+
+
+def tolerant(measure: Callable[[], float], errors: dict[str, str], key: str) -> float | None:
+    """`measure()`, or None with its error under `errors[key]` (a CUDA graph cannot capture every callable)."""
+    try:
+        return measure()
+    except Exception as e:
+        errors[key] = f"{type(e).__name__}: {e}"[:500]
+        return None
+
+
+def process_side(plan: dict[str, dict[str, float]], started: float, repeats: int, chosen: list[str]) -> dict:
+    """In a fresh process: the `chosen` variants of every callable at every shape of `plan` (goal -> shape -> pad)."""
     t0 = time.monotonic()
     import torch
 
@@ -185,6 +261,7 @@ def process_side(plan: dict[str, dict[str, float]], started: float, repeats: int
         },
         "first_call_s": {},
         "shapes": {},
+        "errors": {},
     }
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     flush32 = torch.empty(64 << 20, dtype=torch.int32, device="cuda")
@@ -196,7 +273,9 @@ def process_side(plan: dict[str, dict[str, float]], started: float, repeats: int
         result["first_call_s"][goal_name] = {"load": time.monotonic() - a}
         by_name = {s.name: s for s in goal.goal.shapes}
         for shape, pad in shapes.items():
+            key = f"{goal_name}:{shape}"
             sets = [list(goal.make_inputs(by_name[shape].dims, seed, "cuda")) for seed in (1, 2, 3)]
+            rot = rotation(goal, by_name[shape].dims) if "graph_rot" in chosen else []
             firsts = {}
             for name, fn in fns.items():
                 a = time.monotonic()
@@ -205,7 +284,7 @@ def process_side(plan: dict[str, dict[str, float]], started: float, repeats: int
                 firsts[name] = time.monotonic() - a
             result["first_call_s"][goal_name][shape] = firsts
             binding, ded = dedicated(sets[0])
-            variants = {}
+            variants: dict[tuple[str, str], Callable[[], float]] = {}
             for name, fn in fns.items():
                 variants |= {
                     (name, "db1"): functools.partial(db, fn, sets[:1], pad),
@@ -217,14 +296,18 @@ def process_side(plan: dict[str, dict[str, float]], started: float, repeats: int
                     (name, "loop1_nolead"): functools.partial(loop, fn, sets[:1], pad, 6, flush, False),
                     (name, "loop1_hold"): functools.partial(loop, fn, sets[:1], pad, 6, flush, True, True),
                     (name, "loop3"): functools.partial(loop, fn, sets, pad, 6, flush),
+                    (name, "graph_rot"): functools.partial(graph_rot, fn, rot),
+                    (name, "graph_warm"): functools.partial(graph_warm, fn, sets[0]),
                 }
-            order = [key for key in variants for _ in range(repeats)]
+            variants = {(n, v): m for (n, v), m in variants.items() if v in chosen}
+            order = [pair for pair in variants for _ in range(repeats)]
             random.shuffle(order)
             rows: dict = {name: {v: [] for n, v in variants if n == name} for name in fns}
             for name, variant in order:
-                rows[name][variant].append(variants[name, variant]())
+                value = tolerant(variants[name, variant], result["errors"], f"{key} {name} {variant}")
+                rows[name][variant].append(value)
             binding.free()  # type: ignore[attr-defined]
-            result["shapes"][f"{goal_name}:{shape}"] = rows
+            result["shapes"][key] = rows
     result["ipc"] = ipc_cost()
     return result
 
@@ -268,18 +351,39 @@ def ipc_cost(count: int = 128, nbytes: int = 1 << 20) -> dict:
     }
 
 
-def cell(value: float | list[float] | None) -> str:
-    """One measurement, or the median of repeated ones with their range."""
-    if value is None:
-        return "-"
+def median(values: Iterable[float | None]) -> float | None:
+    """The median of the values that are there (None for a variant that raised); None without any."""
+    kept = [v for v in values if v is not None]
+    return statistics.median(kept) if kept else None
+
+
+def spread(values: Iterable[float | None]) -> float | None:
+    """(max - min) / median in % of the values that are there; None below two."""
+    kept = [v for v in values if v is not None]
+    return 100 * (max(kept) - min(kept)) / statistics.median(kept) if len(kept) > 1 else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, None without either."""
+    return a / b if a is not None and b else None
+
+
+def cell(value: float | list[float | None] | None, digits: int = 4) -> str:
+    """One measurement, or the median of repeated ones with their range; `-` for none."""
     if isinstance(value, list):
-        return f"{statistics.median(value):.4f} [{min(value):.4f}-{max(value):.4f}]"
-    return f"{value:.4f}"
+        kept = [v for v in value if v is not None]
+        return f"{statistics.median(kept):.4f} [{min(kept):.4f}-{max(kept):.4f}]" if kept else "-"
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def names(proc: dict) -> list[str]:
+    """The variants a process measured, in their order."""
+    return list(dict.fromkeys(v for rows in proc["shapes"].values() for r in rows.values() for v in r))
 
 
 def table(evals: dict, proc: dict) -> str:
     """Per shape and callable: the eval's times, then each variant (median [range] over its repeats)."""
-    variants = list(dict.fromkeys(v for rows in proc["shapes"].values() for r in rows.values() for v in r))
+    variants = names(proc)
     lines = [
         "| shape | callable | eval | fresh | ipc db1 | " + " | ".join(variants) + " |",
         "| --- " * (5 + len(variants)) + "|",
@@ -294,15 +398,72 @@ def table(evals: dict, proc: dict) -> str:
     return "\n".join(lines)
 
 
+def quantities(rows: dict) -> dict[str, dict[str, float | None]]:
+    """One process's rows at one shape as label -> variant -> median over the repeats: each callable's time, then
+    each baseline's time over the candidate's (label `NAME/candidate`)."""
+    times = {name: {v: median(r) for v, r in vs.items()} for name, vs in rows.items()}
+    ratios = {
+        f"{name}/candidate": {v: ratio(t, times["candidate"][v]) for v, t in vs.items()}
+        for name, vs in times.items()
+        if name != "candidate"
+    }
+    return times | ratios
+
+
+def spreads(procs: list[dict]) -> str:
+    """Per shape and variant, the spread over the processes in % ((max - min) / median of their medians) of each
+    callable's time and of each baseline/candidate ratio: which variant repeats between processes."""
+    variants = names(procs[0])
+    lines = ["| shape | spread % over processes | " + " | ".join(variants) + " |", "| --- " * (2 + len(variants)) + "|"]
+    for key in procs[0]["shapes"]:
+        per = [quantities(p["shapes"][key]) for p in procs]
+        for label in per[0]:
+            cells = [cell(spread(q[label][v] for q in per), 1) for v in variants]
+            lines.append(f"| {key} | {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def agreement(evals: dict, procs: list[dict]) -> str:
+    """Per shape and baseline, the ratio baseline/candidate of the eval's medians, then each variant's (the median
+    over the processes): which variant agrees with the eval."""
+    variants = names(procs[0])
+    lines = ["| shape | ratio | eval | " + " | ".join(variants) + " |", "| --- " * (3 + len(variants)) + "|"]
+    for key in procs[0]["shapes"]:
+        goal, shape = key.split(":")
+        ev = evals.get(goal, {}).get("shapes", {}).get(shape, {})
+        per = [quantities(p["shapes"][key]) for p in procs]
+        for label in (q for q in per[0] if q.endswith("/candidate")):
+            e = ratio(ev.get(label.split("/")[0], {}).get("eval"), ev.get("candidate", {}).get("eval"))
+            cells = [e, *(median(q[label][v] for q in per) for v in variants)]
+            lines.append(f"| {key} | {label} | " + " | ".join(map(cell, cells)) + " |")
+    return "\n".join(lines)
+
+
+def child(plan: dict, repeats: int, variants: str, env: dict[str, str]) -> dict | str:
+    """One `--process` run in a fresh process (400 s at most): its result, or the end of its stderr."""
+    argv = [sys.executable, str(Path(__file__)), "--process", json.dumps(plan), str(time.monotonic()), str(repeats)]
+    try:
+        done = subprocess.run([*argv, variants], capture_output=True, text=True, timeout=400, env=env)
+    except subprocess.TimeoutExpired:
+        return "the process ran past 400 s"
+    return json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else done.stderr[-3000:]
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--process":
-        print(json.dumps(process_side(json.loads(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))))
+        chosen = sys.argv[5].split(",") if len(sys.argv) > 5 else list(VARIANTS)
+        print(json.dumps(process_side(json.loads(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), chosen)))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--shapes", default=DEFAULT)
     parser.add_argument("--repeats", type=int, default=3, help="measurements of each variant, in a random order")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, of: " + ",".join(VARIANTS))
+    parser.add_argument("--processes", type=int, default=1, help="fresh processes measuring them, one after another")
     args = parser.parse_args()
+    unknown = set(args.variants.split(",")) - set(VARIANTS)
+    if unknown:
+        parser.error(f"unknown variants: {','.join(sorted(unknown))}")
     args.out.mkdir(parents=True, exist_ok=True)
     wanted: dict[str, list[str]] = {}
     for item in args.shapes.split(","):
@@ -317,20 +478,24 @@ def main() -> int:
 
     cache, _ = baseline_dir(torch.__version__, triton.__version__, torch.cuda.get_device_name(), Path("/tmp/probe"))
     env = dict(os.environ) | baseline_env(cache)
-    done = subprocess.run(
-        [sys.executable, str(Path(__file__)), "--process", json.dumps(plan), str(time.monotonic()), str(args.repeats)],
-        capture_output=True,
-        text=True,
-        timeout=400,
-        env=env,
-    )
-    if done.returncode != 0:
-        results["process_error"] = done.stderr[-3000:]
-        print(done.stderr[-3000:])
-    else:
-        results["process"] = json.loads(done.stdout.strip().splitlines()[-1])
+    (args.out / "probe.json").write_text(json.dumps(results, indent=1, default=str))
+    runs = []
+    for i in range(args.processes):
+        runs.append(child(plan, args.repeats, args.variants, env))
+        (args.out / f"process{i}.json").write_text(json.dumps(runs[-1], indent=1, default=str))
+    results["processes"] = [r for r in runs if isinstance(r, dict)]
+    errors = [r for r in runs if isinstance(r, str)]
+    if errors:
+        results["process_errors"] = errors
+        print(*errors, sep="\n")
+    if results["processes"]:
+        results["process"] = results["processes"][0]
         print(table(results["evals"], results["process"]))
-        print(json.dumps({k: results["process"][k] for k in ("start_s", "first_call_s", "ipc")}, indent=1))
+        if len(results["processes"]) > 1:
+            print("\n" + spreads(results["processes"]))
+        print("\n" + agreement(results["evals"], results["processes"]))
+        keys = ("start_s", "first_call_s", "ipc", "errors")
+        print(json.dumps({k: results["process"][k] for k in keys}, indent=1))
     (args.out / "probe.json").write_text(json.dumps(results, indent=1, default=str))
     for goal, r in results["evals"].items():
         print(goal, r["accepted"], r["reasons"], {k: round(v, 2) for k, v in r["phases"].items()})
