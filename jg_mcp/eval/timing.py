@@ -9,7 +9,11 @@ events around the call in the process that runs it: the definition of `triton.te
 and baselines alike. Launches are hidden: where some callable needs about as much host time to queue a call as
 the GPU takes to run it (a launch-bound shape, a few microseconds of work), the GPU sleeps for a pad after each
 flush, the same pad for every callable, so the call's launches are queued before its start event; its time is
-then device time as under a CUDA graph, not a mix of host and device time that changes from run to run. Blocks
+then device time, not a mix of host and device time that changes from run to run. It is not what the same calls
+take back to back under a CUDA graph: each call here also pays a few microseconds for the flush before it and the
+events around it (on the H200, eval/results/h200/probe_graph.json: rope's solution 7.1 us per call here, 3.5 us in a
+graph of calls rotating over 256 MiB of inputs; a graph repeated within 0.8% over processes where this loop moved
+by 1-7%), so at a few-microsecond shape a speedup here is smaller than under a graph. Blocks
 take turns A B, then B A, so drift between blocks cancels. Calls rotate over the input sets call by call (in the
 lead blocks too): each call reads a set the previous call did not, as a model's next call to a kernel reads other
 tensors. The reason is reproducibility, measured on the H200 (eval/timing_probe.py --repeats 3,
