@@ -31,7 +31,8 @@ so its sessions share one cap.) There is no memory cap; a command is what the OO
 The sandbox's mounts are nosuid, the host's are not: a setuid copy of a shell that a command leaves in a workspace
 it opened to everyone would hand any local user the sandbox uid, which the next session on the host is given. So
 whatever ends a command's processes (it returns, its timeout kills it, the client cancels), before its result goes
-back the workspace and the compile cache are sealed (`seal`): 0700 again, and nothing in them setuid or setgid.
+back the workspace and the compile cache are sealed (`jg_mcp.live.seal`): 0700 again, and nothing in them setuid or
+setgid.
 The hand-over to the uid before each command and the seal after it walk with the scan's bounded `Walk`, so neither
 costs more than a scan whatever a command leaves; what they could not reach is said in the command's result. What
 the hand-over misses stays root's (only less writable to commands); what the seal misses lies under the 0700 root,
@@ -53,22 +54,20 @@ import glob
 import inspect
 import os
 import shutil
-import stat
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import closing
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from jg_mcp import log
-from jg_mcp.live import lifeline, oom, reaper, safefs, seccomp
+from jg_mcp.live import lifeline, oom, reaper, seccomp
 from jg_mcp.live.environment import PATH_VARIABLES, SANDBOX_CACHE, SANDBOX_HOME, sandbox_env
 from jg_mcp.live.runner import Argv, command_env
+from jg_mcp.live.seal import seal
 from jg_mcp.live.uids import UIDS, UidPool, chown_tree, end_holders
-from jg_mcp.live.walk import Walk
 
 logger = log.get("jg_mcp.live.sandbox")
 
@@ -89,7 +88,6 @@ NAMESPACES = (
 )
 """bwrap's isolation of every sandbox, the agent's commands and the eval's candidate alike: its own pid, network,
 IPC, hostname and cgroup namespaces, killed with its parent, in a new session (no terminal to push input into)."""
-SETID = stat.S_ISUID | stat.S_ISGID
 
 
 class SandboxLimits(BaseModel):
@@ -183,41 +181,6 @@ def named_dirs(env: Mapping[str, str]) -> list[Path]:
             if os.path.isabs(item) and os.path.exists(item):
                 found.append(Path(item).resolve())
     return found
-
-
-def seal(root: Path) -> list[str]:
-    """Close up a directory that a sandbox's uid can write, as the host sees it: `root` 0700 (nobody else reaches
-    anything under it) and no setuid or setgid bit on anything in it (the host's mount honours them). Walked with a
-    bounded `Walk` (directory descriptors, no link followed), so another command running meantime cannot redirect
-    it and a workspace of millions of entries costs it no more than a scan. Returns what the walk could not reach,
-    one sentence each: there a setid bit may be left, and `root`'s mode, always set first, is what guards it (only
-    the sandbox uid and root can reach anything under `root`, and the uid's own setid files give nobody more)."""
-    root_fd = os.open(root, safefs.DIR_FLAGS)
-    try:
-        os.fchmod(root_fd, 0o700)
-    except BaseException:
-        os.close(root_fd)
-        raise
-    walk = Walk(root_fd)
-    with closing(walk.entries()) as entries:
-        for dfd, name, _, st in entries:
-            if st.st_mode & SETID and not stat.S_ISLNK(st.st_mode):
-                _drop_setid(dfd, name)
-    return walk.missed
-
-
-def _drop_setid(dfd: int, name: str) -> None:
-    """Clear the setuid and setgid bits of `name` in `dfd`, through a descriptor: what is checked is what changes."""
-    try:
-        fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-    except OSError:
-        return  # gone meanwhile
-    try:
-        st = os.fstat(fd)
-        if st.st_mode & SETID and not stat.S_ISLNK(st.st_mode):
-            os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) & ~SETID)
-    finally:
-        os.close(fd)
 
 
 class Bwrap:
