@@ -54,6 +54,7 @@ def markdown(results: dict) -> str:
         )
     lines += ["", *targets_met(results)]
     lines += shape_table(results, repeat)
+    lines += misses(results, repeat)
     if results["hacks"]:
         lines += ["", "| GPU hack | rejected for its reason | reasons |", "| --- | --- | --- |"]
         lines += [
@@ -157,6 +158,44 @@ def shape_table(results: dict, repeat: dict) -> list[str]:
             ]
             lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+POWER_CAPPED = 0.5
+"""A shape whose power cap was active in at least this share of the eval's clock samples counts as power-capped."""
+
+
+def misses(results: dict, repeat: dict) -> list[str]:
+    """One line per timed shape that missed a target (do_bench agreement beyond 3%, the repeat beyond 2%), with
+    what was measured there of the causes seen on the H200: the power cap, a pad (some callable launch-bound), a
+    callable whose host waits for the GPU, do_bench's own two orders apart. A miss with none of them says so."""
+    lines = []
+    for goal, raw in results["evals"].items():
+        report = EvalReport.model_validate(raw)
+        db = results["dobench"].get(goal, {})
+        for shape in speedups(report):
+            row = db.get(shape) if isinstance(db.get(shape), dict) else {}
+            agree, rep, order = row.get("agreement_pct"), repeat.get(goal, {}).get(shape), row.get("do_bench_order_pct")
+            missed = [f"do_bench {agree:+.1f}%"] if agree is not None and abs(agree) > 3 else []
+            missed += [f"repeat {rep:+.1f}%"] if rep is not None and abs(rep) > 2 else []
+            if not missed:
+                continue
+            s = next(x for x in report.shapes if x.name == shape)
+            cap = s.clocks.slowdowns.get("sw_power_cap") if s.clocks else None
+            waits = [n for n, t in {"candidate": s.candidate, **s.baselines}.items() if t and t.host_waits]
+            causes = []
+            if cap is not None and cap >= POWER_CAPPED:
+                causes.append(
+                    f"power-capped {cap:.0%} (SM MHz, solution and baseline: eval {mhz_pair(row.get('eval_mhz'))}, "
+                    f"do_bench {mhz_pair(row.get('do_bench_mhz'))})"
+                )
+            if s.pad_ms > 0:
+                causes.append(f"padded {s.pad_ms:.3f} ms (launch-bound)")
+            if waits:
+                causes.append(f"host waits: {', '.join(waits)}")
+            if order is not None and abs(order) > 3:
+                causes.append(f"do_bench's own two orders {order:+.1f}% apart")
+            lines.append(f"- {goal} {shape}: {', '.join(missed)}; {'; '.join(causes) or 'none of the known causes'}")
+    return ["", "Misses, and what was measured at each:", *lines] if lines else []
 
 
 def targets_met(results: dict) -> list[str]:

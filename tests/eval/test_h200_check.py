@@ -65,6 +65,41 @@ def test_the_speedup_is_compared_with_do_bench_shape_by_shape():
     assert "| +4.2 | +0.0 |" in "\n".join(tables.shape_table(results | {"evals": {"axpy": raw}}, {}))
 
 
+def test_each_miss_is_listed_with_what_was_measured_at_its_shape():
+    """A timed shape beyond 3% of do_bench or 2% between the two evals gets a line naming, of the causes seen on
+    the H200, those measured there (the power cap, a pad, a callable waiting on the host, do_bench's two orders
+    apart); a shape within both targets gets none, and a miss with none of the causes says so."""
+    _check()
+    tables = sys.modules["h200_tables"]
+    raw = eval_report("a" * 64, "b" * 64) | {"strongest_baseline": {"n16m": "torch_add"}}
+    clocks = {"samples": 9, "sm_mhz_median": 1600.0, "sm_mhz_min": 1400.0, "slowdowns": {"sw_power_cap": 0.9}}
+    stats = {"median_ms": 1.0, "iqr_ms": 0.1, "q10_ms": 0.9, "q90_ms": 1.1, "reps": 20, "rel_se_median": 0.01}
+    raw["shapes"][0] |= {
+        "candidate": stats,
+        "baselines": {"torch_add": stats | {"host_waits": True}},
+        "pad_ms": 0.25,
+        "clocks": clocks,
+    }
+    row = {"agreement_pct": 4.2, "do_bench_order_pct": -9.5, "eval_mhz": {"candidate": 1800.0, "torch_add": 1500.0}}
+    results = {"evals": {"axpy": raw}, "dobench": {"axpy": {"n16m": row}}}
+    assert tables.misses(results, {"axpy": {"n16m": -2.5}}) == [
+        "",
+        "Misses, and what was measured at each:",
+        "- axpy n16m: do_bench +4.2%, repeat -2.5%; power-capped 90% (SM MHz, solution and baseline: eval 1800, 1500, "
+        "do_bench -); padded 0.250 ms (launch-bound); host waits: torch_add; do_bench's own two orders -9.5% apart",
+    ]
+    row |= {"agreement_pct": 2.9}
+    assert tables.misses(results, {"axpy": {"n16m": 1.9}}) == []
+    raw["shapes"][0] |= {"pad_ms": 0.0, "clocks": None, "baselines": {"torch_add": stats}}
+    row |= {"do_bench_order_pct": 0.5}
+    assert tables.misses(results, {"axpy": {"n16m": 2.1}})[2:] == [
+        "- axpy n16m: repeat +2.1%; none of the known causes"
+    ]
+    assert "Misses, and what" in tables.markdown(
+        results | {"wall_s": 1.0, "hacks": {}, "repeat_agreement": {"axpy": {"n16m": 2.1}}}
+    )
+
+
 def test_the_check_writes_its_parts_and_a_second_call_finishes_what_the_first_left(tmp_path, monkeypatch):
     check = _check()
     ran: list[str] = []
