@@ -20,8 +20,8 @@ the repeats is reported with the median):
 - `loop1_hold`: `loop1` keeping each call's output until the next call returns, as the eval's worker did through
   commit caff047 (each call's output then lands in other memory than the previous one's; do_bench drops it);
 - `graph_rot`: device time per call in one CUDA graph of calls rotating over K input sets (seeds 1..K, the fewest,
-  3 to 512, holding 256 MiB), replayed 10 times (median): no flush and no pad, each set leaves the L2 (50 MB)
-  before it is read again and the graph hides the launches;
+  3 to 512, whose calls move 256 MiB together by the goal's bytes per call), replayed 10 times (median): no flush
+  and no pad, each set leaves the L2 (50 MB) before it is read again and the graph hides the launches;
 - `graph_warm`: triton.testing.do_bench_cudagraph on one set (warm L2, no flush: a reference only).
 A variant that raises (a callable a CUDA graph cannot capture) records None and its error under `errors`. With
 more than one process it prints, per shape and variant, the spread over the processes of each callable's time and
