@@ -23,9 +23,8 @@ from typing import BinaryIO
 import anyio
 from pydantic import BaseModel
 
-from jg_mcp.live import safefs
 from jg_mcp.live.output import DEFAULT_CAP, CappedBuffer, ProgressFn, pump, ticker
-from jg_mcp.live.walk import Commands, Walk, commands_in
+from jg_mcp.live.walk import Commands, commands_in, walk_of
 
 MAX_PARALLEL_COMMANDS = 4
 """Most commands of one runner (one session) running at once; more wait their turn. Each sandboxed command has
@@ -133,7 +132,7 @@ def tree_bytes(root: Path, stop_after: int) -> tuple[int, list[str]]:
     walk could not see, one sentence each: when that is not empty, the count is a lower bound."""
     total, seen = 0, set()
     try:
-        walk = Walk(os.open(root, safefs.DIR_FLAGS))
+        walk = walk_of(root)
         with closing(walk.entries()) as entries:
             for _, _, _, st in entries:
                 if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen:

@@ -10,8 +10,7 @@ import stat
 from contextlib import closing
 from pathlib import Path
 
-from jg_mcp.live import safefs
-from jg_mcp.live.walk import Walk
+from jg_mcp.live.walk import walk_of
 
 SETID = stat.S_ISUID | stat.S_ISGID
 
@@ -23,13 +22,7 @@ def seal(root: Path) -> list[str]:
     it and a workspace of millions of entries costs it no more than a scan. Returns what the walk could not reach,
     one sentence each: there a setid bit may be left, and `root`'s mode, always set first, is what guards it (only
     the sandbox uid and root can reach anything under `root`, and the uid's own setid files give nobody more)."""
-    root_fd = os.open(root, safefs.DIR_FLAGS)
-    try:
-        os.fchmod(root_fd, 0o700)
-    except BaseException:
-        os.close(root_fd)
-        raise
-    walk = Walk(root_fd)
+    walk = walk_of(root, lambda top: os.fchmod(top, 0o700))
     with closing(walk.entries()) as entries:
         for dfd, name, _, st in entries:
             if st.st_mode & SETID and not stat.S_ISLNK(st.st_mode):

@@ -23,8 +23,7 @@ from contextlib import closing
 from pathlib import Path
 
 from jg_mcp.errors import JgError
-from jg_mcp.live import safefs
-from jg_mcp.live.walk import Walk
+from jg_mcp.live.walk import walk_of
 
 LOCK_DIR = Path("/run/jg-mcp/uids")
 
@@ -170,15 +169,13 @@ def chown_tree(root: Path, uid: int, keep: Iterable[str] = ()) -> list[str]:
     Returns what the walk could not reach, one sentence each (empty: everything was handed over): what it did not
     reach keeps its owner, so a file the server wrote there (write_file, as root) stays read-only to commands."""
     keep = set(keep)
-    root_fd = os.open(root, safefs.DIR_FLAGS)
-    try:
-        top = os.fstat(root_fd)
-        if (top.st_uid, top.st_gid) != (uid, uid):
-            os.fchown(root_fd, uid, uid)
-    except BaseException:
-        os.close(root_fd)
-        raise
-    walk = Walk(root_fd)
+
+    def hand_over(top: int) -> None:
+        st = os.fstat(top)
+        if (st.st_uid, st.st_gid) != (uid, uid):
+            os.fchown(top, uid, uid)
+
+    walk = walk_of(root, hand_over)
     with closing(walk.entries()) as entries:
         for dfd, name, rel, st in entries:
             if rel in keep or (st.st_uid, st.st_gid) == (uid, uid):

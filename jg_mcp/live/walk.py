@@ -108,6 +108,19 @@ class _Level:
     """None once the walk visits the subdirectories."""
 
 
+def walk_of(root: Path, first: Callable[[int], object] = lambda top: None) -> Walk:
+    """A `Walk` of the directory `root`, opened once (no link followed), after `first` acted on `root` itself through
+    the same descriptor (a chmod, a chown: what is changed is what is walked); the descriptor is closed if `first`
+    raises."""
+    top = os.open(root, safefs.DIR_FLAGS)
+    try:
+        first(top)
+    except BaseException:
+        os.close(top)
+        raise
+    return Walk(top)
+
+
 class Walk:
     """A depth-first walk of the tree under the open directory `top` (which it takes and closes), through
     descriptors and with no link followed: `entries()` yields an `Entry` for everything under `top`, and enters the
