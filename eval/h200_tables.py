@@ -7,16 +7,20 @@ from jg_mcp.eval import EvalReport
 
 def speedups(report: EvalReport, stat: str = "median_ms") -> dict[str, float]:
     """Per timed shape, the strongest baseline's time over the solution's: the eval's own speedups (`median_ms`),
-    or the same ratio of the two interquartile means (`iqm_ms`, reports of version 7 on)."""
+    or the same ratio of the two interquartile means (`iqm_ms`, reports of version 7 on; under the CUDA graphs at a
+    shape timed so)."""
     out = {}
     for s in report.shapes:
         base = report.strongest_baseline.get(s.name)
         if s.kind != "timed" or base is None:
             continue
+        cand, lib = s.candidate, s.baselines.get(base)
         if stat == "median_ms":
             out[s.name] = s.speedup[base]
-        elif s.candidate is not None and s.candidate.iqm_ms and s.baselines[base].iqm_ms:
-            out[s.name] = s.baselines[base].iqm_ms / s.candidate.iqm_ms
+        elif s.timed_by == "graph" and cand and cand.graph and lib and lib.graph:
+            out[s.name] = lib.graph.iqm_ms / cand.graph.iqm_ms
+        elif cand is not None and cand.iqm_ms and lib and lib.iqm_ms:
+            out[s.name] = lib.iqm_ms / cand.iqm_ms
     return out
 
 
@@ -120,10 +124,10 @@ def shape_table(results: dict, repeat: dict) -> list[str]:
     read in clock cycles."""
     lines = [
         "",
-        "| goal | shape | eval speedup | do_bench ratio | agreement % | do_bench order % | repeat % "
+        "| goal | shape | timed by | eval speedup | do_bench ratio | agreement % | do_bench order % | repeat % "
         "| do_bench repeat % | agreement % IQM | repeat % IQM | pad ms | SM MHz | power-cap share | host waits "
         "| SM MHz eval: solution, baseline | SM MHz do_bench: solution, baseline | agreement % per clock cycle |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     repeat_iqm = results.get("repeat_agreement_iqm", {})
     db_repeat = dobench_repeat(results)
@@ -140,6 +144,7 @@ def shape_table(results: dict, repeat: dict) -> list[str]:
             cells = [
                 goal,
                 shape,
+                s.timed_by,
                 f"{sp:.3f}",
                 "-" if ratio is None else f"{ratio:.3f}",
                 pct(row.get("agreement_pct")),

@@ -192,9 +192,14 @@ def rotation(goal, dims: dict[str, int], floor: int = 256 << 20, most: int = 512
 
 
 def graph_rot(fn, sets: list[list], replays: int = 10) -> float:
+    """The median of `graph_times`."""
+    return statistics.median(graph_times(fn, sets, replays))
+
+
+def graph_times(fn, sets: list[list], replays: int = 10) -> list[float]:
     """Device time per call in one CUDA graph of n calls rotating over `sets` (n: the smallest multiple of their
-    count from 64), warmed on a side stream first as torch documents; the median over `replays` replays, queued
-    behind an untimed one, each between two events. The graph and its memory go with the function's frame."""
+    count from 64), warmed on a side stream first as torch documents; one per replay of `replays`, queued behind an
+    untimed one, each between two events. The graph and its memory go with the function's frame."""
     import torch
 
     n = len(sets) * math.ceil(64 / len(sets))
@@ -217,7 +222,7 @@ def graph_rot(fn, sets: list[list], replays: int = 10) -> float:
         end.record()
         marks.append((start, end))
     torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) / n for a, b in marks)
+    return [a.elapsed_time(b) / n for a, b in marks]
 
 
 def graph_warm(fn, inputs: list) -> float:

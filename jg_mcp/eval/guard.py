@@ -21,6 +21,7 @@ _TORCH_FUNCTIONS = ["empty"]
 _TENSOR_METHODS = ["copy_", "zero_", "fill_", "clone", "elapsed_time"]
 _CUDA_FUNCTIONS = ["synchronize", "current_stream", "default_stream", "set_stream", "Event", "Stream"]
 _EVENT_METHODS = ["record", "elapsed_time", "synchronize", "query", "wait"]
+_GRAPH_NAMES = ["graph", "CUDAGraph.replay", "CUDAGraph.capture_begin", "CUDAGraph.capture_end"]
 
 
 def _lookup(root: Any, dotted: str) -> Any:
@@ -49,6 +50,7 @@ class Guard:
         names += [f"torch.Tensor.{n}" for n in _TENSOR_METHODS]
         names += [f"torch.cuda.{n}" for n in _CUDA_FUNCTIONS]
         names += [f"torch.cuda.Event.{n}" for n in _EVENT_METHODS]
+        names += [f"torch.cuda.{n}" for n in _GRAPH_NAMES]
         names += ["time.perf_counter", "time.perf_counter_ns", "time.thread_time", "time.monotonic", "time.time"]
         for mod_name, mod in modules.items():
             names += [f"{mod_name}.{k}" for k, v in vars(mod).items() if callable(v) and not k.startswith("__")]

@@ -120,6 +120,26 @@ class Block(Strict):
     """GPU sleep between the flush and each call (CUDA only)."""
 
 
+class Graph(Strict):
+    """Calls under a CUDA graph (GPU; on the CPU stand-in, the same calls one by one): capture one graph of the
+    calls on `sets` in order (kept until its binding is released, so a graph is captured once per shape), then
+    replay it `replays` times back to back, CUDA events around each replay; after the last, copy call i's outputs
+    into ring slot i (unless there is no ring). No flush and no pad: the calls rotate over enough input sets that
+    each set has left the L2 before it is read again, and the graph queues every launch before the first runs."""
+
+    op: Literal["graph"] = "graph"
+    fn: str
+    """Callable label."""
+    inputs: str
+    """Binding holding the input groups."""
+    sets: list[int] = Field(min_length=1)
+    """Input group of each call in the graph, in order."""
+    replays: int = Field(ge=1, le=1024)
+    """Replays of the whole graph, each timed."""
+    ring: str | None
+    """Binding of the output ring, a slot per call (None: outputs not copied, as in a lead block)."""
+
+
 class DoBench(Strict):
     """triton.testing.do_bench of one callable, its calls rotating over a binding's input groups as the eval's
     timed calls do (baseline role: the cross-check)."""
@@ -144,8 +164,8 @@ class Bye(Strict):
     op: Literal["bye"] = "bye"
 
 
-Command = Annotated[Setup | Bind | Release | Call | Block | DoBench | Warm | Bye, Field(discriminator="op")]
-COMMAND: TypeAdapter[Setup | Bind | Release | Call | Block | DoBench | Warm | Bye] = TypeAdapter(Command)
+Command = Annotated[Setup | Bind | Release | Call | Block | Graph | DoBench | Warm | Bye, Field(discriminator="op")]
+COMMAND: TypeAdapter[Setup | Bind | Release | Call | Block | Graph | DoBench | Warm | Bye] = TypeAdapter(Command)
 
 
 class OutputMeta(Strict):
@@ -204,7 +224,7 @@ class Done(Strict):
 class BlockDone(Strict):
     event: Literal["block_done"] = "block_done"
     times_ms: list[float] = []
-    """Device time of each call, from its CUDA event pair."""
+    """Device time of each call, from its CUDA event pair (of a graph: per replay, divided by its calls)."""
     enqueue_ms: float = 0.0
     """Host time per call of the loop before the final synchronisation (a hint for sizing the pad)."""
     error: str | None = None
@@ -244,6 +264,7 @@ __all__ = [
     "Benched",
     "DoBench",
     "Done",
+    "Graph",
     "ImportFailed",
     "OutputMeta",
     "Ready",

@@ -47,6 +47,19 @@ class TimingParams(BaseModel):
     output can be the one checked."""
     flush_bytes: int = Field(default=256 << 20, ge=0)
     """L2 flush buffer zeroed before every timed call."""
+    graph_below_ms: float = Field(default=0.02, ge=0)
+    """A shape whose fastest callable takes under this per call (per-call time, measured first) is timed under
+    CUDA graphs too, and its speedups are the graphs' (jg_mcp/eval/graphs.py); 0: never."""
+    graph_bytes: int = Field(default=256 << 20, ge=1)
+    """Bytes a graph's calls move together before a set is read again (its calls rotate over the fewest input sets
+    that do, by the goal's bytes per call), so every call reads inputs that left the L2."""
+    graph_calls: int = Field(default=64, ge=1)
+    """Fewest calls in one graph (a multiple of its input sets)."""
+    graph_replays: int = Field(default=3, ge=1, le=64)
+    """Timed replays per graph block. Few: the outputs of a block's last replay are what the harness checks, and
+    work done once per block outside the replays is a share of the block's time the harness's clock must see."""
+    graph_rounds: int = Field(default=6, ge=2)
+    """Rounds of graph blocks per shape (A B, then B A, ...)."""
     escape_share: float = Field(default=0.15, gt=0)
     """Per call, how much more time the harness's clock may see beyond the candidate's reported times than beyond
     the baselines' (as a share of the larger of the candidate's median and the baselines' unaccounted time, and at

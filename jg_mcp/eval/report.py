@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-REPORT_VERSION = 8
+REPORT_VERSION = 9
 """2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, the block/fresh/spot-check timing parameters.
 3: `isolation`, `phases`, per-timing `unaccounted_ms`, `host_median_ms` measured by the harness's clock (optional).
 4: per-shape `pad_ms` and `launch_bound`, per-timing `lead` and `enqueue_ms`, the `lead_ms` timing parameter.
@@ -21,6 +21,8 @@ block on one set, which moved by up to 18% between repeats at 5-45 us shapes on 
 `check_bind` and `check_calls`.
 8: `environment.gpu_uuid`, and the phase `spares_wait` (an eval waiting for the next eval's processes to finish their
 imports before it times).
+9: per-shape `timed_by`, `graph_note` and `graph_seeds`, per-timing `graph`: shapes whose fastest callable takes a few
+microseconds per call are timed under CUDA graphs too, and their speedups are the graphs'.
 Reports of earlier versions still load (the new fields are optional)."""
 
 
@@ -157,6 +159,30 @@ class ClockSummary(Strict):
     """Per slowdown reason seen (sw_power_cap, hw_slowdown, sw_thermal, ...), the fraction of samples it was active."""
 
 
+class GraphTiming(Strict):
+    """Device time per call of one callable under a CUDA graph of `calls` calls rotating over `sets` input sets
+    (jg_mcp/eval/graphs.py)."""
+
+    median_ms: float
+    """Median over the timed replays of a replay's time divided by its calls."""
+    iqm_ms: float
+    """Interquartile mean of the same."""
+    q10_ms: float
+    q90_ms: float
+    replays: int
+    """Timed replays."""
+    calls: int
+    """Calls in the graph."""
+    sets: int
+    """Input sets the calls rotate over."""
+    unaccounted_ms: float
+    """Median over timed blocks of the block's wall time by the harness's clock beyond the replays' reported times."""
+    block_ms: float
+    """Median over timed blocks of the replays' reported times together."""
+    fresh_ms: float
+    """Per call, one replay on input sets rewritten just before it, never seen by any callable."""
+
+
 class Timing(Strict):
     """Device time of one callable at one shape."""
 
@@ -200,6 +226,8 @@ class Timing(Strict):
     clocks: ClockSummary | None = None
     """What NVML saw while this callable's timed blocks ran (GPU only): on a power-capped GPU each callable runs at
     the clock its own power draw allows, and its time goes with that clock."""
+    graph: GraphTiming | None = None
+    """Its time under a CUDA graph, where the shape was timed so (`ShapeResult.timed_by`)."""
 
 
 class ShapeResult(Strict):
@@ -222,7 +250,14 @@ class ShapeResult(Strict):
     baselines: dict[str, Timing] = {}
     """Each baseline's timing, interleaved with the candidate's."""
     speedup: dict[str, float] = {}
-    """Baseline median / candidate median, per baseline."""
+    """Baseline median / candidate median, per baseline (under CUDA graphs where `timed_by` says so)."""
+    timed_by: Literal["calls", "graph"] = "calls"
+    """What the speedups, rates and floor check use: the per-call times (`calls`), or, at a shape whose fastest
+    callable took under `graph_below_ms` per call, every callable's time under a CUDA graph (`graph`)."""
+    graph_note: str | None = None
+    """Why a shape that qualified for CUDA graphs was timed per call (a callable that could not be captured)."""
+    graph_seeds: list[int] = []
+    """The seeds of the graph's input sets (published as `input_seeds` are)."""
     floor_ms: float | None = None
     """Physical floor: max(flops / peak, bytes / bandwidth)."""
     tflops: float | None = None
@@ -294,7 +329,8 @@ class TimingMethod(Strict):
         "baselines take turns in blocks of back-to-back calls (A B, then B A, ...), each after a lead block of the "
         "same calls, the calls rotating over the input sets; the harness times each block by its own clock, checks "
         "outputs of calls it picks, and times each callable once on fresh inputs none has seen; NVML samples clocks "
-        "and power"
+        "and power; at shapes of a few microseconds per call each callable is also timed under a CUDA graph of calls "
+        "rotating over cold input sets, and those times decide the speedups there"
     )
     """The method in words."""
     input_sets: int = 0
@@ -325,6 +361,16 @@ class TimingMethod(Strict):
     """Input sets made after timing, each timed once per callable: speed that needs seen inputs is caching."""
     spot_checks: int = 0
     """Timed candidate calls, picked at random, whose outputs were also checked against the reference."""
+    graph_below_ms: float = 0.0
+    """Shapes whose fastest callable took under this per call are timed under CUDA graphs too (0: none)."""
+    graph_bytes: int = 0
+    """A graph's calls rotate over the fewest input sets whose calls move this many bytes together."""
+    graph_calls: int = 0
+    """Fewest calls in one graph."""
+    graph_replays: int = 0
+    """Timed replays per graph block."""
+    graph_rounds: int = 0
+    """Rounds of graph blocks (each callable's turn once, A B then B A)."""
 
 
 class Isolation(Strict):

@@ -13,7 +13,9 @@ then device time, not a mix of host and device time that changes from run to run
 take back to back under a CUDA graph: each call here also pays a few microseconds for the flush before it and the
 events around it (on the H200, eval/results/h200/probe_graph.json: rope's solution 7.1 us per call here, 3.5 us in a
 graph of calls rotating over 256 MiB of inputs; a graph repeated within 0.8% over processes where this loop moved
-by 1-7%), so at a few-microsecond shape a speedup here is smaller than under a graph. Blocks
+by 1-7%), so at a few-microsecond shape a speedup here is smaller than under a graph. A shape whose fastest
+callable takes under `graph_below_ms` per call is therefore timed under CUDA graphs too, and its speedups are the
+graphs' (jg_mcp/eval/graphs.py; every check here runs there first). Blocks
 take turns A B, then B A, so drift between blocks cancels. Calls rotate over the input sets call by call (in the
 lead blocks too): each call reads a set the previous call did not, as a model's next call to a kernel reads other
 tensors. The reason is reproducibility, measured on the H200 (eval/timing_probe.py --repeats 3,
@@ -54,11 +56,12 @@ from jg_mcp.errors import JgError
 from jg_mcp.eval.buffers import SharedBinding
 from jg_mcp.eval.checks import call_findings
 from jg_mcp.eval.clocks import ClockSampler, device_sampler
-from jg_mcp.eval.messages import Block, BlockDone, Done, Release, Warm
+from jg_mcp.eval.graphs import time_under_graphs
+from jg_mcp.eval.messages import Block, BlockDone, Done, Graph, Release, Warm
 from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.report import EvalReport, Finding, Reason, ShapeResult, Timing, TimingMethod
-from jg_mcp.eval.scoring import escaped, seen_inputs_gain
+from jg_mcp.eval.scoring import escaped, graph_findings, seen_inputs_gain
 from jg_mcp.eval.sizing import block_sizes, flush_time_ms, lead_sizes, pad_for, rotation, summarize, waits_for_gpu
 from jg_mcp.eval.timing_checks import check_inputs, fresh_pass, spot_check
 
@@ -105,6 +108,11 @@ def method(p: TimingParams) -> TimingMethod:
         sync_ms=0.0,
         fresh_sets=p.fresh,
         spot_checks=p.spot_checks,
+        graph_below_ms=p.graph_below_ms,
+        graph_bytes=p.graph_bytes,
+        graph_calls=p.graph_calls,
+        graph_replays=p.graph_replays,
+        graph_rounds=p.graph_rounds,
     )
 
 
@@ -213,8 +221,20 @@ class TimingPhase:
 
     def block(self, name: str, sets: list[int], inputs: str, keep: bool = True) -> Ran:
         """One block, with the shape's pad; its outputs go to the callable's ring unless `keep` is False."""
+        block = Block(
+            fn=name,
+            inputs=inputs,
+            sets=sets,
+            ring="ring" if keep else None,
+            flush_bytes=self.p.flush_bytes,
+            pad_ms=self.pad_ms,
+        )
+        return self.ran(name, *self.exchange(name, block), len(sets))
+
+    def exchange(self, name: str, message: Block | Graph) -> tuple[BlockDone, float]:
+        """Send one block to the callable's process and wait for it, timed by the harness's own clock; the
+        candidate's process tree is stopped while a baseline runs."""
         proc = self.worker(name)
-        ring = "ring" if keep else None
         clock = proc.cpu_ms if self.ev.device == "cpu" else (lambda: time.perf_counter() * 1e3)
         if name != "candidate":
             self.cand.freeze()  # no candidate code runs while a baseline is timed
@@ -222,11 +242,13 @@ class TimingPhase:
             self.cand.thaw()  # before its clock starts: resuming it is no part of its time
         self.ev.sync()
         start = clock()
-        proc.send(
-            Block(fn=name, inputs=inputs, sets=sets, ring=ring, flush_bytes=self.p.flush_bytes, pad_ms=self.pad_ms)
-        )
+        proc.send(message)
         done = proc.expect(BlockDone)
-        host_ms = clock() - start
+        return done, clock() - start
+
+    def ran(self, name: str, done: BlockDone, host_ms: float, count: int) -> Ran:
+        """A block's answer, or the end of timing: a baseline that failed, a candidate that failed or answered
+        with times that are not one per timed call (`count`)."""
         if done.error is not None:
             if name != "candidate":
                 raise JgError(f"baseline {name} failed while timed: {done.error}")
@@ -234,14 +256,14 @@ class TimingPhase:
             if refused:
                 raise CandidateGone(refused[0].model_copy(update={"detail": f"while timed: {refused[0].detail}"}))
             raise CandidateGone(Finding(reason=Reason.EXCEPTION, detail=f"while timed: {done.error[-1500:]}"))
-        if len(done.times_ms) != len(sets) or not all(math.isfinite(t) and t >= 0 for t in done.times_ms):
+        if len(done.times_ms) != count or not all(math.isfinite(t) and t >= 0 for t in done.times_ms):
             raise CandidateGone(
                 Finding(
                     reason=Reason.TAMPERED,
                     detail="the block's reported times do not match its calls (a forged or corrupted message)",
                 )
             )
-        return Ran(done.times_ms, host_ms, list(done.hints), min(done.enqueue_ms, host_ms / len(sets)))
+        return Ran(done.times_ms, host_ms, list(done.hints), min(done.enqueue_ms, host_ms / count))
 
     def time_case(self, report: EvalReport, case: Case, shape: ShapeResult) -> None:
         p, ev = self.p, self.ev
@@ -274,6 +296,10 @@ class TimingPhase:
             if suspicion := self.suspicion(results):
                 shape.retimed = suspicion
                 results = measure(careful=True)
+            time_under_graphs(self, report, case, results)
+            if shape.timed_by == "graph" and (suspicion := self.suspicion(results, graph=True)):
+                shape.retimed = suspicion  # the graph timing's second run decides, as the per-call one's does
+                time_under_graphs(self, report, case, results)
             shape.input_seeds = seeds
             shape.candidate = Timing.model_validate(results.pop("candidate"))
             shape.baselines = {n: Timing.model_validate(r) for n, r in results.items()}
@@ -285,13 +311,15 @@ class TimingPhase:
                 for b in bindings.values():
                     b.free()
 
-    def suspicion(self, results: dict[str, Any]) -> str | None:
-        """What the timing findings would say of these results (a timing escape or speed that needs seen inputs),
-        else None: such a finding is reported only when a second timing of the shape, every fresh call after a
-        lead block, shows it too. Host noise or a power-capped clock can make one measurement look like either;
-        a hack that depends on either shows it every time."""
+    def suspicion(self, results: dict[str, Any], graph: bool = False) -> str | None:
+        """What the timing findings would say of these results (a timing escape or speed that needs seen inputs;
+        with `graph`, of the CUDA-graph timing), else None: such a finding is reported only when a second timing
+        of the shape (per call: every fresh call after a lead block) shows it too. Host noise or a power-capped
+        clock can make one measurement look like either; a hack that depends on either shows it every time."""
         cand = Timing.model_validate(results["candidate"])
         bases = {n: Timing.model_validate(r) for n, r in results.items() if n != "candidate"}
+        if graph:
+            return next((detail for _, detail in graph_findings(cand, bases, self.p.escape_share)), None)
         return escaped(cand, bases, self.p.escape_share) or seen_inputs_gain(cand, bases)
 
     def estimate(self, shape: ShapeResult, n_sets: int, most: int) -> dict[str, float]:

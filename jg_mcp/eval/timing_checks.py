@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import statistics
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -59,7 +60,7 @@ def spot_check(
     case: Case,
     shape: ShapeResult,
     ring: SharedBinding,
-    refs: list[list[torch.Tensor]],
+    refs: Sequence[list[torch.Tensor]],
     sets: list[int],
 ) -> int:
     """Judge the outputs of one call of the last block, picked at random, against its input set's reference."""

@@ -33,6 +33,7 @@ from jg_mcp.eval.messages import (
     Call,
     DoBench,
     Done,
+    Graph,
     ImportFailed,
     OutputMeta,
     Ready,
@@ -76,6 +77,8 @@ class Worker:
         self.bound: dict[str, Any] = {}
         self.fns: dict[str, Any] = {}
         self.flush: Any = None
+        self.graphs: dict[tuple[str, str, tuple[int, ...]], tuple[Any, list[Any]]] = {}
+        """Captured CUDA graphs and their outputs, by callable, input binding and sets (until the binding goes)."""
         self.recorder = OpRecorder(set(setup.forbidden_ops))
         self.recorder.install()  # every thread, from the import on
         self.guard = Guard.capture(torch, {"worker": sys.modules[__name__], "channel": channel})
@@ -120,6 +123,7 @@ class Worker:
         self.send(Bound(name=cmd.name))
 
     def release(self, cmd: Release) -> None:
+        self.graphs = {key: g for key, g in self.graphs.items() if key[1] not in cmd.names}
         for name in cmd.names:
             if (b := self.bound.pop(name, None)) is not None:
                 b.close()
@@ -223,6 +227,57 @@ class Worker:
             return
         self.send(BlockDone(times_ms=times, enqueue_ms=enqueue_ms, hints=self.hints()))
 
+    def graph(self, cmd: Graph) -> None:
+        groups = self.bound[cmd.inputs].groups
+        ring = self.bound[cmd.ring].groups if cmd.ring is not None else []
+        fn = self.fns[cmd.fn]
+        try:
+            begin = time.perf_counter()
+            if self.device == "cuda":
+                graph, outs = self.captured(cmd, fn, groups)
+                watched = self.guard.watched
+                replay, event = watched["torch.cuda.CUDAGraph.replay"], watched["torch.cuda.Event"]
+                marks = []
+                for _ in range(cmd.replays):
+                    start, end = event(enable_timing=True), event(enable_timing=True)
+                    start.record()
+                    replay(graph)
+                    end.record()
+                    marks.append((start, end))
+            else:
+                per_call: list[float] = []
+                for _ in range(cmd.replays):
+                    t0 = time.thread_time()
+                    outs = [fn(*groups[s]) for s in cmd.sets]
+                    per_call.append((time.thread_time() - t0) * 1e3 / len(cmd.sets))
+            enqueue_ms = (time.perf_counter() - begin) * 1e3 / (len(cmd.sets) * cmd.replays)
+            for slot, out in zip(ring, outs, strict=False):
+                copy_into(slot, out)
+            self.sync()
+            times = [a.elapsed_time(b) / len(cmd.sets) for a, b in marks] if self.device == "cuda" else per_call
+        except Exception as exc:
+            self.send(BlockDone(error="".join(traceback.format_exception(exc)[-4:])[-2000:], hints=self.hints()))
+            return
+        self.send(BlockDone(times_ms=times, enqueue_ms=enqueue_ms, hints=self.hints()))
+
+    def captured(self, cmd: Graph, fn: Callable[..., Any], groups: list[list[Any]]) -> tuple[Any, list[Any]]:
+        """The graph of `cmd`'s calls and their outputs, captured on first use after a few calls on a side stream
+        (as torch documents for capture)."""
+        key = (cmd.fn, cmd.inputs, tuple(cmd.sets))
+        if key not in self.graphs:
+            torch, watched = self.torch, self.guard.watched
+            current, side = watched["torch.cuda.current_stream"], watched["torch.cuda.Stream"]()
+            side.wait_stream(current())
+            with torch.cuda.stream(side):
+                for s in list(dict.fromkeys(cmd.sets))[:3]:
+                    fn(*groups[s])
+            current().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with watched["torch.cuda.graph"](graph):
+                outs = [fn(*groups[s]) for s in cmd.sets]
+            self.graphs[key] = (graph, outs)
+        return self.graphs[key]
+
     def do_bench(self, cmd: DoBench) -> None:
         try:
             ms = statistics.median(padded_do_bench(self.fns[cmd.fn], self.bound[cmd.inputs].groups, cmd.pad_ms))
@@ -318,6 +373,7 @@ def serve(worker: Worker, reader: channel.Reader) -> int:
         Release: worker.release,
         Call: worker.call,
         Block: worker.block,
+        Graph: worker.graph,
         DoBench: worker.do_bench,
         Warm: worker.warm,
     }

@@ -1,0 +1,135 @@
+"""Timing under CUDA graphs (jg_mcp/eval/graphs.py): sizing, the rules that read the harness's clock and the fresh
+replay, and the protocol end to end on the CPU stand-in (the same calls one by one, CPU time for device time).
+Capture itself needs a GPU: eval/h200_check.py runs it there."""
+
+from __future__ import annotations
+
+import pytest
+from eval_suite import CPU_TIMING, eval_solution
+
+from jg_mcp.eval.graphs import graph_calls, graph_sets
+from jg_mcp.eval.report import GraphTiming, Reason
+from jg_mcp.eval.scoring import GRAPH_FRESH_MIN_MS, gained, graph_escaped
+
+HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
+GRAPHED = CPU_TIMING | {
+    "only": ["n256k"],
+    "timing": CPU_TIMING["timing"] | {"graph_below_ms": 1e6, "graph_bytes": 12 << 20, "graph_calls": 8},
+}
+"""Every shape qualifies; the calls of a graph rotate over 4 input sets (3 MiB per call: x, y and z of 256k floats
+each, counted by the goal's bytes), 8 calls per graph."""
+FIRST_POINTERS = 7
+"""Distinct input pointers a timing process sees before its graph's sets: the warm-up's, the three timed sets',
+the fresh set's, and this many to spare."""
+CACHE_BY_POINTER_LATE = f"""import torch
+
+SEEN, CACHE = [], {{}}
+
+
+def kernel(x, y, alpha):
+    if x.data_ptr() not in SEEN:
+        SEEN.append(x.data_ptr())
+    if SEEN.index(x.data_ptr()) < {FIRST_POINTERS}:
+        return torch.addcmul(y, x, alpha)
+    key = x.data_ptr()
+    if key not in CACHE:
+        CACHE[key] = torch.addcmul(y, x, alpha)
+    return CACHE[key].clone()
+"""
+"""Honest on the inputs the per-call timing uses; on the graph's input sets it answers from a cache keyed by where
+the inputs are, which the fresh replay (new inputs written into the same buffers) shows."""
+REFUSES_LATE = f"""import torch
+
+SEEN = []
+
+
+def kernel(x, y, alpha):
+    if x.data_ptr() not in SEEN:
+        SEEN.append(x.data_ptr())
+    if SEEN.index(x.data_ptr()) >= {FIRST_POINTERS}:
+        raise RuntimeError("not on these")
+    return torch.addcmul(y, x, alpha)
+"""
+"""Fails on the graph's input sets only, as a callable that cannot be captured fails its capture on the GPU."""
+
+
+def graph_timing(median: float, unaccounted: float, fresh: float | None = None, calls: int = 64) -> GraphTiming:
+    return GraphTiming(
+        median_ms=median,
+        iqm_ms=median,
+        q10_ms=median,
+        q90_ms=median,
+        replays=18,
+        calls=calls,
+        sets=4,
+        unaccounted_ms=unaccounted,
+        block_ms=3 * calls * median,
+        fresh_ms=fresh if fresh is not None else median,
+    )
+
+
+def test_a_graph_rotates_over_the_fewest_sets_that_leave_the_l2_and_reads_each_equally_often():
+    assert graph_sets(5e6, 256 << 20) == 54
+    assert graph_sets(1e9, 256 << 20) == 3, "at least three sets"
+    assert graph_sets(10.0, 256 << 20) == 512, "at most MOST_SETS"
+    assert graph_calls(54, 64) == 108 and graph_calls(3, 64) == 66 and graph_calls(4, 8) == 8
+
+
+def test_time_the_harness_saw_beyond_the_replays_is_an_escape_only_beyond_the_baselines():
+    honest, lib = graph_timing(0.0035, unaccounted=0.40), graph_timing(0.005, unaccounted=0.38)
+    assert not graph_escaped(honest, {"lib": lib})
+    computed_after = graph_timing(0.0002, unaccounted=0.40 + 64 * 0.007)
+    assert graph_escaped(computed_after, {"lib": lib}), "empty replays, the checked outputs computed once after"
+    half_after = graph_timing(0.00175, unaccounted=0.40 + 32 * 0.0035)
+    assert not graph_escaped(half_after, {"lib": lib}), "a share under GRAPH_UNACCOUNTED_MIN_MS"
+    long_block = graph_timing(0.01, unaccounted=0.9, calls=512)
+    assert not graph_escaped(long_block, {"lib": graph_timing(0.012, 0.3)}), "0.6 ms beside 15 ms of replays"
+    assert graph_escaped(long_block.model_copy(update={"unaccounted_ms": 3.0}), {"lib": graph_timing(0.012, 0.3)})
+
+
+def test_speed_on_seen_sets_under_a_graph_is_caching_unless_the_baselines_share_it():
+    least = GRAPH_FRESH_MIN_MS
+    assert gained((0.0035, 0.007), [(0.005, 0.0051)], "", least), "twice as fast on seen sets"
+    assert not gained((0.0035, 0.007), [(0.005, 0.0051)], ""), "within a single call's noise, not a replay's"
+    assert not gained((0.0035, 0.007), [(0.005, 0.011)], "", least), "the baselines slow down as much"
+    assert not gained((0.0035, 0.0037), [(0.005, 0.005)], "", least)
+
+
+def test_an_honest_candidate_is_timed_under_graphs_and_its_speedups_are_the_graphs(tmp_path, timing_goal):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "solution.py").write_text(HONEST)
+    report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **GRAPHED)
+    assert report.accepted, [f.detail for f in report.findings]
+    assert report.timing and report.timing.graph_below_ms == 1e6 and report.timing.graph_replays == 3
+    (shape,) = [s for s in report.shapes if s.candidate]
+    assert shape.timed_by == "graph" and shape.graph_note is None and len(shape.graph_seeds) == 4
+    cand, base = shape.candidate, shape.baselines["torch_add"]
+    assert cand is not None and cand.graph is not None and base.graph is not None
+    assert cand.graph.calls == 8 and cand.graph.sets == 4 and cand.graph.replays == 3 * 6
+    assert cand.graph.fresh_ms > 0 and cand.graph.block_ms > 0
+    assert shape.speedup["torch_add"] == pytest.approx(base.graph.median_ms / cand.graph.median_ms)
+    assert cand.median_ms > 0 and cand.fresh_median_ms, "the per-call timing and its checks ran first"
+
+
+def test_a_candidate_that_answers_graph_calls_from_a_cache_is_rejected(tmp_path, timing_goal):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "solution.py").write_text(CACHE_BY_POINTER_LATE)
+    report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **GRAPHED)
+    assert not report.accepted
+    assert Reason.INCORRECT in report.reasons, [f.detail for f in report.findings]
+    wrong = [f for f in report.findings if f.reason == Reason.INCORRECT]
+    assert all(f.shape == "n256k" and "spot check" in f.detail for f in wrong)
+
+
+def test_a_callable_that_cannot_run_under_the_graph_leaves_the_shape_timed_per_call(tmp_path, timing_goal):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "solution.py").write_text(REFUSES_LATE)
+    report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **GRAPHED)
+    assert report.accepted, [f.detail for f in report.findings]
+    (shape,) = [s for s in report.shapes if s.candidate]
+    assert shape.timed_by == "calls" and shape.graph_note and "candidate could not be captured" in shape.graph_note
+    assert "not on these" in shape.graph_note
+    assert shape.candidate is not None and shape.candidate.graph is None
+    assert shape.speedup["torch_add"] == pytest.approx(
+        shape.baselines["torch_add"].median_ms / shape.candidate.median_ms
+    )
