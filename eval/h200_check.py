@@ -22,8 +22,9 @@ is compared with the eval's speedup, with times read as medians (the eval's) and
 of its L2 flushes, so both measure device time with launches hidden (see jg_mcp/eval/timing.py). At a shape the
 eval timed under CUDA graphs (`timed_by: graph`, a few microseconds per call), the independent measurement is a graph
 too, built by other code (eval/timing_probe.py's `graph_times`: one graph of calls rotating over the eval's graph
-input sets, made again from the seeds the report publishes, ten timed replays), not do_bench, whose per-call flush
-and events add microseconds to every call there (`measured_by` says which).
+input sets, made again from the seeds the report publishes, each call's outputs kept as in the eval's graphs, ten
+timed replays), not do_bench, whose per-call flush and events add microseconds to every call there (`measured_by`
+says which; `graph_freed` holds the same graph with each call's outputs freed before the next).
 """
 
 from __future__ import annotations
@@ -173,11 +174,18 @@ def dobench_one(
         out[shape.name] |= {"mhz": {name: [] for name in fns}}
         for name in calls:
             with device_sampler("cuda") or contextlib.nullcontext() as sampler:
-                times = graph_times(fns[name], sets) if graph_seeds else padded_do_bench(fns[name], sets, pad)
+                if graph_seeds:
+                    times = graph_times(fns[name], sets, keep=True)
+                else:
+                    times = padded_do_bench(fns[name], sets, pad)
             clocks = sampler.summary() if sampler else None
             out[shape.name]["median"][name].append(statistics.median(times))
             out[shape.name]["iqm"][name].append(iqm(times))
             out[shape.name]["mhz"][name].append(clocks.sm_mhz_median if clocks else None)
+            if graph_seeds:  # what a graph whose calls share their output memory would have measured
+                out[shape.name].setdefault("graph_freed", {}).setdefault(name, []).append(
+                    statistics.median(graph_times(fns[name], sets))
+                )
         del sets
         torch.cuda.empty_cache()
     return out

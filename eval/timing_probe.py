@@ -196,10 +196,13 @@ def graph_rot(fn, sets: list[list], replays: int = 10) -> float:
     return statistics.median(graph_times(fn, sets, replays))
 
 
-def graph_times(fn, sets: list[list], replays: int = 10) -> list[float]:
+def graph_times(fn, sets: list[list], replays: int = 10, keep: bool = False) -> list[float]:
     """Device time per call in one CUDA graph of n calls rotating over `sets` (n: the smallest multiple of their
     count from 64), warmed on a side stream first as torch documents; one per replay of `replays`, queued behind an
-    untimed one, each between two events. The graph and its memory go with the function's frame."""
+    untimed one, each between two events. With `keep`, every call's outputs stay allocated until the graph is
+    captured (each call writes memory of its own, as in the eval's graphs, whose every call can be checked);
+    without, each is freed before the next call (which then writes the same memory). The graph and its memory go
+    with the function's frame."""
     import torch
 
     n = len(sets) * math.ceil(64 / len(sets))
@@ -210,9 +213,12 @@ def graph_times(fn, sets: list[list], replays: int = 10) -> list[float]:
             fn(*s)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
+    kept = []
     with torch.cuda.graph(graph):
         for i in range(n):
-            fn(*sets[i % len(sets)])
+            out = fn(*sets[i % len(sets)])
+            kept += [out] if keep else []
+            del out
     graph.replay()
     marks = []
     for _ in range(replays):
