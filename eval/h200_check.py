@@ -22,9 +22,10 @@ is compared with the eval's speedup, with times read as medians (the eval's) and
 of its L2 flushes, so both measure device time with launches hidden (see jg_mcp/eval/timing.py). At a shape the
 eval timed under CUDA graphs (`timed_by: graph`, a few microseconds per call), the independent measurement is a graph
 too, built by other code (eval/timing_probe.py's `graph_times`: one graph of calls rotating over the eval's graph
-input sets, made again from the seeds the report publishes, each call's outputs kept as in the eval's graphs, ten
-timed replays), not do_bench, whose per-call flush and events add microseconds to every call there (`measured_by`
-says which; `graph_freed` holds the same graph with each call's outputs freed before the next).
+input sets, made again from the seeds the report publishes, each tensor in an allocation of its own and each call's
+outputs kept, as in the eval's graphs, ten timed replays), not do_bench, whose per-call flush and events add
+microseconds to every call there (`measured_by` says which; `graph_pooled_runs_ms` holds the same graph on inputs
+in the caching allocator's memory).
 """
 
 from __future__ import annotations
@@ -169,26 +170,45 @@ def dobench_one(
         graph_seeds = shapes[shape.name].get("graph_seeds") or []
         sets = [list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in graph_seeds or seeds]
         calls = dobench_calls(base, only)
+        binding, own = dedicated(sets) if graph_seeds else (None, sets)
         fns = {name: kernel if name == "candidate" else goal.baseline(base) for name in dict.fromkeys(calls)}
         out[shape.name] = {"median": {name: [] for name in fns}, "iqm": {name: [] for name in fns}}
         out[shape.name] |= {"mhz": {name: [] for name in fns}}
         for name in calls:
             with device_sampler("cuda") or contextlib.nullcontext() as sampler:
                 if graph_seeds:
-                    times = graph_times(fns[name], sets, keep=True)
+                    times = graph_times(fns[name], own, keep=True)
                 else:
                     times = padded_do_bench(fns[name], sets, pad)
             clocks = sampler.summary() if sampler else None
             out[shape.name]["median"][name].append(statistics.median(times))
             out[shape.name]["iqm"][name].append(iqm(times))
             out[shape.name]["mhz"][name].append(clocks.sm_mhz_median if clocks else None)
-            if graph_seeds:  # what a graph whose calls share their output memory would have measured
-                out[shape.name].setdefault("graph_freed", {}).setdefault(name, []).append(
-                    statistics.median(graph_times(fns[name], sets))
+            if graph_seeds:  # the same graph on inputs in the caching allocator's memory (do_bench's placement)
+                out[shape.name].setdefault("graph_pooled", {}).setdefault(name, []).append(
+                    statistics.median(graph_times(fns[name], sets, keep=True))
                 )
-        del sets
+        if binding is not None:
+            binding.free()
+        del sets, own
         torch.cuda.empty_cache()
     return out
+
+
+def dedicated(sets: list[list]) -> tuple[Any, list[list]]:
+    """Copies of the input sets with each tensor in an allocation of its own, where the eval's processes read their
+    inputs (shared buffers, one per tensor; jg_mcp/eval/buffers.py), and the binding that holds them. At rope's
+    decode shape, whose kernels gather rows of a 64 MiB table, where a tensor lies moved a graph's time by 7%."""
+    from jg_mcp.eval.buffers import SharedBinding
+
+    binding = SharedBinding("independent", "cuda")
+    copies = []
+    for group in sets:
+        views = binding.add_group(group)
+        for view, tensor in zip(views, group, strict=True):
+            view.copy_(tensor)
+        copies.append(views)
+    return binding, copies
 
 
 def check_evals(goals: list[str], results: dict, key: str, deadline: float, timing: dict | None = None) -> None:
@@ -282,6 +302,8 @@ def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results
                 "pad_ms": plan[shape]["pad_ms"],
                 "measured_by": "graph" if plan[shape].get("graph_seeds") else "do_bench",
             }
+            if "graph_pooled" in measured[shape]:
+                rows[shape]["graph_pooled_runs_ms"] = measured[shape]["graph_pooled"]
             rows[shape] |= per_cycle(report, shape, base, sp, ratio, measured[shape].get("mhz", {}))
             if shape in by_iqm:
                 ratio = statistics.median(iqms[base]) / statistics.median(iqms["candidate"])

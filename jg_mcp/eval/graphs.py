@@ -5,7 +5,9 @@ by 5-15% from one process to the next, where a CUDA graph of calls rotating over
 jg_mcp/eval/timing.py runs there), then each callable in its own process captures one graph of `calls` calls
 rotating over `sets` input sets, the fewest whose calls move `graph_bytes` together (no flush: a set has left the
 L2 before it is read again; no pad: the graph queues every launch before the first runs). Candidate and baselines
-take turns (A B, then B A), each turn a lead of untimed replays (the callable's own steady state), then a timed
+take turns (A B, then B A), each turn a lead of untimed replays (the callable's own steady state; as many for every
+callable, sized by the slowest callable's per-call time, so a candidate that reports forged small times cannot make
+the harness replay its graph for minutes), then a timed
 block of `graph_replays` replays, CUDA events around each; a time is a replay's time divided by its calls. The
 speedups, rates and floor check then use these times for every callable alike (`ShapeResult.timed_by`).
 
@@ -60,6 +62,13 @@ def graph_sets(call_bytes: float, floor: int, most: int = MOST_SETS) -> int:
 def graph_calls(n_sets: int, least: int) -> int:
     """Calls in one graph: the smallest multiple of `n_sets` from `least`, so every set is read equally often."""
     return n_sets * math.ceil(least / n_sets)
+
+
+def lead_replays(per_call_ms: list[float], calls: int, lead_ms: float) -> int:
+    """Untimed replays before each timed block, the same for every callable: enough to fill `lead_ms` at the
+    slowest callable's per-call time (a baseline's at least, so no candidate's reported time can stretch it), at
+    least one and at most MAX_LEAD_CALLS."""
+    return max(1, min(MAX_LEAD_CALLS, math.ceil(lead_ms / max(1e-3, calls * max(per_call_ms)))))
 
 
 class References(Sequence[list[torch.Tensor]]):
@@ -153,13 +162,10 @@ class GraphTimer:
         per_call: dict[str, list[float]] = {n: [] for n in t.names}
         device: dict[str, list[float]] = {n: [] for n in t.names}
         unaccounted: dict[str, list[float]] = {n: [] for n in t.names}
-        leads = {
-            n: max(1, min(MAX_LEAD_CALLS, math.ceil(p.lead_ms / max(1e-3, calls * r["median_ms"]))))
-            for n, r in self.results.items()
-        }
+        lead = lead_replays([r["median_ms"] for r in self.results.values()], calls, p.lead_ms)
         for turn in range(p.graph_rounds):
             for name in t.names if turn % 2 == 0 else t.names[::-1]:
-                hints = self.block(name, leads[name], keep=False).hints
+                hints = self.block(name, lead, keep=False).hints
                 if name == "candidate":
                     own["gring"].poison()
                 ran = self.block(name, p.graph_replays, keep=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from eval_suite import CPU_TIMING, eval_solution
 
-from jg_mcp.eval.graphs import graph_calls, graph_sets
+from jg_mcp.eval.graphs import graph_calls, graph_sets, lead_replays
 from jg_mcp.eval.report import GraphTiming, Reason
 from jg_mcp.eval.scoring import GRAPH_FRESH_MIN_MS, gained, graph_escaped
 
@@ -73,6 +73,14 @@ def test_a_graph_rotates_over_the_fewest_sets_that_leave_the_l2_and_reads_each_e
     assert graph_sets(1e9, 256 << 20) == 3, "at least three sets"
     assert graph_sets(10.0, 256 << 20) == 512, "at most MOST_SETS"
     assert graph_calls(54, 64) == 108 and graph_calls(3, 64) == 66 and graph_calls(4, 8) == 8
+
+
+def test_the_lead_is_sized_by_the_slowest_callable_so_a_forged_small_time_cannot_stretch_it():
+    """On the H200 a hack that forged tiny event times (patch_elapsed_time, a 0.66 ms GEMM) once qualified its shape
+    for graphs, and a lead sized by its own time asked for 1024 replays of 64 GEMMs per turn (43 s)."""
+    assert lead_replays([0.0037, 0.0049, 0.041], 100, 60.0) == 15
+    assert lead_replays([1e-6, 0.33], 66, 60.0) == 3
+    assert lead_replays([1e-6], 64, 60.0) <= 1024 and lead_replays([50.0], 64, 60.0) == 1
 
 
 def test_time_the_harness_saw_beyond_the_replays_is_an_escape_only_beyond_the_baselines():

@@ -370,15 +370,16 @@ def test_do_bench_times_the_very_inputs_the_eval_timed(monkeypatch):
 
 def test_a_shape_the_eval_timed_under_graphs_is_measured_under_an_independent_graph_on_the_graphs_inputs(monkeypatch):
     """At `timed_by: graph` the comparison is graph with graph: the sets are made again from the report's graph
-    seeds, timed by eval/timing_probe.py's graph_times with each call's outputs kept (as the eval's graphs keep
-    them), and the same graph with outputs freed is recorded beside it; do_bench is not used."""
+    seeds, each tensor in an allocation of its own, timed by eval/timing_probe.py's graph_times with each call's
+    outputs kept (as the eval's graphs do), and the same graph on ordinary allocations is recorded beside it;
+    do_bench is not used."""
     import types
-
-    import timing_probe
 
     import jg_mcp.eval.worker as worker
 
-    check = _check()
+    check = _check()  # puts eval/ on the path
+    import timing_probe
+
     made: list[int] = []
     graphs: list[tuple[list, bool]] = []
     shape = types.SimpleNamespace(name="n16m", dims={"N": 4})
@@ -388,15 +389,16 @@ def test_a_shape_the_eval_timed_under_graphs_is_measured_under_an_independent_gr
         baseline=lambda name: lambda x: x,
     )
     monkeypatch.setattr(check, "known_good", lambda name: (goal, lambda x: x))
+    monkeypatch.setattr(check, "dedicated", lambda sets: (None, [["own", *group] for group in sets]))
     monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: pytest.fail("do_bench at a graph shape"))
     monkeypatch.setattr(
         timing_probe, "graph_times", lambda fn, sets, keep=False: graphs.append((sets, keep)) or [2.0 if keep else 1.0]
     )
     plan = {"baseline": "torch_add", "pad_ms": 0.5, "input_sets": 3, "seeds": [11, 22, 33], "graph_seeds": [4, 5]}
     out = check.dobench_one("axpy", {"n16m": plan})
-    assert made == [4, 5] and all(sets == [[4], [5]] for sets, _ in graphs)
-    assert [keep for _, keep in graphs] == [True, False] * 8
-    assert out["n16m"]["median"]["candidate"] == [2.0] * 4 and out["n16m"]["graph_freed"]["torch_add"] == [1.0] * 4
+    assert made == [4, 5] and [sets for sets, _ in graphs] == [[["own", 4], ["own", 5]], [[4], [5]]] * 8
+    assert all(keep for _, keep in graphs)
+    assert out["n16m"]["median"]["candidate"] == [2.0] * 4 and out["n16m"]["graph_pooled"]["torch_add"] == [2.0] * 4
 
 
 def test_an_eval_publishes_the_secret_seeds_of_its_timed_inputs(tmp_path):
