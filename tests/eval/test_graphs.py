@@ -18,39 +18,51 @@ GRAPHED = CPU_TIMING | {
 }
 """Every shape qualifies; the calls of a graph rotate over 4 input sets (3 MiB per call: x, y and z of 256k floats
 each, counted by the goal's bytes), 8 calls per graph."""
-FIRST_POINTERS = 7
-"""Distinct input pointers a timing process sees before its graph's sets: the warm-up's, the three timed sets',
-the fresh set's, and this many to spare."""
-CACHE_BY_POINTER_LATE = f"""import torch
-
-SEEN, CACHE = [], {{}}
+IN_GRAPH = """
+LAST, GAPS, CALLS = {}, {}, [0]
 
 
-def kernel(x, y, alpha):
-    if x.data_ptr() not in SEEN:
-        SEEN.append(x.data_ptr())
-    if SEEN.index(x.data_ptr()) < {FIRST_POINTERS}:
-        return torch.addcmul(y, x, alpha)
-    key = x.data_ptr()
-    if key not in CACHE:
-        CACHE[key] = torch.addcmul(y, x, alpha)
-    return CACHE[key].clone()
+def in_graph(x, cycles):
+    \"\"\"True when this input set's last `cycles` calls (1 or 2) each came four calls after the one before: the
+    graph's calls rotate over four sets, the per-call blocks' over three (and its fresh calls follow each other).\"\"\"
+    p, n = x.data_ptr(), CALLS[0]
+    CALLS[0] += 1
+    if p in LAST:
+        GAPS[p] = (GAPS.get(p, (0, 0))[1], n - LAST[p])
+    LAST[p] = n
+    return GAPS.get(p, (0, 0))[2 - cycles :] == (4, 4)[2 - cycles :]
 """
-"""Honest on the inputs the per-call timing uses; on the graph's input sets it answers from a cache keyed by where
-the inputs are, which the fresh replay (new inputs written into the same buffers) shows."""
-REFUSES_LATE = f"""import torch
-
-SEEN = []
+"""How a candidate tells the graph's calls from the per-call ones on the CPU stand-in (on a GPU it asks torch
+whether the stream is being captured)."""
+CACHE_BY_POINTER_IN_GRAPH = (
+    "import torch\n"
+    + IN_GRAPH
+    + """
+CACHE = {}
 
 
 def kernel(x, y, alpha):
-    if x.data_ptr() not in SEEN:
-        SEEN.append(x.data_ptr())
-    if SEEN.index(x.data_ptr()) >= {FIRST_POINTERS}:
+    if not in_graph(x, 2):
+        return torch.addcmul(y, x, alpha)
+    if x.data_ptr() not in CACHE:
+        CACHE[x.data_ptr()] = torch.addcmul(y, x, alpha)
+    return CACHE[x.data_ptr()].clone()
+"""
+)
+"""Honest per call; under the graph it answers from a cache keyed by where the inputs are, which the fresh replay
+(new inputs written into the same buffers) shows."""
+REFUSES_IN_GRAPH = (
+    "import torch\n"
+    + IN_GRAPH
+    + """
+
+def kernel(x, y, alpha):
+    if in_graph(x, 1):  # from the second call on each set of the graph's first replay (its capture on a GPU)
         raise RuntimeError("not on these")
     return torch.addcmul(y, x, alpha)
 """
-"""Fails on the graph's input sets only, as a callable that cannot be captured fails its capture on the GPU."""
+)
+"""Fails on the graph's calls only, as a callable that cannot be captured fails its capture on the GPU."""
 
 
 def graph_timing(median: float, unaccounted: float, fresh: float | None = None, calls: int = 64) -> GraphTiming:
@@ -121,7 +133,7 @@ def test_an_honest_candidate_is_timed_under_graphs_and_its_speedups_are_the_grap
 
 def test_a_candidate_that_answers_graph_calls_from_a_cache_is_rejected(tmp_path, timing_goal):
     (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "solution.py").write_text(CACHE_BY_POINTER_LATE)
+    (tmp_path / "src" / "solution.py").write_text(CACHE_BY_POINTER_IN_GRAPH)
     report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **GRAPHED)
     assert not report.accepted
     assert Reason.INCORRECT in report.reasons, [f.detail for f in report.findings]
@@ -131,7 +143,7 @@ def test_a_candidate_that_answers_graph_calls_from_a_cache_is_rejected(tmp_path,
 
 def test_a_callable_that_cannot_run_under_the_graph_leaves_the_shape_timed_per_call(tmp_path, timing_goal):
     (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "solution.py").write_text(REFUSES_LATE)
+    (tmp_path / "src" / "solution.py").write_text(REFUSES_IN_GRAPH)
     report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **GRAPHED)
     assert report.accepted, [f.detail for f in report.findings]
     (shape,) = [s for s in report.shapes if s.candidate]
