@@ -342,15 +342,11 @@ def test_the_agreement_is_also_read_in_clock_cycles_where_every_clock_is_known()
     assert "agreement_cycles_pct" not in results["dobench"]["axpy"]["n16m"]
 
 
-def test_do_bench_times_the_very_inputs_the_eval_timed(monkeypatch):
-    """The issue's comparison is of the same inputs: do_bench's sets are made again from the seeds the eval's report
-    publishes (where inputs decide the work, other draws take other times), and only a report
-    without them falls back to seeds 0..n-1. The goal's input maker and do_bench are recorded here (they need CUDA)."""
+def known_good_recording_seeds(check, monkeypatch) -> list[int]:
+    """Stand in for `known_good` with a goal of one shape (`n16m`) whose input maker records each seed it is given
+    (and returns it as the one input); the list it records into."""
     import types
 
-    import jg_mcp.eval.worker as worker
-
-    check = _check()
     made: list[int] = []
     shape = types.SimpleNamespace(name="n16m", dims={"N": 4})
     goal = types.SimpleNamespace(
@@ -359,6 +355,18 @@ def test_do_bench_times_the_very_inputs_the_eval_timed(monkeypatch):
         baseline=lambda name: lambda x: x,
     )
     monkeypatch.setattr(check, "known_good", lambda name: (goal, lambda x: x))
+    return made
+
+
+def test_do_bench_times_the_very_inputs_the_eval_timed(monkeypatch):
+    """The issue's comparison is of the same inputs: do_bench's sets are made again from the seeds the eval's report
+    publishes (where inputs decide the work, other draws take other times), and only a report
+    without them falls back to seeds 0..n-1. The goal's input maker and do_bench are recorded here (they need CUDA)."""
+
+    import jg_mcp.eval.worker as worker
+
+    check = _check()
+    made = known_good_recording_seeds(check, monkeypatch)
     monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: [1.0, 1.0])
     plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3, "seeds": [11, 22, 33]}}
     check.dobench_one("axpy", plan)
@@ -373,22 +381,14 @@ def test_a_shape_the_eval_timed_under_graphs_is_measured_under_an_independent_gr
     seeds, each tensor in an allocation of its own, timed by eval/timing_probe.py's graph_times with each call's
     outputs kept (as the eval's graphs do), and the same graph on ordinary allocations is recorded beside it;
     do_bench is not used."""
-    import types
 
     import jg_mcp.eval.worker as worker
 
     check = _check()  # puts eval/ on the path
     import timing_probe
 
-    made: list[int] = []
+    made = known_good_recording_seeds(check, monkeypatch)
     graphs: list[tuple[list, bool]] = []
-    shape = types.SimpleNamespace(name="n16m", dims={"N": 4})
-    goal = types.SimpleNamespace(
-        goal=types.SimpleNamespace(shapes=[shape]),
-        make_inputs=lambda dims, seed, device: made.append(seed) or [seed],
-        baseline=lambda name: lambda x: x,
-    )
-    monkeypatch.setattr(check, "known_good", lambda name: (goal, lambda x: x))
     monkeypatch.setattr(check, "dedicated", lambda sets: (None, [["own", *group] for group in sets]))
     monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: pytest.fail("do_bench at a graph shape"))
     monkeypatch.setattr(
