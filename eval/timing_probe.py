@@ -192,17 +192,20 @@ def rotation(goal, dims: dict[str, int], floor: int = 256 << 20, most: int = 512
 
 
 def graph_rot(fn, sets: list[list], replays: int = 10) -> float:
-    """The median of `graph_times`."""
-    return statistics.median(graph_times(fn, sets, replays))
+    """The median of `graph_times` without warm-up (what the probe of run 9 measured)."""
+    return statistics.median(graph_times(fn, sets, replays, warmup_ms=0.0, rep_ms=0.0))
 
 
-def graph_times(fn, sets: list[list], replays: int = 10, keep: bool = False) -> list[float]:
+def graph_times(
+    fn, sets: list[list], replays: int = 10, keep: bool = False, warmup_ms: float = 25.0, rep_ms: float = 100.0
+) -> list[float]:
     """Device time per call in one CUDA graph of n calls rotating over `sets` (n: the smallest multiple of their
-    count from 64), warmed on a side stream first as torch documents; one per replay of `replays`, queued behind an
-    untimed one, each between two events. With `keep`, every call's outputs stay allocated until the graph is
-    captured (each call writes memory of its own, as in the eval's graphs, whose every call can be checked);
-    without, each is freed before the next call (which then writes the same memory). The graph and its memory go
-    with the function's frame."""
+    count from 64), warmed on a side stream first as torch documents; then, as do_bench does with its calls,
+    untimed replays for `warmup_ms` (the GPU's clocks rise to their steady state) and timed replays for `rep_ms`
+    (at least `replays`), each between two events, one time per replay. The replay count is sized by one timed
+    replay. With `keep`, every call's outputs stay allocated until the graph is captured (each call writes memory
+    of its own, as in the eval's graphs, whose every call can be checked); without, each is freed before the next
+    call (which then writes the same memory). The graph and its memory go with the function's frame."""
     import torch
 
     n = len(sets) * math.ceil(64 / len(sets))
@@ -219,9 +222,16 @@ def graph_times(fn, sets: list[list], replays: int = 10, keep: bool = False) -> 
             out = fn(*sets[i % len(sets)])
             kept += [out] if keep else []
             del out
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
     graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    replay_ms = max(1e-3, start.elapsed_time(end))
+    for _ in range(min(10_000, math.ceil(warmup_ms / replay_ms))):
+        graph.replay()
     marks = []
-    for _ in range(replays):
+    for _ in range(max(replays, min(10_000, math.ceil(rep_ms / replay_ms)))):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         graph.replay()

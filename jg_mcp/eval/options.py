@@ -47,9 +47,10 @@ class TimingParams(BaseModel):
     output can be the one checked."""
     flush_bytes: int = Field(default=256 << 20, ge=0)
     """L2 flush buffer zeroed before every timed call."""
-    graph_below_ms: float = Field(default=0.02, ge=0)
+    graph_below_ms: float = Field(default=0.05, ge=0)
     """A shape whose fastest callable takes under this per call (per-call time, measured first) is timed under
-    CUDA graphs too, and its speedups are the graphs' (jg_mcp/eval/graphs.py); 0: never."""
+    CUDA graphs too, and its speedups are the graphs' (jg_mcp/eval/graphs.py); 0: never. On the H200 (run 28) the
+    per-call times of 20-50 us shapes repeated within 4.3%, their graphs' within 0.6% (run 29)."""
     graph_bytes: int = Field(default=256 << 20, ge=1)
     """Bytes a graph's calls move together before a set is read again (its calls rotate over the fewest input sets
     that do, by the goal's bytes per call), so every call reads inputs that left the L2."""
