@@ -379,8 +379,8 @@ def test_do_bench_times_the_very_inputs_the_eval_timed(monkeypatch):
 def test_a_shape_the_eval_timed_under_graphs_is_measured_under_an_independent_graph_on_the_graphs_inputs(monkeypatch):
     """At `timed_by: graph` the comparison is graph with graph: the sets are made again from the report's graph
     seeds, each tensor in an allocation of its own, timed by eval/timing_probe.py's graph_times with each call's
-    outputs kept (as the eval's graphs do) after do_bench's warm-up, and the same graph without warm-up is recorded
-    beside it; do_bench is not used."""
+    outputs kept (as the eval's graphs do) after do_bench's warm-up, and the same graph timed in the eval's pattern
+    is recorded beside it; do_bench is not used."""
 
     import jg_mcp.eval.worker as worker
 
@@ -388,20 +388,22 @@ def test_a_shape_the_eval_timed_under_graphs_is_measured_under_an_independent_gr
     import timing_probe
 
     made = known_good_recording_seeds(check, monkeypatch)
-    graphs: list[tuple[list, bool, float]] = []
+    graphs: list[tuple[str, list, bool]] = []
     monkeypatch.setattr(check, "dedicated", lambda sets: (None, [["own", *group] for group in sets]))
     monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: pytest.fail("do_bench at a graph shape"))
-
-    def graph_times(fn, sets, keep=False, warmup_ms=25.0, rep_ms=100.0):
-        graphs.append((sets, keep, warmup_ms))
-        return [2.0 if warmup_ms else 1.0]
-
-    monkeypatch.setattr(timing_probe, "graph_times", graph_times)
+    monkeypatch.setattr(
+        timing_probe,
+        "graph_times",
+        lambda fn, sets, keep=False: graphs.append(("steady", sets, keep)) or [2.0],
+    )
+    monkeypatch.setattr(
+        timing_probe, "graph_burst_times", lambda fn, sets: graphs.append(("burst", sets, True)) or [1.0]
+    )
     plan = {"baseline": "torch_add", "pad_ms": 0.5, "input_sets": 3, "seeds": [11, 22, 33], "graph_seeds": [4, 5]}
     out = check.dobench_one("axpy", {"n16m": plan})
-    assert made == [4, 5] and all(sets == [["own", 4], ["own", 5]] and keep for sets, keep, _ in graphs)
-    assert [warmup for _, _, warmup in graphs] == [25.0, 0.0] * 8
-    assert out["n16m"]["median"]["candidate"] == [2.0] * 4 and out["n16m"]["graph_cold"]["torch_add"] == [1.0] * 4
+    assert made == [4, 5] and all(sets == [["own", 4], ["own", 5]] and keep for _, sets, keep in graphs)
+    assert [kind for kind, _, _ in graphs] == ["steady", "burst"] * 8
+    assert out["n16m"]["median"]["candidate"] == [2.0] * 4 and out["n16m"]["graph_burst"]["torch_add"] == [1.0] * 4
 
 
 def test_an_eval_publishes_the_secret_seeds_of_its_timed_inputs(tmp_path):
