@@ -6,7 +6,8 @@ other, and `jg-mcp demo`. Prints a short table and writes check.json and check.m
         [--earlier CHECK_JSON] [--timing KEY=VALUE ...] [--spares] [--hacks a,b] [--hack-rounds N]
 
 The part `dobench_repeat` (not run unless named) measures do_bench again in a second fresh process: how far the
-independent measurement's own ratio moves between two processes, beside the eval's repeat. Parts named
+independent measurement's own ratio moves between two processes, beside the eval's repeat; `dobench_cleared` (not run
+unless named) measures it in a fresh process with the environment the eval gives its workers. Parts named
 `dobench_split...` (`dobench_split1,dobench_split2,...`; not run unless named) each time the solution in one fresh
 process and the baseline in another, the eval's arrangement, to read with eval/h200_spread.py.
 
@@ -264,7 +265,7 @@ def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None
     }
     if not plan:
         return
-    env = dict(os.environ)
+    env = cleared_env() if key == "dobench_cleared" else dict(os.environ)
     cache = next(iter(reports.values())).environment.baseline_cache
     if cache:
         env |= baseline_env(Path(cache))
@@ -281,6 +282,16 @@ def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None
         merge_measured(measured, json.loads(done.stdout.strip().splitlines()[-1]))
     for goal, rows in measured.items():
         agreement(goal, reports[goal], plan[goal], rows, results, key)
+
+
+def cleared_env() -> dict[str, str]:
+    """The environment the eval gives its workers (jg_mcp/eval/process.py: the variables of KEPT_ENV and a path),
+    for the part `dobench_cleared`: does the host's environment (an allocator setting, say) move the independent
+    measurement?"""
+    from jg_mcp.eval.process import KEPT_ENV
+
+    env = {k: os.environ[k] for k in (*KEPT_ENV, "PATH", "PYTHONPATH", "HOME") if k in os.environ}
+    return env | {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results: dict, key: str = "dobench") -> None:
@@ -480,7 +491,7 @@ def main() -> int:
         parser.error(f"--hacks: no GPU hack named {', '.join(unknown)} (known: {', '.join(GPU_HACKS)})")
     results: dict = {"parts": parts, "timing": timing, "part_wall_s": {}}
     split = [p for p in parts if p.startswith("dobench_split")]
-    kept = ("evals", "dobench", "repeat", "dobench_repeat", *split, "hacks")
+    kept = ("evals", "dobench", "repeat", "dobench_repeat", "dobench_cleared", *split, "hacks")
     results |= {k: {} for k in kept}
     if args.earlier:
         earlier = json.loads(args.earlier.read_text())
@@ -491,6 +502,7 @@ def main() -> int:
             "dobench": lambda: check_dobench(goals, results),
             "repeat": lambda: check_evals(goals, results, "repeat", deadline, timing),
             "dobench_repeat": lambda: check_dobench(goals, results, "dobench_repeat"),
+            "dobench_cleared": lambda: check_dobench(goals, results, "dobench_cleared"),
             **{key: functools.partial(check_dobench, goals, results, key) for key in split},
             "hacks": lambda: check_hacks(results, deadline, hacks, args.hack_rounds),
             "demo": lambda: check_demo(results, deadline),
