@@ -4,6 +4,7 @@ other, and `jg-mcp demo`. Prints a short table and writes check.json and check.m
 
     python eval/h200_check.py --out DIR [--goals a,b] [--parts evals,dobench,repeat,hacks,demo] [--deadline-s S]
         [--earlier CHECK_JSON] [--timing KEY=VALUE ...] [--spares] [--hacks a,b] [--hack-rounds N]
+        [--isolation bwrap|none]
 
 The part `dobench_repeat` (not run unless named) measures do_bench again in a second fresh process: how far the
 independent measurement's own ratio moves between two processes, beside the eval's repeat; `dobench_cleared` (not run
@@ -89,6 +90,8 @@ def hack_goal(name: str) -> tuple[str, str]:
     return HACK_GOALS.get(name, ("gemm_fp8", HACK_SHAPE))
 
 
+ISOLATION = "bwrap"
+"""The candidate's sandbox in every eval of the check (--isolation)."""
 SPARES: Spares | None = None
 """With --spares, every eval of the check takes the worker processes the eval before it started
 (jg_mcp/eval/spares.py)."""
@@ -99,7 +102,7 @@ def run_eval(solution: Path, goal: str, **options) -> EvalReport:
     shutil.copyfile(solution, ws / "solution.py")
     try:
         goal_file = REPO / "goals" / f"{goal}.yaml"
-        options = {"device": "cuda", "timeout_s": 120, "isolation": "bwrap"} | options
+        options = {"device": "cuda", "timeout_s": 120, "isolation": ISOLATION} | options
         return evaluate(EvalOptions(goal=goal_file, workspace=ws, **options), spares=SPARES)
     finally:
         shutil.rmtree(ws, ignore_errors=True)
@@ -478,8 +481,15 @@ def main() -> int:
         help="each eval takes worker processes the eval before it started (process start off the critical path); "
         "off by default: on the H200 the check took 642 s with spares and 603 s without (run 8 against run 6)",
     )
+    parser.add_argument(
+        "--isolation",
+        choices=("bwrap", "none"),
+        default="bwrap",
+        help="the candidate's sandbox in the evals (none: to tell what the sandbox itself changes)",
+    )
     args = parser.parse_args()
-    global SPARES
+    global SPARES, ISOLATION
+    ISOLATION = args.isolation
     SPARES = Spares() if args.spares else None
     timing = {k: float(v) for k, v in (item.split("=", 1) for item in args.timing)}
     args.out.mkdir(parents=True, exist_ok=True)
