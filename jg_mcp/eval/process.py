@@ -6,7 +6,10 @@ its tail is ever read). Every message it sends is validated against the
 typed protocol; one that does not validate, or a wrong one at its turn, is a `tampered` finding. An ended or
 silent process becomes a finding with its reason. The worker dies with the harness (PR_SET_PDEATHSIG; under
 bwrap also --die-with-parent and the pid namespace). Without bwrap, processes it leaves are found by the
-eval's token in their environment and killed.
+eval's token in their environment and killed: only a candidate's processes carry it, each process a token of its
+own under the eval's (with one token for all, on the H200 a baseline's process was stopped with the candidate's
+while it was being timed and its Triton cache judged as the candidate's code, and here the correctness process's
+freeze stopped the timing process, which nothing resumed).
 """
 
 from __future__ import annotations
@@ -78,7 +81,10 @@ class WorkerProcess:
         """Whether the worker said `started` (its imports done), which it does once, before its setup."""
         self.born = time.monotonic()
         self._pid: int | None = None
-        self.token = token
+        self.token = f"{token}.{secrets.token_hex(4)}"
+        """This process's own token under the eval's (`carrying` the eval's finds every one, this one only this
+        process's): a candidate's freeze must stop no other process of the eval, not the correctness process's
+        successor, not a baseline."""
         self.frozen: list[int] | None = None
         """The pids `freeze` stopped, until `thaw`."""
         self.native: NativeScan | None = None
@@ -92,8 +98,9 @@ class WorkerProcess:
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
             "TRITON_INTERPRET": "0" if device == "cuda" else "1",
-            "JG_EVAL_TOKEN": token,
         }
+        if role == "candidate":  # what carries it is the candidate's (stopped, judged, swept), never a baseline
+            env["JG_EVAL_TOKEN"] = self.token
         bytecode = bytecode_dir() if sandboxed or role == "baseline" else None
         if bytecode is not None:
             env["PYTHONPYCACHEPREFIX"] = str(bytecode)

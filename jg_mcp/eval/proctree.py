@@ -139,7 +139,8 @@ def code_mappings(pid: int) -> list[CodeMapping] | None:
 
 
 def carrying(token: str) -> list[int]:
-    """The processes whose environment carries the eval's token (this one aside)."""
+    """The processes whose environment carries `token` or a token under it (`token.x`: an eval's token finds every
+    one of its processes, a process's token its own; this process aside)."""
     marker = f"JG_EVAL_TOKEN={token}".encode()
     found = []
     for entry in os.listdir("/proc"):
@@ -147,7 +148,7 @@ def carrying(token: str) -> list[int]:
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as f:
-                if marker in f.read().split(b"\0"):
+                if any(v == marker or v.startswith(marker + b".") for v in f.read().split(b"\0")):
                     found.append(int(entry))
         except OSError:
             continue

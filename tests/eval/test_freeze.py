@@ -88,3 +88,27 @@ def test_no_candidate_process_runs_while_a_baseline_is_timed(tmp_path, timing_go
     assert report.accepted, [f.detail for f in report.findings]
     assert len(checked) >= 10
     assert all(states == {"T"} for states in checked), checked
+
+
+def test_a_freeze_finds_its_own_process_and_the_sweep_every_candidate_process_and_no_baseline(tmp_path):
+    """Unsandboxed, a candidate's processes are found by the token in their environment. Each worker has one of
+    its own under the eval's: with one for all, the correctness process's freeze stopped the timing process (which
+    nothing resumed), and the candidate's freeze stopped a baseline's process while it was timed (on the H200). A
+    baseline's process carries none; a token that only begins like another is not under it."""
+    token = secrets.token_hex(8)
+    workers = [
+        WorkerProcess("candidate", tmp_path, False, token, 30.0, "cpu"),
+        WorkerProcess("candidate", tmp_path, False, token, 30.0, "cpu"),
+        WorkerProcess("baseline", tmp_path, False, token, 30.0, "cpu"),
+        WorkerProcess("candidate", tmp_path, False, token + "0", 30.0, "cpu"),
+    ]
+    first, second, baseline, other = workers
+    try:
+        for w in workers:
+            w.wait_started()  # each has forked what it forks before its setup (its watchdog)
+        assert set(carrying(first.token)) == set(tree(first.proc.pid))
+        assert set(carrying(token)) == set(tree(first.proc.pid)) | set(tree(second.proc.pid))
+        assert baseline.proc.pid not in carrying(token) and other.proc.pid not in carrying(token)
+    finally:
+        for w in workers:
+            w.close()

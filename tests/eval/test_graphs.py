@@ -19,21 +19,26 @@ GRAPHED = CPU_TIMING | {
 """Every shape qualifies; the calls of a graph rotate over 4 input sets (3 MiB per call: x, y and z of 256k floats
 each, counted by the goal's bytes), 8 calls per graph."""
 IN_GRAPH = """
-LAST, GAPS, CALLS = {}, {}, [0]
+INPUTS, OUTPUTS = [], []
 
 
-def in_graph(x, cycles):
-    \"\"\"True when this input set's last `cycles` calls (1 or 2) each came four calls after the one before: the
-    graph's calls rotate over four sets, the per-call blocks' over three (and its fresh calls follow each other).\"\"\"
-    p, n = x.data_ptr(), CALLS[0]
-    CALLS[0] += 1
-    if p in LAST:
-        GAPS[p] = (GAPS.get(p, (0, 0))[1], n - LAST[p])
-    LAST[p] = n
-    return GAPS.get(p, (0, 0))[2 - cycles :] == (4, 4)[2 - cycles :]
+def in_graph(x):
+    \"\"\"True when this call and the seven before it rotate over four input sets (the graph's; the per-call blocks'
+    rotate over three) and the last three calls' outputs lie apart, all alive (a graph keeps every call's outputs; a
+    per-call block frees each before the next call, which then gets the same memory). Calls as `remember(...)`.\"\"\"
+    INPUTS.append(x.data_ptr())
+    seen = INPUTS[-8:]
+    rotates = len(seen) == 8 and len(set(seen)) == 4 and seen[:4] == seen[4:]
+    return rotates and len(set(OUTPUTS[-3:])) == 3
+
+
+def remember(out):
+    OUTPUTS.append(out.data_ptr())
+    return out
 """
 """How a candidate tells the graph's calls from the per-call ones on the CPU stand-in (on a GPU it asks torch
-whether the stream is being captured)."""
+whether the stream is being captured), without timing anything: by the inputs' rotation and by whether earlier
+outputs are still alive (a rotation alone also shows in per-call blocks whose leads take turns with fresh calls)."""
 CACHE_BY_POINTER_IN_GRAPH = (
     "import torch\n"
     + IN_GRAPH
@@ -42,11 +47,11 @@ CACHE = {}
 
 
 def kernel(x, y, alpha):
-    if not in_graph(x, 2):
-        return torch.addcmul(y, x, alpha)
+    if not in_graph(x):
+        return remember(torch.addcmul(y, x, alpha))
     if x.data_ptr() not in CACHE:
         CACHE[x.data_ptr()] = torch.addcmul(y, x, alpha)
-    return CACHE[x.data_ptr()].clone()
+    return remember(CACHE[x.data_ptr()].clone())
 """
 )
 """Honest per call; under the graph it answers from a cache keyed by where the inputs are, which the fresh replay
@@ -57,9 +62,9 @@ REFUSES_IN_GRAPH = (
     + """
 
 def kernel(x, y, alpha):
-    if in_graph(x, 1):  # from the second call on each set of the graph's first replay (its capture on a GPU)
+    if in_graph(x):  # from the eighth call of the graph's first replay (its capture on a GPU)
         raise RuntimeError("not on these")
-    return torch.addcmul(y, x, alpha)
+    return remember(torch.addcmul(y, x, alpha))
 """
 )
 """Fails on the graph's calls only, as a callable that cannot be captured fails its capture on the GPU."""
