@@ -41,7 +41,7 @@ def measure(shapes: list[tuple[str, str, float]], mode: str) -> dict:
         inductor_config.triton.autotune_pointwise = False
     from h200_check import known_good
 
-    from jg_mcp.eval.worker import padded_do_bench
+    from jg_mcp.eval.worker_commands import padded_do_bench
 
     out = {}
     for goal_name, shape_name, pad in shapes:

@@ -8,7 +8,8 @@ other, and `jg-mcp demo`. Prints a short table and writes check.json and check.m
 
 The part `dobench_repeat` (not run unless named) measures do_bench again in a second fresh process: how far the
 independent measurement's own ratio moves between two processes, beside the eval's repeat; `dobench_cleared` (not run
-unless named) measures it in a fresh process with the environment the eval gives its workers. Parts named
+unless named) measures it in a fresh process with the environment the eval gives its workers, and `dobench_mapped`
+(not run unless named) times its graphs on input sets another process holds (eval/imported_inputs.py). Parts named
 `dobench_split...` (`dobench_split1,dobench_split2,...`; not run unless named) each time the solution in one fresh
 process and the baseline in another, the eval's arrangement, to read with eval/h200_spread.py.
 
@@ -165,7 +166,7 @@ def dobench_one(
     from timing_probe import graph_burst_times, graph_times
 
     from jg_mcp.eval.sizing import iqm
-    from jg_mcp.eval.worker import padded_do_bench
+    from jg_mcp.eval.worker_commands import padded_do_bench
 
     goal, kernel = known_good(goal_name)
     out: dict[str, dict[str, dict[str, list[float]]]] = {}
@@ -177,7 +178,7 @@ def dobench_one(
         graph_seeds = shapes[shape.name].get("graph_seeds") or []
         sets = [list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in graph_seeds or seeds]
         calls = dobench_calls(base, only)
-        binding, own = dedicated(sets) if graph_seeds else (None, sets)
+        binding, own = placed(goal_name, shape.name, graph_seeds, sets) if graph_seeds else (None, sets)
         fns = {name: kernel if name == "candidate" else goal.baseline(base) for name in dict.fromkeys(calls)}
         out[shape.name] = {"median": {name: [] for name in fns}, "iqm": {name: [] for name in fns}}
         out[shape.name] |= {"mhz": {name: [] for name in fns}}
@@ -200,6 +201,18 @@ def dobench_one(
         del sets, own
         torch.cuda.empty_cache()
     return out
+
+
+def placed(goal_name: str, shape_name: str, seeds: list[int], sets: list[list]) -> tuple[Any, list[list]]:
+    """Where an independent graph reads its inputs, and what holds them: `dedicated` copies, or with
+    JG_CHECK_MAPPED set (the part `dobench_mapped`), sets held by another process and mapped here, as the eval's
+    workers map the harness's buffers (eval/imported_inputs.py)."""
+    if not os.environ.get("JG_CHECK_MAPPED"):
+        return dedicated(sets)
+    from imported_inputs import Imported
+
+    held = Imported(goal_name, shape_name, seeds)
+    return held, held.groups
 
 
 def dedicated(sets: list[list]) -> tuple[Any, list[list]]:
@@ -269,6 +282,8 @@ def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None
     if not plan:
         return
     env = cleared_env() if key == "dobench_cleared" else dict(os.environ)
+    if key == "dobench_mapped":
+        env["JG_CHECK_MAPPED"] = "1"
     cache = next(iter(reports.values())).environment.baseline_cache
     if cache:
         env |= baseline_env(Path(cache))
@@ -501,7 +516,7 @@ def main() -> int:
         parser.error(f"--hacks: no GPU hack named {', '.join(unknown)} (known: {', '.join(GPU_HACKS)})")
     results: dict = {"parts": parts, "timing": timing, "part_wall_s": {}}
     split = [p for p in parts if p.startswith("dobench_split")]
-    kept = ("evals", "dobench", "repeat", "dobench_repeat", "dobench_cleared", *split, "hacks")
+    kept = ("evals", "dobench", "repeat", "dobench_repeat", "dobench_cleared", "dobench_mapped", *split, "hacks")
     results |= {k: {} for k in kept}
     if args.earlier:
         earlier = json.loads(args.earlier.read_text())
@@ -513,6 +528,7 @@ def main() -> int:
             "repeat": lambda: check_evals(goals, results, "repeat", deadline, timing),
             "dobench_repeat": lambda: check_dobench(goals, results, "dobench_repeat"),
             "dobench_cleared": lambda: check_dobench(goals, results, "dobench_cleared"),
+            "dobench_mapped": lambda: check_dobench(goals, results, "dobench_mapped"),
             **{key: functools.partial(check_dobench, goals, results, key) for key in split},
             "hacks": lambda: check_hacks(results, deadline, hacks, args.hack_rounds),
             "demo": lambda: check_demo(results, deadline),

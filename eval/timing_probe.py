@@ -102,8 +102,8 @@ def eval_side(plan: dict[str, list[str]]) -> dict:
 
 
 def db(fn, sets: list[list], pad_ms: float) -> float:
-    """do_bench's median (jg_mcp.eval.worker.padded_do_bench)."""
-    from jg_mcp.eval.worker import padded_do_bench
+    """do_bench's median (jg_mcp.eval.worker_commands.padded_do_bench)."""
+    from jg_mcp.eval.worker_commands import padded_do_bench
 
     return statistics.median(padded_do_bench(fn, sets, pad_ms))
 
@@ -132,7 +132,7 @@ def loop(fn, sets: list[list], pad_ms: float, rounds: int, flush, lead: bool = T
     import torch
 
     from jg_mcp.eval.options import TimingParams
-    from jg_mcp.eval.worker import PAD_CYCLES_PER_MS
+    from jg_mcp.eval.worker_commands import PAD_CYCLES_PER_MS
 
     p = TimingParams()
     pad = int(pad_ms * PAD_CYCLES_PER_MS)

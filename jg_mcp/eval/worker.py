@@ -6,16 +6,17 @@ MODULEs), says `started`, then waits for its setup. A worker never sees a seed, 
 file: it reads inputs from and writes outputs to the harness's buffers, and reports what it did. For the
 candidate role nothing it says is believed: the harness reads the buffers itself and checks the times it
 reports against its own clock. What the in-process guard sees is sent as hints (early findings).
+
+This module is the process: its start, the limits and watchdog it sets itself, and the loop that hands each command
+to the `Worker` (jg_mcp/eval/worker_commands.py), which answers it.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
+import importlib
 import os
 import signal
 import socket
-import statistics
 import sys
 import time
 import traceback
@@ -25,17 +26,12 @@ from typing import Any
 from jg_mcp.eval import channel
 from jg_mcp.eval.messages import (
     COMMAND,
-    Benched,
     Bind,
     Block,
-    BlockDone,
-    Bound,
     Call,
     DoBench,
-    Done,
     Graph,
     ImportFailed,
-    OutputMeta,
     Ready,
     Release,
     Setup,
@@ -43,7 +39,7 @@ from jg_mcp.eval.messages import (
     Warm,
     WorkerError,
 )
-from jg_mcp.eval.report import Finding, Reason
+from jg_mcp.eval.worker_commands import Worker
 
 SETUP_WAIT_S = 900
 """How long a started worker waits for its setup (a spare waits for the next eval) before it exits."""
@@ -51,284 +47,6 @@ MAX_FILE_BYTES = 256 << 20
 """The largest file a candidate's process may write (RLIMIT_FSIZE, soft and hard, set before its module is imported;
 an unprivileged process cannot raise a hard limit). Its stdout and stderr go to a log file, so a flood ends with
 SIGXFSZ at this size (a `crashed` finding), not with the harness's disk."""
-PAD_CYCLES_PER_MS = 2_500_000
-"""Cycles of `torch.cuda._sleep` per ms of pad: at least the pad at any SM clock up to 2.5 GHz."""
-
-
-class Worker:
-    """State between commands: the imported callables, the mapped bindings, the guard."""
-
-    def __init__(self, sock: socket.socket, setup: Setup):
-        import torch
-
-        from jg_mcp.eval.buffers import MappedBinding
-        from jg_mcp.eval.guard import Guard
-        from jg_mcp.eval.ops import OpRecorder
-
-        self.torch = torch
-        self.mapped_binding = MappedBinding
-        self.sock = sock
-        self.setup = setup
-        self.device = setup.device
-        if self.device == "cuda":
-            torch.cuda.init()
-        else:
-            torch.set_num_threads(1)  # the CPU stand-in: no thread pool spinning into the harness's CPU-time clock
-        self.bound: dict[str, Any] = {}
-        self.fns: dict[str, Any] = {}
-        self.flush: Any = None
-        self.graphs: dict[tuple[str, str, tuple[int, ...]], tuple[Any, list[Any]]] = {}
-        """Captured CUDA graphs and their outputs, by callable, input binding and sets (until the binding goes)."""
-        self.recorder = OpRecorder(set(setup.forbidden_ops))
-        self.recorder.install()  # every thread, from the import on
-        self.guard = Guard.capture(torch, {"worker": sys.modules[__name__], "channel": channel})
-        self.sync: Any = self.guard.watched["torch.cuda.synchronize"] if self.device == "cuda" else (lambda: None)
-
-    def send(self, message: Any) -> None:
-        channel.send(self.sock.fileno(), message.model_dump(mode="json"))
-
-    def load(self) -> None:
-        spec = importlib.util.spec_from_file_location(
-            "solution" if self.setup.role == "candidate" else "goal", self.setup.module
-        )
-        if spec is None or spec.loader is None:
-            raise ImportError(f"{self.setup.module} cannot be imported")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-        try:  # the goal module stays out of the shared bytecode cache (compile_cache.bytecode_dir) candidates read
-            spec.loader.exec_module(module)
-        finally:
-            sys.dont_write_bytecode = writes
-        for label, name in self.setup.functions.items():
-            fn = getattr(module, name, None)
-            if not callable(fn):
-                raise AttributeError(f"the module defines no callable `{name}`")
-            self.fns[label] = fn
-
-    def hints(self) -> list[Finding]:
-        found = self.guard.tampering() + self.guard.new_threads() + self.guard.stream_left()
-        seen, self.recorder.seen = self.recorder.seen, []  # other threads may be appending
-        found += [
-            Finding(reason=Reason.FORBIDDEN_CALL, detail=f"ran forbidden `aten.{op}` at run time")
-            for op in dict.fromkeys(seen)
-        ]
-        return found
-
-    def bind(self, cmd: Bind) -> None:
-        fds: list[int] = []
-        if any(b.kind == "memfd" for b in cmd.buffers):
-            _, fds, _, _ = socket.recv_fds(self.sock, 1, len(cmd.buffers))
-        self.bound[cmd.name] = self.mapped_binding(cmd, list(fds))
-        self.send(Bound(name=cmd.name))
-
-    def release(self, cmd: Release) -> None:
-        self.graphs = {key: g for key, g in self.graphs.items() if key[1] not in cmd.names}
-        for name in cmd.names:
-            if (b := self.bound.pop(name, None)) is not None:
-                b.close()
-        self.send(Bound(name=",".join(cmd.names)))
-
-    def poison(self, sizes: list[int]) -> None:
-        """Hand the allocator blocks of the likely output sizes filled with 0xFF, then free them (a hint)."""
-        torch = self.torch
-        blocks = [torch.empty(n, dtype=torch.uint8, device=self.device).fill_(255) for n in sizes]
-        self.sync()
-        del blocks
-
-    def call(self, cmd: Call) -> None:
-        inputs = self.bound[cmd.inputs[0]].groups[cmd.inputs[1]]
-        outputs = self.bound[cmd.outputs[0]].groups[cmd.outputs[1]]
-        self.poison(cmd.poison_bytes)
-        result, raised, error = None, None, None
-        try:
-            with self.recorder:
-                result = self.fns[cmd.fn](*inputs)
-                self.sync()
-        except SystemExit as exc:
-            raised, error = "exit", f"the kernel called sys.exit({exc.code!r})"
-        except BaseException as exc:
-            raised, error = "exception", "".join(traceback.format_exception(exc)[-6:])[-3000:]
-        metas = [] if raised else self.copy_out(result, inputs, outputs)
-        self.send(Done(raised=raised, error=error, outputs=metas, hints=self.hints()))
-
-    def warm(self, cmd: Warm) -> None:
-        raised, error = None, None
-        try:
-            self.fns[cmd.fn](*self.bound[cmd.inputs[0]].groups[cmd.inputs[1]])
-            self.sync()
-        except SystemExit as exc:
-            raised, error = "exit", f"the callable called sys.exit({exc.code!r})"
-        except BaseException as exc:
-            raised, error = "exception", "".join(traceback.format_exception(exc)[-6:])[-3000:]
-        self.send(Done(raised=raised, error=error, hints=self.hints()))
-
-    def copy_out(self, result: Any, inputs: list[Any], outputs: list[Any]) -> list[OutputMeta]:
-        """Copy each returned plain tensor whose dtype and shape match into the harness's output buffer."""
-        torch = self.torch
-        outs = list(result) if isinstance(result, (tuple, list)) else [result]
-        metas = []
-        for i, out in enumerate(outs):
-            if type(out) is not torch.Tensor:
-                metas.append(OutputMeta(type=f"{type(out).__module__}.{type(out).__qualname__}"))
-                continue
-            plain = out.layout == torch.strided and not out.is_meta and out.device.type == self.device
-            meta = OutputMeta(
-                type="torch.Tensor",
-                dtype=str(out.dtype).removeprefix("torch."),
-                shape=list(out.shape),
-                device=out.device.type,
-                plain=plain,
-                aliases_input=any(_overlap(out, t) for t in inputs),
-            )
-            if plain and i < len(outputs) and out.dtype == outputs[i].dtype and out.shape == outputs[i].shape:
-                outputs[i].copy_(out)
-                meta = meta.model_copy(update={"copied": True})
-            metas.append(meta)
-        self.sync()
-        return metas
-
-    def block(self, cmd: Block) -> None:
-        torch = self.torch
-        sets = self.bound[cmd.inputs].groups
-        ring = self.bound[cmd.ring].groups if cmd.ring is not None else []
-        fn = self.fns[cmd.fn]
-        if self.flush is None or self.flush.numel() != cmd.flush_bytes:
-            self.flush = torch.empty(cmd.flush_bytes, dtype=torch.uint8, device=self.device)
-        cuda = self.device == "cuda"
-        event = self.guard.watched["torch.cuda.Event"]
-        pad = int(cmd.pad_ms * PAD_CYCLES_PER_MS) if cuda else 0
-        clock = time.thread_time  # the CPU stand-in measures CPU time, as the harness's clock of it does
-        marks: list[Any] = []
-        try:
-            begin = time.perf_counter()
-            for i, s in enumerate(cmd.sets):
-                self.flush.zero_()
-                if cuda:
-                    if pad:
-                        torch.cuda._sleep(pad)
-                    start, end = event(enable_timing=True), event(enable_timing=True)
-                    start.record()
-                    out = fn(*sets[s])
-                    end.record()
-                    marks.append((start, end))
-                else:
-                    t0 = clock()
-                    out = fn(*sets[s])
-                    marks.append((clock() - t0) * 1e3)
-                if ring:
-                    copy_into(ring[i % len(ring)], out)
-                del out  # freed before the next call, which then gets the same memory for its output, as in do_bench
-            enqueue_ms = (time.perf_counter() - begin) * 1e3 / len(cmd.sets)
-            self.sync()
-            times = [a.elapsed_time(b) for a, b in marks] if cuda else marks
-        except Exception as exc:
-            self.send(BlockDone(error="".join(traceback.format_exception(exc)[-4:])[-2000:], hints=self.hints()))
-            return
-        self.send(BlockDone(times_ms=times, enqueue_ms=enqueue_ms, hints=self.hints()))
-
-    def graph(self, cmd: Graph) -> None:
-        groups = self.bound[cmd.inputs].groups
-        ring = self.bound[cmd.ring].groups if cmd.ring is not None else []
-        fn = self.fns[cmd.fn]
-        try:
-            begin = time.perf_counter()
-            if self.device == "cuda":
-                graph, outs = self.captured(cmd, fn, groups)
-                watched = self.guard.watched
-                replay, event = watched["torch.cuda.CUDAGraph.replay"], watched["torch.cuda.Event"]
-                marks = []
-                for _ in range(cmd.replays):
-                    start, end = event(enable_timing=True), event(enable_timing=True)
-                    start.record()
-                    replay(graph)
-                    end.record()
-                    marks.append((start, end))
-            else:
-                per_call: list[float] = []
-                for _ in range(cmd.replays):
-                    t0 = time.thread_time()
-                    outs = [fn(*groups[s]) for s in cmd.sets]
-                    per_call.append((time.thread_time() - t0) * 1e3 / len(cmd.sets))
-            enqueue_ms = (time.perf_counter() - begin) * 1e3 / (len(cmd.sets) * cmd.replays)
-            for slot, out in zip(ring, outs, strict=False):
-                copy_into(slot, out)
-            self.sync()
-            times = [a.elapsed_time(b) / len(cmd.sets) for a, b in marks] if self.device == "cuda" else per_call
-        except Exception as exc:
-            self.send(BlockDone(error="".join(traceback.format_exception(exc)[-4:])[-2000:], hints=self.hints()))
-            return
-        self.send(BlockDone(times_ms=times, enqueue_ms=enqueue_ms, hints=self.hints()))
-
-    def captured(self, cmd: Graph, fn: Callable[..., Any], groups: list[list[Any]]) -> tuple[Any, list[Any]]:
-        """The graph of `cmd`'s calls and their outputs, captured on first use after a few calls on a side stream
-        (as torch documents for capture)."""
-        key = (cmd.fn, cmd.inputs, tuple(cmd.sets))
-        if key not in self.graphs:
-            torch, watched = self.torch, self.guard.watched
-            current, side = watched["torch.cuda.current_stream"], watched["torch.cuda.Stream"]()
-            side.wait_stream(current())
-            with torch.cuda.stream(side):
-                for s in list(dict.fromkeys(cmd.sets))[:3]:
-                    fn(*groups[s])
-            current().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with watched["torch.cuda.graph"](graph):
-                outs = [fn(*groups[s]) for s in cmd.sets]
-            self.graphs[key] = (graph, outs)
-        return self.graphs[key]
-
-    def do_bench(self, cmd: DoBench) -> None:
-        try:
-            ms = statistics.median(padded_do_bench(self.fns[cmd.fn], self.bound[cmd.inputs].groups, cmd.pad_ms))
-        except Exception as exc:
-            self.send(Benched(error=f"{type(exc).__name__}: {exc}"[-1000:]))
-            return
-        self.send(Benched(median_ms=float(ms)))
-
-
-def copy_into(slot: list[Any], out: Any) -> None:
-    """Copy a call's outputs into a ring slot (no reference to them outlives the copy)."""
-    for dst, o in zip(slot, out if isinstance(out, (tuple, list)) else [out], strict=False):
-        dst.copy_(o)
-
-
-def padded_do_bench(fn: Callable[..., object], sets: list[list[Any]], pad_ms: float) -> list[float]:
-    """The per-call times of `triton.testing.do_bench` (25 ms warm-up, 100 ms of timed calls, each after an L2
-    flush) of `fn`, its calls rotating over the input `sets` call by call as in the eval's blocks, with the GPU held
-    for `pad_ms` after each flush, as there too."""
-    import torch
-    import triton.testing
-    from triton import runtime
-
-    turn = itertools.cycle(sets)
-
-    def call() -> object:
-        return fn(*next(turn))
-
-    if pad_ms <= 0:
-        return list(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="all"))
-    driver = runtime.driver.active
-    cycles, plain = int(pad_ms * PAD_CYCLES_PER_MS), driver.clear_cache
-
-    def clear_and_pad(cache: Any) -> None:
-        plain(cache)
-        torch.cuda._sleep(cycles)
-
-    driver.clear_cache = clear_and_pad
-    try:
-        return list(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="all"))
-    finally:
-        driver.clear_cache = plain
-
-
-def _overlap(a: Any, b: Any) -> bool:
-    """True when the two tensors' storages overlap in memory."""
-    if a.device != b.device:
-        return False
-    sa, sb = a.untyped_storage(), b.untyped_storage()
-    a0, b0 = sa.data_ptr(), sb.data_ptr()
-    return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes() and sa.nbytes() > 0 and sb.nbytes() > 0
 
 
 def die_with(parent_pid: int) -> None:

@@ -164,7 +164,7 @@ def test_the_do_bench_cross_check_rotates_over_the_input_sets_call_by_call(monke
     each call's inputs (it needs CUDA events)."""
     import triton.testing
 
-    from jg_mcp.eval.worker import padded_do_bench
+    from jg_mcp.eval.worker_commands import padded_do_bench
 
     seen: list[str] = []
 
@@ -363,7 +363,7 @@ def test_do_bench_times_the_very_inputs_the_eval_timed(monkeypatch):
     publishes (where inputs decide the work, other draws take other times), and only a report
     without them falls back to seeds 0..n-1. The goal's input maker and do_bench are recorded here (they need CUDA)."""
 
-    import jg_mcp.eval.worker as worker
+    import jg_mcp.eval.worker_commands as worker
 
     check = _check()
     made = known_good_recording_seeds(check, monkeypatch)
@@ -382,7 +382,7 @@ def test_a_shape_the_eval_timed_under_graphs_is_measured_under_an_independent_gr
     outputs kept (as the eval's graphs do) after do_bench's warm-up, and the same graph timed in the eval's pattern
     is recorded beside it; do_bench is not used."""
 
-    import jg_mcp.eval.worker as worker
+    import jg_mcp.eval.worker_commands as worker
 
     check = _check()  # puts eval/ on the path
     import timing_probe
@@ -423,3 +423,26 @@ def test_an_eval_publishes_the_secret_seeds_of_its_timed_inputs(tmp_path):
         assert timed and all(len(set(s.input_seeds)) == report.timing.input_sets for s in timed), report.reasons
         seeds += [tuple(s.input_seeds) for s in timed]
     assert len(set(seeds)) == len(seeds)
+
+
+def test_with_the_part_dobench_mapped_the_independent_graph_reads_sets_another_process_holds(monkeypatch):
+    """`placed` gives the independent graph dedicated copies, or under JG_CHECK_MAPPED (what the part
+    `dobench_mapped` sets for its process) the sets of the same seeds held by another process
+    (eval/imported_inputs.py, mapped as the eval's workers map the harness's buffers)."""
+    check = _check()  # puts eval/ on the path
+    import imported_inputs
+
+    held: list[tuple[str, str, list[int]]] = []
+
+    class Held:
+        def __init__(self, goal: str, shape: str, seeds: list[int]):
+            held.append((goal, shape, seeds))
+            self.groups = [["mapped", s] for s in seeds]
+
+    monkeypatch.setattr(imported_inputs, "Imported", Held)
+    monkeypatch.setattr(check, "dedicated", lambda sets: ("copies", sets))
+    monkeypatch.delenv("JG_CHECK_MAPPED", raising=False)
+    assert check.placed("rope", "decode", [4, 5], [[4], [5]]) == ("copies", [[4], [5]]) and not held
+    monkeypatch.setenv("JG_CHECK_MAPPED", "1")
+    holder, groups = check.placed("rope", "decode", [4, 5], [[4], [5]])
+    assert held == [("rope", "decode", [4, 5])] and groups == [["mapped", 4], ["mapped", 5]] == holder.groups

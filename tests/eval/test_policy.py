@@ -1074,9 +1074,9 @@ if __name__ == "__main__":
 
 
 def test_a_self_test_under_the_main_guard_is_not_judged_and_the_report_is_told():
-    """The eval imports the solution as `solution` (worker.Worker.load), so `if __name__ == "__main__":` never runs:
-    its body is not judged for forbidden names, and the notes say it was skipped (never a finding); a file that
-    rebinds `__name__` has the block judged, and no such note."""
+    """The eval imports the solution as `solution` (worker_commands.Worker.load), so `if __name__ == "__main__":`
+    never runs: its body is not judged for forbidden names, and the notes say it was skipped (never a finding); a file
+    that rebinds `__name__` has the block judged, and no such note."""
     notes: list[str] = []
     assert static_check(SELF_TEST, SOFTMAX, notes=notes) == []
     reversed_test = SELF_TEST.replace('if __name__ == "__main__":', 'if "__main__" == __name__:')
