@@ -223,13 +223,7 @@ def dedicated(sets: list[list]) -> tuple[Any, list[list]]:
     from jg_mcp.eval.buffers import SharedBinding
 
     binding = SharedBinding("independent", "cuda")
-    copies = []
-    for group in sets:
-        views = binding.add_group(group)
-        for view, tensor in zip(views, group, strict=True):
-            view.copy_(tensor)
-        copies.append(views)
-    return binding, copies
+    return binding, [binding.add_copy(group) for group in sets]
 
 
 def check_evals(goals: list[str], results: dict, key: str, deadline: float, timing: dict | None = None) -> None:

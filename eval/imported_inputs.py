@@ -59,9 +59,7 @@ def hold(spec: dict) -> None:
     dims = next(s.dims for s in goal.goal.shapes if s.name == spec["shape"])
     binding = SharedBinding("imported", "cuda")
     for seed in spec["seeds"]:
-        group = list(goal.make_inputs(dims, seed, "cuda"))
-        for view, tensor in zip(binding.add_group(group), group, strict=True):
-            view.copy_(tensor)
+        binding.add_copy(list(goal.make_inputs(dims, seed, "cuda")))
     torch.cuda.synchronize()
     print(binding.message().model_dump_json(), flush=True)
     sys.stdin.read()

@@ -177,10 +177,7 @@ def dedicated(tensors: list) -> tuple[object, list]:
     from jg_mcp.eval.buffers import SharedBinding
 
     binding = SharedBinding("probe", "cuda")
-    views = binding.add_group(tensors)
-    for v, t in zip(views, tensors, strict=True):
-        v.copy_(t)
-    return binding, views
+    return binding, binding.add_copy(tensors)
 
 
 def rotation(goal, dims: dict[str, int], floor: int = 256 << 20, most: int = 512) -> list[list]:

@@ -155,6 +155,13 @@ class SharedBinding:
         self.specs.append(specs)
         return views
 
+    def add_copy(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        """New buffers holding copies of `tensors` (as `add_group`, then each tensor copied in); returns views."""
+        views = self.add_group(tensors)
+        for view, tensor in zip(views, tensors, strict=True):
+            view.copy_(tensor)
+        return views
+
     def _allocate(self, nbytes: int) -> torch.Tensor:
         if self.device == "cuda":
             ptr = ctypes.c_void_p()

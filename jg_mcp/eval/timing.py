@@ -164,8 +164,7 @@ class TimingPhase:
         walls = self.warm_walls.setdefault(case.name, {})
         try:
             for binding in own.values():
-                for view, tensor in zip(binding.add_group(inputs), inputs, strict=True):
-                    view.copy_(tensor)
+                binding.add_copy(inputs)
             self.ev.sync()
             for proc, binding in own.items():
                 proc.bind(binding)
@@ -276,8 +275,7 @@ class TimingPhase:
         try:
             for bindings in sides.values():
                 for inputs, _ in made:
-                    for view, t in zip(bindings["tin"].add_group(inputs), inputs, strict=True):
-                        view.copy_(t)
+                    bindings["tin"].add_copy(inputs)
                 for _ in range(slots):
                     bindings["ring"].add_group(like)
             for side, proc in ((CANDIDATE, self.cand), (BASELINE, self.base)):
