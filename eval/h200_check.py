@@ -8,8 +8,8 @@ other, and `jg-mcp demo`. Prints a short table and writes check.json and check.m
 
 The part `dobench_repeat` (not run unless named) measures do_bench again in a second fresh process: how far the
 independent measurement's own ratio moves between two processes, beside the eval's repeat; `dobench_cleared` (not run
-unless named) measures it in a fresh process with the environment the eval gives its workers, and `dobench_mapped`
-(not run unless named) times its graphs on input sets another process holds (eval/imported_inputs.py). Parts named
+unless named) measures it in a fresh process with the environment the eval gives its workers, and the parts of
+VARIANT_ENV (not run unless named) each with one other thing varied. Parts named
 `dobench_split...` (`dobench_split1,dobench_split2,...`; not run unless named) each time the solution in one fresh
 process and the baseline in another, the eval's arrangement, to read with eval/h200_spread.py.
 
@@ -114,6 +114,18 @@ def dobench_all(plan: dict[str, dict[str, dict]], only: str | None = None) -> di
     return {goal: dobench_one(goal, shapes, only) for goal, shapes in plan.items()}
 
 
+VARIANT_ENV = {
+    "dobench_mapped": {"JG_CHECK_MAPPED": "1"},
+    "dobench_history": {"JG_CHECK_HISTORY": "1"},
+    "dobench_unsampled": {"JG_CHECK_UNSAMPLED": "1"},
+    "dobench_lean": {"JG_CHECK_LEAN": "1"},
+}
+"""Parts that measure do_bench again with one thing varied (not run unless named), each by its process's
+environment: `dobench_mapped` times the independent graphs on input sets another process holds, mapped as the
+eval's workers map the harness's (eval/imported_inputs.py); `dobench_history` times each callable per call, as the
+eval does before its graphs, in the process right before its graph; `dobench_unsampled` reads no clocks (the eval
+samples NVML in another process than the one timed, do_bench in its own); `dobench_lean` frees the sets made
+from the seeds once the graph's copies of them are made (a worker holds only the copies it maps)."""
 DOBENCH_ROUNDS = 2
 """Rounds of do_bench per shape, each solution, baseline, baseline, solution. One round (run 23) let one of its two
 measurements decide: at rope's 9 us decode shape the compiled baseline took 0.00896 then 0.01040 ms in one
@@ -179,11 +191,17 @@ def dobench_one(
         sets = [list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in graph_seeds or seeds]
         calls = dobench_calls(base, only)
         binding, own = placed(goal_name, shape.name, graph_seeds, sets) if graph_seeds else (None, sets)
+        if graph_seeds and os.environ.get("JG_CHECK_LEAN"):  # only the graph's own copies stay, as in the workers
+            sets = own
+            torch.cuda.empty_cache()
         fns = {name: kernel if name == "candidate" else goal.baseline(base) for name in dict.fromkeys(calls)}
         out[shape.name] = {"median": {name: [] for name in fns}, "iqm": {name: [] for name in fns}}
         out[shape.name] |= {"mhz": {name: [] for name in fns}}
         for name in calls:
-            with device_sampler("cuda") or contextlib.nullcontext() as sampler:
+            if graph_seeds and os.environ.get("JG_CHECK_HISTORY"):  # the eval's per-call timing comes first
+                padded_do_bench(fns[name], sets, pad)
+            unsampled = os.environ.get("JG_CHECK_UNSAMPLED")
+            with (None if unsampled else device_sampler("cuda")) or contextlib.nullcontext() as sampler:
                 if graph_seeds:
                     times = graph_times(fns[name], own, keep=True)
                 else:
@@ -276,8 +294,7 @@ def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None
     if not plan:
         return
     env = cleared_env() if key == "dobench_cleared" else dict(os.environ)
-    if key == "dobench_mapped":
-        env["JG_CHECK_MAPPED"] = "1"
+    env |= VARIANT_ENV.get(key, {})
     cache = next(iter(reports.values())).environment.baseline_cache
     if cache:
         env |= baseline_env(Path(cache))
@@ -510,7 +527,7 @@ def main() -> int:
         parser.error(f"--hacks: no GPU hack named {', '.join(unknown)} (known: {', '.join(GPU_HACKS)})")
     results: dict = {"parts": parts, "timing": timing, "part_wall_s": {}}
     split = [p for p in parts if p.startswith("dobench_split")]
-    kept = ("evals", "dobench", "repeat", "dobench_repeat", "dobench_cleared", "dobench_mapped", *split, "hacks")
+    kept = ("evals", "dobench", "repeat", "dobench_repeat", "dobench_cleared", *VARIANT_ENV, *split, "hacks")
     results |= {k: {} for k in kept}
     if args.earlier:
         earlier = json.loads(args.earlier.read_text())
@@ -522,8 +539,7 @@ def main() -> int:
             "repeat": lambda: check_evals(goals, results, "repeat", deadline, timing),
             "dobench_repeat": lambda: check_dobench(goals, results, "dobench_repeat"),
             "dobench_cleared": lambda: check_dobench(goals, results, "dobench_cleared"),
-            "dobench_mapped": lambda: check_dobench(goals, results, "dobench_mapped"),
-            **{key: functools.partial(check_dobench, goals, results, key) for key in split},
+            **{key: functools.partial(check_dobench, goals, results, key) for key in (*VARIANT_ENV, *split)},
             "hacks": lambda: check_hacks(results, deadline, hacks, args.hack_rounds),
             "demo": lambda: check_demo(results, deadline),
         }

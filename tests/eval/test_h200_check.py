@@ -406,6 +406,66 @@ def test_a_shape_the_eval_timed_under_graphs_is_measured_under_an_independent_gr
     assert out["n16m"]["median"]["candidate"] == [2.0] * 4 and out["n16m"]["graph_burst"]["torch_add"] == [1.0] * 4
 
 
+def test_the_variant_parts_time_each_graph_after_per_call_timing_or_with_no_clock_sampler(monkeypatch):
+    """Under JG_CHECK_HISTORY (the part `dobench_history`) each callable is timed per call right before its graph,
+    as the eval does; under JG_CHECK_UNSAMPLED (`dobench_unsampled`) no clock sampler runs in the timed process.
+    Each part's process gets its variable and the others' none."""
+    import jg_mcp.eval.worker_commands as worker
+
+    check = _check()  # puts eval/ on the path
+    import timing_probe
+
+    known_good_recording_seeds(check, monkeypatch)
+    events: list[str] = []
+    monkeypatch.setattr(check, "dedicated", lambda sets: (None, sets))
+    monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: events.append("calls") or [1.0])
+    monkeypatch.setattr(timing_probe, "graph_times", lambda fn, sets, keep=False: events.append("graph") or [2.0])
+    monkeypatch.setattr(timing_probe, "graph_burst_times", lambda fn, sets: [1.0])
+    monkeypatch.setattr(check, "device_sampler", lambda device: events.append("sampler") and None)
+    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.5, "input_sets": 3, "seeds": [1], "graph_seeds": [4, 5]}}
+    for variables, each in (({}, ["sampler", "graph"]), ({"JG_CHECK_HISTORY": "1"}, ["calls", "sampler", "graph"])):
+        for name in ("JG_CHECK_HISTORY", "JG_CHECK_UNSAMPLED"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+        events.clear()
+        check.dobench_one("axpy", plan)
+        assert events == each * 8
+    monkeypatch.delenv("JG_CHECK_HISTORY")
+    monkeypatch.setenv("JG_CHECK_UNSAMPLED", "1")
+    events.clear()
+    check.dobench_one("axpy", plan)
+    assert events == ["graph"] * 8
+    assert check.VARIANT_ENV["dobench_history"] == {"JG_CHECK_HISTORY": "1"}
+    assert check.VARIANT_ENV["dobench_unsampled"] == {"JG_CHECK_UNSAMPLED": "1"}
+
+
+def test_the_part_dobench_lean_keeps_only_the_graphs_copies_of_its_inputs(monkeypatch):
+    """Under JG_CHECK_LEAN (the part `dobench_lean`) the sets made from the seeds are let go once the graph's
+    copies are made: the per-call timing before a graph (JG_CHECK_HISTORY) then reads the copies too."""
+    import jg_mcp.eval.worker_commands as worker
+
+    check = _check()  # puts eval/ on the path
+    import timing_probe
+
+    known_good_recording_seeds(check, monkeypatch)
+    read: list[list] = []
+    monkeypatch.setattr(check, "dedicated", lambda sets: (None, [["own", *group] for group in sets]))
+    monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: read.append(sets) or [1.0])
+    monkeypatch.setattr(timing_probe, "graph_times", lambda fn, sets, keep=False: [2.0])
+    monkeypatch.setattr(timing_probe, "graph_burst_times", lambda fn, sets: [1.0])
+    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.5, "input_sets": 3, "seeds": [1], "graph_seeds": [4]}}
+    monkeypatch.setenv("JG_CHECK_HISTORY", "1")
+    monkeypatch.delenv("JG_CHECK_LEAN", raising=False)
+    check.dobench_one("axpy", plan)
+    assert read and all(sets[0][0] != "own" for sets in read)
+    read.clear()
+    monkeypatch.setenv("JG_CHECK_LEAN", "1")
+    check.dobench_one("axpy", plan)
+    assert read and all(sets[0][0] == "own" for sets in read)
+    assert check.VARIANT_ENV["dobench_lean"] == {"JG_CHECK_LEAN": "1"}
+
+
 def test_an_eval_publishes_the_secret_seeds_of_its_timed_inputs(tmp_path):
     """Drawn afresh by each eval (no candidate can know them beforehand), one per input set of each timed shape."""
     from eval_suite import CPU_TIMING, cpu_timing_goal
