@@ -39,7 +39,7 @@ def measure(shapes: list[tuple[str, str, float]], mode: str) -> dict:
         import torch._inductor.config as inductor_config
 
         inductor_config.triton.autotune_pointwise = False
-    from h200_check import known_good
+    from h200_dobench import known_good
 
     from jg_mcp.eval.worker_commands import padded_do_bench
 

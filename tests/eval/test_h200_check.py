@@ -1,6 +1,7 @@
 """eval/h200_check.py, the one command that checks the eval on a GPU: its parts, what it writes, what a second
-call finishes, and when it fails. Driven here on the CPU with CPU evals in place of the GPU's; its do_bench part
-needs CUDA and was validated on the H200 only (eval/results/h200/check.md)."""
+call finishes, and when it fails, and eval/h200_dobench.py, its independent measurement. Driven here on the CPU
+with CPU evals in place of the GPU's; the do_bench part needs CUDA and was validated on the H200 only
+(eval/results/h200/check.md)."""
 
 from __future__ import annotations
 
@@ -24,12 +25,20 @@ def _check():
     return module
 
 
+def _dobench():
+    """eval/h200_dobench.py, the module h200_check imports (loading h200_check puts eval/ on the path)."""
+    _check()
+    import h200_dobench
+
+    return h200_dobench
+
+
 def test_the_speedup_is_compared_with_do_bench_shape_by_shape():
     """do_bench measures solution, baseline, baseline, solution, twice over: the ratio is of the two medians (one
     measurement apart from the rest moves it not at all), and the order's own effect (the first solution-first pair
     against the last baseline-first pair) is reported beside it; the same comparison is made with every time read
     as an interquartile mean."""
-    check = _check()
+    dob = _dobench()
     raw = eval_report("a" * 64, "b" * 64, speedup=1.25) | {"strongest_baseline": {"n16m": "torch_add"}}
     stats = {"median_ms": 1.0, "iqr_ms": 0.1, "q10_ms": 0.9, "q90_ms": 1.1, "reps": 20, "rel_se_median": 0.01}
     raw["shapes"][0] |= {"candidate": stats | {"iqm_ms": 2.0}, "baselines": {"torch_add": stats | {"iqm_ms": 3.0}}}
@@ -41,7 +50,7 @@ def test_the_speedup_is_compared_with_do_bench_shape_by_shape():
             "iqm": {"candidate": [2.0, 2.0, 2.0, 9.0], "torch_add": [2.8, 3.2, 2.6, 3.4]},
         }
     }
-    check.agreement("axpy", EvalReport.model_validate(raw), plan, runs, results)
+    dob.agreement("axpy", EvalReport.model_validate(raw), plan, runs, results)
     row = results["dobench"]["axpy"]["n16m"]
     assert row["do_bench_ratio"] == pytest.approx(1.2) and row["pad_ms"] == 0.1
     assert row["agreement_pct"] == pytest.approx(100 * (1.25 / 1.2 - 1))
@@ -56,7 +65,7 @@ def test_the_speedup_is_compared_with_do_bench_shape_by_shape():
     ]
     again = {"n16m": {"median": {"candidate": [1.0, 1.0], "torch_add": [1.25, 1.25]}, "iqm": runs["n16m"]["iqm"]}}
     results["dobench_repeat"] = {}
-    check.agreement("axpy", EvalReport.model_validate(raw), plan, again, results, "dobench_repeat")
+    dob.agreement("axpy", EvalReport.model_validate(raw), plan, again, results, "dobench_repeat")
     assert tables.dobench_repeat(results)["axpy"]["n16m"] == pytest.approx(100 * (1.25 / 1.2 - 1))
     assert tables.targets_met(results)[2:] == [
         "- do_bench itself, medians, second fresh process against the first: 0/1 within 2%",
@@ -160,7 +169,7 @@ def test_the_check_writes_its_parts_and_a_second_call_finishes_what_the_first_le
 def test_the_do_bench_cross_check_rotates_over_the_input_sets_call_by_call(monkeypatch):
     """The eval's calls rotate over its input sets, and at 5-45 us shapes do_bench on one set moved by up to
     18% between repeats on the H200: the do_bench that the eval's speedups are compared with (in the baseline
-    process and in eval/h200_check.py) rotates the same way. triton's do_bench is replaced by one that records
+    process and in eval/h200_dobench.py) rotates the same way. triton's do_bench is replaced by one that records
     each call's inputs (it needs CUDA events)."""
     import triton.testing
 
@@ -256,10 +265,10 @@ def test_each_callables_spread_is_set_beside_the_spread_of_their_ratio():
 def test_a_split_do_bench_times_the_solution_and_the_baseline_in_two_fresh_processes(monkeypatch):
     """`--parts dobench_split1`: the eval's arrangement under do_bench, one process per callable, each measured
     twice; the two processes' times are put together and compared with the eval's speedup as `dobench` is."""
-    check = _check()
-    assert check.dobench_calls("cublas", None) == ("candidate", "cublas", "cublas", "candidate") * 2
-    assert check.dobench_calls("cublas", "candidate") == ("candidate",) * 4
-    assert check.dobench_calls("cublas", "baseline") == ("cublas",) * 4
+    dob = _dobench()
+    assert dob.dobench_calls("cublas", None) == ("candidate", "cublas", "cublas", "candidate") * 2
+    assert dob.dobench_calls("cublas", "candidate") == ("candidate",) * 4
+    assert dob.dobench_calls("cublas", "baseline") == ("cublas",) * 4
     raw = eval_report("a" * 64, "b" * 64, speedup=1.25) | {"strongest_baseline": {"n16m": "torch_add"}}
     results: dict = {"evals": {"axpy": raw}, "dobench_split1": {}}
     per_role = {
@@ -269,11 +278,11 @@ def test_a_split_do_bench_times_the_solution_and_the_baseline_in_two_fresh_proce
     seen = []
 
     def fake_run(args, **kwargs):
-        seen.append(args[4:])
-        return subprocess.CompletedProcess(args, 0, stdout=json.dumps(per_role[args[4]]) + "\n", stderr="")
+        seen.append(args[3:])
+        return subprocess.CompletedProcess(args, 0, stdout=json.dumps(per_role[args[3]]) + "\n", stderr="")
 
-    monkeypatch.setattr(check.subprocess, "run", fake_run)
-    check.check_dobench(["axpy"], results, "dobench_split1")
+    monkeypatch.setattr(dob.subprocess, "run", fake_run)
+    dob.check_dobench(["axpy"], results, "dobench_split1")
     assert seen == [["candidate"], ["baseline"]]
     row = results["dobench_split1"]["axpy"]["n16m"]
     assert row["do_bench_ratio"] == pytest.approx(1.25) and row["agreement_pct"] == pytest.approx(0.0)
@@ -310,7 +319,7 @@ def test_the_agreement_is_also_read_in_clock_cycles_where_every_clock_is_known()
     its own median SM clock), and the count says how many shapes that missed in milliseconds agree per cycle."""
     from jg_mcp.eval.report import ClockSummary
 
-    check = _check()
+    dob = _dobench()
     raw = eval_report("a" * 64, "b" * 64, speedup=0.5) | {"strongest_baseline": {"n16m": "torch_add"}}
     stats = {"median_ms": 1.0, "iqr_ms": 0.1, "q10_ms": 0.9, "q90_ms": 1.1, "reps": 20, "rel_se_median": 0.01}
 
@@ -324,7 +333,7 @@ def test_the_agreement_is_also_read_in_clock_cycles_where_every_clock_is_known()
         "n16m": {"median": times, "iqm": times, "mhz": {"candidate": [1800.0, 1800.0], "torch_add": [1760.0, None]}}
     }
     results: dict = {"dobench": {}}
-    check.agreement("axpy", EvalReport.model_validate(raw), plan, runs, results)
+    dob.agreement("axpy", EvalReport.model_validate(raw), plan, runs, results)
     row = results["dobench"]["axpy"]["n16m"]
     assert row["agreement_pct"] == pytest.approx(100 * (0.5 / 0.55 - 1))  # -9.1%: a miss in milliseconds
     assert row["do_bench_mhz"] == {"candidate": 1800.0, "torch_add": 1760.0}
@@ -335,14 +344,14 @@ def test_the_agreement_is_also_read_in_clock_cycles_where_every_clock_is_known()
         "the 1 shapes that missed 3% in milliseconds, 0 agree per cycle"
     ]
     runs["n16m"]["mhz"]["torch_add"] = [1600.0, 1600.0]
-    check.agreement("axpy", EvalReport.model_validate(raw), plan, runs, results)
+    dob.agreement("axpy", EvalReport.model_validate(raw), plan, runs, results)
     assert results["dobench"]["axpy"]["n16m"]["agreement_cycles_pct"] == pytest.approx(100 * (0.5 / 0.55 - 1))
     del runs["n16m"]["mhz"]
-    check.agreement("axpy", EvalReport.model_validate(raw), plan, runs, results)
+    dob.agreement("axpy", EvalReport.model_validate(raw), plan, runs, results)
     assert "agreement_cycles_pct" not in results["dobench"]["axpy"]["n16m"]
 
 
-def known_good_recording_seeds(check, monkeypatch) -> list[int]:
+def known_good_recording_seeds(module, monkeypatch) -> list[int]:
     """Stand in for `known_good` with a goal of one shape (`n16m`) whose input maker records each seed it is given
     (and returns it as the one input); the list it records into."""
     import types
@@ -354,7 +363,7 @@ def known_good_recording_seeds(check, monkeypatch) -> list[int]:
         make_inputs=lambda dims, seed, device: made.append(seed) or [seed],
         baseline=lambda name: lambda x: x,
     )
-    monkeypatch.setattr(check, "known_good", lambda name: (goal, lambda x: x))
+    monkeypatch.setattr(module, "known_good", lambda name: (goal, lambda x: x))
     return made
 
 
@@ -365,14 +374,14 @@ def test_do_bench_times_the_very_inputs_the_eval_timed(monkeypatch):
 
     import jg_mcp.eval.worker_commands as worker
 
-    check = _check()
-    made = known_good_recording_seeds(check, monkeypatch)
+    dob = _dobench()
+    made = known_good_recording_seeds(dob, monkeypatch)
     monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: [1.0, 1.0])
     plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3, "seeds": [11, 22, 33]}}
-    check.dobench_one("axpy", plan)
+    dob.dobench_one("axpy", plan)
     assert made == [11, 22, 33]
     made.clear()
-    check.dobench_one("axpy", {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 2}})
+    dob.dobench_one("axpy", {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 2}})
     assert made == [0, 1]
 
 
@@ -384,12 +393,12 @@ def test_a_shape_the_eval_timed_under_graphs_is_measured_under_an_independent_gr
 
     import jg_mcp.eval.worker_commands as worker
 
-    check = _check()  # puts eval/ on the path
+    dob = _dobench()  # puts eval/ on the path
     import timing_probe
 
-    made = known_good_recording_seeds(check, monkeypatch)
+    made = known_good_recording_seeds(dob, monkeypatch)
     graphs: list[tuple[str, list, bool]] = []
-    monkeypatch.setattr(check, "dedicated", lambda sets: (None, [["own", *group] for group in sets]))
+    monkeypatch.setattr(dob, "dedicated", lambda sets: (None, [["own", *group] for group in sets]))
     monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: pytest.fail("do_bench at a graph shape"))
     monkeypatch.setattr(
         timing_probe,
@@ -400,7 +409,7 @@ def test_a_shape_the_eval_timed_under_graphs_is_measured_under_an_independent_gr
         timing_probe, "graph_burst_times", lambda fn, sets: graphs.append(("burst", sets, True)) or [1.0]
     )
     plan = {"baseline": "torch_add", "pad_ms": 0.5, "input_sets": 3, "seeds": [11, 22, 33], "graph_seeds": [4, 5]}
-    out = check.dobench_one("axpy", {"n16m": plan})
+    out = dob.dobench_one("axpy", {"n16m": plan})
     assert made == [4, 5] and all(sets == [["own", 4], ["own", 5]] and keep for _, sets, keep in graphs)
     assert [kind for kind, _, _ in graphs] == ["steady", "burst"] * 8
     assert out["n16m"]["median"]["candidate"] == [2.0] * 4 and out["n16m"]["graph_burst"]["torch_add"] == [1.0] * 4
@@ -412,16 +421,16 @@ def test_the_variant_parts_time_each_graph_after_per_call_timing_or_with_no_cloc
     Each part's process gets its variable and the others' none."""
     import jg_mcp.eval.worker_commands as worker
 
-    check = _check()  # puts eval/ on the path
+    dob = _dobench()  # puts eval/ on the path
     import timing_probe
 
-    known_good_recording_seeds(check, monkeypatch)
+    known_good_recording_seeds(dob, monkeypatch)
     events: list[str] = []
-    monkeypatch.setattr(check, "dedicated", lambda sets: (None, sets))
+    monkeypatch.setattr(dob, "dedicated", lambda sets: (None, sets))
     monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: events.append("calls") or [1.0])
     monkeypatch.setattr(timing_probe, "graph_times", lambda fn, sets, keep=False: events.append("graph") or [2.0])
     monkeypatch.setattr(timing_probe, "graph_burst_times", lambda fn, sets: [1.0])
-    monkeypatch.setattr(check, "device_sampler", lambda device: events.append("sampler") and None)
+    monkeypatch.setattr(dob, "device_sampler", lambda device: events.append("sampler") and None)
     plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.5, "input_sets": 3, "seeds": [1], "graph_seeds": [4, 5]}}
     for variables, each in (({}, ["sampler", "graph"]), ({"JG_CHECK_HISTORY": "1"}, ["calls", "sampler", "graph"])):
         for name in ("JG_CHECK_HISTORY", "JG_CHECK_UNSAMPLED"):
@@ -429,15 +438,15 @@ def test_the_variant_parts_time_each_graph_after_per_call_timing_or_with_no_cloc
         for name, value in variables.items():
             monkeypatch.setenv(name, value)
         events.clear()
-        check.dobench_one("axpy", plan)
+        dob.dobench_one("axpy", plan)
         assert events == each * 8
     monkeypatch.delenv("JG_CHECK_HISTORY")
     monkeypatch.setenv("JG_CHECK_UNSAMPLED", "1")
     events.clear()
-    check.dobench_one("axpy", plan)
+    dob.dobench_one("axpy", plan)
     assert events == ["graph"] * 8
-    assert check.VARIANT_ENV["dobench_history"] == {"JG_CHECK_HISTORY": "1"}
-    assert check.VARIANT_ENV["dobench_unsampled"] == {"JG_CHECK_UNSAMPLED": "1"}
+    assert dob.VARIANT_ENV["dobench_history"] == {"JG_CHECK_HISTORY": "1"}
+    assert dob.VARIANT_ENV["dobench_unsampled"] == {"JG_CHECK_UNSAMPLED": "1"}
 
 
 def test_the_part_dobench_lean_keeps_only_the_graphs_copies_of_its_inputs(monkeypatch):
@@ -445,25 +454,25 @@ def test_the_part_dobench_lean_keeps_only_the_graphs_copies_of_its_inputs(monkey
     copies are made: the per-call timing before a graph (JG_CHECK_HISTORY) then reads the copies too."""
     import jg_mcp.eval.worker_commands as worker
 
-    check = _check()  # puts eval/ on the path
+    dob = _dobench()  # puts eval/ on the path
     import timing_probe
 
-    known_good_recording_seeds(check, monkeypatch)
+    known_good_recording_seeds(dob, monkeypatch)
     read: list[list] = []
-    monkeypatch.setattr(check, "dedicated", lambda sets: (None, [["own", *group] for group in sets]))
+    monkeypatch.setattr(dob, "dedicated", lambda sets: (None, [["own", *group] for group in sets]))
     monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: read.append(sets) or [1.0])
     monkeypatch.setattr(timing_probe, "graph_times", lambda fn, sets, keep=False: [2.0])
     monkeypatch.setattr(timing_probe, "graph_burst_times", lambda fn, sets: [1.0])
     plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.5, "input_sets": 3, "seeds": [1], "graph_seeds": [4]}}
     monkeypatch.setenv("JG_CHECK_HISTORY", "1")
     monkeypatch.delenv("JG_CHECK_LEAN", raising=False)
-    check.dobench_one("axpy", plan)
+    dob.dobench_one("axpy", plan)
     assert read and all(sets[0][0] != "own" for sets in read)
     read.clear()
     monkeypatch.setenv("JG_CHECK_LEAN", "1")
-    check.dobench_one("axpy", plan)
+    dob.dobench_one("axpy", plan)
     assert read and all(sets[0][0] == "own" for sets in read)
-    assert check.VARIANT_ENV["dobench_lean"] == {"JG_CHECK_LEAN": "1"}
+    assert dob.VARIANT_ENV["dobench_lean"] == {"JG_CHECK_LEAN": "1"}
 
 
 def test_an_eval_publishes_the_secret_seeds_of_its_timed_inputs(tmp_path):
@@ -489,7 +498,7 @@ def test_with_the_part_dobench_mapped_the_independent_graph_reads_sets_another_p
     """`placed` gives the independent graph dedicated copies, or under JG_CHECK_MAPPED (what the part
     `dobench_mapped` sets for its process) the sets of the same seeds held by another process
     (eval/imported_inputs.py, mapped as the eval's workers map the harness's buffers)."""
-    check = _check()  # puts eval/ on the path
+    dob = _dobench()  # puts eval/ on the path
     import imported_inputs
 
     held: list[tuple[str, str, list[int]]] = []
@@ -500,9 +509,9 @@ def test_with_the_part_dobench_mapped_the_independent_graph_reads_sets_another_p
             self.groups = [["mapped", s] for s in seeds]
 
     monkeypatch.setattr(imported_inputs, "Imported", Held)
-    monkeypatch.setattr(check, "dedicated", lambda sets: ("copies", sets))
+    monkeypatch.setattr(dob, "dedicated", lambda sets: ("copies", sets))
     monkeypatch.delenv("JG_CHECK_MAPPED", raising=False)
-    assert check.placed("rope", "decode", [4, 5], [[4], [5]]) == ("copies", [[4], [5]]) and not held
+    assert dob.placed("rope", "decode", [4, 5], [[4], [5]]) == ("copies", [[4], [5]]) and not held
     monkeypatch.setenv("JG_CHECK_MAPPED", "1")
-    holder, groups = check.placed("rope", "decode", [4, 5], [[4], [5]])
+    holder, groups = dob.placed("rope", "decode", [4, 5], [[4], [5]])
     assert held == [("rope", "decode", [4, 5])] and groups == [["mapped", 4], ["mapped", 5]] == holder.groups
