@@ -8,14 +8,14 @@ is compared with the eval's speedup, with times read as medians (the eval's) and
 (eval/h200_tables.py). At a shape the eval found launch-bound, do_bench holds the GPU for the eval's pad after each
 of its L2 flushes, so both measure device time with launches hidden (see jg_mcp/eval/timing.py). At a shape the
 eval timed under CUDA graphs (`timed_by: graph`, a few microseconds per call), the independent measurement is a graph
-too, built by other code (eval/timing_probe.py's `graph_times`: one graph of calls rotating over the eval's graph
+too, built by other code (eval/independent_graph.py's `graph_times`: one graph of calls rotating over the eval's graph
 input sets, made again from the seeds the report publishes, each tensor in an allocation of its own and each call's
 outputs kept, as in the eval's graphs; warmed up and timed for as long as do_bench warms up and times its calls,
 25 and 100 ms), not do_bench, whose per-call flush and events add microseconds to every call there (`measured_by`
 says which). Until run 29 the independent graph was timed with no warm-up, ten replays right after its capture; run
 30 timed it both ways and found no difference over 0.1%, while its times at rope's and softmax's smallest shapes
 stayed 4-14% above the eval's. `graph_burst_runs_ms` holds the same graph timed in the eval's pattern
-(eval/timing_probe.py's `graph_burst_times`: rounds of a 60 ms lead, the GPU idle for 1 ms, three timed replays).
+(eval/independent_graph.py's `graph_burst_times`: rounds of a 60 ms lead, the GPU idle for 1 ms, three timed replays).
 
 The part `dobench_repeat` of h200_check (not run unless named) measures do_bench again in a second fresh process:
 how far the independent measurement's own ratio moves between two processes, beside the eval's repeat;
@@ -116,7 +116,7 @@ def dobench_one(
     (`median`, `iqm`, and `mhz`: NVML's median SM clock during the measurement), each callable's values in the
     order measured."""
     import torch
-    from timing_probe import graph_burst_times, graph_times
+    from independent_graph import graph_burst_times, graph_times
 
     from jg_mcp.eval.sizing import iqm
     from jg_mcp.eval.worker_commands import padded_do_bench

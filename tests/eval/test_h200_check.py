@@ -387,26 +387,26 @@ def test_do_bench_times_the_very_inputs_the_eval_timed(monkeypatch):
 
 def test_a_shape_the_eval_timed_under_graphs_is_measured_under_an_independent_graph_on_the_graphs_inputs(monkeypatch):
     """At `timed_by: graph` the comparison is graph with graph: the sets are made again from the report's graph
-    seeds, each tensor in an allocation of its own, timed by eval/timing_probe.py's graph_times with each call's
+    seeds, each tensor in an allocation of its own, timed by eval/independent_graph.py's graph_times with each call's
     outputs kept (as the eval's graphs do) after do_bench's warm-up, and the same graph timed in the eval's pattern
     is recorded beside it; do_bench is not used."""
 
     import jg_mcp.eval.worker_commands as worker
 
     dob = _dobench()  # puts eval/ on the path
-    import timing_probe
+    import independent_graph
 
     made = known_good_recording_seeds(dob, monkeypatch)
     graphs: list[tuple[str, list, bool]] = []
     monkeypatch.setattr(dob, "dedicated", lambda sets: (None, [["own", *group] for group in sets]))
     monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: pytest.fail("do_bench at a graph shape"))
     monkeypatch.setattr(
-        timing_probe,
+        independent_graph,
         "graph_times",
         lambda fn, sets, keep=False: graphs.append(("steady", sets, keep)) or [2.0],
     )
     monkeypatch.setattr(
-        timing_probe, "graph_burst_times", lambda fn, sets: graphs.append(("burst", sets, True)) or [1.0]
+        independent_graph, "graph_burst_times", lambda fn, sets: graphs.append(("burst", sets, True)) or [1.0]
     )
     plan = {"baseline": "torch_add", "pad_ms": 0.5, "input_sets": 3, "seeds": [11, 22, 33], "graph_seeds": [4, 5]}
     out = dob.dobench_one("axpy", {"n16m": plan})
@@ -422,14 +422,14 @@ def test_the_variant_parts_time_each_graph_after_per_call_timing_or_with_no_cloc
     import jg_mcp.eval.worker_commands as worker
 
     dob = _dobench()  # puts eval/ on the path
-    import timing_probe
+    import independent_graph
 
     known_good_recording_seeds(dob, monkeypatch)
     events: list[str] = []
     monkeypatch.setattr(dob, "dedicated", lambda sets: (None, sets))
     monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: events.append("calls") or [1.0])
-    monkeypatch.setattr(timing_probe, "graph_times", lambda fn, sets, keep=False: events.append("graph") or [2.0])
-    monkeypatch.setattr(timing_probe, "graph_burst_times", lambda fn, sets: [1.0])
+    monkeypatch.setattr(independent_graph, "graph_times", lambda fn, sets, keep=False: events.append("graph") or [2.0])
+    monkeypatch.setattr(independent_graph, "graph_burst_times", lambda fn, sets: [1.0])
     monkeypatch.setattr(dob, "device_sampler", lambda device: events.append("sampler") and None)
     plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.5, "input_sets": 3, "seeds": [1], "graph_seeds": [4, 5]}}
     for variables, each in (({}, ["sampler", "graph"]), ({"JG_CHECK_HISTORY": "1"}, ["calls", "sampler", "graph"])):
@@ -455,14 +455,14 @@ def test_the_part_dobench_lean_keeps_only_the_graphs_copies_of_its_inputs(monkey
     import jg_mcp.eval.worker_commands as worker
 
     dob = _dobench()  # puts eval/ on the path
-    import timing_probe
+    import independent_graph
 
     known_good_recording_seeds(dob, monkeypatch)
     read: list[list] = []
     monkeypatch.setattr(dob, "dedicated", lambda sets: (None, [["own", *group] for group in sets]))
     monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: read.append(sets) or [1.0])
-    monkeypatch.setattr(timing_probe, "graph_times", lambda fn, sets, keep=False: [2.0])
-    monkeypatch.setattr(timing_probe, "graph_burst_times", lambda fn, sets: [1.0])
+    monkeypatch.setattr(independent_graph, "graph_times", lambda fn, sets, keep=False: [2.0])
+    monkeypatch.setattr(independent_graph, "graph_burst_times", lambda fn, sets: [1.0])
     plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.5, "input_sets": 3, "seeds": [1], "graph_seeds": [4]}}
     monkeypatch.setenv("JG_CHECK_HISTORY", "1")
     monkeypatch.delenv("JG_CHECK_LEAN", raising=False)
