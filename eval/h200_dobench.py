@@ -60,13 +60,18 @@ VARIANT_ENV = {
     "dobench_history": {"JG_CHECK_HISTORY": "1"},
     "dobench_unsampled": {"JG_CHECK_UNSAMPLED": "1"},
     "dobench_lean": {"JG_CHECK_LEAN": "1"},
+    "dobench_evalcode": {"JG_CHECK_EVALCODE": "1"},
 }
 """Parts that measure do_bench again with one thing varied (not run unless named), each by its process's
 environment: `dobench_mapped` times the independent graphs on input sets another process holds, mapped as the
 eval's workers map the harness's (eval/imported_inputs.py); `dobench_history` times each callable per call, as the
 eval does before its graphs, in the process right before its graph; `dobench_unsampled` reads no clocks (the eval
 samples NVML in another process than the one timed, do_bench in its own); `dobench_lean` frees the sets made
-from the seeds once the graph's copies of them are made (a worker holds only the copies it maps)."""
+from the seeds once the graph's copies of them are made (a worker holds only the copies it maps);
+`dobench_evalcode` also times each graph with the eval's own code, set up as a worker sets itself up
+(eval/eval_code_graph.py), beside the independent graph in the same process, and the independent graph with the
+eval's lead (as many replays as the eval ran before each timed block, `graph_burst_evallead`). Each measures
+only the shapes the eval timed under CUDA graphs (what they vary is the graph gap)."""
 DOBENCH_ROUNDS = 2
 """Rounds of do_bench per shape, each solution, baseline, baseline, solution. One round (run 23) let one of its two
 measurements decide: at rope's 9 us decode shape the compiled baseline took 0.00896 then 0.01040 ms in one
@@ -116,6 +121,7 @@ def dobench_one(
     (`median`, `iqm`, and `mhz`: NVML's median SM clock during the measurement), each callable's values in the
     order measured."""
     import torch
+    from eval_code_graph import eval_code_graph_times
     from independent_graph import graph_burst_times, graph_times
 
     from jg_mcp.eval.sizing import iqm
@@ -154,6 +160,15 @@ def dobench_one(
             if graph_seeds:  # the same graph timed in the eval's pattern: a lead, a gap, three timed replays
                 out[shape.name].setdefault("graph_burst", {}).setdefault(name, []).append(
                     statistics.median(graph_burst_times(fns[name], own))
+                )
+            if graph_seeds and os.environ.get("JG_CHECK_EVALCODE"):  # the eval's code, this process
+                lead = shapes[shape.name].get("graph_lead", 10)
+                evalcode = eval_code_graph_times(fns[name], own, lead)
+                out[shape.name].setdefault("graph_evalcode", {}).setdefault(name, []).append(
+                    statistics.median(evalcode) if evalcode else None
+                )
+                out[shape.name].setdefault("graph_burst_evallead", {}).setdefault(name, []).append(
+                    statistics.median(graph_burst_times(fns[name], own, lead=lead))
                 )
         if binding is not None:
             binding.free()
@@ -204,12 +219,14 @@ def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None
                 "input_sets": report.timing.input_sets,
                 "seeds": s.input_seeds,
                 "graph_seeds": s.graph_seeds if s.timed_by == "graph" else [],
+                "graph_lead": graph_lead(report, s),
             }
             for s in report.shapes
-            if s.name in report.strongest_baseline
+            if s.name in report.strongest_baseline and (key not in VARIANT_ENV or s.timed_by == "graph")
         }
         for goal, report in reports.items()
     }
+    plan = {goal: shapes for goal, shapes in plan.items() if shapes}
     if not plan:
         return
     env = cleared_env() if key == "dobench_cleared" else dict(os.environ)
@@ -230,6 +247,17 @@ def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None
         merge_measured(measured, json.loads(done.stdout.strip().splitlines()[-1]))
     for goal, rows in measured.items():
         agreement(goal, reports[goal], plan[goal], rows, results, key)
+
+
+def graph_lead(report: EvalReport, shape: Any) -> int:
+    """The untimed replays the eval ran before each timed block of the shape's graphs (jg_mcp/eval/graphs.py's
+    `lead_replays`); 0 where it timed no graph."""
+    from jg_mcp.eval.graphs import lead_replays
+
+    if shape.timed_by != "graph" or shape.candidate is None or shape.candidate.graph is None:
+        return 0
+    per_call = [shape.candidate.median_ms, *(b.median_ms for b in shape.baselines.values())]
+    return lead_replays(per_call, shape.candidate.graph.calls, report.timing.lead_ms)
 
 
 def cleared_env() -> dict[str, str]:
@@ -265,8 +293,9 @@ def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results
                 "pad_ms": plan[shape]["pad_ms"],
                 "measured_by": "graph" if plan[shape].get("graph_seeds") else "do_bench",
             }
-            if "graph_burst" in measured[shape]:
-                rows[shape]["graph_burst_runs_ms"] = measured[shape]["graph_burst"]
+            for series in ("graph_burst", "graph_evalcode", "graph_burst_evallead"):
+                if series in measured[shape]:
+                    rows[shape][f"{series}_runs_ms"] = measured[shape][series]
             rows[shape] |= per_cycle(report, shape, base, sp, ratio, measured[shape].get("mhz", {}))
             if shape in by_iqm:
                 ratio = statistics.median(iqms[base]) / statistics.median(iqms["candidate"])

@@ -31,18 +31,24 @@ def graph_times(
 
 
 def graph_burst_times(
-    fn, sets: list[list], rounds: int = 6, replays: int = 3, lead_ms: float = 60.0, gap_ms: float = 1.0
+    fn,
+    sets: list[list],
+    rounds: int = 6,
+    replays: int = 3,
+    lead_ms: float = 60.0,
+    gap_ms: float = 1.0,
+    lead: int | None = None,
 ) -> list[float]:
     """Device time per call in the same graph timed as the eval times its graphs (jg_mcp/eval/graphs.py), each
-    call's outputs kept: `rounds` times, untimed replays for `lead_ms`, the GPU idle for `gap_ms` (the eval's
-    message between its lead and its timed block), then `replays` timed replays."""
+    call's outputs kept: `rounds` times, untimed replays for `lead_ms` (or `lead` of them), the GPU idle for
+    `gap_ms` (the eval's message between its lead and its timed block), then `replays` timed replays."""
     import torch
 
     graph, n, kept = captured(fn, sets, keep=True)
     replay_ms = timed_replays(graph, 1)[0]
     times = []
     for _ in range(rounds):
-        for _ in range(min(10_000, math.ceil(lead_ms / replay_ms))):
+        for _ in range(min(10_000, math.ceil(lead_ms / replay_ms)) if lead is None else lead):
             graph.replay()
         torch.cuda.synchronize()
         time.sleep(gap_ms / 1e3)

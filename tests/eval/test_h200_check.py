@@ -515,3 +515,68 @@ def test_with_the_part_dobench_mapped_the_independent_graph_reads_sets_another_p
     monkeypatch.setenv("JG_CHECK_MAPPED", "1")
     holder, groups = dob.placed("rope", "decode", [4, 5], [[4], [5]])
     assert held == [("rope", "decode", [4, 5])] and groups == [["mapped", 4], ["mapped", 5]] == holder.groups
+
+
+def test_the_part_dobench_evalcode_times_each_graph_also_with_the_eval_workers_own_code(monkeypatch):
+    """Under JG_CHECK_EVALCODE (the part `dobench_evalcode`) each callable's graph is also timed by
+    eval/eval_code_graph.py, with the lead the eval ran at that shape (the plan's `graph_lead`), beside the
+    independent graph in the same process."""
+    dob = _dobench()  # puts eval/ on the path
+    import eval_code_graph
+    import independent_graph
+
+    known_good_recording_seeds(dob, monkeypatch)
+    leads: list[int] = []
+    monkeypatch.setattr(dob, "dedicated", lambda sets: (None, sets))
+    monkeypatch.setattr(dob, "device_sampler", lambda device: None)
+    monkeypatch.setattr(independent_graph, "graph_times", lambda fn, sets, keep=False: [2.0])
+    monkeypatch.setattr(
+        independent_graph, "graph_burst_times", lambda fn, sets, lead=None: [1.0 if lead is None else lead]
+    )
+    monkeypatch.setattr(eval_code_graph, "eval_code_graph_times", lambda fn, sets, lead: leads.append(lead) or [3.0])
+    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3, "graph_seeds": [4], "graph_lead": 7}}
+    monkeypatch.delenv("JG_CHECK_EVALCODE", raising=False)
+    assert "graph_evalcode" not in dob.dobench_one("axpy", plan)["n16m"] and leads == []
+    monkeypatch.setenv("JG_CHECK_EVALCODE", "1")
+    out = dob.dobench_one("axpy", plan)["n16m"]
+    assert leads == [7] * 8 and out["graph_evalcode"] == {"candidate": [3.0] * 4, "torch_add": [3.0] * 4}
+    assert out["graph_burst_evallead"]["torch_add"] == [7] * 4 and out["graph_burst"]["torch_add"] == [1.0] * 4
+    assert out["median"]["candidate"] == [2.0] * 4
+    assert dob.VARIANT_ENV["dobench_evalcode"] == {"JG_CHECK_EVALCODE": "1"}
+
+
+def test_the_eval_code_graph_runs_the_workers_graph_command_in_the_evals_pattern():
+    """eval/eval_code_graph.py drives jg_mcp/eval/worker_commands.py's `Worker.graph` itself (on the CPU its
+    stand-in: the graph's calls one by one): a capture, then rounds of a lead and the timed replays; only the timed
+    replays' times come back, one per replay."""
+    _check()  # puts eval/ on the path
+    import torch
+    from eval_code_graph import eval_code_graph_times
+
+    calls: list[int] = []
+    sets = [[torch.full((4,), float(i))] for i in range(3)]
+    times = eval_code_graph_times(lambda x: calls.append(int(x[0])) or x + 1, sets, lead=4, rounds=2, device="cpu")
+    per_graph = 66  # the smallest multiple of 3 from 64
+    assert len(times) == 2 * 3 and all(t >= 0 for t in times)
+    assert len(calls) == per_graph * (1 + 2 * (4 + 3)) and calls[:4] == [0, 1, 2, 0]
+
+
+def test_the_variant_parts_measure_only_the_shapes_the_eval_timed_under_graphs(monkeypatch):
+    """What the parts of VARIANT_ENV vary is the graph gap: their plan holds only graph-timed shapes, with the
+    eval's lead there; a report without one starts no process."""
+    import types
+
+    dob = _dobench()
+    raw = eval_report("a" * 64, "b" * 64, speedup=1.25) | {"strongest_baseline": {"n16m": "torch_add"}}
+    results: dict = {"evals": {"axpy": raw}, "dobench_evalcode": {}}
+    monkeypatch.setattr(dob.subprocess, "run", lambda *a, **k: pytest.fail("a process for no graph-timed shape"))
+    dob.check_dobench(["axpy"], results, "dobench_evalcode")
+    assert results["dobench_evalcode"] == {}
+    report = types.SimpleNamespace(timing=types.SimpleNamespace(lead_ms=60.0))
+    shape = types.SimpleNamespace(
+        timed_by="graph",
+        candidate=types.SimpleNamespace(median_ms=0.004, graph=types.SimpleNamespace(calls=100)),
+        baselines={"compiled": types.SimpleNamespace(median_ms=0.008), "eager": types.SimpleNamespace(median_ms=0.064)},
+    )
+    assert dob.graph_lead(report, shape) == 10  # 60 ms at the slowest callable's 0.064 ms per call, 100 calls
+    assert dob.graph_lead(report, types.SimpleNamespace(timed_by="calls", candidate=None)) == 0

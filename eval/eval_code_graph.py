@@ -1,0 +1,68 @@
+"""The eval's own graph code run in the independent measurement's process (the part `dobench_evalcode` of
+eval/h200_dobench.py): is the gap between the eval's graph times and the independent graph's (3-12% at rope's and
+softmax's smallest shapes) in the code that captures and times the graphs, or in the process that runs it?
+
+`eval_code_graph_times` sets the process up as a worker sets itself up before its callables run (jg_mcp/eval/
+worker_commands.py's `Worker`: the op recorder installed, the guard's snapshot taken), then has `Worker.graph`
+itself capture and time the callable's graph over the same input sets, in the eval's pattern (jg_mcp/eval/
+graphs.py): rounds of a lead of `lead` untimed replays, a message's gap, then the timed replays.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from types import SimpleNamespace
+from typing import Any
+
+
+@functools.cache
+def worker_state() -> tuple[Any, Any]:
+    """The op recorder (installed, no op forbidden: a baseline's setup) and the guard a worker holds."""
+    import torch
+
+    from jg_mcp.eval import channel, worker_commands
+    from jg_mcp.eval.guard import Guard
+    from jg_mcp.eval.ops import OpRecorder
+
+    recorder = OpRecorder(set())
+    recorder.install()
+    return recorder, Guard.capture(torch, {"worker_commands": worker_commands, "channel": channel})
+
+
+def eval_code_graph_times(
+    fn, sets: list[list], lead: int, rounds: int = 6, replays: int = 3, gap_ms: float = 1.0, device: str = "cuda"
+) -> list[float]:
+    """Per-call device times (ms) of `replays` timed replays per round of the graph `Worker.graph` captures of `fn`
+    over `sets` (as many calls as the eval's graph: the smallest multiple of their count from 64). On the CPU
+    (`device`), the worker's stand-in: the same calls one by one, timed by the thread's CPU clock."""
+    import torch
+
+    from jg_mcp.eval.graphs import graph_calls
+    from jg_mcp.eval.messages import Graph
+    from jg_mcp.eval.sizing import rotation
+    from jg_mcp.eval.worker_commands import Worker
+
+    recorder, guard = worker_state()
+    replies: list[Any] = []
+    worker = Worker.__new__(Worker)
+    worker.torch, worker.device, worker.recorder, worker.guard = torch, device, recorder, guard
+    worker.sync = guard.watched["torch.cuda.synchronize"] if device == "cuda" else (lambda: None)
+    worker.graphs, worker.send = {}, replies.append
+    worker.bound, worker.fns = {"gin": SimpleNamespace(groups=sets)}, {"fn": fn}
+    order = rotation(graph_calls(len(sets), 64), len(sets))
+    times: list[float] = []
+    for count, timed in [(1, False)] + [step for _ in range(rounds) for step in ((lead, False), (replays, True))]:
+        worker.graph(Graph(fn="fn", inputs="gin", sets=order, replays=count, ring=None))
+        done = replies.pop()
+        if done.error is not None:
+            print(f"eval-code graph failed: {done.error}", file=sys.stderr, flush=True)
+            return []
+        if timed:
+            times += done.times_ms
+        else:
+            time.sleep(gap_ms / 1e3)
+    worker.graphs.clear()
+    worker.sync()
+    return times
