@@ -61,6 +61,7 @@ VARIANT_ENV = {
     "dobench_unsampled": {"JG_CHECK_UNSAMPLED": "1"},
     "dobench_lean": {"JG_CHECK_LEAN": "1"},
     "dobench_evalcode": {"JG_CHECK_EVALCODE": "1"},
+    "dobench_workerproc": {"JG_CHECK_WORKERPROC": "1"},
 }
 """Parts that measure do_bench again with one thing varied (not run unless named), each by its process's
 environment: `dobench_mapped` times the independent graphs on input sets another process holds, mapped as the
@@ -70,8 +71,10 @@ samples NVML in another process than the one timed, do_bench in its own); `doben
 from the seeds once the graph's copies of them are made (a worker holds only the copies it maps);
 `dobench_evalcode` also times each graph with the eval's own code, set up as a worker sets itself up
 (eval/eval_code_graph.py), beside the independent graph in the same process, and the independent graph with the
-eval's lead (as many replays as the eval ran before each timed block, `graph_burst_evallead`). Each measures
-only the shapes the eval timed under CUDA graphs (what they vary is the graph gap)."""
+eval's lead (as many replays as the eval ran before each timed block, `graph_burst_evallead`);
+`dobench_workerproc` also times each graph in a worker process started as the eval starts its workers
+(eval/worker_proc_graph.py), its inputs mapped from this process. Each measures only the shapes the eval timed
+under CUDA graphs (what they vary is the graph gap)."""
 DOBENCH_ROUNDS = 2
 """Rounds of do_bench per shape, each solution, baseline, baseline, solution. One round (run 23) let one of its two
 measurements decide: at rope's 9 us decode shape the compiled baseline took 0.00896 then 0.01040 ms in one
@@ -123,6 +126,7 @@ def dobench_one(
     import torch
     from eval_code_graph import eval_code_graph_times
     from independent_graph import graph_burst_times, graph_times
+    from worker_proc_graph import WorkerGraph
 
     from jg_mcp.eval.sizing import iqm
     from jg_mcp.eval.worker_commands import padded_do_bench
@@ -142,6 +146,7 @@ def dobench_one(
             sets = own
             torch.cuda.empty_cache()
         fns = {name: kernel if name == "candidate" else goal.baseline(base) for name in dict.fromkeys(calls)}
+        workers: dict[str, Any] = {}
         out[shape.name] = {"median": {name: [] for name in fns}, "iqm": {name: [] for name in fns}}
         out[shape.name] |= {"mhz": {name: [] for name in fns}}
         for name in calls:
@@ -170,11 +175,27 @@ def dobench_one(
                 out[shape.name].setdefault("graph_burst_evallead", {}).setdefault(name, []).append(
                     statistics.median(graph_burst_times(fns[name], own, lead=lead))
                 )
+            if graph_seeds and os.environ.get("JG_CHECK_WORKERPROC"):  # the eval's code, a worker's process
+                if name not in workers:
+                    workers[name] = WorkerGraph(*module_of(goal_name, goal, name), own)
+                lead = shapes[shape.name].get("graph_lead", 10)
+                out[shape.name].setdefault("graph_workerproc", {}).setdefault(name, []).append(
+                    statistics.median(workers[name].times(lead))
+                )
+        for worker in workers.values():
+            worker.close()
         if binding is not None:
             binding.free()
         del sets, own
         torch.cuda.empty_cache()
     return out
+
+
+def module_of(goal_name: str, goal: Any, name: str) -> tuple[Path, str]:
+    """The file and function of a callable: the known-good solution's (`candidate`), else the goal's baseline."""
+    if name == "candidate":
+        return REPO / "eval" / "solutions" / goal_name / "solution.py", goal.goal.solution.function
+    return goal.module_path, goal.goal.baselines[name].function
 
 
 def placed(goal_name: str, shape_name: str, seeds: list[int], sets: list[list]) -> tuple[Any, list[list]]:
@@ -293,7 +314,7 @@ def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results
                 "pad_ms": plan[shape]["pad_ms"],
                 "measured_by": "graph" if plan[shape].get("graph_seeds") else "do_bench",
             }
-            for series in ("graph_burst", "graph_evalcode", "graph_burst_evallead"):
+            for series in ("graph_burst", "graph_evalcode", "graph_burst_evallead", "graph_workerproc"):
                 if series in measured[shape]:
                     rows[shape][f"{series}_runs_ms"] = measured[shape][series]
             rows[shape] |= per_cycle(report, shape, base, sp, ratio, measured[shape].get("mhz", {}))

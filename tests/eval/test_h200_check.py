@@ -580,3 +580,62 @@ def test_the_variant_parts_measure_only_the_shapes_the_eval_timed_under_graphs(m
     )
     assert dob.graph_lead(report, shape) == 10  # 60 ms at the slowest callable's 0.064 ms per call, 100 calls
     assert dob.graph_lead(report, types.SimpleNamespace(timed_by="calls", candidate=None)) == 0
+
+
+def test_the_part_dobench_workerproc_times_each_graph_in_a_process_started_as_the_eval_starts_its_workers(tmp_path):
+    """eval/worker_proc_graph.py starts a real worker process (jg_mcp/eval/process.py), which imports the
+    callable's module, maps the input sets this process holds and runs the eval's graph messages: a capture, then
+    rounds of a lead and the timed replays, whose times alone come back (here the CPU stand-in, which makes each
+    call and appends its input's first value to a file, so the calls and their order are seen from outside)."""
+    _check()  # puts eval/ on the path
+    import torch
+    from worker_proc_graph import WorkerGraph
+
+    seen = tmp_path / "seen.txt"
+    module = tmp_path / "callables.py"
+    module.write_text(f"def f(x):\n    open({str(seen)!r}, 'a').write(str(int(x[0])) + ' ')\n    return x + 1\n")
+    worker = WorkerGraph(module, "f", [[torch.full((4,), float(i))] for i in range(3)], device="cpu")
+    try:
+        times = worker.times(lead=4, rounds=2)
+    finally:
+        worker.close()
+    calls = seen.read_text().split()
+    assert len(times) == 2 * 3 and all(t >= 0 for t in times)
+    assert len(calls) == 66 * (1 + 2 * (4 + 3)) and calls[:4] == ["0", "1", "2", "0"]
+    assert worker.proc.proc.poll() is not None
+
+
+def test_under_dobench_workerproc_each_callable_of_a_shape_gets_one_worker_process_closed_after_it(monkeypatch):
+    """JG_CHECK_WORKERPROC: each callable's four measurements at a graph-timed shape go to one worker process
+    (the solution's file or the goal's module), each with the eval's lead; both are closed when the shape is done."""
+    dob = _dobench()  # puts eval/ on the path
+    import independent_graph
+    import worker_proc_graph
+
+    known_good_recording_seeds(dob, monkeypatch)
+    events: list[tuple] = []
+
+    class Fake:
+        def __init__(self, module, function, sets):
+            events.append(("start", function))
+
+        def times(self, lead):
+            events.append(("times", lead))
+            return [5.0]
+
+        def close(self):
+            events.append(("close",))
+
+    monkeypatch.setattr(worker_proc_graph, "WorkerGraph", Fake)
+    monkeypatch.setattr(dob, "module_of", lambda goal_name, goal, name: ("m.py", name))
+    monkeypatch.setattr(dob, "dedicated", lambda sets: (None, sets))
+    monkeypatch.setattr(dob, "device_sampler", lambda device: None)
+    monkeypatch.setattr(independent_graph, "graph_times", lambda fn, sets, keep=False: [2.0])
+    monkeypatch.setattr(independent_graph, "graph_burst_times", lambda fn, sets: [1.0])
+    monkeypatch.setenv("JG_CHECK_WORKERPROC", "1")
+    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3, "graph_seeds": [4], "graph_lead": 9}}
+    out = dob.dobench_one("axpy", plan)["n16m"]
+    assert [e for e in events if e[0] == "start"] == [("start", "candidate"), ("start", "torch_add")]
+    assert events.count(("times", 9)) == 8 and events[-2:] == [("close",), ("close",)]
+    assert out["graph_workerproc"] == {"candidate": [5.0] * 4, "torch_add": [5.0] * 4}
+    assert dob.VARIANT_ENV["dobench_workerproc"] == {"JG_CHECK_WORKERPROC": "1"}

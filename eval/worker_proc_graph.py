@@ -1,0 +1,65 @@
+"""The eval's graph timing in a process started as the eval starts its workers (the part `dobench_workerproc` of
+eval/h200_dobench.py). Run 40 timed the eval's own `Worker.graph` in the independent measurement's process: it
+matched the independent graph within 0.1% and stayed 2-14% above the eval's graph times, so the gap is in the
+process that runs the graph, not in the code. Here a worker process (jg_mcp/eval/process.py's `WorkerProcess`,
+unsandboxed, the baselines' compile caches) imports the callable's module, maps input sets this process holds, as
+it maps the harness's, and captures and times its graph in the eval's pattern (a capture, then rounds of a lead
+and the timed replays); nothing else of an eval runs (no correctness calls, no per-call timing, no other worker).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+class WorkerGraph:
+    """One worker process importing `module` for its callable `function`, with `sets` bound as the graph's inputs
+        (each tensor in a buffer of its own, shared with the worker as the harness shares its buffers). On the CPU
+    (`device`) the worker's stand-in runs the graph's calls one by one."""
+
+    def __init__(self, module: Path, function: str, sets: list[list], device: str = "cuda"):
+        from jg_mcp.eval.buffers import SharedBinding
+        from jg_mcp.eval.messages import Ready, Setup
+        from jg_mcp.eval.process import WorkerProcess
+
+        self.work = tempfile.mkdtemp(prefix="jg-workerproc-")
+        cache_env = {k: os.environ[k] for k in CACHE_VARIABLES if k in os.environ}
+        self.proc = WorkerProcess("baseline", Path(self.work), False, "jg-check", 300, device, cache_env or None)
+        self.proc.start(Setup(role="baseline", device=device, module=str(module), functions={"fn": function}))
+        ready = self.proc.recv()
+        if not isinstance(ready, Ready):
+            raise RuntimeError(f"the worker process did not start: {ready}")
+        self.binding = SharedBinding("gin", device)
+        for group in sets:
+            self.binding.add_copy(group)
+        self.proc.bind(self.binding)
+        self.n_sets = len(sets)
+
+    def times(self, lead: int, rounds: int = 6, replays: int = 3) -> list[float]:
+        """Per-call device times (ms) of the timed replays, as eval/eval_code_graph.py's in this process."""
+        from jg_mcp.eval.graphs import graph_calls
+        from jg_mcp.eval.messages import BlockDone, Graph
+        from jg_mcp.eval.sizing import rotation
+
+        order = rotation(graph_calls(self.n_sets, 64), self.n_sets)
+        times: list[float] = []
+        for count, timed in [(1, False)] + [step for _ in range(rounds) for step in ((lead, False), (replays, True))]:
+            self.proc.send(Graph(fn="fn", inputs="gin", sets=order, replays=count, ring=None))
+            done: Any = self.proc.recv()
+            if not isinstance(done, BlockDone) or done.error is not None:
+                raise RuntimeError(f"the worker's graph failed: {getattr(done, 'error', done)}")
+            times += done.times_ms if timed else []
+        return times
+
+    def close(self) -> None:
+        from jg_mcp.eval.messages import Release
+
+        self.proc.send(Release(names=["gin"]))
+        self.proc.recv()
+        self.proc.close()
+        self.binding.free()
