@@ -1,0 +1,81 @@
+"""Does where a graph's outputs land move its time? Run 41 timed the same callable's graph twice in a row in one
+process, built by the same code (eval/independent_graph.py's `graph_times`, then `graph_burst_times`), and got
+4.79 then 5.49 us per call (rope's compiled baseline at llama3_8b_decode_bs256), every time; run 40, in another
+process, got 5.57 for both. What differs between two such graphs is the memory their outputs are given. This probe
+times one graph per step in one process, a spacer of `pad` bytes allocated before each capture (so the graph's
+outputs land elsewhere), and prints each step's time beside where the first output landed (its offset in a 2 MiB
+page) and the first input.
+
+    python eval/offset_probe.py [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "eval"))
+
+CASES = (("rope", "llama3_8b_decode_bs256", "compiled"), ("softmax", "llama3_sampling_vocab_bs64", "compiled"))
+PADS = (0, 1 << 18, 1 << 19, 1 << 20, 3 << 19, 1 << 21, 3 << 20, 5 << 20, 7 << 20, 11 << 20)
+PAGE = 1 << 21
+
+
+def probe(goal_name: str, shape_name: str, base: str) -> list[dict]:
+    import torch
+    from h200_dobench import dedicated, known_good
+    from independent_graph import captured, timed_replays
+
+    from jg_mcp.eval.graphs import graph_sets
+
+    goal, kernel = known_good(goal_name)
+    shape = next(s for s in goal.goal.shapes if s.name == shape_name)
+    n_sets = graph_sets(goal.bytes(shape.dims), 256 << 20)
+    binding, own = dedicated([list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in range(n_sets)])
+    rows = []
+    for name, fn in (("candidate", kernel), (base, goal.baseline(base))):
+        for pad in PADS * 2:
+            spacer = torch.empty(max(pad, 1), dtype=torch.uint8, device="cuda")
+            graph, n, kept = captured(fn, own, keep=True)
+            first = kept[0][0] if isinstance(kept[0], (tuple, list)) else kept[0]
+            for _ in range(50):
+                graph.replay()
+            times = [t / n for t in timed_replays(graph, 50)]
+            rows.append(
+                {
+                    "goal": goal_name,
+                    "shape": shape_name,
+                    "callable": name,
+                    "pad": pad,
+                    "us": 1e3 * statistics.median(times),
+                    "output_offset": first.data_ptr() % PAGE,
+                    "output_gap": first.data_ptr() - own[0][0].data_ptr(),
+                    "input_offset": own[0][0].data_ptr() % PAGE,
+                }
+            )
+            lands = rows[-1]["output_offset"]
+            print(f"{goal_name:8s} {name:10s} pad {pad:>9d}  {rows[-1]['us']:7.3f} us  out@{lands:>8d}", flush=True)
+            del spacer, graph, kept, first
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+    binding.free()
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    rows = [row for case in CASES for row in probe(*case)]
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
