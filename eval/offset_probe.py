@@ -67,11 +67,64 @@ def probe(goal_name: str, shape_name: str, base: str) -> list[dict]:
     return rows
 
 
+def alive(goal_name: str, shape_name: str, base: str, count: int = 8, spacer_mb: int = 0) -> list[dict]:
+    """`count` graphs of each callable captured one after another and all kept alive (each its own memory pool,
+    outputs and launch resources), then timed in turn, twice over: does the time belong to the capture?"""
+    import torch
+    from h200_dobench import dedicated, known_good
+    from independent_graph import captured, timed_replays
+
+    from jg_mcp.eval.graphs import graph_sets
+
+    goal, kernel = known_good(goal_name)
+    shape = next(s for s in goal.goal.shapes if s.name == shape_name)
+    n_sets = graph_sets(goal.bytes(shape.dims), 256 << 20)
+    binding, own = dedicated([list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in range(n_sets)])
+    rows = []
+    for name, fn in (("candidate", kernel), (base, goal.baseline(base))):
+        graphs, spacers = [], []
+        for _ in range(count):
+            graphs.append(captured(fn, own, keep=True))
+            spacers.append(torch.empty(max(1, spacer_mb << 20), dtype=torch.uint8, device="cuda"))
+        for turn in range(2):
+            for i, (graph, n, kept) in enumerate(graphs):
+                for _ in range(50):
+                    graph.replay()
+                us = 1e3 * statistics.median(t / n for t in timed_replays(graph, 50))
+                first = kept[0][0] if isinstance(kept[0], (tuple, list)) else kept[0]
+                rows.append(
+                    {
+                        "goal": goal_name,
+                        "callable": name,
+                        "graph": i,
+                        "turn": turn,
+                        "us": us,
+                        "output_ptr": first.data_ptr(),
+                        "spacer_mb": spacer_mb,
+                    }
+                )
+                print(
+                    f"{goal_name:8s} {name:10s} spacer {spacer_mb:4d} MB graph {i} turn {turn} {us:7.3f} us "
+                    f"out@{first.data_ptr():#x}",
+                    flush=True,
+                )
+        del graphs, spacers
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    binding.free()
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--alive", action="store_true", help="graphs kept alive together (`alive`), not `probe`")
     args = parser.parse_args()
-    rows = [row for case in CASES for row in probe(*case)]
+    if args.alive:
+        rows = [row for case in CASES[:1] for mb in (0, 1024) for row in alive(*case, spacer_mb=mb)]
+        rows += alive(*CASES[1])
+    else:
+        rows = [row for case in CASES for row in probe(*case)]
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
     return 0
