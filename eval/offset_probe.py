@@ -15,6 +15,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -115,12 +116,48 @@ def alive(goal_name: str, shape_name: str, base: str, count: int = 8, spacer_mb:
     return rows
 
 
+def spin_probe(goal_name: str, shape_name: str, base: str) -> list[dict]:
+    """Each callable's graph timed in turns with and without other processes keeping CPUs busy (a pure Python
+    loop each, 0, 1 or 4 of them): does the host's idleness (its CPUs' sleep states) move the GPU's time?"""
+    import subprocess
+
+    from h200_dobench import dedicated, known_good
+    from independent_graph import captured, timed_replays
+
+    from jg_mcp.eval.graphs import graph_sets
+
+    goal, kernel = known_good(goal_name)
+    shape = next(s for s in goal.goal.shapes if s.name == shape_name)
+    n_sets = graph_sets(goal.bytes(shape.dims), 256 << 20)
+    binding, own = dedicated([list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in range(n_sets)])
+    rows = []
+    for name, fn in (("candidate", kernel), (base, goal.baseline(base))):
+        graph, n, kept = captured(fn, own, keep=True)
+        for spinners in (0, 1, 4, 0, 1, 4, 0):
+            busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(spinners)]
+            time.sleep(0.3)
+            for _ in range(50):
+                graph.replay()
+            us = 1e3 * statistics.median(t / n for t in timed_replays(graph, 100))
+            for p in busy:
+                p.kill()
+                p.wait()
+            rows.append({"goal": goal_name, "callable": name, "spinners": spinners, "us": us})
+            print(f"{goal_name:8s} {name:10s} spinners {spinners} {us:7.3f} us", flush=True)
+        del graph, kept
+    binding.free()
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
     parser.add_argument("--alive", action="store_true", help="graphs kept alive together (`alive`), not `probe`")
+    parser.add_argument("--spin", action="store_true", help="one graph timed with and without a CPU spinner")
     args = parser.parse_args()
-    if args.alive:
+    if args.spin:
+        rows = spin_probe(*CASES[0]) + spin_probe(*CASES[1])
+    elif args.alive:
         rows = [row for case in CASES[:1] for mb in (0, 1024) for row in alive(*case, spacer_mb=mb)]
         rows += alive(*CASES[1])
     else:
