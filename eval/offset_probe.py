@@ -12,6 +12,7 @@ page) and the first input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -118,12 +119,14 @@ def alive(goal_name: str, shape_name: str, base: str, count: int = 8, spacer_mb:
 
 def spin_probe(goal_name: str, shape_name: str, base: str) -> list[dict]:
     """Each callable's graph timed in turns with and without other processes keeping CPUs busy (a pure Python
-    loop each, 0, 1 or 4 of them): does the host's idleness (its CPUs' sleep states) move the GPU's time?"""
+    loop each, 0, 1 or 4 of them) and with and without the NVML sampler the eval's harness runs (here in the
+    timed process): does the host's idleness or NVML's polling move the GPU's time?"""
     import subprocess
 
     from h200_dobench import dedicated, known_good
     from independent_graph import captured, timed_replays
 
+    from jg_mcp.eval.clocks import device_sampler
     from jg_mcp.eval.graphs import graph_sets
 
     goal, kernel = known_good(goal_name)
@@ -133,17 +136,18 @@ def spin_probe(goal_name: str, shape_name: str, base: str) -> list[dict]:
     rows = []
     for name, fn in (("candidate", kernel), (base, goal.baseline(base))):
         graph, n, kept = captured(fn, own, keep=True)
-        for spinners in (0, 1, 4, 0, 1, 4, 0):
+        for spinners, sampled in ((0, False), (0, True), (1, False), (0, True), (0, False), (4, True), (0, False)):
             busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(spinners)]
             time.sleep(0.3)
-            for _ in range(50):
-                graph.replay()
-            us = 1e3 * statistics.median(t / n for t in timed_replays(graph, 100))
+            with device_sampler("cuda") if sampled else contextlib.nullcontext():
+                for _ in range(50):
+                    graph.replay()
+                us = 1e3 * statistics.median(t / n for t in timed_replays(graph, 100))
             for p in busy:
                 p.kill()
                 p.wait()
-            rows.append({"goal": goal_name, "callable": name, "spinners": spinners, "us": us})
-            print(f"{goal_name:8s} {name:10s} spinners {spinners} {us:7.3f} us", flush=True)
+            rows.append({"goal": goal_name, "callable": name, "spinners": spinners, "sampled": sampled, "us": us})
+            print(f"{goal_name:8s} {name:10s} spinners {spinners} sampled {sampled:d} {us:7.3f} us", flush=True)
         del graph, kept
     binding.free()
     return rows
