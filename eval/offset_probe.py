@@ -1,12 +1,18 @@
-"""Does where a graph's outputs land move its time? Run 41 timed the same callable's graph twice in a row in one
-process, built by the same code (eval/independent_graph.py's `graph_times`, then `graph_burst_times`), and got
-4.79 then 5.49 us per call (rope's compiled baseline at llama3_8b_decode_bs256), every time; run 40, in another
-process, got 5.57 for both. What differs between two such graphs is the memory their outputs are given. This probe
-times one graph per step in one process, a spacer of `pad` bytes allocated before each capture (so the graph's
-outputs land elsewhere), and prints each step's time beside where the first output landed (its offset in a 2 MiB
-page) and the first input.
+"""Probes of the two states a CUDA graph's time takes (GPU only; eval/results/h200/check.md, stop 34). Run 41 timed
+the same callable's graph twice in a row in one process, built by the same code (eval/independent_graph.py's
+`graph_times`, then `graph_burst_times`), and got 4.79 then 5.49 us per call (rope's compiled baseline at
+llama3_8b_decode_bs256), every time; run 40, in another process, got 5.57 for both. Each mode varies one thing in
+one plain process, rope's 8b decode and softmax's bs64 shapes, the solution and the compiled baseline:
 
-    python eval/offset_probe.py [--out FILE]
+- default (`probe`, run 42): one graph per step, a spacer of 0 to 11 MiB allocated before each capture (the
+  graph's outputs land elsewhere), its memory released after;
+- `--alive` (`alive`, run 43): eight graphs of each callable captured and kept alive together, timed in turn;
+- `--spin` (`spin_probe`, runs 44-46): one graph timed in turns with 0, 1 or 4 CPU-spinning processes and with and
+  without the NVML sampler in the timed process.
+
+Each prints one line per time and writes the rows as JSON with --out.
+
+    python eval/offset_probe.py [--alive | --spin] [--out FILE]
 """
 
 from __future__ import annotations
