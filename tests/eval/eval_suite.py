@@ -129,3 +129,21 @@ class Runs:
     def wait_idle(self) -> None:
         """Wait until every eval submitted so far has finished (before one that times on the CPU)."""
         wait(list(self.futures.values()))
+
+
+def load_h200_check():
+    """eval/h200_check.py as a module (loading it puts eval/ on the path, as the script does)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("h200_check", REPO / "eval" / "h200_check.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def load_h200_dobench():
+    """eval/h200_dobench.py, the independent measurement h200_check imports."""
+    load_h200_check()
+    import h200_dobench
+
+    return h200_dobench
