@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from jg_mcp.eval import EvalOptions, EvalReport, evaluate  # noqa: E402
-from jg_mcp.eval.report import Reason  # noqa: E402
+from jg_mcp.eval.reasons import Reason  # noqa: E402
 from jg_mcp.eval.spares import Spares  # noqa: E402
 
 sys.path.insert(0, str(REPO / "eval"))

@@ -10,7 +10,8 @@ first use: the harness brings torch, and the report schema and static policy do 
 from typing import Any
 
 from jg_mcp.eval.options import EvalOptions
-from jg_mcp.eval.report import EvalReport, Reason
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import EvalReport
 
 __all__ = ["EvalOptions", "EvalReport", "Reason", "evaluate"]
 

@@ -8,7 +8,8 @@ from typing import NamedTuple
 import torch
 
 from jg_mcp.eval.messages import Done, OutputMeta
-from jg_mcp.eval.report import ErrorStats, Finding, Reason
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import ErrorStats, Finding
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 

@@ -12,7 +12,8 @@ from jg_mcp.eval.buffers import SharedBinding
 from jg_mcp.eval.checks import call_findings, mass_findings, measure, metadata_findings
 from jg_mcp.eval.messages import Call, Done, Release
 from jg_mcp.eval.process import CandidateGone, WorkerProcess
-from jg_mcp.eval.report import ErrorStats, EvalReport, Finding, Reason, ShapeResult
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import ErrorStats, EvalReport, Finding, ShapeResult
 from jg_mcp.eval.shapes import Case
 
 if TYPE_CHECKING:

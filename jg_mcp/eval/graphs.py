@@ -38,7 +38,8 @@ import torch
 
 from jg_mcp.eval.buffers import SharedBinding
 from jg_mcp.eval.messages import Graph, Release
-from jg_mcp.eval.report import EvalReport, Reason
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import EvalReport
 from jg_mcp.eval.sizing import MAX_LEAD_CALLS, iqm, rotation
 from jg_mcp.eval.timing_checks import check_inputs, spot_check
 

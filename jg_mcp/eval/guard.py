@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from jg_mcp.eval.report import Finding, Reason
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import Finding
 
 _TORCH_FUNCTIONS = ["empty"]
 _TENSOR_METHODS = ["copy_", "zero_", "fill_", "clone", "elapsed_time"]

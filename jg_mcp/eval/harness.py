@@ -36,7 +36,8 @@ from jg_mcp.eval.options import EvalOptions
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.proctree import sweep
-from jg_mcp.eval.report import Environment, EvalReport, Finding, Reason, TimingMethod
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import Environment, EvalReport, Finding, TimingMethod
 from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import select_cases
 from jg_mcp.eval.sources import private_goal, read_solution, solution_text

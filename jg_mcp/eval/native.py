@@ -45,7 +45,8 @@ from jg_mcp.eval.elf import read_elf
 from jg_mcp.eval.isolation import CACHE_DIR, launcher, python_binds
 from jg_mcp.eval.native_rules import Judge
 from jg_mcp.eval.proctree import CodeMapping, code_mappings
-from jg_mcp.eval.report import Finding, Reason
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import Finding
 from jg_mcp.live.sandbox import SYSTEM_DIRS
 
 MAX_LIBRARY_BYTES = 256 << 20

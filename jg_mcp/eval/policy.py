@@ -79,7 +79,8 @@ from jg_mcp.eval.policy_tables import (
     REFUSED_SYNTAX,
 )
 from jg_mcp.eval.policy_writes import Writes
-from jg_mcp.eval.report import Finding, Reason
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import Finding
 from jg_mcp.eval.source_ast import (
     fold_text,
     plain_values,

@@ -8,7 +8,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from jg_mcp.eval.report import Finding, Reason
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import Finding
 from jg_mcp.eval.source_ast import annotation_nodes, bindings, fold_lengths, fold_text, is_getattr
 
 

@@ -23,7 +23,7 @@ from jg_mcp.eval.policy_tables import (
     SUBCLASS_ATTRS,
     VARIABLE,
 )
-from jg_mcp.eval.report import Reason
+from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.trusted import interpreter_attributes, is_tensor_method
 
 MODULE_DUNDERS_READ = ("__name__", "__file__")

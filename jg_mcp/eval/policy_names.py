@@ -30,7 +30,7 @@ from jg_mcp.eval.policy_tables import (
     TRITON_CODE_MODULES,
     TRITON_REFUSED,
 )
-from jg_mcp.eval.report import Reason
+from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.source_ast import contains, is_class_argument, is_getattr
 from jg_mcp.eval.trusted import (
     UNKNOWN,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from jg_mcp.eval.report import Reason
+from jg_mcp.eval.reasons import Reason
 
 ALLOWED_MODULES = {
     "torch",

@@ -8,7 +8,7 @@ import ast
 
 from jg_mcp.eval.policy_identifiers import Identifiers
 from jg_mcp.eval.policy_tables import OWN
-from jg_mcp.eval.report import Reason
+from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.trusted import builtin_class
 
 

@@ -34,7 +34,8 @@ from jg_mcp.eval.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, filter_fi
 from jg_mcp.eval.messages import WORKER_MESSAGE, Bind, Bound, Setup, Started, WorkerError
 from jg_mcp.eval.native import NativeScan
 from jg_mcp.eval.proctree import carrying, descendant, resume, stop_all, tree
-from jg_mcp.eval.report import Finding, Reason
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import Finding
 from jg_mcp.live import lifeline
 
 M = TypeVar("M", bound=BaseModel)

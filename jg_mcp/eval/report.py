@@ -1,13 +1,14 @@
-"""The eval report: a versioned pydantic schema and the reason codes a verdict can carry (its Markdown form:
+"""The eval report: a versioned pydantic schema (its reason codes: jg_mcp/eval/reasons.py; its Markdown form:
 jg_mcp/eval/report_md.py)."""
 
 from __future__ import annotations
 
 import math
-from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from jg_mcp.eval.reasons import Reason
 
 REPORT_VERSION = 9
 """2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, the block/fresh/spot-check timing parameters.
@@ -24,82 +25,6 @@ imports before it times).
 9: per-shape `timed_by`, `graph_note` and `graph_seeds`, per-timing `graph`: shapes whose fastest callable takes a few
 microseconds per call are timed under CUDA graphs too, and their speedups are the graphs'.
 Reports of earlier versions still load (the new fields are optional)."""
-
-
-class Reason(StrEnum):
-    """Why a candidate is rejected; every finding carries exactly one."""
-
-    STATIC_FORBIDDEN = "static_forbidden"
-    """The source names a forbidden API (directly, through an alias, a string or getattr with a constant)."""
-    STATIC_IMPORT = "static_import"
-    """The source imports a module outside the allow-list, or uses a member of an allowed module outside that
-    module's allow-list (jg_mcp.eval.policy_members)."""
-    STATIC_DYNAMIC = "static_dynamic"
-    """The source reaches attributes or modules by computed names (getattr, importlib, __import__, eval, torch.ops)."""
-    STATIC_INTROSPECTION = "static_introspection"
-    """The source inspects the interpreter (gc, inspect, frames, ctypes, globals of other code)."""
-    STATIC_CONCURRENCY = "static_concurrency"
-    """The source starts threads, processes or CUDA streams."""
-    STATIC_IO = "static_io"
-    """The source reads the environment or files, or writes files (output caches, seed files)."""
-    STATIC_MONKEYPATCH = "static_monkeypatch"
-    """The source assigns attributes of imported modules or classes (timer or torch patching)."""
-    STATIC_PROCESS = "static_process"
-    """The source ends or signals the process (sys.exit, os._exit, os.kill)."""
-    STATIC_SUBCLASS = "static_subclass"
-    """The source defines a torch.Tensor subclass or a torch function/dispatch mode."""
-    SYNTAX = "syntax_error"
-    """The solution file does not parse."""
-    IMPORT_ERROR = "import_error"
-    """Importing the solution raised, or the function is missing."""
-    EXCEPTION = "exception"
-    """The kernel raised a Python exception."""
-    CRASHED = "crashed"
-    """The candidate process died from a signal (segfault, abort, illegal memory access)."""
-    EARLY_EXIT = "early_exit"
-    """The candidate process exited (sys.exit, os._exit) before the harness was done."""
-    TIMEOUT = "timeout"
-    """The candidate process did not answer within the wall-clock limit and was killed."""
-    FORBIDDEN_CALL = "forbidden_call"
-    """A forbidden callable was called at run time (recorded by the harness's wrapper)."""
-    TAMPERED = "tampered"
-    """A timer or torch function the harness relies on was replaced, or a trace hook or torch mode installed."""
-    THREADS_LEFT = "threads_left"
-    """Threads or child processes started by the candidate were still running after the call returned."""
-    STREAM_LEFT = "stream_left"
-    """The current CUDA stream was not the default stream after the call."""
-    FILES_WRITTEN = "files_written"
-    """The candidate created or changed files in the workspace, /dev/shm or its working directory."""
-    NOT_PLAIN_TENSOR = "not_plain_tensor"
-    """An output is not a plain dense torch.Tensor (a subclass, a lazy or sparse or meta tensor, or not a tensor)."""
-    WRONG_SHAPE = "wrong_shape"
-    """An output has the wrong shape."""
-    WRONG_DTYPE = "wrong_dtype"
-    """An output has the wrong dtype."""
-    WRONG_DEVICE = "wrong_device"
-    """An output lives on the wrong device."""
-    ALIASES_INPUT = "aliases_input"
-    """An output is an input, a view of one, or shares storage with one."""
-    INPUT_MODIFIED = "input_modified"
-    """An input differed after the call from what the harness made."""
-    CACHED_OUTPUT = "cached_output"
-    """An output was reused across calls: stale for new inputs in the same buffers, the same storage twice, or no
-    work done on a repeat."""
-    UNWRITTEN = "unwritten"
-    """Output elements still hold the harness's poison bytes: memory the kernel never wrote (stale or uninitialised)."""
-    NONFINITE = "nonfinite"
-    """NaN or inf where the reference is finite."""
-    INCORRECT = "incorrect"
-    """Elements outside the goal's tolerance against the float32+ reference."""
-    TIMING_ESCAPE = "timing_escape"
-    """The harness's clock saw much more time per timed call than the candidate's events reported, beyond what it
-    saw for the baselines: work done off the books (forged times, work after the timed region or on another
-    stream, recomputing outputs it is about to be checked on)."""
-    BELOW_FLOOR = "below_floor"
-    """The median time is below the physical floor for the shape (bytes over bandwidth, flops over peak)."""
-    NO_KERNEL = "no_kernel"
-    """On a GPU, the candidate's processes compiled no Triton kernel into the eval's cache (read on the host after
-    they ended): the work was done by torch's own kernels, not by a kernel the solution wrote."""
 
 
 class Strict(BaseModel):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from jg_mcp.eval.report import EvalReport, Finding, GraphTiming, Reason, Timing, geomean
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import EvalReport, Finding, GraphTiming, Timing, geomean
 from jg_mcp.goals import LoadedGoal
 
 FRESH_SLACK = 1.3

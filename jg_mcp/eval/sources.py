@@ -11,7 +11,8 @@ import tokenize
 from pathlib import Path
 
 from jg_mcp.errors import JgError, PathRefused
-from jg_mcp.eval.report import Finding, Reason
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import Finding
 from jg_mcp.goals import LoadedGoal, load_goal
 from jg_mcp.live.safefs import read_bounded
 from jg_mcp.live.workspace import Workspace

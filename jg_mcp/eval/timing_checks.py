@@ -15,7 +15,8 @@ from jg_mcp.eval.buffers import SharedBinding
 from jg_mcp.eval.checks import mass_findings, measure
 from jg_mcp.eval.messages import Benched, DoBench
 from jg_mcp.eval.process import CandidateGone
-from jg_mcp.eval.report import EvalReport, Finding, Reason, ShapeResult
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import EvalReport, Finding, ShapeResult
 from jg_mcp.eval.sizing import rotation
 
 if TYPE_CHECKING:

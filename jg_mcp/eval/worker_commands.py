@@ -32,7 +32,8 @@ from jg_mcp.eval.messages import (
     Setup,
     Warm,
 )
-from jg_mcp.eval.report import Finding, Reason
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import Finding
 
 PAD_CYCLES_PER_MS = 2_500_000
 """Cycles of `torch.cuda._sleep` per ms of pad: at least the pad at any SM clock up to 2.5 GHz."""

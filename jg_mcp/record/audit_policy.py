@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from jg_mcp.eval.policy import static_check
-from jg_mcp.eval.report import Reason
+from jg_mcp.eval.reasons import Reason
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.record.audit_report import Finding, Summary
 from jg_mcp.record.events import Notice

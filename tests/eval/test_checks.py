@@ -9,7 +9,7 @@ import torch
 
 from jg_mcp.eval.checks import call_findings, mass_findings, measure, metadata_findings
 from jg_mcp.eval.messages import Done, OutputMeta
-from jg_mcp.eval.report import Reason
+from jg_mcp.eval.reasons import Reason
 
 
 def _poisoned(shape, dtype):

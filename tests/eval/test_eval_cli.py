@@ -121,7 +121,8 @@ def test_candidate_text_cannot_steer_the_terminal_or_forge_the_verdict(tmp_path,
 
 
 def test_a_finding_cannot_add_lines_or_markup_to_the_markdown_report():
-    from jg_mcp.eval.report import Finding, Reason
+    from jg_mcp.eval.reasons import Reason
+    from jg_mcp.eval.report import Finding
     from jg_mcp.eval.report_md import markdown
 
     results = GOALS.parent / "eval" / "results" / "h200"

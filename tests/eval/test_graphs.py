@@ -8,7 +8,8 @@ import pytest
 from eval_suite import CPU_TIMING, eval_solution
 
 from jg_mcp.eval.graphs import graph_calls, graph_sets, lead_replays
-from jg_mcp.eval.report import GraphTiming, Reason
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import GraphTiming
 from jg_mcp.eval.scoring import GRAPH_FRESH_MIN_MS, gained, graph_escaped
 
 HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"

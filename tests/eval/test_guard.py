@@ -9,7 +9,7 @@ import threading
 import torch
 
 from jg_mcp.eval.guard import Guard
-from jg_mcp.eval.report import Reason
+from jg_mcp.eval.reasons import Reason
 
 
 def test_a_replaced_timer_or_torch_function_is_named():

@@ -22,7 +22,7 @@ from jg_mcp.eval.compile_cache import baseline_dir
 from jg_mcp.eval.harness import Evaluation
 from jg_mcp.eval.isolation import bwrap_problem, prepare
 from jg_mcp.eval.process import log_tail
-from jg_mcp.eval.report import Reason
+from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.worker import MAX_FILE_BYTES
 from tests.support import DEMO_GOAL, can_set_oom_floor
 

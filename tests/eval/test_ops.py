@@ -6,7 +6,7 @@ import pytest
 from eval_suite import GOALS, eval_solution
 
 from jg_mcp.eval.ops import FAMILIES, family_members, in_family
-from jg_mcp.eval.report import Reason
+from jg_mcp.eval.reasons import Reason
 
 MATMUL = FAMILIES[0]
 

@@ -12,7 +12,7 @@ import torch
 
 from jg_mcp.eval.ops import OpRecorder, family_members, forbidden_ops, in_family
 from jg_mcp.eval.policy import policy_text, static_check
-from jg_mcp.eval.report import Reason
+from jg_mcp.eval.reasons import Reason
 
 FORBIDDEN = [
     "torch._scaled_mm",

@@ -10,7 +10,7 @@ from eval_suite import goal_forbidden
 from eval_suite import policy_reasons as reasons
 
 from jg_mcp.eval.policy import static_check
-from jg_mcp.eval.report import Reason
+from jg_mcp.eval.reasons import Reason
 
 R = Reason
 

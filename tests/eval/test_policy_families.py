@@ -10,7 +10,7 @@ from eval_suite import GOALS
 
 from jg_mcp.eval.ops import family_members, forbidden_ops, in_family
 from jg_mcp.eval.policy import static_check
-from jg_mcp.eval.report import Reason
+from jg_mcp.eval.reasons import Reason
 
 R = Reason
 GEMM_GOALS = ["gemm_bf16", "gemm_fp8", "grouped_gemm_bf16"]

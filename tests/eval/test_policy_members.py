@@ -12,7 +12,7 @@ from eval_suite import policy_reasons as reasons
 from jg_mcp.eval.policy import policy_text, static_check
 from jg_mcp.eval.policy_members import MODULE_MEMBERS, WHOLE_MODULES
 from jg_mcp.eval.policy_tables import ALLOWED_MODULES
-from jg_mcp.eval.report import Reason
+from jg_mcp.eval.reasons import Reason
 
 R = Reason
 

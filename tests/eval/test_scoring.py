@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from eval_suite import environment, timing
 
-from jg_mcp.eval.report import EvalReport, Reason, ShapeResult, Timing
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import EvalReport, ShapeResult, Timing
 from jg_mcp.eval.scoring import score
 from jg_mcp.goals import load_goal
 

@@ -10,7 +10,8 @@ import pytest
 from eval_suite import SOLUTIONS
 
 from jg_mcp.cli import main
-from jg_mcp.eval.report import EvalReport, Finding, Reason
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import EvalReport, Finding
 from jg_mcp.eval.sources import solution_text
 
 UTF7_DESYNC = b'''# -*- coding: utf-7 -*-

@@ -13,7 +13,7 @@ from eval_suite import CPU_TIMING
 from jg_mcp.eval import EvalOptions, EvalReport, evaluate
 from jg_mcp.eval.isolation import bwrap_problem
 from jg_mcp.eval.process import WorkerProcess
-from jg_mcp.eval.report import Reason
+from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.spares import Spares
 from tests.support import DEMO_GOAL
 
