@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 from jg_mcp.eval import EvalReport
 
 
@@ -59,6 +61,7 @@ def markdown(results: dict) -> str:
     lines += ["", *targets_met(results)]
     lines += shape_table(results, repeat)
     lines += misses(results, repeat)
+    lines += graph_table(results)
     if results["hacks"]:
         lines += ["", "| GPU hack | rejected for its reason | reasons |", "| --- | --- | --- |"]
         lines += [
@@ -246,3 +249,55 @@ def targets_met(results: dict) -> list[str]:
                 f"{sum(abs(v) <= 2 for v in moved)}/{len(moved)} within 2%"
             )
     return lines
+
+
+GRAPH_SERIES = {
+    "do_bench_runs_ms": "independent graph",
+    "graph_burst_runs_ms": "in the eval's pattern",
+    "graph_burst_evallead_runs_ms": "with the eval's lead",
+    "graph_evalcode_runs_ms": "the eval's code, this process",
+    "graph_workerproc_runs_ms": "the eval's code, a worker process",
+}
+"""The series an independent measurement may hold at a graph-timed shape (eval/h200_dobench.py), by row key."""
+
+
+def graph_table(results: dict) -> list[str]:
+    """At each shape the eval timed under CUDA graphs, per part of the independent measurement and callable: the
+    eval's graph time and each series' median (us per call), and each series over the eval's (%)."""
+    lines = []
+    for part, goals in results.items():
+        if not part.startswith("dobench") or not isinstance(goals, dict):
+            continue
+        for goal, shapes in goals.items():
+            report = EvalReport.model_validate(results["evals"][goal]) if goal in results.get("evals", {}) else None
+            for shape_name, row in shapes.items():
+                if not isinstance(row, dict) or row.get("measured_by") != "graph" or report is None:
+                    continue
+                shape = next(s for s in report.shapes if s.name == shape_name)
+                timed = {"candidate": shape.candidate, **shape.baselines}
+                for name in row["do_bench_runs_ms"]:
+                    graph = timed[name].graph if timed.get(name) is not None else None
+                    if graph is None:
+                        continue
+                    cells = []
+                    for key in GRAPH_SERIES:
+                        values = [v for v in row.get(key, {}).get(name, []) if v is not None]
+                        if not values:
+                            cells.append("-")
+                            continue
+                        us = 1e3 * statistics.median(values)
+                        cells.append(f"{us:.3f} ({100 * (us / (1e3 * graph.median_ms) - 1):+.1f}%)")
+                    eval_us = f"{1e3 * graph.median_ms:.3f}"
+                    lines.append(f"| {part} | {goal} | {shape_name} | {name} | {eval_us} | {' | '.join(cells)} |")
+    if not lines:
+        return []
+    head = " | ".join(f"{label} us" for label in GRAPH_SERIES.values())
+    return [
+        "",
+        "At the shapes the eval timed under CUDA graphs, each callable's time per call (us) in the eval and in each way"
+        " the independent measurement timed it (over the eval's, %):",
+        "",
+        f"| part | goal | shape | callable | eval graph us | {head} |",
+        "| --- | --- | --- | --- | --- |" + " --- |" * len(GRAPH_SERIES),
+        *lines,
+    ]

@@ -414,3 +414,35 @@ def test_under_dobench_workerproc_each_callable_of_a_shape_gets_one_worker_proce
     assert events.count(("times", 9)) == 8 and events[-2:] == [("close",), ("close",)]
     assert out["graph_workerproc"] == {"candidate": [5.0] * 4, "torch_add": [5.0] * 4}
     assert dob.VARIANT_ENV["dobench_workerproc"] == {"JG_CHECK_WORKERPROC": "1"}
+
+
+def test_check_md_sets_every_way_a_graph_was_timed_beside_the_evals_graph_time():
+    """At a graph-timed shape each part's series (the independent graph, the eval's pattern, its lead, its code here
+    and in a worker process) are listed per callable beside the eval's graph time, as medians and as % over it;
+    a shape timed per call is not listed."""
+    load_h200_check()
+    tables = sys.modules["h200_tables"]
+    raw = eval_report("a" * 64, "b" * 64, speedup=1.25) | {"strongest_baseline": {"n16m": "torch_add"}}
+    stats = {"median_ms": 0.01, "iqr_ms": 0.001, "q10_ms": 0.009, "q90_ms": 0.011, "reps": 20, "rel_se_median": 0.01}
+    graph = {"iqm_ms": 0.004, "q10_ms": 0.004, "q90_ms": 0.004, "replays": 18, "calls": 100, "sets": 50}
+    graph |= {"unaccounted_ms": 0.1, "block_ms": 1.0, "fresh_ms": 0.004}
+    raw["shapes"][0] |= {
+        "timed_by": "graph",
+        "candidate": stats | {"graph": graph | {"median_ms": 0.004}},
+        "baselines": {"torch_add": stats | {"graph": graph | {"median_ms": 0.005}}},
+    }
+    row = {
+        "measured_by": "graph",
+        "do_bench_runs_ms": {"candidate": [0.0042, 0.0041, 0.0043, 0.0042], "torch_add": [0.0055] * 4},
+        "graph_workerproc_runs_ms": {"candidate": [0.004] * 4, "torch_add": [0.005, None, 0.005, 0.005]},
+    }
+    results = {"evals": {"axpy": raw}, "dobench_workerproc": {"axpy": {"n16m": row}}, "dobench": {}}
+    lines = tables.graph_table(results)
+    assert (
+        "| dobench_workerproc | axpy | n16m | candidate | 4.000 | 4.200 (+5.0%) | - | - | - | 4.000 (+0.0%) |" in lines
+    )
+    assert (
+        "| dobench_workerproc | axpy | n16m | torch_add | 5.000 | 5.500 (+10.0%) | - | - | - | 5.000 (+0.0%) |" in lines
+    )
+    row["measured_by"] = "do_bench"
+    assert tables.graph_table(results) == []
