@@ -8,11 +8,15 @@ one plain process, rope's 8b decode and softmax's bs64 shapes, the solution and 
   graph's outputs land elsewhere), its memory released after;
 - `--alive` (`alive`, run 43): eight graphs of each callable captured and kept alive together, timed in turn;
 - `--spin` (`spin_probe`, runs 44-46): one graph timed in turns with 0, 1 or 4 CPU-spinning processes and with and
-  without the NVML sampler in the timed process.
+  without the NVML sampler in the timed process;
+- `--capture` (`capture_probe`, not yet run on a GPU): six graphs of each callable, captured plain, while the NVML
+  sampler runs in the process (run 41's fast `graph_times` captures ran under it, its slow `graph_burst_times`
+  captures did not) or while another process holds 40 GiB of GPU memory (the eval's harness holds its buffers
+  before its workers capture), timed in turn twice.
 
 Each prints one line per time and writes the rows as JSON with --out.
 
-    python eval/offset_probe.py [--alive | --spin] [--out FILE]
+    python eval/offset_probe.py [--alive | --spin | --capture] [--out FILE]
 """
 
 from __future__ import annotations
@@ -34,10 +38,10 @@ PADS = (0, 1 << 18, 1 << 19, 1 << 20, 3 << 19, 1 << 21, 3 << 20, 5 << 20, 7 << 2
 PAGE = 1 << 21
 
 
-def probe(goal_name: str, shape_name: str, base: str) -> list[dict]:
-    import torch
+def graph_inputs(goal_name: str, shape_name: str) -> tuple:
+    """The goal, its known-good kernel, and the shape's graph input sets (seeds 0..K-1, K as the eval picks it),
+    each tensor in an allocation of its own, with the binding that holds them."""
     from h200_dobench import dedicated, known_good
-    from independent_graph import captured, timed_replays
 
     from jg_mcp.eval.graphs import graph_sets
 
@@ -45,6 +49,14 @@ def probe(goal_name: str, shape_name: str, base: str) -> list[dict]:
     shape = next(s for s in goal.goal.shapes if s.name == shape_name)
     n_sets = graph_sets(goal.bytes(shape.dims), 256 << 20)
     binding, own = dedicated([list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in range(n_sets)])
+    return goal, kernel, binding, own
+
+
+def probe(goal_name: str, shape_name: str, base: str) -> list[dict]:
+    import torch
+    from independent_graph import captured, timed_replays
+
+    goal, kernel, binding, own = graph_inputs(goal_name, shape_name)
     rows = []
     for name, fn in (("candidate", kernel), (base, goal.baseline(base))):
         for pad in PADS * 2:
@@ -79,15 +91,9 @@ def alive(goal_name: str, shape_name: str, base: str, count: int = 8, spacer_mb:
     """`count` graphs of each callable captured one after another and all kept alive (each its own memory pool,
     outputs and launch resources), then timed in turn, twice over: does the time belong to the capture?"""
     import torch
-    from h200_dobench import dedicated, known_good
     from independent_graph import captured, timed_replays
 
-    from jg_mcp.eval.graphs import graph_sets
-
-    goal, kernel = known_good(goal_name)
-    shape = next(s for s in goal.goal.shapes if s.name == shape_name)
-    n_sets = graph_sets(goal.bytes(shape.dims), 256 << 20)
-    binding, own = dedicated([list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in range(n_sets)])
+    goal, kernel, binding, own = graph_inputs(goal_name, shape_name)
     rows = []
     for name, fn in (("candidate", kernel), (base, goal.baseline(base))):
         graphs, spacers = [], []
@@ -129,16 +135,11 @@ def spin_probe(goal_name: str, shape_name: str, base: str) -> list[dict]:
     timed process): does the host's idleness or NVML's polling move the GPU's time?"""
     import subprocess
 
-    from h200_dobench import dedicated, known_good
     from independent_graph import captured, timed_replays
 
     from jg_mcp.eval.clocks import device_sampler
-    from jg_mcp.eval.graphs import graph_sets
 
-    goal, kernel = known_good(goal_name)
-    shape = next(s for s in goal.goal.shapes if s.name == shape_name)
-    n_sets = graph_sets(goal.bytes(shape.dims), 256 << 20)
-    binding, own = dedicated([list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in range(n_sets)])
+    goal, kernel, binding, own = graph_inputs(goal_name, shape_name)
     rows = []
     for name, fn in (("candidate", kernel), (base, goal.baseline(base))):
         graph, n, kept = captured(fn, own, keep=True)
@@ -159,13 +160,67 @@ def spin_probe(goal_name: str, shape_name: str, base: str) -> list[dict]:
     return rows
 
 
+HOLDER = (
+    "import sys, time, torch\n"
+    "x = torch.empty(int(sys.argv[1]) << 30, dtype=torch.uint8, device='cuda')\n"
+    "x.zero_(); torch.cuda.synchronize(); print('ready', flush=True); time.sleep(900)\n"
+)
+"""Another process holding N GiB of GPU memory, written once, until it is killed."""
+
+
+def capture_probe(goal_name: str, shape_name: str, base: str, held_gb: int = 40) -> list[dict]:
+    """Each callable's graph captured six times in one process under three conditions (plain; while the NVML
+    sampler runs here; while another process holds `held_gb` GiB of GPU memory, let go before any timing), all kept
+    alive and timed in turn twice: is the state a graph runs in decided when it is captured, and by what?"""
+    import subprocess
+
+    import torch
+    from independent_graph import captured, timed_replays
+
+    from jg_mcp.eval.clocks import device_sampler
+
+    goal, kernel, binding, own = graph_inputs(goal_name, shape_name)
+    rows = []
+    for name, fn in (("candidate", kernel), (base, goal.baseline(base))):
+        graphs = []
+        for condition in ("plain", "sampled", "held", "plain", "held", "sampled"):
+            holder = None
+            if condition == "held":
+                holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(held_gb)], stdout=subprocess.PIPE)
+                assert holder.stdout is not None and holder.stdout.readline().strip() == b"ready"
+            with device_sampler("cuda") if condition == "sampled" else contextlib.nullcontext():
+                graphs.append((condition, *captured(fn, own, keep=True)))
+            if holder is not None:
+                holder.kill()
+                holder.wait()
+        for turn in range(2):
+            for i, (condition, graph, n, _kept) in enumerate(graphs):
+                for _ in range(50):
+                    graph.replay()
+                us = 1e3 * statistics.median(t / n for t in timed_replays(graph, 100))
+                rows.append(
+                    {"goal": goal_name, "callable": name, "graph": i, "captured": condition, "turn": turn, "us": us}
+                )
+                print(
+                    f"{goal_name:8s} {name:10s} graph {i} captured {condition:8s} turn {turn} {us:7.3f} us", flush=True
+                )
+        del graphs
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    binding.free()
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
     parser.add_argument("--alive", action="store_true", help="graphs kept alive together (`alive`), not `probe`")
     parser.add_argument("--spin", action="store_true", help="one graph timed with and without a CPU spinner")
+    parser.add_argument("--capture", action="store_true", help="graphs captured under three conditions")
     args = parser.parse_args()
-    if args.spin:
+    if args.capture:
+        rows = capture_probe(*CASES[0]) + capture_probe(*CASES[1])
+    elif args.spin:
         rows = spin_probe(*CASES[0]) + spin_probe(*CASES[1])
     elif args.alive:
         rows = [row for case in CASES[:1] for mb in (0, 1024) for row in alive(*case, spacer_mb=mb)]
