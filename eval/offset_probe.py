@@ -9,7 +9,7 @@ one plain process, rope's 8b decode and softmax's bs64 shapes, the solution and 
 - `--alive` (`alive`, run 43): eight graphs of each callable captured and kept alive together, timed in turn;
 - `--spin` (`spin_probe`, runs 44-46): one graph timed in turns with 0, 1 or 4 CPU-spinning processes and with and
   without the NVML sampler in the timed process;
-- `--capture` (`capture_probe`, not yet run on a GPU): six graphs of each callable, captured plain, while the NVML
+- `--capture` (`capture_probe`, run 47): six graphs of each callable, captured plain, while the NVML
   sampler runs in the process (run 41's fast `graph_times` captures ran under it, its slow `graph_burst_times`
   captures did not) or while another process holds 40 GiB of GPU memory (the eval's harness holds its buffers
   before its workers capture), timed in turn twice.
