@@ -31,6 +31,19 @@ def worker_state() -> tuple[Any, Any]:
     return recorder, Guard.capture(torch, {"worker_commands": worker_commands, "channel": channel})
 
 
+def eval_pattern(n_sets: int, lead: int, rounds: int, replays: int) -> list[tuple[Any, bool]]:
+    """The graph messages the eval sends one callable at a shape (jg_mcp/eval/graphs.py), each with whether its
+    times are kept: the capture (one replay), then `rounds` of a lead of `lead` untimed replays and `replays` timed
+    ones, every call of the graph on the next of `n_sets` input sets."""
+    from jg_mcp.eval.graphs import graph_calls
+    from jg_mcp.eval.messages import Graph
+    from jg_mcp.eval.sizing import rotation
+
+    order = rotation(graph_calls(n_sets, 64), n_sets)
+    steps = [(1, False)] + [step for _ in range(rounds) for step in ((lead, False), (replays, True))]
+    return [(Graph(fn="fn", inputs="gin", sets=order, replays=count, ring=None), timed) for count, timed in steps]
+
+
 def eval_code_graph_times(
     fn, sets: list[list], lead: int, rounds: int = 6, replays: int = 3, gap_ms: float = 1.0, device: str = "cuda"
 ) -> list[float]:
@@ -39,9 +52,6 @@ def eval_code_graph_times(
     (`device`), the worker's stand-in: the same calls one by one, timed by the thread's CPU clock."""
     import torch
 
-    from jg_mcp.eval.graphs import graph_calls
-    from jg_mcp.eval.messages import Graph
-    from jg_mcp.eval.sizing import rotation
     from jg_mcp.eval.worker_commands import Worker
 
     recorder, guard = worker_state()
@@ -51,10 +61,9 @@ def eval_code_graph_times(
     worker.sync = guard.watched["torch.cuda.synchronize"] if device == "cuda" else (lambda: None)
     worker.graphs, worker.send = {}, replies.append
     worker.bound, worker.fns = {"gin": SimpleNamespace(groups=sets)}, {"fn": fn}
-    order = rotation(graph_calls(len(sets), 64), len(sets))
     times: list[float] = []
-    for count, timed in [(1, False)] + [step for _ in range(rounds) for step in ((lead, False), (replays, True))]:
-        worker.graph(Graph(fn="fn", inputs="gin", sets=order, replays=count, ring=None))
+    for message, timed in eval_pattern(len(sets), lead, rounds, replays):
+        worker.graph(message)
         done = replies.pop()
         if done.error is not None:
             print(f"eval-code graph failed: {done.error}", file=sys.stderr, flush=True)

@@ -21,7 +21,7 @@ CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 class WorkerGraph:
     """One worker process importing `module` for its callable `function`, with `sets` bound as the graph's inputs
-        (each tensor in a buffer of its own, shared with the worker as the harness shares its buffers). On the CPU
+    (each tensor in a buffer of its own, shared with the worker as the harness shares its buffers). On the CPU
     (`device`) the worker's stand-in runs the graph's calls one by one."""
 
     def __init__(self, module: Path, function: str, sets: list[list], device: str = "cuda"):
@@ -43,15 +43,15 @@ class WorkerGraph:
         self.n_sets = len(sets)
 
     def times(self, lead: int, rounds: int = 6, replays: int = 3) -> list[float]:
-        """Per-call device times (ms) of the timed replays, as eval/eval_code_graph.py's in this process."""
-        from jg_mcp.eval.graphs import graph_calls
-        from jg_mcp.eval.messages import BlockDone, Graph
-        from jg_mcp.eval.sizing import rotation
+        """Per-call device times (ms) of the timed replays of the eval's pattern (eval/eval_code_graph.py's
+        `eval_pattern`; the gap between lead and timed replays is the message's round trip, as in the eval)."""
+        from eval_code_graph import eval_pattern
 
-        order = rotation(graph_calls(self.n_sets, 64), self.n_sets)
+        from jg_mcp.eval.messages import BlockDone
+
         times: list[float] = []
-        for count, timed in [(1, False)] + [step for _ in range(rounds) for step in ((lead, False), (replays, True))]:
-            self.proc.send(Graph(fn="fn", inputs="gin", sets=order, replays=count, ring=None))
+        for message, timed in eval_pattern(self.n_sets, lead, rounds, replays):
+            self.proc.send(message)
             done: Any = self.proc.recv()
             if not isinstance(done, BlockDone) or done.error is not None:
                 raise RuntimeError(f"the worker's graph failed: {getattr(done, 'error', done)}")
