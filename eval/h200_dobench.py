@@ -107,10 +107,11 @@ def known_good(goal_name: str) -> tuple[Any, Any]:
     from jg_mcp.goals import load_goal
 
     goal = load_goal(REPO / "goals" / f"{goal_name}.yaml")
-    spec = importlib.util.spec_from_file_location("solution", REPO / "eval" / "solutions" / goal_name / "solution.py")
+    path, function = module_of(goal_name, goal, "candidate")
+    spec = importlib.util.spec_from_file_location("solution", path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return goal, getattr(module, goal.goal.solution.function)
+    return goal, getattr(module, function)
 
 
 def dobench_one(
@@ -166,8 +167,8 @@ def dobench_one(
                 out[shape.name].setdefault("graph_burst", {}).setdefault(name, []).append(
                     statistics.median(graph_burst_times(fns[name], own))
                 )
+            lead = shapes[shape.name].get("graph_lead", 10)
             if graph_seeds and os.environ.get("JG_CHECK_EVALCODE"):  # the eval's code, this process
-                lead = shapes[shape.name].get("graph_lead", 10)
                 evalcode = eval_code_graph_times(fns[name], own, lead)
                 out[shape.name].setdefault("graph_evalcode", {}).setdefault(name, []).append(
                     statistics.median(evalcode) if evalcode else None
@@ -178,7 +179,6 @@ def dobench_one(
             if graph_seeds and os.environ.get("JG_CHECK_WORKERPROC"):  # the eval's code, a worker's process
                 if name not in workers:
                     workers[name] = WorkerGraph(*module_of(goal_name, goal, name), own)
-                lead = shapes[shape.name].get("graph_lead", 10)
                 out[shape.name].setdefault("graph_workerproc", {}).setdefault(name, []).append(
                     statistics.median(workers[name].times(lead))
                 )

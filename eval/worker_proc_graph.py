@@ -12,6 +12,7 @@ fused_add_rmsnorm, every callable.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -65,3 +66,4 @@ class WorkerGraph:
         self.proc.recv()
         self.proc.close()
         self.binding.free()
+        shutil.rmtree(self.work, ignore_errors=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from eval_suite import load_h200_check, load_h200_dobench
@@ -375,6 +376,7 @@ def test_the_part_dobench_workerproc_times_each_graph_in_a_process_started_as_th
     finally:
         worker.close()
     calls = seen.read_text().split()
+    assert not Path(worker.work).exists()
     assert len(times) == 2 * 3 and all(t >= 0 for t in times)
     assert len(calls) == 66 * (1 + 2 * (4 + 3)) and calls[:4] == ["0", "1", "2", "0"]
     assert worker.proc.proc.poll() is not None
