@@ -52,9 +52,18 @@ def graph_inputs(goal_name: str, shape_name: str) -> tuple:
     return goal, kernel, binding, own
 
 
+def steady_us(graph, n: int, count: int) -> float:
+    """Median time per call (us) over `count` timed replays of a graph of `n` calls, after 50 untimed ones."""
+    from independent_graph import timed_replays
+
+    for _ in range(50):
+        graph.replay()
+    return 1e3 * statistics.median(t / n for t in timed_replays(graph, count))
+
+
 def probe(goal_name: str, shape_name: str, base: str) -> list[dict]:
     import torch
-    from independent_graph import captured, timed_replays
+    from independent_graph import captured
 
     goal, kernel, binding, own = graph_inputs(goal_name, shape_name)
     rows = []
@@ -63,16 +72,14 @@ def probe(goal_name: str, shape_name: str, base: str) -> list[dict]:
             spacer = torch.empty(max(pad, 1), dtype=torch.uint8, device="cuda")
             graph, n, kept = captured(fn, own, keep=True)
             first = kept[0][0] if isinstance(kept[0], (tuple, list)) else kept[0]
-            for _ in range(50):
-                graph.replay()
-            times = [t / n for t in timed_replays(graph, 50)]
+            us = steady_us(graph, n, 50)
             rows.append(
                 {
                     "goal": goal_name,
                     "shape": shape_name,
                     "callable": name,
                     "pad": pad,
-                    "us": 1e3 * statistics.median(times),
+                    "us": us,
                     "output_offset": first.data_ptr() % PAGE,
                     "output_gap": first.data_ptr() - own[0][0].data_ptr(),
                     "input_offset": own[0][0].data_ptr() % PAGE,
@@ -91,7 +98,7 @@ def alive(goal_name: str, shape_name: str, base: str, count: int = 8, spacer_mb:
     """`count` graphs of each callable captured one after another and all kept alive (each its own memory pool,
     outputs and launch resources), then timed in turn, twice over: does the time belong to the capture?"""
     import torch
-    from independent_graph import captured, timed_replays
+    from independent_graph import captured
 
     goal, kernel, binding, own = graph_inputs(goal_name, shape_name)
     rows = []
@@ -102,9 +109,7 @@ def alive(goal_name: str, shape_name: str, base: str, count: int = 8, spacer_mb:
             spacers.append(torch.empty(max(1, spacer_mb << 20), dtype=torch.uint8, device="cuda"))
         for turn in range(2):
             for i, (graph, n, kept) in enumerate(graphs):
-                for _ in range(50):
-                    graph.replay()
-                us = 1e3 * statistics.median(t / n for t in timed_replays(graph, 50))
+                us = steady_us(graph, n, 50)
                 first = kept[0][0] if isinstance(kept[0], (tuple, list)) else kept[0]
                 rows.append(
                     {
@@ -135,7 +140,7 @@ def spin_probe(goal_name: str, shape_name: str, base: str) -> list[dict]:
     timed process): does the host's idleness or NVML's polling move the GPU's time?"""
     import subprocess
 
-    from independent_graph import captured, timed_replays
+    from independent_graph import captured
 
     from jg_mcp.eval.clocks import device_sampler
 
@@ -147,9 +152,7 @@ def spin_probe(goal_name: str, shape_name: str, base: str) -> list[dict]:
             busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(spinners)]
             time.sleep(0.3)
             with device_sampler("cuda") if sampled else contextlib.nullcontext():
-                for _ in range(50):
-                    graph.replay()
-                us = 1e3 * statistics.median(t / n for t in timed_replays(graph, 100))
+                us = steady_us(graph, n, 100)
             for p in busy:
                 p.kill()
                 p.wait()
@@ -175,7 +178,7 @@ def capture_probe(goal_name: str, shape_name: str, base: str, held_gb: int = 40)
     import subprocess
 
     import torch
-    from independent_graph import captured, timed_replays
+    from independent_graph import captured
 
     from jg_mcp.eval.clocks import device_sampler
 
@@ -195,9 +198,7 @@ def capture_probe(goal_name: str, shape_name: str, base: str, held_gb: int = 40)
                 holder.wait()
         for turn in range(2):
             for i, (condition, graph, n, _kept) in enumerate(graphs):
-                for _ in range(50):
-                    graph.replay()
-                us = 1e3 * statistics.median(t / n for t in timed_replays(graph, 100))
+                us = steady_us(graph, n, 100)
                 rows.append(
                     {"goal": goal_name, "callable": name, "graph": i, "captured": condition, "turn": turn, "us": us}
                 )
