@@ -264,31 +264,14 @@ GRAPH_SERIES = {
 def graph_table(results: dict) -> list[str]:
     """At each shape the eval timed under CUDA graphs, per part of the independent measurement and callable: the
     eval's graph time and each series' median (us per call), and each series over the eval's (%)."""
+    reports = {goal: EvalReport.model_validate(raw) for goal, raw in results.get("evals", {}).items()}
     lines = []
     for part, goals in results.items():
-        if not part.startswith("dobench") or not isinstance(goals, dict):
-            continue
-        for goal, shapes in goals.items():
-            report = EvalReport.model_validate(results["evals"][goal]) if goal in results.get("evals", {}) else None
-            for shape_name, row in shapes.items():
-                if not isinstance(row, dict) or row.get("measured_by") != "graph" or report is None:
-                    continue
-                shape = next(s for s in report.shapes if s.name == shape_name)
-                timed = {"candidate": shape.candidate, **shape.baselines}
-                for name in row["do_bench_runs_ms"]:
-                    graph = timed[name].graph if timed.get(name) is not None else None
-                    if graph is None:
-                        continue
-                    cells = []
-                    for key in GRAPH_SERIES:
-                        values = [v for v in row.get(key, {}).get(name, []) if v is not None]
-                        if not values:
-                            cells.append("-")
-                            continue
-                        us = 1e3 * statistics.median(values)
-                        cells.append(f"{us:.3f} ({100 * (us / (1e3 * graph.median_ms) - 1):+.1f}%)")
-                    eval_us = f"{1e3 * graph.median_ms:.3f}"
-                    lines.append(f"| {part} | {goal} | {shape_name} | {name} | {eval_us} | {' | '.join(cells)} |")
+        if part.startswith("dobench") and isinstance(goals, dict):
+            for goal, shapes in goals.items():
+                for shape_name, row in shapes.items():
+                    if goal in reports and isinstance(row, dict) and row.get("measured_by") == "graph":
+                        lines += graph_rows(f"| {part} | {goal} | {shape_name} |", reports[goal], shape_name, row)
     if not lines:
         return []
     head = " | ".join(f"{label} us" for label in GRAPH_SERIES.values())
@@ -301,3 +284,22 @@ def graph_table(results: dict) -> list[str]:
         "| --- | --- | --- | --- | --- |" + " --- |" * len(GRAPH_SERIES),
         *lines,
     ]
+
+
+def graph_rows(lead: str, report: EvalReport, shape_name: str, row: dict) -> list[str]:
+    """One shape's rows of `graph_table`, each callable's after `lead` (its part, goal and shape cells)."""
+    shape = next(s for s in report.shapes if s.name == shape_name)
+    timed = {"candidate": shape.candidate, **shape.baselines}
+    lines = []
+    for name in row["do_bench_runs_ms"]:
+        graph = timed[name].graph if timed.get(name) is not None else None
+        if graph is None:
+            continue
+        eval_us = 1e3 * graph.median_ms
+        cells = []
+        for key in GRAPH_SERIES:
+            values = [v for v in row.get(key, {}).get(name, []) if v is not None]
+            us = 1e3 * statistics.median(values) if values else None
+            cells.append("-" if us is None else f"{us:.3f} ({100 * (us / eval_us - 1):+.1f}%)")
+        lines.append(f"{lead} {name} | {eval_us:.3f} | {' | '.join(cells)} |")
+    return lines
