@@ -62,6 +62,7 @@ VARIANT_ENV = {
     "dobench_lean": {"JG_CHECK_LEAN": "1"},
     "dobench_evalcode": {"JG_CHECK_EVALCODE": "1"},
     "dobench_workerproc": {"JG_CHECK_WORKERPROC": "1"},
+    "dobench_primed": {"JG_CHECK_PRIMED": "1"},
 }
 """Parts that measure do_bench again with one thing varied (not run unless named), each by its process's
 environment: `dobench_mapped` times the independent graphs on input sets another process holds, mapped as the
@@ -73,8 +74,9 @@ from the seeds once the graph's copies of them are made (a worker holds only the
 (eval/eval_code_graph.py), beside the independent graph in the same process, and the independent graph with the
 eval's lead (as many replays as the eval ran before each timed block, `graph_burst_evallead`);
 `dobench_workerproc` also times each graph in a worker process started as the eval starts its workers
-(eval/worker_proc_graph.py), its inputs mapped from this process. Each measures only the shapes the eval timed
-under CUDA graphs (what they vary is the graph gap)."""
+(eval/worker_proc_graph.py), its inputs mapped from this process; `dobench_primed` has a worker process run each
+callable's graph once (`prime`) before this process times its own, and nothing else differs. Each measures only
+the shapes the eval timed under CUDA graphs (what they vary is the graph gap)."""
 DOBENCH_ROUNDS = 2
 """Rounds of do_bench per shape, each solution, baseline, baseline, solution. One round (run 23) let one of its two
 measurements decide: at rope's 9 us decode shape the compiled baseline took 0.00896 then 0.01040 ms in one
@@ -148,6 +150,9 @@ def dobench_one(
             torch.cuda.empty_cache()
         fns = {name: kernel if name == "candidate" else goal.baseline(base) for name in dict.fromkeys(calls)}
         workers: dict[str, Any] = {}
+        lead = shapes[shape.name].get("graph_lead", 10)
+        if graph_seeds and os.environ.get("JG_CHECK_PRIMED"):
+            prime(goal_name, goal, list(fns), own, lead)
         out[shape.name] = {"median": {name: [] for name in fns}, "iqm": {name: [] for name in fns}}
         out[shape.name] |= {"mhz": {name: [] for name in fns}}
         for name in calls:
@@ -167,7 +172,6 @@ def dobench_one(
                 out[shape.name].setdefault("graph_burst", {}).setdefault(name, []).append(
                     statistics.median(graph_burst_times(fns[name], own))
                 )
-            lead = shapes[shape.name].get("graph_lead", 10)
             if graph_seeds and os.environ.get("JG_CHECK_EVALCODE"):  # the eval's code, this process
                 evalcode = eval_code_graph_times(fns[name], own, lead)
                 out[shape.name].setdefault("graph_evalcode", {}).setdefault(name, []).append(
@@ -189,6 +193,21 @@ def dobench_one(
         del sets, own
         torch.cuda.empty_cache()
     return out
+
+
+def prime(goal_name: str, goal: Any, names: list[str], sets: list[list], lead: int) -> None:
+    """Have a worker process, started as the eval starts its workers, run each callable's graph on `sets` in the
+    eval's pattern (its times unused), then end it. On the H200 (run 51, eval/state_probe.py) a plain process ran
+    rope's compiled baseline's graph in the slow state (5.58 us per call) unless a worker process had run that
+    graph before it (4.85 us, the eval's state); another process merely started, alive or gone, did not do it."""
+    from worker_proc_graph import WorkerGraph
+
+    for name in names:
+        worker = WorkerGraph(*module_of(goal_name, goal, name), sets)
+        try:
+            worker.times(lead)
+        finally:
+            worker.close()
 
 
 def module_of(goal_name: str, goal: Any, name: str) -> tuple[Path, str]:

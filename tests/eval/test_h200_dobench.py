@@ -448,3 +448,50 @@ def test_check_md_sets_every_way_a_graph_was_timed_beside_the_evals_graph_time()
     )
     row["measured_by"] = "do_bench"
     assert tables.graph_table(results) == []
+
+
+def test_under_dobench_primed_a_worker_process_runs_each_graph_before_this_process_times_its_own(monkeypatch):
+    """JG_CHECK_PRIMED: at a graph-timed shape, one worker process per callable runs its graph with the eval's lead
+    and is closed, all before the first independent graph; a shape timed per call is not primed."""
+    dob = load_h200_dobench()  # puts eval/ on the path
+    import independent_graph
+    import worker_proc_graph
+
+    known_good_recording_seeds(dob, monkeypatch)
+    events: list[tuple] = []
+
+    class Fake:
+        def __init__(self, module, function, sets):
+            events.append(("start", function))
+
+        def times(self, lead):
+            events.append(("times", lead))
+            return [5.0]
+
+        def close(self):
+            events.append(("close",))
+
+    def graph_times(fn, sets, keep=False):
+        events.append(("graph",))
+        return [2.0]
+
+    monkeypatch.setattr(worker_proc_graph, "WorkerGraph", Fake)
+    monkeypatch.setattr(dob, "module_of", lambda goal_name, goal, name: ("m.py", name))
+    monkeypatch.setattr(dob, "dedicated", lambda sets: (None, sets))
+    monkeypatch.setattr(dob, "device_sampler", lambda device: None)
+    monkeypatch.setattr(independent_graph, "graph_times", graph_times)
+    monkeypatch.setattr(independent_graph, "graph_burst_times", lambda fn, sets: [1.0])
+    monkeypatch.setenv("JG_CHECK_PRIMED", "1")
+    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3, "graph_seeds": [4], "graph_lead": 9}}
+    out = dob.dobench_one("axpy", plan)["n16m"]
+    primed = [("start", "candidate"), ("times", 9), ("close",), ("start", "torch_add"), ("times", 9), ("close",)]
+    assert events[:6] == primed and events[6:] == [("graph",)] * 8
+    assert out["median"] == {"candidate": [2.0] * 4, "torch_add": [2.0] * 4} and "graph_workerproc" not in out
+    events.clear()
+    import jg_mcp.eval.worker_commands as commands
+
+    monkeypatch.setattr(commands, "padded_do_bench", lambda fn, sets, pad: [3.0])
+    per_call = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3}}
+    assert dob.dobench_one("axpy", per_call)["n16m"]["median"]["candidate"] == [3.0] * 4
+    assert events == []
+    assert dob.VARIANT_ENV["dobench_primed"] == {"JG_CHECK_PRIMED": "1"}

@@ -1,0 +1,454 @@
+"""What decides the state a CUDA graph runs in (GPU only; eval/results/h200/check.md, stops 34-35). A graph of the
+same calls takes one of two times per call, ~0.3-0.7 us apart at rope's 8b decode shape, and keeps it while it lives
+(eval/offset_probe.py ruled out placement, CPU load, NVML and the capture's conditions). This probe starts several
+fresh processes on one machine, one after another, and in each:
+
+- reports what is loaded into it that could instrument kernels (a CUDA injection library, CUPTI, LD_PRELOAD);
+- times graphs of 64 calls of two trivial one-block kernels (torch's `add`, a Triton kernel that stores one value)
+  at checkpoints of the process's life (after CUDA starts, after torch.compile's modules are imported, after rope's
+  baselines are compiled and called, at the end), new graphs at each and the earlier ones again: does a process
+  change state, and does a graph keep its own?
+- times each of rope's 8b decode callables (the solution, the compiled baseline) in two graphs, each five ways: as
+  torch replays it, replayed on another stream, after `cuGraphUpload` to the timing stream, and instantiated again
+  by the driver from the same graph (plain, then uploaded): is the state in the executable graph, its upload, or
+  the kernels?
+
+Run 48 (six processes, all plain or with one CUDA variable, `ENVS`) found every graph slow, every way, while the
+eval's workers on that machine timed rope fast in run 49. `--starts` (run 50) therefore runs the same child started
+in other ways, beside the eval itself, on one machine (`STARTS`):
+
+- `plain`: the child as above; `session`: started as the eval starts a worker (a new session, stdin from /dev/null,
+  `-X faulthandler`, another working directory), with the host's environment; `cleared`: the same with the
+  environment the eval gives its workers;
+- `workerproc`: a process holding rope's inputs that starts a real worker process (eval/worker_proc_graph.py) for
+  each callable and has it time its graph in the eval's pattern, beside its own graph of the same calls;
+- `eval`: the eval itself (`evaluate`, rope's known-good solution, only the 8b decode shape): its graph times.
+
+Prints one line per process and callable and writes every time as JSON with --out.
+
+    python eval/state_probe.py [--out FILE] [--procs N] [--starts plain,eval,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "eval"))
+
+CASE = ("rope", "llama3_8b_decode_bs256", "compiled")
+ENVS = (
+    ("plain", {}),
+    ("plain", {}),
+    ("eager_loading", {"CUDA_MODULE_LOADING": "EAGER"}),
+    ("plain", {}),
+    ("one_connection", {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}),
+    ("plain", {}),
+)
+"""Each process's name and what its environment adds."""
+STARTS = ("plain", "eval", "workerproc", "session", "cleared", "plain", "eval", "workerproc")
+"""The order `--starts` runs its processes in by default: each way twice or more, interleaved."""
+PRELUDE_ORDER = (
+    "none",
+    "peer_alive",
+    "peer_gone",
+    "worker_started",
+    "worker_bound",
+    "none",
+    "peer_alive",
+    "worker_bound",
+)
+"""The order `--preludes` runs its children in by default (run 51)."""
+WATCHED = ("CUDA_INJECTION64_PATH", "LD_PRELOAD", "CUDA_MODULE_LOADING", "CUDA_DEVICE_MAX_CONNECTIONS")
+INSTRUMENTS = ("cupti", "inject", "nvtx", "nsys", "tracer")
+"""Substrings of a mapped library's name that could mean something instruments the kernels."""
+
+
+def loaded() -> dict:
+    """The environment variables of WATCHED that are set, and the mapped libraries whose name has an INSTRUMENTS
+    substring."""
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    libs = sorted({line.split()[-1] for line in maps if any(s in line.rsplit("/", 1)[-1] for s in INSTRUMENTS)})
+    return {"env": {k: os.environ[k] for k in WATCHED if k in os.environ}, "libs": libs}
+
+
+class Driver:
+    """The few driver calls this probe needs (libcuda), on executable graphs torch made or it makes itself."""
+
+    def __init__(self) -> None:
+        self.lib = ctypes.CDLL("libcuda.so.1")
+
+    def check(self, result: int, what: str) -> None:
+        if result != 0:
+            raise RuntimeError(f"{what}: CUresult {result}")
+
+    def upload(self, exec_handle: int, stream: int) -> None:
+        self.check(self.lib.cuGraphUpload(ctypes.c_void_p(exec_handle), ctypes.c_void_p(stream)), "cuGraphUpload")
+
+    def instantiate(self, graph_handle: int) -> int:
+        out = ctypes.c_void_p()
+        made = self.lib.cuGraphInstantiateWithFlags(
+            ctypes.byref(out), ctypes.c_void_p(graph_handle), ctypes.c_ulonglong(0)
+        )
+        self.check(made, "cuGraphInstantiateWithFlags")
+        return int(out.value or 0)
+
+    def destroy(self, exec_handle: int) -> None:
+        self.check(self.lib.cuGraphExecDestroy(ctypes.c_void_p(exec_handle)), "cuGraphExecDestroy")
+
+    def launch(self, exec_handle: int, stream: int) -> None:
+        self.check(self.lib.cuGraphLaunch(ctypes.c_void_p(exec_handle), ctypes.c_void_p(stream)), "cuGraphLaunch")
+
+
+class Launched:
+    """An executable graph the driver instantiated, replayed on torch's current stream."""
+
+    def __init__(self, driver: Driver, handle: int) -> None:
+        self.driver, self.handle = driver, handle
+
+    def replay(self) -> None:
+        import torch
+
+        self.driver.launch(self.handle, torch.cuda.current_stream().cuda_stream)
+
+
+def capture(fn, sets: list[list]):
+    """A graph of n calls rotating over `sets` (n: the smallest multiple of their count from 64, as in the eval's
+    graphs; warmed on a side stream), kept for the driver to instantiate again, n, and the calls' outputs."""
+    import math
+
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for s in sets:
+            fn(*s)
+    torch.cuda.current_stream().wait_stream(side)
+    try:
+        graph = torch.cuda.CUDAGraph(keep_graph=True)
+    except TypeError:  # a torch without keep_graph: the driver's ways are then skipped
+        graph = torch.cuda.CUDAGraph()
+    kept, n = [], len(sets) * math.ceil(64 / len(sets))
+    with torch.cuda.graph(graph):
+        for i in range(n):
+            kept.append(fn(*sets[i % len(sets)]))
+    if hasattr(graph, "instantiate"):
+        graph.instantiate()
+    return graph, n, kept
+
+
+def driver_ways(driver: Driver, graph, n: int, stream: int) -> dict[str, float]:
+    """A torch graph timed after `cuGraphUpload` to `stream`, then instantiated again by the driver from the same
+    graph (plain, then uploaded), then torch's again."""
+    import torch
+    from offset_probe import steady_us
+
+    ways = {}
+    driver.upload(graph.raw_cuda_graph_exec(), stream)
+    ways["uploaded"] = steady_us(graph, n, 100)
+    again = Launched(driver, driver.instantiate(graph.raw_cuda_graph()))
+    ways["instantiated_again"] = steady_us(again, n, 100)
+    driver.upload(again.handle, stream)
+    ways["instantiated_uploaded"] = steady_us(again, n, 100)
+    ways["replay_after"] = steady_us(graph, n, 100)
+    torch.cuda.synchronize()
+    driver.destroy(again.handle)
+    return ways
+
+
+def trivial_kernels() -> dict:
+    """Two one-block kernels, each as a callable of one small tensor: torch's own and a Triton one."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def store_one(out_ptr):
+        tl.store(out_ptr + tl.program_id(0), 1.0)
+
+    def triton_one(x):
+        out = torch.empty_like(x)
+        store_one[(1,)](out)
+        return out
+
+    return {"torch_add": lambda x: x + 1, "triton_store": triton_one}
+
+
+def child(name: str) -> list[dict]:
+    """This process's rows: its instrumentation, trivial graphs at each checkpoint, rope's graphs five ways."""
+    import torch
+    from offset_probe import graph_inputs, steady_us
+
+    rows: list[dict] = []
+    torch.zeros(1, device="cuda")
+    small = [[torch.zeros(256, device="cuda")] for _ in range(4)]
+    trivial, alive = trivial_kernels(), []
+
+    def checkpoint(point: str) -> None:
+        for kernel, fn in trivial.items():
+            alive.append((point, kernel, *capture(fn, small)))
+        for made_at, kernel, graph, n, _kept in alive:
+            us = steady_us(graph, n, 100)
+            rows.append({"proc": name, "point": point, "callable": kernel, "captured_at": made_at, "us": us})
+
+    checkpoint("cuda_started")
+    import torch._dynamo  # noqa: F401
+    import torch._inductor.compile_fx  # noqa: F401
+
+    checkpoint("compile_imported")
+    goal, kernel, binding, own = graph_inputs(CASE[0], CASE[1])
+    fns = {"candidate": kernel, CASE[2]: goal.baseline(CASE[2])}
+    for fn in fns.values():
+        fn(*own[0])
+    torch.cuda.synchronize()
+    checkpoint("baselines_called")
+    driver, other = Driver(), torch.cuda.Stream()
+    for callable_name, fn in fns.items():
+        for copy in range(2):
+            graph, n, kept = capture(fn, own)
+            stream = torch.cuda.current_stream().cuda_stream
+            ways = {"replay": steady_us(graph, n, 100)}
+            with torch.cuda.stream(other):
+                ways["other_stream"] = steady_us(graph, n, 100)
+            try:
+                ways |= driver_ways(driver, graph, n, stream)
+            except (AttributeError, RuntimeError) as exc:  # an older torch, or a driver call that failed
+                rows.append({"proc": name, "point": "rope", "callable": callable_name, "error": repr(exc)})
+            for way, us in ways.items():
+                rows.append(
+                    {"proc": name, "point": "rope", "callable": callable_name, "copy": copy, "way": way, "us": us}
+                )
+            del graph, kept
+    checkpoint("end")
+    binding.free()
+    return rows
+
+
+def worker_child(name: str) -> list[dict]:
+    """rope's two callables timed by real worker processes in the eval's pattern, each beside this process's own
+    graph of the same calls."""
+    import torch
+    from h200_dobench import module_of
+    from offset_probe import graph_inputs, steady_us
+    from worker_proc_graph import WorkerGraph
+
+    goal, kernel, binding, own = graph_inputs(CASE[0], CASE[1])
+    rows = []
+    for callable_name, fn in (("candidate", kernel), (CASE[2], goal.baseline(CASE[2]))):
+        worker = WorkerGraph(*module_of(CASE[0], goal, callable_name), own)
+        try:
+            worker_us = 1e3 * statistics.median(worker.times(lead=40))
+        finally:
+            worker.close()
+        graph, n, kept = capture(fn, own)
+        for way, us in (("worker_process", worker_us), ("replay", steady_us(graph, n, 100))):
+            rows.append({"proc": name, "point": "rope", "callable": callable_name, "copy": 0, "way": way, "us": us})
+        del graph, kept
+        torch.cuda.synchronize()
+    binding.free()
+    return rows
+
+
+PEER = (
+    "import sys, torch\n"
+    "torch.zeros(1, device='cuda'); torch.cuda.synchronize(); print('ready', flush=True); sys.stdin.read()\n"
+)
+"""Another process with a CUDA context of its own and nothing else, until its stdin closes."""
+PRELUDES = ("none", "peer_alive", "peer_gone", "worker_started", "worker_bound")
+"""What a `--prelude` child does before it captures: nothing; start a PEER kept alive while it captures and times;
+start a PEER and end it; start a real worker process (the eval's, for rope's baselines) and end it; the same with
+this process's input sets bound to it (mapped by the worker, as the harness's are) before it ends."""
+
+
+def prelude_child(tag: str) -> list[dict]:
+    """rope's two callables captured and timed in this process after its prelude (`TAG:PRELUDE`, PRELUDES)."""
+    import torch
+    from h200_dobench import module_of
+    from offset_probe import graph_inputs, steady_us
+    from worker_proc_graph import WorkerGraph
+
+    from jg_mcp.eval.messages import Ready, Setup
+    from jg_mcp.eval.process import WorkerProcess
+
+    name, prelude = tag.rsplit(":", 1)
+    goal, kernel, binding, own = graph_inputs(CASE[0], CASE[1])
+    fns = {"candidate": kernel, CASE[2]: goal.baseline(CASE[2])}
+    for fn in fns.values():
+        fn(*own[0])
+    torch.cuda.synchronize()
+    peer = None
+    if prelude in ("peer_alive", "peer_gone"):
+        peer = subprocess.Popen([sys.executable, "-c", PEER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert peer.stdout is not None and peer.stdout.readline().strip() == b"ready"
+        if prelude == "peer_gone":
+            peer.kill()
+            peer.wait()
+            peer = None
+    elif prelude == "worker_started":
+        work = Path(tempfile.mkdtemp(prefix="jg-state-worker-"))
+        proc = WorkerProcess("baseline", work, False, "jg-check", 300, "cuda", None)
+        module, function = module_of(CASE[0], goal, CASE[2])
+        proc.start(Setup(role="baseline", device="cuda", module=str(module), functions={"fn": function}))
+        if not isinstance(ready := proc.recv(), Ready):
+            raise RuntimeError(f"the worker process did not start: {ready}")
+        proc.close()
+    elif prelude == "worker_bound":
+        WorkerGraph(*module_of(CASE[0], goal, CASE[2]), own).close()
+    rows = []
+    for callable_name, fn in fns.items():
+        graph, n, kept = capture(fn, own)
+        us = steady_us(graph, n, 100)
+        rows.append({"proc": name, "point": "rope", "callable": callable_name, "copy": 0, "way": prelude, "us": us})
+        del graph, kept
+    if peer is not None:
+        peer.kill()
+        peer.wait()
+    binding.free()
+    return rows
+
+
+def eval_child(name: str) -> list[dict]:
+    """The eval of rope's known-good solution at CASE's shape alone: each callable's graph time, as its report
+    gives it."""
+    from h200_check import run_eval
+
+    report = run_eval(REPO / "eval" / "solutions" / CASE[0] / "solution.py", CASE[0], shapes="timed", only=[CASE[1]])
+    shape = next(s for s in report.shapes if s.name == CASE[1])
+    timed = {"candidate": shape.candidate, **shape.baselines}
+    return [
+        {"proc": name, "point": "rope", "callable": n, "copy": 0, "way": "eval", "us": 1e3 * t.graph.median_ms}
+        for n, t in timed.items()
+        if t is not None and t.graph is not None
+    ] + [{"proc": name, "point": "eval", "accepted": report.accepted, "reasons": list(report.reasons)}]
+
+
+def launch(start: str, tag: str, cache: Path) -> subprocess.CompletedProcess:
+    """One child process started the `start` way (STARTS), its compile caches at `cache`."""
+    from h200_dobench import cleared_env
+
+    from jg_mcp.eval.compile_cache import baseline_env
+
+    mode = {"eval": "--eval-child", "workerproc": "--worker-child"}.get(start, "--child")
+    argv = [sys.executable, __file__, mode, tag]
+    if start in PRELUDES:
+        argv = [sys.executable, __file__, "--prelude-child", f"{tag}:{start}"]
+    if start in ("plain", "eval", "workerproc", *PRELUDES):
+        return subprocess.run(argv, env=os.environ | baseline_env(cache), capture_output=True, text=True)
+    env = cleared_env() if start == "cleared" else dict(os.environ)
+    env |= baseline_env(cache) | {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PYTHONUNBUFFERED": "1"}
+    home = tempfile.mkdtemp(prefix="jg-state-home-")
+    argv = [sys.executable, "-X", "faulthandler", *argv[1:]]
+    return subprocess.run(
+        argv, env=env, cwd=home, stdin=subprocess.DEVNULL, capture_output=True, text=True, start_new_session=True
+    )
+
+
+def summary(rows: list[dict]) -> list[str]:
+    """One line per process and callable: the trivial graphs' times (first and last checkpoint, each graph's range)
+    and rope's, each way."""
+    lines = []
+    for proc in dict.fromkeys(r["proc"] for r in rows):
+        mine = [r for r in rows if r["proc"] == proc]
+        for kernel in ("torch_add", "triton_store"):
+            at: dict[str, list[float]] = {}
+            for r in mine:
+                if r.get("callable") == kernel:
+                    at.setdefault(r["point"], []).append(r["us"])
+            if at:
+                lines.append(
+                    f"{proc:18s} {kernel:13s} " + "  ".join(f"{p} {min(v):.3f}-{max(v):.3f}" for p, v in at.items())
+                )
+        for callable_name in dict.fromkeys(r["callable"] for r in mine if r["point"] == "rope" and "us" in r):
+            ways = [r for r in mine if r["point"] == "rope" and r["callable"] == callable_name and "us" in r]
+            lines.append(
+                f"{proc:18s} {callable_name:13s} " + " ".join(f"{r['way']}#{r['copy']} {r['us']:.3f}" for r in ways)
+            )
+    return lines
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown: per process and way rope was timed there (torch's replay, the eval's, a worker process's, after
+    a prelude), the median time per call of each callable's graphs (us)."""
+    ways = ("replay", "eval", "worker_process", *PRELUDES)
+    timed = [r for r in rows if r.get("point") == "rope" and r.get("way") in ways and "us" in r]
+    callables = list(dict.fromkeys(r["callable"] for r in timed if r["callable"] in ("candidate", CASE[2])))
+    lines = [
+        f"| process | timed by | {' | '.join(f'{c} us' for c in callables)} |",
+        "|" + " --- |" * (2 + len(callables)),
+    ]
+    for proc, way in dict.fromkeys((r["proc"], r["way"]) for r in timed):
+        cells = []
+        for c in callables:
+            us = [r["us"] for r in timed if (r["proc"], r["way"], r["callable"]) == (proc, way, c)]
+            cells.append(f"{statistics.median(us):.3f}" if us else "-")
+        lines.append(f"| {proc} | {way} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--procs", type=int, default=len(ENVS))
+    parser.add_argument("--starts", nargs="?", const=",".join(STARTS), help="start the processes these ways")
+    parser.add_argument(
+        "--preludes", nargs="?", const=",".join(PRELUDE_ORDER), help="children that capture after these preludes"
+    )
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--prelude-child", help=argparse.SUPPRESS)
+    parser.add_argument("--eval-child", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    children = ((args.child, child), (args.eval_child, eval_child), (args.worker_child, worker_child))
+    for tag, run in (*children, (args.prelude_child, prelude_child)):
+        if tag:
+            print(json.dumps({"loaded": loaded(), "rows": run(tag)}), flush=True)
+            return 0
+    ways = args.starts or args.preludes
+    if ways and (unknown := set(ways.split(",")) - set(STARTS) - set(PRELUDES)):
+        parser.error(f"no way named {', '.join(sorted(unknown))} (known: {', '.join({*STARTS, *PRELUDES})})")
+    cache = Path(tempfile.mkdtemp(prefix="jg-state-probe-"))
+    runs = [(f"{i}_{s}", s, {}) for i, s in enumerate(ways.split(","))] if ways else []
+    runs = runs or [(f"{i}_{name}", "plain", extra) for i, (name, extra) in enumerate(ENVS[: args.procs])]
+    rows, facts = [], {}
+    for tag, start, extra in runs:
+        with patched_env(extra):
+            done = launch(start, tag, cache)
+        if done.returncode != 0:
+            print(f"{tag}: exit {done.returncode}\n{done.stderr[-3000:]}", flush=True)
+            facts[tag] = {"exit": done.returncode, "stderr": done.stderr[-3000:]}
+            continue
+        got = json.loads(done.stdout.strip().splitlines()[-1])
+        facts[tag], rows = got["loaded"], rows + got["rows"]
+        print(f"{tag}: loaded {got['loaded']}", flush=True)
+        print("\n".join(summary(got["rows"])), flush=True)
+    print(table(rows), flush=True)
+    if args.out:
+        args.out.write_text(json.dumps({"processes": facts, "rows": rows}, indent=1))
+    return 0
+
+
+@contextlib.contextmanager
+def patched_env(extra: dict[str, str]):
+    """This process's environment with `extra` added while a child starts (run 48's ENVS)."""
+    saved = dict(os.environ)
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
