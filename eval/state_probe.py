@@ -24,9 +24,15 @@ in other ways, beside the eval itself, on one machine (`STARTS`):
   each callable and has it time its graph in the eval's pattern, beside its own graph of the same calls;
 - `eval`: the eval itself (`evaluate`, rope's known-good solution, only the 8b decode shape): its graph times.
 
+Run 50 found the eval and the worker processes fast, and the child that had started a worker fast too, even for
+its own graph captured after the worker ended. `--preludes` (run 51) varies what a child does before it captures
+(PRELUDES): nothing, another CUDA process alive or ended, a worker process started or given its inputs. Only a
+worker process that had run the same graphs put the compiled baseline's graph in the fast state; any other CUDA
+process did it for the solution's (eval/results/h200/check.md, stop 35).
+
 Prints one line per process and callable and writes every time as JSON with --out.
 
-    python eval/state_probe.py [--out FILE] [--procs N] [--starts plain,eval,...]
+    python eval/state_probe.py [--out FILE] [--procs N] [--starts [plain,eval,...]] [--preludes [none,...]]
 """
 
 from __future__ import annotations
@@ -59,16 +65,10 @@ ENVS = (
 STARTS = ("plain", "eval", "workerproc", "session", "cleared", "plain", "eval", "workerproc")
 """The order `--starts` runs its processes in by default: each way twice or more, interleaved."""
 PRELUDE_ORDER = (
-    "none",
-    "peer_alive",
-    "peer_gone",
-    "worker_started",
-    "worker_bound",
-    "none",
-    "peer_alive",
-    "worker_bound",
+    *("none", "peer_alive", "peer_gone", "worker_started", "worker_bound"),
+    *("workerproc", "none", "peer_alive", "worker_bound"),
 )
-"""The order `--preludes` runs its children in by default (run 51)."""
+"""The order `--preludes` runs its children in by default (run 51's; `workerproc` is STARTS's)."""
 WATCHED = ("CUDA_INJECTION64_PATH", "LD_PRELOAD", "CUDA_MODULE_LOADING", "CUDA_DEVICE_MAX_CONNECTIONS")
 INSTRUMENTS = ("cupti", "inject", "nvtx", "nsys", "tracer")
 """Substrings of a mapped library's name that could mean something instruments the kernels."""
