@@ -14,8 +14,11 @@ outputs kept, as in the eval's graphs; warmed up and timed for as long as do_ben
 25 and 100 ms), not do_bench, whose per-call flush and events add microseconds to every call there (`measured_by`
 says which). Until run 29 the independent graph was timed with no warm-up, ten replays right after its capture; run
 30 timed it both ways and found no difference over 0.1%, while its times at rope's and softmax's smallest shapes
-stayed 4-14% above the eval's. `graph_burst_runs_ms` holds the same graph timed in the eval's pattern
-(eval/independent_graph.py's `graph_burst_times`: rounds of a 60 ms lead, the GPU idle for 1 ms, three timed replays).
+stayed 4-14% above the eval's. Under the parts `dobench_burst` and `dobench_evalcode`, `graph_burst_runs_ms` holds
+the same graph timed in the eval's pattern (eval/independent_graph.py's `graph_burst_times`: rounds of a 60 ms lead,
+the GPU idle for 1 ms, three timed replays). Until stop 35 every do_bench part timed it, eight times per graph-timed
+shape; in runs 31-49 it stayed within 0.4% of the steady graph in the same process (a new capture in run 41 aside,
+the graph state of eval/state_probe.py), so the default part no longer spends its time on it.
 
 The part `dobench_repeat` of h200_check (not run unless named) measures do_bench again in a second fresh process:
 how far the independent measurement's own ratio moves between two processes, beside the eval's repeat;
@@ -60,9 +63,10 @@ VARIANT_ENV = {
     "dobench_history": {"JG_CHECK_HISTORY": "1"},
     "dobench_unsampled": {"JG_CHECK_UNSAMPLED": "1"},
     "dobench_lean": {"JG_CHECK_LEAN": "1"},
-    "dobench_evalcode": {"JG_CHECK_EVALCODE": "1"},
+    "dobench_evalcode": {"JG_CHECK_EVALCODE": "1", "JG_CHECK_BURST": "1"},
     "dobench_workerproc": {"JG_CHECK_WORKERPROC": "1"},
     "dobench_primed": {"JG_CHECK_PRIMED": "1"},
+    "dobench_burst": {"JG_CHECK_BURST": "1"},
 }
 """Parts that measure do_bench again with one thing varied (not run unless named), each by its process's
 environment: `dobench_mapped` times the independent graphs on input sets another process holds, mapped as the
@@ -76,7 +80,8 @@ eval's lead (as many replays as the eval ran before each timed block, `graph_bur
 `dobench_workerproc` also times each graph in a worker process started as the eval starts its workers
 (eval/worker_proc_graph.py), its inputs mapped from this process; `dobench_primed` has a worker process run each
 callable's graph once (`prime`) before this process times its own, and nothing else differs. Each measures only
-the shapes the eval timed under CUDA graphs (what they vary is the graph gap)."""
+the shapes the eval timed under CUDA graphs (what they vary is the graph gap); `dobench_burst` also times each graph
+in the eval's pattern (`graph_burst_times`), which `dobench_evalcode` does too."""
 DOBENCH_ROUNDS = 2
 """Rounds of do_bench per shape, each solution, baseline, baseline, solution. One round (run 23) let one of its two
 measurements decide: at rope's 9 us decode shape the compiled baseline took 0.00896 then 0.01040 ms in one
@@ -168,7 +173,7 @@ def dobench_one(
             out[shape.name]["median"][name].append(statistics.median(times))
             out[shape.name]["iqm"][name].append(iqm(times))
             out[shape.name]["mhz"][name].append(clocks.sm_mhz_median if clocks else None)
-            if graph_seeds:  # the same graph timed in the eval's pattern: a lead, a gap, three timed replays
+            if graph_seeds and os.environ.get("JG_CHECK_BURST"):  # the eval's pattern: a lead, a gap, three replays
                 out[shape.name].setdefault("graph_burst", {}).setdefault(name, []).append(
                     statistics.median(graph_burst_times(fns[name], own))
                 )

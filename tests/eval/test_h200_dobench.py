@@ -204,10 +204,16 @@ def test_a_shape_the_eval_timed_under_graphs_is_measured_under_an_independent_gr
         independent_graph, "graph_burst_times", lambda fn, sets: graphs.append(("burst", sets, True)) or [1.0]
     )
     plan = {"baseline": "torch_add", "pad_ms": 0.5, "input_sets": 3, "seeds": [11, 22, 33], "graph_seeds": [4, 5]}
+    monkeypatch.delenv("JG_CHECK_BURST", raising=False)
     out = dob.dobench_one("axpy", {"n16m": plan})
-    assert made == [4, 5] and all(sets == [["own", 4], ["own", 5]] and keep for _, sets, keep in graphs)
+    assert [kind for kind, _, _ in graphs] == ["steady"] * 8 and "graph_burst" not in out["n16m"]
+    graphs.clear()
+    monkeypatch.setenv("JG_CHECK_BURST", "1")
+    out = dob.dobench_one("axpy", {"n16m": plan})
+    assert made[-2:] == [4, 5] and all(sets == [["own", 4], ["own", 5]] and keep for _, sets, keep in graphs)
     assert [kind for kind, _, _ in graphs] == ["steady", "burst"] * 8
     assert out["n16m"]["median"]["candidate"] == [2.0] * 4 and out["n16m"]["graph_burst"]["torch_add"] == [1.0] * 4
+    assert dob.VARIANT_ENV["dobench_burst"] == {"JG_CHECK_BURST": "1"}
 
 
 def test_the_variant_parts_time_each_graph_after_per_call_timing_or_with_no_clock_sampler(monkeypatch):
@@ -313,12 +319,13 @@ def test_the_part_dobench_evalcode_times_each_graph_also_with_the_eval_workers_o
     plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3, "graph_seeds": [4], "graph_lead": 7}}
     monkeypatch.delenv("JG_CHECK_EVALCODE", raising=False)
     assert "graph_evalcode" not in dob.dobench_one("axpy", plan)["n16m"] and leads == []
-    monkeypatch.setenv("JG_CHECK_EVALCODE", "1")
+    for variable, value in dob.VARIANT_ENV["dobench_evalcode"].items():
+        monkeypatch.setenv(variable, value)
     out = dob.dobench_one("axpy", plan)["n16m"]
     assert leads == [7] * 8 and out["graph_evalcode"] == {"candidate": [3.0] * 4, "torch_add": [3.0] * 4}
     assert out["graph_burst_evallead"]["torch_add"] == [7] * 4 and out["graph_burst"]["torch_add"] == [1.0] * 4
     assert out["median"]["candidate"] == [2.0] * 4
-    assert dob.VARIANT_ENV["dobench_evalcode"] == {"JG_CHECK_EVALCODE": "1"}
+    assert dob.VARIANT_ENV["dobench_evalcode"] == {"JG_CHECK_EVALCODE": "1", "JG_CHECK_BURST": "1"}
 
 
 def test_the_eval_code_graph_runs_the_workers_graph_command_in_the_evals_pattern():
