@@ -160,6 +160,31 @@ def test_a_uid_that_names_an_account_or_runs_a_process_is_not_handed_out():
         busy.wait()
 
 
+def test_a_uid_given_back_by_a_collected_sandbox_in_the_middle_of_take_does_not_deadlock(tmp_path, monkeypatch):
+    """A sandbox's uid goes back through a weakref finalizer, which the garbage collector can run anywhere: in a CI
+    run it ran inside `take` (while it read /proc) on the thread that held the pool's lock, and that thread and
+    every later `take` waited forever. Here the finalizer's `give_back` runs at that point, on that thread."""
+    import threading
+
+    from jg_mcp.live import uids
+
+    pool = UidPool(tmp_path / "locks")
+    held = pool.take(62200, 10)
+    reading = uids.running_uids
+
+    def collected_meanwhile() -> set[int]:
+        pool.give_back(held)
+        return reading()
+
+    monkeypatch.setattr(uids, "running_uids", collected_meanwhile)
+    got: list[int] = []
+    taking = threading.Thread(target=lambda: got.append(pool.take(62200, 10)), daemon=True)
+    taking.start()
+    taking.join(10)
+    assert not taking.is_alive(), "take waited on the lock it holds, for a give_back run inside it"
+    assert got == [held] and pool.held == {held}
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="starting a process under other uids needs root")
 def test_a_uid_held_only_as_an_effective_or_saved_uid_is_busy_too():
     """A setuid file a session left behind runs with the session's uid as its effective uid and someone else's as

@@ -109,7 +109,9 @@ class UidPool:
     def __init__(self, lock_dir: Path = LOCK_DIR) -> None:
         self.lock_dir = Path(lock_dir)
         self._locks: dict[int, int] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        """Reentrant: a collected sandbox gives its uid back from a weakref finalizer, which the garbage collector
+        may run on a thread in the middle of `take` (a plain lock hung that thread and every later `take`)."""
 
     @property
     def held(self) -> set[int]:
