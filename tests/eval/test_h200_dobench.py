@@ -393,29 +393,7 @@ def test_under_dobench_workerproc_each_callable_of_a_shape_gets_one_worker_proce
     """JG_CHECK_WORKERPROC: each callable's four measurements at a graph-timed shape go to one worker process
     (the solution's file or the goal's module), each with the eval's lead; both are closed when the shape is done."""
     dob = load_h200_dobench()  # puts eval/ on the path
-    import independent_graph
-    import worker_proc_graph
-
-    known_good_recording_seeds(dob, monkeypatch)
-    events: list[tuple] = []
-
-    class Fake:
-        def __init__(self, module, function, sets):
-            events.append(("start", function))
-
-        def times(self, lead):
-            events.append(("times", lead))
-            return [5.0]
-
-        def close(self):
-            events.append(("close",))
-
-    monkeypatch.setattr(worker_proc_graph, "WorkerGraph", Fake)
-    monkeypatch.setattr(dob, "module_of", lambda goal_name, goal, name: ("m.py", name))
-    monkeypatch.setattr(dob, "dedicated", lambda sets: (None, sets))
-    monkeypatch.setattr(dob, "device_sampler", lambda device: None)
-    monkeypatch.setattr(independent_graph, "graph_times", lambda fn, sets, keep=False: [2.0])
-    monkeypatch.setattr(independent_graph, "graph_burst_times", lambda fn, sets: [1.0])
+    events = fake_worker_graphs(dob, monkeypatch, lambda fn, sets, keep=False: [2.0])
     monkeypatch.setenv("JG_CHECK_WORKERPROC", "1")
     plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3, "graph_seeds": [4], "graph_lead": 9}}
     out = dob.dobench_one("axpy", plan)["n16m"]
@@ -461,6 +439,26 @@ def test_under_dobench_primed_a_worker_process_runs_each_graph_before_this_proce
     """JG_CHECK_PRIMED: at a graph-timed shape, one worker process per callable runs its graph with the eval's lead
     and is closed, all before the first independent graph; a shape timed per call is not primed."""
     dob = load_h200_dobench()  # puts eval/ on the path
+    events = fake_worker_graphs(dob, monkeypatch, lambda fn, sets, keep=False: events.append(("graph",)) or [2.0])
+    monkeypatch.setenv("JG_CHECK_PRIMED", "1")
+    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3, "graph_seeds": [4], "graph_lead": 9}}
+    out = dob.dobench_one("axpy", plan)["n16m"]
+    primed = [("start", "candidate"), ("times", 9), ("close",), ("start", "torch_add"), ("times", 9), ("close",)]
+    assert events[:6] == primed and events[6:] == [("graph",)] * 8
+    assert out["median"] == {"candidate": [2.0] * 4, "torch_add": [2.0] * 4} and "graph_workerproc" not in out
+    events.clear()
+    import jg_mcp.eval.worker_commands as commands
+
+    monkeypatch.setattr(commands, "padded_do_bench", lambda fn, sets, pad: [3.0])
+    per_call = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3}}
+    assert dob.dobench_one("axpy", per_call)["n16m"]["median"]["candidate"] == [3.0] * 4
+    assert events == []
+    assert dob.VARIANT_ENV["dobench_primed"] == {"JG_CHECK_PRIMED": "1"}
+
+
+def fake_worker_graphs(dob, monkeypatch, graph_times) -> list[tuple]:
+    """dobench_one's worker processes replaced by a stand-in recording each start, timing (with its lead) and close
+    in the list returned, its independent graphs by `graph_times`, the goal by the known-good axpy's."""
     import independent_graph
     import worker_proc_graph
 
@@ -478,27 +476,10 @@ def test_under_dobench_primed_a_worker_process_runs_each_graph_before_this_proce
         def close(self):
             events.append(("close",))
 
-    def graph_times(fn, sets, keep=False):
-        events.append(("graph",))
-        return [2.0]
-
     monkeypatch.setattr(worker_proc_graph, "WorkerGraph", Fake)
     monkeypatch.setattr(dob, "module_of", lambda goal_name, goal, name: ("m.py", name))
     monkeypatch.setattr(dob, "dedicated", lambda sets: (None, sets))
     monkeypatch.setattr(dob, "device_sampler", lambda device: None)
     monkeypatch.setattr(independent_graph, "graph_times", graph_times)
     monkeypatch.setattr(independent_graph, "graph_burst_times", lambda fn, sets: [1.0])
-    monkeypatch.setenv("JG_CHECK_PRIMED", "1")
-    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3, "graph_seeds": [4], "graph_lead": 9}}
-    out = dob.dobench_one("axpy", plan)["n16m"]
-    primed = [("start", "candidate"), ("times", 9), ("close",), ("start", "torch_add"), ("times", 9), ("close",)]
-    assert events[:6] == primed and events[6:] == [("graph",)] * 8
-    assert out["median"] == {"candidate": [2.0] * 4, "torch_add": [2.0] * 4} and "graph_workerproc" not in out
-    events.clear()
-    import jg_mcp.eval.worker_commands as commands
-
-    monkeypatch.setattr(commands, "padded_do_bench", lambda fn, sets, pad: [3.0])
-    per_call = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3}}
-    assert dob.dobench_one("axpy", per_call)["n16m"]["median"]["candidate"] == [3.0] * 4
-    assert events == []
-    assert dob.VARIANT_ENV["dobench_primed"] == {"JG_CHECK_PRIMED": "1"}
+    return events
