@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jg_mcp.eval.scoring import FRESH_SLACK
+
 
 class TimingParams(BaseModel):
     """How shapes are timed (jg_mcp.eval.timing); a misspelt override is an error."""
@@ -65,6 +67,9 @@ class TimingParams(BaseModel):
     """Per call, how much more time the harness's clock may see beyond the candidate's reported times than beyond
     the baselines' (as a share of the larger of the candidate's median and the baselines' unaccounted time, and at
     least 0.01 ms) before it is TIMING_ESCAPE."""
+    fresh_slack: float = Field(default=FRESH_SLACK, gt=1)
+    """How many times slower on fresh inputs than on the timed sets the candidate may be, beyond the baselines'
+    factor, before it is CACHED_OUTPUT (see scoring.FRESH_SLACK)."""
 
 
 class EvalOptions(BaseModel):

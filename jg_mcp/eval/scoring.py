@@ -80,10 +80,14 @@ def graph_escaped(candidate: GraphTiming, baselines: dict[str, GraphTiming], sha
 
 
 def gained(
-    mine: tuple[float, float], theirs: list[tuple[float, float]], what: str, least: float = FRESH_MIN_MS
+    mine: tuple[float, float],
+    theirs: list[tuple[float, float]],
+    what: str,
+    least: float = FRESH_MIN_MS,
+    slack: float = FRESH_SLACK,
 ) -> str | None:
     """Why a callable whose (timed, fresh) times are `mine` looks faster on inputs it has seen than on fresh ones,
-    beyond the baselines' `theirs` and by more than `least` per call, else None."""
+    by more than `slack` times the baselines' factor (`theirs`) and by more than `least` per call, else None."""
     timed, fresh = mine
     if not fresh or timed <= 0:
         return None
@@ -91,7 +95,7 @@ def gained(
     known = [(b, f) for b, f in theirs if f and b > 0]
     ratios = [f / b for b, f in known]
     extra = max([f - b for b, f in known], default=0.0)
-    if ratio <= FRESH_SLACK * max([1.0, *ratios]) or fresh - timed <= max(least, 2 * extra):
+    if ratio <= slack * max([1.0, *ratios]) or fresh - timed <= max(least, 2 * extra):
         return None
     return (
         f"median {timed:.4f} ms on the timed input sets but {fresh:.4f} ms on fresh inputs{what} ({ratio:.2f}x; "
@@ -99,22 +103,22 @@ def gained(
     )
 
 
-def seen_inputs_gain(candidate: Timing, baselines: dict[str, Timing]) -> str | None:
+def seen_inputs_gain(candidate: Timing, baselines: dict[str, Timing], slack: float = FRESH_SLACK) -> str | None:
     """Why the candidate looks faster on inputs it has seen than on fresh ones (beyond the baselines), else None."""
     theirs = [(b.median_ms, b.fresh_median_ms or 0.0) for b in baselines.values()]
-    return gained((candidate.median_ms, candidate.fresh_median_ms or 0.0), theirs, "")
+    return gained((candidate.median_ms, candidate.fresh_median_ms or 0.0), theirs, "", slack=slack)
 
 
-def graph_findings(candidate: Timing, baselines: dict[str, Timing], share: float = 0.15) -> list[tuple[Reason, str]]:
+def graph_findings(
+    candidate: Timing, baselines: dict[str, Timing], share: float = 0.15, slack: float = FRESH_SLACK
+) -> list[tuple[Reason, str]]:
     """What the graph timing says of the candidate: an escape, or speed that needs seen inputs (none without it)."""
     mine, theirs = candidate.graph, {n: b.graph for n, b in baselines.items() if b.graph is not None}
     if mine is None:
         return []
     fresh = [(g.median_ms, g.fresh_ms) for g in theirs.values()]
-    found = [
-        (Reason.TIMING_ESCAPE, graph_escaped(mine, theirs, share)),
-        (Reason.CACHED_OUTPUT, gained((mine.median_ms, mine.fresh_ms), fresh, " under a graph", GRAPH_FRESH_MIN_MS)),
-    ]
+    seen = gained((mine.median_ms, mine.fresh_ms), fresh, " under a graph", GRAPH_FRESH_MIN_MS, slack)
+    found = [(Reason.TIMING_ESCAPE, graph_escaped(mine, theirs, share)), (Reason.CACHED_OUTPUT, seen)]
     return [(reason, detail) for reason, detail in found if detail]
 
 
@@ -123,7 +127,7 @@ def timed_ms(t: Timing, graph: bool) -> float:
     return t.graph.median_ms if graph and t.graph is not None else t.median_ms
 
 
-def score(goal: LoadedGoal, report: EvalReport, escape_share: float = 0.15) -> None:
+def score(goal: LoadedGoal, report: EvalReport, escape_share: float = 0.15, slack: float = FRESH_SLACK) -> None:
     """Fill in per-shape speedups and rates, the geometric mean, and timing findings, in place."""
     hw = goal.goal.hardware
     tbps, basis = bandwidth_of(goal, report.environment.gpu)
@@ -148,10 +152,10 @@ def score(goal: LoadedGoal, report: EvalReport, escape_share: float = 0.15) -> N
             best.append(shape.speedup[strongest])
         found: list[tuple[Reason, str | None]] = [
             (Reason.TIMING_ESCAPE, escaped(cand, shape.baselines, escape_share)),
-            (Reason.CACHED_OUTPUT, seen_inputs_gain(cand, shape.baselines)),
+            (Reason.CACHED_OUTPUT, seen_inputs_gain(cand, shape.baselines, slack)),
         ]
         if graph:
-            found += graph_findings(cand, shape.baselines, escape_share)
+            found += graph_findings(cand, shape.baselines, escape_share, slack)
         for reason, detail in found:
             if detail:
                 report.add(Finding(reason=reason, detail=detail, shape=shape.name))

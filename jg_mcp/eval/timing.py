@@ -317,9 +317,10 @@ class TimingPhase:
         clock can make one measurement look like either; a hack that depends on either shows it every time."""
         cand = Timing.model_validate(results["candidate"])
         bases = {n: Timing.model_validate(r) for n, r in results.items() if n != "candidate"}
+        share, slack = self.p.escape_share, self.p.fresh_slack
         if graph:
-            return next((detail for _, detail in graph_findings(cand, bases, self.p.escape_share)), None)
-        return escaped(cand, bases, self.p.escape_share) or seen_inputs_gain(cand, bases)
+            return next((detail for _, detail in graph_findings(cand, bases, share, slack)), None)
+        return escaped(cand, bases, share) or seen_inputs_gain(cand, bases, slack)
 
     def estimate(self, shape: ShapeResult, n_sets: int, most: int) -> dict[str, float]:
         """Warm each callable up and measure its device time per call; then run one block of it as long as a timed

@@ -241,17 +241,18 @@ SLOW_ON_FIRST_FRESH = """
 import torch
 
 SEEN = {}
-SLOW = [8]
+STATE = {"most": 0, "slow": 8}
 
 
 def kernel(x, y, alpha):
     key = (float(x[0]), float(x[-1]), float(y[0]), float(y[-1]), x.numel())
-    SEEN[key] = SEEN.get(key, 0) + 1
+    seen = SEEN[key] = SEEN.get(key, 0) + 1
     z = torch.addcmul(y, x, alpha)
-    if SEEN[key] == 1 and max(SEEN.values()) > 2 and SLOW[0] > 0:
-        SLOW[0] -= 1
+    if seen == 1 and STATE["most"] > 2 and STATE["slow"] > 0:
+        STATE["slow"] -= 1
         for _ in range(60):
             z = torch.addcmul(y, x, alpha)
+    STATE["most"] = max(STATE["most"], seen)
     return z
 """
 """Honest output, but its first 8 calls on unseen inputs after the timed rounds began are slow, as an honest
