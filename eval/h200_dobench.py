@@ -204,7 +204,8 @@ def prime(goal_name: str, goal: Any, names: list[str], sets: list[list], lead: i
     """Have a worker process, started as the eval starts its workers, run each callable's graph on `sets` in the
     eval's pattern (its times unused), then end it. On the H200 (run 51, eval/state_probe.py) a plain process ran
     rope's compiled baseline's graph in the slow state (5.58 us per call) unless a worker process had run that
-    graph before it (4.85 us, the eval's state); another process merely started, alive or gone, did not do it."""
+    graph before it (4.85 us, the eval's state); another process merely started, alive or gone, did not do it. On
+    another machine (run 52, the part `dobench_primed`) priming changed nothing: 5.587 us primed, 5.571 not."""
     from worker_proc_graph import WorkerGraph
 
     for name in names:
