@@ -3,7 +3,7 @@ reason, the speedups against an independent do_bench measurement, two evals of t
 other, and `jg-mcp demo`. Prints a short table and writes check.json and check.md under --out.
 
     python eval/h200_check.py --out DIR [--goals a,b] [--parts evals,dobench,repeat,hacks,demo] [--deadline-s S]
-        [--earlier CHECK_JSON] [--timing KEY=VALUE ...] [--spares] [--hacks a,b] [--hack-rounds N]
+        [--earlier CHECK_JSON] [--timing KEY=VALUE ...] [--no-spares] [--hacks a,b] [--hack-rounds N]
         [--isolation bwrap|none]
 
 The repeat is a second eval of each solution on its timed shapes only, one correctness trial each (the first eval
@@ -67,8 +67,8 @@ def hack_goal(name: str) -> tuple[str, str]:
 ISOLATION = "bwrap"
 """The candidate's sandbox in every eval of the check (--isolation)."""
 SPARES: Spares | None = None
-"""With --spares, every eval of the check takes the worker processes the eval before it started
-(jg_mcp/eval/spares.py)."""
+"""Unless --no-spares, every eval of the check takes the worker processes the eval before it started
+(jg_mcp/eval/spares.py); the last eval's are ended before the demo, which starts processes of its own."""
 
 
 def run_eval(solution: Path, goal: str, **options) -> EvalReport:
@@ -170,6 +170,8 @@ def check_hack(name: str) -> dict:
 
 
 def check_demo(results: dict, deadline: float) -> None:
+    if SPARES is not None:
+        SPARES.close()  # no eval comes after the demo: the processes started for one would only share the host
     start = time.monotonic()
     if start > deadline:
         results.setdefault("skipped", []).append("demo")
@@ -215,10 +217,12 @@ def main() -> int:
         help="a timing parameter for the evals (lead_ms=120)",
     )
     parser.add_argument(
-        "--spares",
-        action="store_true",
-        help="each eval takes worker processes the eval before it started (process start off the critical path); "
-        "off by default: on the H200 the check took 642 s with spares and 603 s without (run 8 against run 6)",
+        "--no-spares",
+        dest="spares",
+        action="store_false",
+        help="start each eval's worker processes in the eval itself; by default each eval takes those the eval before "
+        "it started (process start off the critical path: on the H200 the evals took 162 s with spares, run 54, and "
+        "174-195 s without, runs 49, 52 and 53)",
     )
     parser.add_argument(
         "--isolation",

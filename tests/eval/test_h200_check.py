@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 from eval_suite import REPO, load_h200_check
@@ -184,8 +186,9 @@ def test_each_callables_spread_is_set_beside_the_spread_of_their_ratio():
 
 @pytest.mark.skipif(bwrap_problem() is not None, reason="spares need bubblewrap")
 def test_with_spares_each_eval_of_the_check_takes_the_processes_the_one_before_started(tmp_path, monkeypatch):
-    """`--spares`: the check's evals share one Spares, the second eval takes the set the first started, the count
-    is in check.json and what is left is ended; without it no eval gets one. Driven on the CPU."""
+    """By default the check's evals share one Spares, the second eval takes the set the first started, the count
+    is in check.json and what is left is ended before the demo starts; with --no-spares no eval gets one. Driven on
+    the CPU; the demo's subprocess is replaced by one that records whether a spare set was still up."""
     check = load_h200_check()
     given: list = []
     cpu = {"device": "cpu", "shapes": "smoke", "domain_shapes": 0}
@@ -198,11 +201,18 @@ def test_with_spares_each_eval_of_the_check_takes_the_processes_the_one_before_s
         monkeypatch.setattr(sys, "argv", ["h200_check", *args])
         return check.main()
 
+    def demo(cmd, **kwargs):
+        at_demo.append(given[-1].idle)
+        return subprocess.CompletedProcess(cmd, 0, "demo ok", "")
+
+    at_demo: list = []
     monkeypatch.setattr(check, "evaluate", cpu_evaluate)
-    assert main("--out", str(tmp_path / "a"), "--goals", "softmax,swiglu", "--parts", "evals", "--spares") == 0
+    monkeypatch.setattr(check, "subprocess", SimpleNamespace(run=demo))
+    assert main("--out", str(tmp_path / "a"), "--goals", "softmax,swiglu", "--parts", "evals,demo") == 0
     assert given[0] is given[1] is not None and given[0].idle is None, "one Spares for the check, closed at its end"
+    assert at_demo == [None], "the spare set the last eval started is ended before the demo"
     assert json.loads((tmp_path / "a" / "check.json").read_text())["spares_taken"] == 1
-    assert main("--out", str(tmp_path / "b"), "--goals", "softmax", "--parts", "evals") == 0
+    assert main("--out", str(tmp_path / "b"), "--goals", "softmax", "--parts", "evals", "--no-spares") == 0
     assert given[2] is None and "spares_taken" not in json.loads((tmp_path / "b" / "check.json").read_text())
 
 
