@@ -34,7 +34,9 @@ def worker_state() -> tuple[Any, Any]:
 def eval_pattern(n_sets: int, lead: int, rounds: int, replays: int) -> list[tuple[Any, bool]]:
     """The graph messages the eval sends one callable at a shape (jg_mcp/eval/graphs.py), each with whether its
     times are kept: the capture (one replay), then `rounds` of a lead of `lead` untimed replays and `replays` timed
-    ones, every call of the graph on the next of `n_sets` input sets."""
+    ones, every call of the graph on the next of `n_sets` input sets. As many calls as the eval's graphs had until
+    report version 10 (the smallest multiple of `n_sets` from 64): the graph-state probes of runs 41-52 used these;
+    the eval now sizes its graphs by `graph_replay_ms` too."""
     from jg_mcp.eval.graphs import graph_calls
     from jg_mcp.eval.messages import Graph
     from jg_mcp.eval.sizing import rotation
@@ -48,7 +50,7 @@ def eval_code_graph_times(
     fn, sets: list[list], lead: int, rounds: int = 6, replays: int = 3, gap_ms: float = 1.0, device: str = "cuda"
 ) -> list[float]:
     """Per-call device times (ms) of `replays` timed replays per round of the graph `Worker.graph` captures of `fn`
-    over `sets` (as many calls as the eval's graph: the smallest multiple of their count from 64). On the CPU
+    over `sets` (as many calls as `eval_pattern`: the smallest multiple of their count from 64). On the CPU
     (`device`), the worker's stand-in: the same calls one by one, timed by the thread's CPU clock."""
     import torch
 

@@ -4,7 +4,9 @@ by 5-15% from one process to the next, where a CUDA graph of calls rotating over
 (eval/results/h200/probe_graph.json). Such a shape is first timed per call like every other (every check of
 jg_mcp/eval/timing.py runs there), then each callable in its own process captures one graph of `calls` calls
 rotating over `sets` input sets, the fewest whose calls move `graph_bytes` together (no flush: a set has left the
-L2 before it is read again; no pad: the graph queues every launch before the first runs). Candidate and baselines
+L2 before it is read again; no pad: the graph queues every launch before the first runs). There are as many calls
+as fill a replay of `graph_replay_ms` at the fastest baseline's per-call time (`replay_calls`), so that the
+harness's own work in each block, which its clock sees too, is a small share of the block. Candidate and baselines
 take turns (A B, then B A), each turn a lead of untimed replays (the callable's own steady state; as many for every
 callable, sized by the slowest callable's per-call time, so a candidate that reports forged small times cannot make
 the harness replay its graph for minutes), then a timed
@@ -51,6 +53,8 @@ SIDES = ("candidate", "baseline")
 """Each process gets its own copy of the graph's input sets and ring, as in jg_mcp/eval/timing.py."""
 MOST_SETS = 512
 """The most input sets one graph rotates over."""
+MOST_CALLS = 2048
+"""The most calls in one graph (`replay_calls`)."""
 FRESH_CHECKS = 2
 """Calls of the candidate's fresh replay whose outputs are judged."""
 
@@ -63,6 +67,17 @@ def graph_sets(call_bytes: float, floor: int, most: int = MOST_SETS) -> int:
 def graph_calls(n_sets: int, least: int) -> int:
     """Calls in one graph: the smallest multiple of `n_sets` from `least`, so every set is read equally often."""
     return n_sets * math.ceil(least / n_sets)
+
+
+def replay_calls(n_sets: int, least: int, per_call_ms: float, replay_ms: float, fit: int) -> int:
+    """Calls in one graph: enough that a replay lasts `replay_ms` at `per_call_ms` (the fastest baseline's per-call
+    time: no candidate's reported time sizes it), from `least`, at most MOST_CALLS and as many as the ring `fit`s
+    (never under `least`), a multiple of `n_sets`."""
+    calls = graph_calls(n_sets, max(least, math.ceil(replay_ms / max(1e-6, per_call_ms))))
+    most = min(fit, MOST_CALLS)
+    if calls > most:
+        calls = n_sets * (most // n_sets)
+    return max(calls, graph_calls(n_sets, least))
 
 
 def lead_replays(per_call_ms: list[float], calls: int, lead_ms: float) -> int:
@@ -104,14 +119,17 @@ class GraphTimer:
     def run(self) -> None:
         p, ev, case = self.p, self.ev, self.case
         n_sets = graph_sets(ev.goal.bytes(case.dims), p.graph_bytes)
-        self.sets = rotation(graph_calls(n_sets, p.graph_calls), n_sets)
         seeds = [ev.rng.randrange(2**62) for _ in range(n_sets)]
         inputs = [ev.make_inputs(case.dims, seed) for seed in seeds]
         like = ev.output_like(ev.expected(inputs[0]))
-        ring_bytes = len(self.sets) * sum(t.numel() * t.element_size() for t in like)
-        if ring_bytes > p.ring_bytes:
-            self.shape.graph_note = f"its {len(self.sets)} calls' outputs need {ring_bytes} B of ring"
+        call_bytes = sum(t.numel() * t.element_size() for t in like)
+        baselines = [r["median_ms"] for n, r in self.results.items() if n != "candidate"]
+        fit = p.ring_bytes // max(1, call_bytes)
+        calls = replay_calls(n_sets, p.graph_calls, min(baselines, default=math.inf), p.graph_replay_ms, fit)
+        if calls * call_bytes > p.ring_bytes:
+            self.shape.graph_note = f"its {calls} calls' outputs need {calls * call_bytes} B of ring"
             return
+        self.sets = rotation(calls, n_sets)
         try:
             for side in self.sides.values():
                 for group in inputs:

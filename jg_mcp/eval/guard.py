@@ -18,7 +18,7 @@ from typing import Any
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
 
-_TORCH_FUNCTIONS = ["empty"]
+_TORCH_FUNCTIONS = ["empty", "_foreach_copy_"]
 _TENSOR_METHODS = ["copy_", "zero_", "fill_", "clone", "elapsed_time"]
 _CUDA_FUNCTIONS = ["synchronize", "current_stream", "default_stream", "set_stream", "Event", "Stream"]
 _EVENT_METHODS = ["record", "elapsed_time", "synchronize", "query", "wait"]

@@ -58,6 +58,13 @@ class TimingParams(BaseModel):
     that do, by the goal's bytes per call), so every call reads inputs that left the L2."""
     graph_calls: int = Field(default=64, ge=1)
     """Fewest calls in one graph (a multiple of its input sets)."""
+    graph_replay_ms: float = Field(default=4.0, ge=0)
+    """A graph has as many calls as fill one replay this long at the fastest baseline's per-call time (measured
+    first; at a launch-bound shape it is up to twice the graph's), at most graph.MOST_CALLS: the harness's clock
+    around a block also sees its own work (the messages, the ring copies, the worker's checks), 1.7-3.3 ms per block
+    on the H200, which moved by up to 0.8 ms from one process to another. In blocks of 1.1 ms of replays (rope's 8b
+    decode shape at 100 calls) that was up to 70% of the block: the honest candidate's clock check failed the first
+    timing in 9 of 29 evals over runs 27-56, and both timings in one (run 56). 0: `graph_calls` alone."""
     graph_replays: int = Field(default=3, ge=1, le=64)
     """Timed replays per graph block. Few: the outputs of a block's last replay are what the harness checks, and
     work done once per block outside the replays is a share of the block's time the harness's clock must see."""

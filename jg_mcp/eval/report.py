@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jg_mcp.eval.reasons import Reason
 
-REPORT_VERSION = 9
+REPORT_VERSION = 10
 """2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, the block/fresh/spot-check timing parameters.
 3: `isolation`, `phases`, per-timing `unaccounted_ms`, `host_median_ms` measured by the harness's clock (optional).
 4: per-shape `pad_ms` and `launch_bound`, per-timing `lead` and `enqueue_ms`, the `lead_ms` timing parameter.
@@ -24,6 +24,8 @@ block on one set, which moved by up to 18% between repeats at 5-45 us shapes on 
 imports before it times).
 9: per-shape `timed_by`, `graph_note` and `graph_seeds`, per-timing `graph`: shapes whose fastest callable takes a few
 microseconds per call are timed under CUDA graphs too, and their speedups are the graphs'.
+10: the timing parameter `graph_replay_ms`: a graph has as many calls as fill a replay of that long at the fastest
+baseline's per-call time (version 9's had `graph_calls`, 64-100 calls, 1-3 ms per block at rope's decode shapes).
 Reports of earlier versions still load (the new fields are optional)."""
 
 
@@ -292,6 +294,8 @@ class TimingMethod(Strict):
     """A graph's calls rotate over the fewest input sets whose calls move this many bytes together."""
     graph_calls: int = 0
     """Fewest calls in one graph."""
+    graph_replay_ms: float = 0.0
+    """A graph has as many calls as fill a replay this long at the fastest baseline's per-call time."""
     graph_replays: int = 0
     """Timed replays per graph block."""
     graph_rounds: int = 0

@@ -112,6 +112,7 @@ def method(p: TimingParams) -> TimingMethod:
         graph_below_ms=p.graph_below_ms,
         graph_bytes=p.graph_bytes,
         graph_calls=p.graph_calls,
+        graph_replay_ms=p.graph_replay_ms,
         graph_replays=p.graph_replays,
         graph_rounds=p.graph_rounds,
     )

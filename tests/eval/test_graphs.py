@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from eval_suite import CPU_TIMING, eval_solution
 
-from jg_mcp.eval.graphs import graph_calls, graph_sets, lead_replays
+from jg_mcp.eval.graphs import MOST_CALLS, graph_calls, graph_sets, lead_replays, replay_calls
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import GraphTiming
 from jg_mcp.eval.scoring import GRAPH_FRESH_MIN_MS, gained, graph_escaped
@@ -15,7 +15,8 @@ from jg_mcp.eval.scoring import GRAPH_FRESH_MIN_MS, gained, graph_escaped
 HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
 GRAPHED = CPU_TIMING | {
     "only": ["n256k"],
-    "timing": CPU_TIMING["timing"] | {"graph_below_ms": 1e6, "graph_bytes": 12 << 20, "graph_calls": 8},
+    "timing": CPU_TIMING["timing"]
+    | {"graph_below_ms": 1e6, "graph_bytes": 12 << 20, "graph_calls": 8, "graph_replay_ms": 0.0},
 }
 """Every shape qualifies; the calls of a graph rotate over 4 input sets (3 MiB per call: x, y and z of 256k floats
 each, counted by the goal's bytes), 8 calls per graph."""
@@ -101,6 +102,31 @@ def test_the_lead_is_sized_by_the_slowest_callable_so_a_forged_small_time_cannot
     assert lead_replays([1e-6], 64, 60.0) <= 1024 and lead_replays([50.0], 64, 60.0) == 1
 
 
+def test_a_graph_has_as_many_calls_as_fill_a_replay_at_the_fastest_baselines_time():
+    assert replay_calls(50, 64, 0.008, 4.0, fit=10**6) == 500, "rope's 8b decode shape: 100 calls by graph_calls"
+    assert replay_calls(3, 64, 0.05, 4.0, fit=10**6) == 81
+    assert replay_calls(4, 64, 1.0, 4.0, fit=10**6) == 64, "a slow shape keeps graph_calls"
+    assert replay_calls(50, 64, 0.008, 0.0, fit=10**6) == 100, "0: graph_calls alone"
+    assert replay_calls(50, 64, 1e-9, 4.0, fit=10**6) == 2000 <= MOST_CALLS, "at most MOST_CALLS, sets equally"
+    assert replay_calls(50, 64, 0.008, 4.0, fit=320) == 300, "as many as the ring holds"
+    assert replay_calls(50, 64, 0.008, 4.0, fit=10) == 100, "never under graph_calls (the ring check says no)"
+
+
+def test_the_harness_s_own_work_per_block_is_no_escape_in_a_graph_sized_by_time():
+    """Rope's 8b decode shape on the H200 (run 56's repeat): the solution 3.74 us per call in the graph, the fastest
+    baseline about 8 us per call, and the harness's clock saw 3.26 ms per block beyond the solution's replays, 2.03
+    and 2.45 ms beyond the baselines'. In a graph of 100 calls (1.1 ms of replays per block) that was an escape, in
+    both timings; sized to a 4 ms replay it is not, while work kept off the books still is."""
+    lib = graph_timing(0.0049, unaccounted=2.45, calls=500)
+    calls = replay_calls(50, 64, 0.008, 4.0, fit=10**6)
+    assert graph_escaped(graph_timing(0.00374, unaccounted=3.26, calls=100), {"lib": lib})
+    assert not graph_escaped(graph_timing(0.00374, unaccounted=3.26, calls=calls), {"lib": lib})
+    after = graph_timing(0.0015, unaccounted=2.45 + calls * 0.00374, calls=calls)
+    assert graph_escaped(after, {"lib": lib}), "empty replays, the checked outputs computed once after"
+    halved = graph_timing(0.00374 / 2, unaccounted=2.45 + 3 * calls * 0.00374 / 2, calls=calls)
+    assert graph_escaped(halved, {"lib": lib}), "times reported at half the replays' device time"
+
+
 def test_time_the_harness_saw_beyond_the_replays_is_an_escape_only_beyond_the_baselines():
     honest, lib = graph_timing(0.0035, unaccounted=0.40), graph_timing(0.005, unaccounted=0.38)
     assert not graph_escaped(honest, {"lib": lib})
@@ -124,14 +150,17 @@ def test_speed_on_seen_sets_under_a_graph_is_caching_unless_the_baselines_share_
 def test_an_honest_candidate_is_timed_under_graphs_and_its_speedups_are_the_graphs(tmp_path, timing_goal):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "solution.py").write_text(HONEST)
-    report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **GRAPHED)
+    sized = GRAPHED | {"timing": GRAPHED["timing"] | {"graph_replay_ms": 8.0}}
+    report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **sized)
     assert report.accepted, [f.detail for f in report.findings]
     assert report.timing and report.timing.graph_below_ms == 1e6 and report.timing.graph_replays == 3
+    assert report.timing.graph_replay_ms == 8.0
     (shape,) = [s for s in report.shapes if s.candidate]
     assert shape.timed_by == "graph" and shape.graph_note is None and len(shape.graph_seeds) == 4
     cand, base = shape.candidate, shape.baselines["torch_add"]
     assert cand is not None and cand.graph is not None and base.graph is not None
-    assert cand.graph.calls == 8 and cand.graph.sets == 4 and cand.graph.replays == 3 * 6
+    assert cand.graph.calls > 8 and cand.graph.calls % 4 == 0, "sized by the baseline's time (8 by graph_calls)"
+    assert cand.graph.sets == 4 and cand.graph.replays == 3 * 6 and base.graph.calls == cand.graph.calls
     assert cand.graph.fresh_ms > 0 and cand.graph.block_ms > 0
     assert shape.speedup["torch_add"] == pytest.approx(base.graph.median_ms / cand.graph.median_ms)
     assert cand.median_ms > 0 and cand.fresh_median_ms, "the per-call timing and its checks ran first"
