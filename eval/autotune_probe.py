@@ -13,8 +13,9 @@ rotating over three input sets, the eval's pad after each L2 flush). Modes:
 - `filtered`: `shared`'s arrangement on a cache of its own, with Inductor's reduction configs filtered to one by
   its heuristic (`test_configs.force_filter_reduction_configs`, where this torch has it), no first-run benchmark.
 
-Each process also records the configs of every Inductor Triton kernel it launched (how many it could pick from,
-the one it ran), each input tensor's address modulo 2 MiB, and the baseline's time on each input set alone and on
+Each process also records, for every Inductor Triton kernel it holds, the length of its `configs` list and its
+launchers' configs (on torch 2.11 in run 61 the launcher lists came back empty, so which config ran is not
+recorded), each input tensor's address modulo 2 MiB, and the baseline's time on each input set alone and on
 copies of the sets placed after a 1 MiB + 4 KiB spacer. Prints one row per process and mode and writes
 autotune.json under --out.
 
@@ -60,7 +61,7 @@ def configure(mode: str) -> str | None:
 
 
 def launched() -> dict[str, dict]:
-    """Every Inductor Triton kernel this process holds: how many configs it had and the ones it launches."""
+    """Every Inductor Triton kernel this process holds: the length of its `configs` and its launchers' configs."""
     found = {}
     for obj in gc.get_objects():
         if type(obj).__name__ in ("CachingAutotuner", "DebugAutotuner") and hasattr(obj, "launchers"):
