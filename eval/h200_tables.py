@@ -172,10 +172,51 @@ POWER_CAPPED = 0.5
 """A shape whose power cap was active in at least this share of the eval's clock samples counts as power-capped."""
 
 
+MOVED_PCT = 2.0
+"""A callable whose time per call in the processes that measured it (the eval, the repeat, do_bench) spans more
+than this many % moved between processes."""
+
+
+def per_call_ms(report: EvalReport | None, shape: str, name: str) -> float | None:
+    """One callable's time per call at a shape of a report, as its speedup used it (under the graph where the shape
+    was timed so); None where the report did not time it."""
+    s = next((x for x in report.shapes if x.name == shape), None) if report else None
+    timing = None if s is None else s.candidate if name == "candidate" else s.baselines.get(name)
+    if s is None or timing is None:
+        return None
+    return timing.graph.median_ms if s.timed_by == "graph" and timing.graph else timing.median_ms
+
+
+def moved(results: dict, goal: str, shape: str, row: dict) -> str | None:
+    """The solution's and the strongest baseline's times per call in each process that measured them (the eval,
+    the repeat, do_bench), when either spans more than MOVED_PCT: a callable whose time is chosen per process
+    (fused_add_rmsnorm's compiled baseline at deepseek_v3, eval/results/h200/check.md stop 39) shows as one that
+    moved while the other held."""
+    first = EvalReport.model_validate(results["evals"][goal])
+    second = results.get("repeat", {}).get(goal)
+    repeat = EvalReport.model_validate(second) if second else None
+    base = first.strongest_baseline[shape]
+    cells, spans = [], []
+    for name in ("candidate", base):
+        times = [
+            per_call_ms(first, shape, name),
+            per_call_ms(repeat, shape, name),
+            row.get("do_bench_ms", {}).get(name),
+        ]
+        known = [t for t in times if t]
+        spans.append(100 * (max(known) / min(known) - 1) if len(known) > 1 else 0.0)
+        shown = ", ".join("-" if t is None else f"{t * 1e3:.2f}" for t in times)
+        cells.append(f"{'solution' if name == 'candidate' else base} {shown} ({spans[-1]:.1f}% apart)")
+    if max(spans) <= MOVED_PCT:
+        return None
+    return f"times per process (eval, repeat, do_bench; us): {'; '.join(cells)}"
+
+
 def misses(results: dict, repeat: dict) -> list[str]:
     """One line per timed shape that missed a target (do_bench agreement beyond 3%, the repeat beyond 2%), with
-    what was measured there of the causes seen on the H200: the power cap, a pad (some callable launch-bound), a
-    callable whose host waits for the GPU, do_bench's own two orders apart. A miss with none of them says so."""
+    what was measured there of the causes seen on the H200: the power cap, a pad (some callable launch-bound), the
+    solution or the strongest baseline waiting on the GPU from the host, do_bench's own two orders apart, a callable
+    whose time moved between the processes that measured it. A miss with none of them says so."""
     lines = []
     for goal, raw in results["evals"].items():
         report = EvalReport.model_validate(raw)
@@ -189,7 +230,9 @@ def misses(results: dict, repeat: dict) -> list[str]:
                 continue
             s = next(x for x in report.shapes if x.name == shape)
             cap = s.clocks.slowdowns.get("sw_power_cap") if s.clocks else None
-            waits = [n for n, t in {"candidate": s.candidate, **s.baselines}.items() if t and t.host_waits]
+            base = report.strongest_baseline[shape]
+            compared = {"candidate": s.candidate, base: s.baselines.get(base)}  # what the speedup divides
+            waits = [n for n, t in compared.items() if t and t.host_waits]
             causes = []
             if cap is not None and cap >= POWER_CAPPED:
                 causes.append(
@@ -202,6 +245,8 @@ def misses(results: dict, repeat: dict) -> list[str]:
                 causes.append(f"host waits: {', '.join(waits)}")
             if order is not None and abs(order) > 3:
                 causes.append(f"do_bench's own two orders {order:+.1f}% apart")
+            if between := moved(results, goal, shape, row):
+                causes.append(between)
             lines.append(f"- {goal} {shape}: {', '.join(missed)}; {'; '.join(causes) or 'none of the known causes'}")
     return ["", "Misses, and what was measured at each:", *lines] if lines else []
 
