@@ -187,15 +187,11 @@ def per_call_ms(report: EvalReport | None, shape: str, name: str) -> float | Non
     return timing.graph.median_ms if s.timed_by == "graph" and timing.graph else timing.median_ms
 
 
-def moved(results: dict, goal: str, shape: str, row: dict) -> str | None:
-    """The solution's and the strongest baseline's times per call in each process that measured them (the eval,
-    the repeat, do_bench), when either spans more than MOVED_PCT: a callable whose time is chosen per process
+def moved(first: EvalReport, repeat: EvalReport | None, shape: str, base: str, row: dict) -> str | None:
+    """The solution's and the strongest baseline's (`base`) times per call in each process that measured them (the
+    eval, the repeat, do_bench), when either spans more than MOVED_PCT: a callable whose time is chosen per process
     (fused_add_rmsnorm's compiled baseline at deepseek_v3, eval/results/h200/check.md stop 39) shows as one that
     moved while the other held."""
-    first = EvalReport.model_validate(results["evals"][goal])
-    second = results.get("repeat", {}).get(goal)
-    repeat = EvalReport.model_validate(second) if second else None
-    base = first.strongest_baseline[shape]
     cells, spans = [], []
     for name in ("candidate", base):
         times = [
@@ -220,6 +216,8 @@ def misses(results: dict, repeat: dict) -> list[str]:
     lines = []
     for goal, raw in results["evals"].items():
         report = EvalReport.model_validate(raw)
+        second = results.get("repeat", {}).get(goal)
+        repeated = EvalReport.model_validate(second) if second else None
         db = results["dobench"].get(goal, {})
         for shape in speedups(report):
             row = db.get(shape) if isinstance(db.get(shape), dict) else {}
@@ -245,7 +243,7 @@ def misses(results: dict, repeat: dict) -> list[str]:
                 causes.append(f"host waits: {', '.join(waits)}")
             if order is not None and abs(order) > 3:
                 causes.append(f"do_bench's own two orders {order:+.1f}% apart")
-            if between := moved(results, goal, shape, row):
+            if between := moved(report, repeated, shape, base, row):
                 causes.append(between)
             lines.append(f"- {goal} {shape}: {', '.join(missed)}; {'; '.join(causes) or 'none of the known causes'}")
     return ["", "Misses, and what was measured at each:", *lines] if lines else []
