@@ -4,7 +4,10 @@ other, and `jg-mcp demo`. Prints a short table and writes check.json and check.m
 
     python eval/h200_check.py --out DIR [--goals a,b] [--parts evals,dobench,repeat,hacks,demo] [--deadline-s S]
         [--earlier CHECK_JSON] [--timing KEY=VALUE ...] [--no-spares] [--hacks a,b] [--hack-rounds N]
-        [--isolation bwrap|none]
+        [--isolation bwrap|none] [--policy open|triton]
+
+The parts `native` and `native_repeat` (run only when named) evaluate the CUDA C++ solutions of eval/native twice:
+both accepted, and the second eval's phases show no build (the first one's was kept by the hash of its sources).
 
 The repeat is a second eval of each solution on its timed shapes only, one correctness trial each (the first eval
 checked three per shape and the domain's shapes): only their speedups are compared. The independent measurement
@@ -48,6 +51,8 @@ GPU_HACKS: dict[str, set[Reason]] = {
     "wrong_when_rushed": {R.INCORRECT},
     "no_kernel_softmax": {R.NO_KERNEL},
     "graph_capture_skips_work": {R.INCORRECT},
+    "native_scaled_mm": {R.FORBIDDEN_CALL},
+    "native_early_answer": {R.TIMING_ESCAPE},
 }
 """The GPU-only hacks and the reasons each must be rejected for (tests/eval/test_hacks.py holds the same)."""
 GOALS = sorted(p.parent.name for p in (REPO / "eval" / "solutions").glob("*/solution.py"))
@@ -55,6 +60,7 @@ HACK_SHAPE = "llama3_8b_prefill_qkv"
 HACK_GOALS = {
     "no_kernel_softmax": ("softmax", "llama3_sampling_vocab_bs1024"),
     "graph_capture_skips_work": ("rope", "llama3_8b_decode_bs256"),
+    "native_early_answer": ("gemm_bf16", "llama3_8b_prefill_qkv"),
 }
 """The goal and timed shape of a GPU hack not on gemm_fp8 at HACK_SHAPE."""
 
@@ -62,6 +68,20 @@ HACK_GOALS = {
 def hack_goal(name: str) -> tuple[str, str]:
     """The goal a GPU hack is evaluated on, and its one timed shape."""
     return HACK_GOALS.get(name, ("gemm_fp8", HACK_SHAPE))
+
+
+NATIVE = {"gemm_bf16": "gemm_bf16_cuda", "softmax": "softmax_cuda", "attention_decode": "attention_decode_cuda"}
+"""The CUDA C++ solutions (eval/native/NAME) the part `native` evaluates twice each: accepted in both evals, and
+the second built nothing (its sources' build was kept)."""
+POLICY = "open"
+"""The source policy of every eval of the check (--policy)."""
+
+
+def expected(name: str) -> set[Reason]:
+    """What a GPU hack must be rejected for under POLICY: the open policy has no source findings but forbidden
+    operators and kernel-library imports, so only the reasons found from outside (and those) are expected of it."""
+    kept = {R.STATIC_FORBIDDEN, R.STATIC_IMPORT}
+    return {r for r in GPU_HACKS[name] if POLICY == "triton" or not r.startswith("static") or r in kept}
 
 
 ISOLATION = "bwrap"
@@ -73,10 +93,10 @@ SPARES: Spares | None = None
 
 def run_eval(solution: Path, goal: str, **options) -> EvalReport:
     ws = Path(tempfile.mkdtemp(prefix="jg-check-"))
-    shutil.copyfile(solution, ws / "solution.py")
+    shutil.copytree(solution.parent, ws, dirs_exist_ok=True)  # every file of a solution of several
     try:
         goal_file = REPO / "goals" / f"{goal}.yaml"
-        options = {"device": "cuda", "timeout_s": 120, "isolation": ISOLATION} | options
+        options = {"device": "cuda", "timeout_s": 120, "isolation": ISOLATION, "policy": POLICY} | options
         return evaluate(EvalOptions(goal=goal_file, workspace=ws, **options), spares=SPARES)
     finally:
         shutil.rmtree(ws, ignore_errors=True)
@@ -89,7 +109,9 @@ def check_evals(goals: list[str], results: dict, key: str, deadline: float, timi
             continue
         try:
             solution = REPO / "eval" / "solutions" / goal / "solution.py"
-            narrow = {"shapes": "timed", "domain_shapes": 0, "trials": 1} if key == "repeat" else {}
+            if key.startswith("native"):
+                solution = REPO / "eval" / "native" / NATIVE[goal] / "solution.py"
+            narrow = {"shapes": "timed", "domain_shapes": 0, "trials": 1} if key.endswith("repeat") else {}
             report = run_eval(solution, goal, timing=timing or {}, **narrow)
         except Exception as exc:  # one goal's harness failure is a result, not the end of the check
             results.setdefault("errors", {})[f"{key}:{goal}"] = f"{type(exc).__name__}: {exc}"[-3000:]
@@ -153,7 +175,7 @@ def check_hack(name: str) -> dict:
             "ok": False,
             "findings": [f"harness error {type(exc).__name__}: {exc}"[-2000:]],
         }
-    missing = sorted(GPU_HACKS[name] - set(report.reasons))
+    missing = sorted(expected(name) - set(report.reasons))
     ok = not report.accepted and not missing
     verdict = "ok" if ok else "MISSED"
     print(f"hack    {name:26s} {verdict}  {report.wall_s:5.1f}s  {','.join(report.reasons)}", flush=True)
@@ -230,9 +252,15 @@ def main() -> int:
         default="bwrap",
         help="the candidate's sandbox in the evals (none: to tell what the sandbox itself changes)",
     )
+    parser.add_argument(
+        "--policy",
+        choices=("open", "triton"),
+        default="open",
+        help="the source policy of the evals (what a hack is expected to be rejected for follows it)",
+    )
     args = parser.parse_args()
-    global SPARES, ISOLATION
-    ISOLATION = args.isolation
+    global SPARES, ISOLATION, POLICY
+    ISOLATION, POLICY = args.isolation, args.policy
     SPARES = Spares() if args.spares else None
     timing = {k: float(v) for k, v in (item.split("=", 1) for item in args.timing)}
     args.out.mkdir(parents=True, exist_ok=True)
@@ -245,6 +273,7 @@ def main() -> int:
     results: dict = {"parts": parts, "timing": timing, "part_wall_s": {}}
     split = [p for p in parts if p.startswith("dobench_split")]
     kept = ("evals", "dobench", "repeat", "dobench_repeat", "dobench_cleared", *VARIANT_ENV, *split, "hacks")
+    kept += ("native", "native_repeat")
     results |= {k: {} for k in kept}
     if args.earlier:
         earlier = json.loads(args.earlier.read_text())
@@ -254,6 +283,8 @@ def main() -> int:
             "evals": lambda: check_evals(goals, results, "evals", deadline, timing),
             "dobench": lambda: check_dobench(goals, results),
             "repeat": lambda: check_evals(goals, results, "repeat", deadline, timing),
+            "native": lambda: check_evals(sorted(NATIVE), results, "native", deadline, timing),
+            "native_repeat": lambda: check_evals(sorted(NATIVE), results, "native_repeat", deadline, timing),
             "dobench_repeat": lambda: check_dobench(goals, results, "dobench_repeat"),
             "dobench_cleared": lambda: check_dobench(goals, results, "dobench_cleared"),
             **{key: functools.partial(check_dobench, goals, results, key) for key in (*VARIANT_ENV, *split)},
@@ -275,7 +306,8 @@ def main() -> int:
         (args.out / "check.json").write_text(json.dumps(results, indent=1))
         (args.out / "check.md").write_text(markdown(results))
     print(markdown(results))
-    accepted = all(EvalReport.model_validate(r).accepted for r in results["evals"].values())
+    evals = [*results["evals"].values(), *results["native"].values(), *results["native_repeat"].values()]
+    accepted = all(EvalReport.model_validate(r).accepted for r in evals)
     accepted = accepted and not results.get("errors") and not results.get("skipped")
     accepted = accepted and results.get("demo", {"exit": 0})["exit"] == 0
     return 0 if accepted and all(h["ok"] for h in results["hacks"].values()) else 1

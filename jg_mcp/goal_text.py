@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import inspect
+from typing import Literal
 
-from jg_mcp.eval.policy import policy_text
 from jg_mcp.goals import LoadedGoal, Shape
+
+Policy = Literal["open", "triton"]
 
 
 def _shape_rows(shapes: list[Shape]) -> list[str]:
@@ -17,7 +19,18 @@ def _signature(loaded: LoadedGoal) -> str:
     return f"{loaded.goal.solution.function}({params})"
 
 
-def render_markdown(loaded: LoadedGoal, reference_file: str = "reference.py") -> str:
+def rules(loaded: LoadedGoal, policy: Policy = "open") -> str:
+    """The eval's rules as the agent reads them: the open policy's few sentences, or the Triton-only allow-list."""
+    if policy == "triton":
+        from jg_mcp.eval.policy import policy_text
+
+        return policy_text(loaded.goal.forbidden)
+    from jg_mcp.eval.policy_open import open_rules
+
+    return open_rules(loaded.goal.forbidden)
+
+
+def render_markdown(loaded: LoadedGoal, reference_file: str = "reference.py", policy: Policy = "open") -> str:
     g = loaded.goal
     outputs = ", ".join(f"`{o.name}` ({o.dtype})" for o in g.outputs)
     lines = [
@@ -28,7 +41,7 @@ def render_markdown(loaded: LoadedGoal, reference_file: str = "reference.py") ->
         "",
         "## Constraints",
         *[f"- {c}" for c in g.constraints],
-        f"- {policy_text(g.forbidden)}",
+        f"- {rules(loaded, policy)}",
         "",
         "## Solution contract",
         f"- File `{g.solution.file}` in the workspace defines `{_signature(loaded)}` "

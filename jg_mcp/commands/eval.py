@@ -85,6 +85,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=positive_float,
         help="seconds of timing per shape (default: budget_s in jg_mcp/eval/timing.py)",
     )
+    p.add_argument(
+        "--policy",
+        choices=["open", "triton"],
+        default="open",
+        help="open: any language, several files, native code built from the workspace's sources (default); "
+        "triton: the Triton-only allow-list of one Python file (for competitions)",
+    )
     p.add_argument("--do-bench", action="store_true", help="cross-check baselines with triton.testing.do_bench")
     p.add_argument("--json", type=Path, help="write the JSON report here")
     p.add_argument("--markdown", type=Path, help="write the Markdown report here")
@@ -121,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         total_timeout_s=args.total_timeout,
         timing={"budget_s": args.timing_budget} if args.timing_budget else {},
         do_bench=args.do_bench,
+        policy=args.policy,
     )
     bar = Bar()
     try:

@@ -46,6 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "and the `goal` prompt are this same Markdown). Exit 1 for a malformed goal, 2 when there is no such goal.",
     )
     show.add_argument("name", help="goal name or YAML path")
+    show.add_argument(
+        "--policy",
+        choices=["open", "triton"],
+        default="open",
+        help="the eval's source policy whose rules the agent is told (default open: any language)",
+    )
     show.set_defaults(func=cmd_show)
     val = gsub.add_parser(
         "validate",
@@ -86,7 +92,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    print(render_markdown(load_goal(find_goal(args.name, args.dir))), end="")
+    print(render_markdown(load_goal(find_goal(args.name, args.dir)), policy=args.policy), end="")
     return 0
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import stat
 import sys
 from pathlib import Path
@@ -85,3 +86,41 @@ def bytecode_dir() -> Path | None:
         return None
     path = root() / "bytecode" / sys.implementation.cache_tag
     return path if _private_dir(path, mode=0o755) is None else None
+
+
+MAX_EXTENSION_BYTES = 1 << 30
+"""Most bytes of a solution's native build kept for the next eval of the same sources; a larger build is not kept."""
+
+
+def extensions_dir(key: str) -> Path | None:
+    """Where the native build of the solution whose sources hash to `key` is kept between evals
+    (`root()/extensions/<key>`), or None where that directory cannot be trusted.
+
+    Building a CUDA extension takes 20-25 s on an H100 (docs/decisions/2026-12-06-native-build-cache.md), and torch
+    builds anew in every fresh build directory, so without this every eval of the same sources would pay it again.
+    What is kept is what the candidate's sandbox built (and could have written anything into): it is handed only to
+    evals of the very same sources, and every library a candidate loads is judged by what it binds
+    (jg_mcp.eval.native), wherever it came from."""
+    path = root() / "extensions" / key
+    return path if _private_dir(path) is None else None
+
+
+def copy_build(src: Path, dest: Path, owner: int | None = None) -> None:
+    """Copy a build directory's regular files and directories (times kept: ninja then sees the build up to date),
+    never a link or anything else, and nothing once MAX_EXTENSION_BYTES are copied; `owner` gets what is made."""
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(src):
+        here = Path(dirpath)
+        target = dest / here.relative_to(src)
+        target.mkdir(parents=True, exist_ok=True)
+        if owner is not None:
+            os.chown(target, owner, owner)
+        dirnames[:] = [d for d in dirnames if not (here / d).is_symlink()]
+        for name in filenames:
+            st = os.lstat(here / name)
+            total += st.st_size
+            if not stat.S_ISREG(st.st_mode) or total > MAX_EXTENSION_BYTES:
+                continue
+            shutil.copy2(here / name, target / name, follow_symlinks=False)
+            if owner is not None:
+                os.chown(target / name, owner, owner)

@@ -26,21 +26,22 @@ import torch
 import jg_mcp
 from jg_mcp import log
 from jg_mcp.errors import JgError
-from jg_mcp.eval.compile_cache import baseline_dir, baseline_env
+from jg_mcp.eval.compile_cache import baseline_dir, baseline_env, copy_build, extensions_dir
 from jg_mcp.eval.correctness import correctness
-from jg_mcp.eval.isolation import choose, prepare
+from jg_mcp.eval.isolation import NOBODY, choose, prepare
 from jg_mcp.eval.messages import ImportFailed, Ready, Setup, WorkerError
 from jg_mcp.eval.native import BY_PATH, NativeScan
 from jg_mcp.eval.ops import forbidden_ops
 from jg_mcp.eval.options import EvalOptions
 from jg_mcp.eval.policy import static_check
+from jg_mcp.eval.policy_open import open_check
 from jg_mcp.eval.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.proctree import sweep
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.report import Environment, EvalReport, Finding, TimingMethod
+from jg_mcp.eval.report import Environment, EvalReport, Finding, SourceRecord, TimingMethod
 from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import select_cases
-from jg_mcp.eval.sources import private_goal, read_solution, solution_text
+from jg_mcp.eval.sources import SourceFile, private_goal, read_sources, solution_text
 from jg_mcp.eval.spares import Spares
 from jg_mcp.goals import LoadedGoal
 
@@ -48,14 +49,20 @@ _log = log.get("jg_mcp.eval")
 Progress = Callable[[str], None]
 
 
+KERNEL_FILES = (".cubin", ".hsaco", ".cuda.o", ".fatbin")
+"""What compiling a GPU kernel leaves in the eval's cache: Triton's `.cubin` (`.hsaco` on ROCm), and the device code
+objects torch's extension builder has nvcc make (`NAME.cuda.o`) or a build makes by hand (`.fatbin`)."""
+
+
 def compiled_a_kernel(cache: Path, most: int = 100_000) -> bool:
-    """Whether the candidate's processes compiled a Triton kernel (a `.cubin`, or a `.hsaco` on ROCm) into the eval's
-    own Triton cache, made empty for this eval, which every kernel a candidate launches passes through: read on the
-    host once they have ended, where no candidate code runs, looking at no more than `most` entries (no links
-    followed). A floor, not proof of work: a candidate can compile a kernel it does not use."""
+    """Whether the candidate's processes compiled a GPU kernel (KERNEL_FILES) into the eval's own cache (Triton's and
+    torch's extension builds), made empty for this eval or holding only the kept build of these very sources, which
+    every kernel a candidate launches passes through: read on the host once they have ended, where no candidate code
+    runs, looking at no more than `most` entries (no links followed). A floor, not proof of work: a candidate can
+    compile a kernel it does not use."""
     seen = 0
     for _, dirs, files in os.walk(cache):
-        if any(f.endswith((".cubin", ".hsaco")) for f in files):
+        if any(f.endswith(KERNEL_FILES) for f in files):
             return True
         seen += len(dirs) + len(files)
         if seen > most:
@@ -95,6 +102,8 @@ class Evaluation:
         """When the eval's own time limit runs out (`WorkerProcess.deadline`), set as it starts."""
         self.baseline_cache: Path | None = None
         """The baselines' compile cache, chosen by `environment()` before any baseline process starts."""
+        self.extensions: Path | None = None
+        """Where this eval keeps the candidate's native build for the next eval of the same sources."""
         self.native = NativeScan(self.goal.goal.forbidden, self.work)
         """The judge of the native code the candidate's processes load, which it reads from /proc whenever they are
         stopped (each freeze, and before each is closed): its findings join the report at the end."""
@@ -111,32 +120,41 @@ class Evaluation:
                 self.spare.close()  # what this eval did not need
             if self.isolation.sandbox == "none":
                 sweep(self.token)
+            self.keep_build()
             shutil.rmtree(self.work, ignore_errors=True)
 
     def _run(self, start: float) -> EvalReport:
         g = self.goal.goal
-        source = self.o.workspace / (self.o.solution or g.solution.file)
-        data = read_solution(self.o.workspace, self.o.solution or g.solution.file)
+        rel = self.o.solution or g.solution.file
+        files = read_sources(self.o.workspace, rel, everything=self.o.policy == "open")
+        data = files[0].data
         copied = self.work / "solution" / "solution.py"
         copied.parent.mkdir(exist_ok=True)  # a spare set's work holds both already
         (self.work / "cache").mkdir(exist_ok=True)
         copied.write_bytes(data)
+        for extra in files[1:]:
+            (copied.parent / extra.path).parent.mkdir(parents=True, exist_ok=True)
+            (copied.parent / extra.path).write_bytes(extra.data)
         prepare(copied.parent, self.work / "cache")
         report = EvalReport(
             goal=g.name,
             goal_sha256=self.goal.sha256(),
             solution_sha256=hashlib.sha256(data).hexdigest(),
-            solution_file=str(source),
+            solution_file=str(self.o.workspace / rel),
             accepted=False,
             seed=self.seed,
             environment=self.environment(),
             isolation=self.isolation,
+            policy=self.o.policy,
+            sources=[
+                SourceRecord(path=f.path, sha256=hashlib.sha256(f.data).hexdigest(), bytes=len(f.data)) for f in files
+            ],
         )
         if self.o.expect_goal_sha256 and self.o.expect_goal_sha256 != report.goal_sha256:
             report.goal_changed = self.o.expect_goal_sha256
-        text = solution_text(data)  # what the worker's import compiles from the same bytes, copied above
-        for f in [text] if isinstance(text, Finding) else static_check(text, g.forbidden, notes=report.notes):
+        for f in self.source_findings(files, report):
             report.add(f)
+        self.extensions = self.restore_build(report)
         cases = select_cases(self.goal, self.o.shapes, self.device, self.o.domain_shapes, self.rng, self.o.only)
         kinds = ("timed", "smoke") if self.o.timing_on_cpu else ("timed",)
         timed = [c for c in cases if c.kind in kinds] if self.timed() else []
@@ -174,12 +192,12 @@ class Evaluation:
         self.procs.clear()
         for f in self.native.findings:
             report.add(f)
-        if self.device == "cuda" and report.shapes and not compiled_a_kernel(self.work / "cache" / "triton"):
+        if self.device == "cuda" and report.shapes and not compiled_a_kernel(self.work / "cache"):
             report.add(
                 Finding(
                     reason=Reason.NO_KERNEL,
-                    detail="the candidate compiled no Triton kernel: its outputs came from torch's own kernels, not a "
-                    "kernel of its own (a solution's compiled code is Triton's)",
+                    detail="the candidate compiled no kernel of its own (no Triton kernel, no CUDA code built): its "
+                    "outputs came from torch's own kernels",
                 )
             )
         if self.native.by_path and (self.native.judged or self.native.unread):
@@ -199,6 +217,48 @@ class Evaluation:
         report.wall_s = time.monotonic() - start
         report.phases["total"] = report.wall_s
         return report
+
+    def source_findings(self, files: list[SourceFile], report: EvalReport) -> list[Finding]:
+        """The policy's findings in the solution's Python files (the Triton-only policy reads only the solution file;
+        the open policy every Python file copied, but a copy of the goal's own module, the reference the server put
+        in the workspace, which is never imported as the solution)."""
+        forbidden = self.goal.goal.forbidden
+        if self.o.policy == "triton":
+            text = solution_text(files[0].data)  # what the worker's import compiles from the same bytes
+            return [text] if isinstance(text, Finding) else static_check(text, forbidden, notes=report.notes)
+        reference = self.goal.module_path.read_bytes()
+        found: list[Finding] = []
+        for i, file in enumerate(files):
+            if i > 0 and (not file.path.endswith(".py") or file.data == reference):
+                continue
+            text = solution_text(file.data)
+            where = "" if i == 0 else f"{file.path}: "
+            for finding in [text] if isinstance(text, Finding) else open_check(text, forbidden):
+                found.append(finding.model_copy(update={"detail": where + finding.detail}))
+        return found
+
+    def restore_build(self, report: EvalReport) -> Path | None:
+        """Put the native build kept for these very sources (`compile_cache.extensions_dir`) where the candidate's
+        torch builds (the cache's torch_extensions), so a repeat eval does not compile again; returns where the build
+        is to be kept after this eval, or None (the Triton-only policy builds nothing native)."""
+        if self.o.policy != "open":
+            return None
+        key = hashlib.sha256(
+            "\n".join(
+                [torch.__version__, report.environment.gpu or "cpu", *(f"{s.path} {s.sha256}" for s in report.sources)]
+            ).encode()
+        ).hexdigest()[:32]
+        kept = extensions_dir(key)
+        if kept is not None and any(kept.iterdir()):
+            copy_build(kept, self.work / "cache" / "torch_extensions", NOBODY if os.geteuid() == 0 else None)
+        return kept
+
+    def keep_build(self) -> None:
+        """Keep what the candidate's sandbox built for the next eval of the same sources (`restore_build`)."""
+        built = self.work / "cache" / "torch_extensions"
+        if self.extensions is not None and built.is_dir() and any(built.iterdir()):
+            shutil.rmtree(self.extensions, ignore_errors=True)
+            copy_build(built, self.extensions)
 
     def end(self, proc: WorkerProcess, report: EvalReport) -> None:
         """End a worker once its part is done: the correctness process (and its sandbox, with anything the candidate

@@ -104,6 +104,58 @@ def _imported_from(directory: Path) -> list[Path]:
     return found
 
 
+BLOCKER = "hidden_package.py"
+"""The file bound over each hidden package's `__init__.py` (and over a hidden top-level module): importing it raises."""
+BLOCKER_TEXT = 'raise ImportError("this kernel library is hidden from solutions: write your own kernel")\n'
+
+
+def hidden_packages() -> list[Path]:
+    """Where the kernel libraries a solution may not use (policy_open.KERNEL_LIBRARIES) lie in this Python
+    environment: each top-level package directory or module file of those distributions, and of those module names
+    wherever the import system finds them. The candidate's sandbox hides each one, so no spelling of an import (nor
+    a path) reaches their kernels."""
+    import importlib.metadata
+    import importlib.util
+
+    from jg_mcp.eval.policy_open import KERNEL_LIBRARIES
+
+    found: set[Path] = set()
+    for name in KERNEL_LIBRARIES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin and spec.origin not in ("built-in", "frozen"):
+            origin = Path(spec.origin)
+            found.add(origin.parent if origin.name == "__init__.py" else origin)
+        elif spec is not None and spec.submodule_search_locations:
+            found.update(Path(p) for p in spec.submodule_search_locations)
+    wanted = {n.replace("_", "-") for n in KERNEL_LIBRARIES}
+    for dist in importlib.metadata.distributions():
+        if (dist.metadata["Name"] or "").lower().replace("_", "-") not in wanted:
+            continue
+        for file in dist.files or []:
+            top = file.parts[0]
+            if top.endswith((".dist-info", ".egg-info", ".data")) or top == "..":
+                continue
+            found.add(Path(str(dist.locate_file(top))))
+    return sorted(p for p in found if p.exists())
+
+
+def hide_args(paths: list[Path], blocker: Path) -> list[str]:
+    """bwrap arguments that hide `paths`: a directory becomes an empty tmpfs whose `__init__.py` raises, a file is
+    covered by that raising module. Without `blocker` written (`prepare` writes it), nothing is hidden."""
+    if not paths:
+        return []
+    args: list[str] = []
+    for p in paths:
+        if p.is_dir():
+            args += ["--perms", "0555", "--tmpfs", str(p), "--ro-bind", str(blocker), str(p / "__init__.py")]
+        else:
+            args += ["--ro-bind", str(blocker), str(p)]
+    return args
+
+
 def launcher() -> str:
     """The bubblewrap executable that starts the candidate's sandbox: bwrap on the harness's PATH."""
     return shutil.which("bwrap") or "bwrap"
@@ -153,6 +205,7 @@ def bwrap_argv(
         args += ["--ro-bind", str(p), str(p)]
     for dev in gpu_devices():
         args += ["--dev-bind-try", dev, dev]
+    args += hide_args(hidden_packages(), solution_dir.parent / BLOCKER)
     args += [
         "--perms",
         "0755",
@@ -238,10 +291,15 @@ def _bwrap_problem() -> str | None:
 
 
 def prepare(solution_dir: Path, cache_dir: Path) -> None:
-    """Make the solution readable and the cache writable by the sandbox's unprivileged uid."""
+    """Make the solution readable and the cache writable by the sandbox's unprivileged uid, and write the module that
+    stands in for hidden kernel libraries (`hide_args`) beside them."""
     solution_dir.chmod(0o755)
-    for f in solution_dir.iterdir():
-        f.chmod(0o444)
+    for f in solution_dir.rglob("*"):
+        f.chmod(0o755 if f.is_dir() else 0o444)
+    blocker = solution_dir.parent / BLOCKER
+    if not blocker.exists():  # a spare's work has it already
+        blocker.write_text(BLOCKER_TEXT)
+        blocker.chmod(0o444)
     if os.geteuid() == 0:
         os.chown(cache_dir, NOBODY, NOBODY)
     cache_dir.chmod(0o700)

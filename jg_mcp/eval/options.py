@@ -113,6 +113,9 @@ class EvalOptions(BaseModel):
     protocol: times of the Triton interpreter mean nothing)."""
     do_bench: bool = False
     """Also time each baseline with triton.testing.do_bench, as an independent cross-check."""
+    policy: Literal["open", "triton"] = "open"
+    """The source policy: `open` admits any language and several files (native code is built from the workspace's
+    sources and judged by what it loads); `triton` is the Triton-only allow-list of one Python file."""
     isolation: Literal["auto", "bwrap", "none"] = "auto"
     """The candidate process's sandbox: bwrap when it works here (auto), required (bwrap), or off (none)."""
     expect_goal_sha256: str | None = None

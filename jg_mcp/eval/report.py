@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jg_mcp.eval.reasons import Reason
 
-REPORT_VERSION = 10
+REPORT_VERSION = 11
 """2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, the block/fresh/spot-check timing parameters.
 3: `isolation`, `phases`, per-timing `unaccounted_ms`, `host_median_ms` measured by the harness's clock (optional).
 4: per-shape `pad_ms` and `launch_bound`, per-timing `lead` and `enqueue_ms`, the `lead_ms` timing parameter.
@@ -26,7 +26,10 @@ imports before it times).
 microseconds per call are timed under CUDA graphs too, and their speedups are the graphs'.
 10: the timing parameter `graph_replay_ms`: a graph has as many calls as fill a replay of that long at the fastest
 baseline's per-call time (version 9's had `graph_calls`, 64-100 calls, 1-3 ms per block at rope's decode shapes).
-Reports of earlier versions still load (the new fields are optional)."""
+11: `policy` (open: any language, the default; triton: the Triton-only allow-list) and `sources`, every file of the
+solution with its sha256 (the open policy copies the workspace's source files, not only the solution file).
+Reports of earlier versions still load (the new fields are optional; one without `policy` was judged by the
+Triton-only policy)."""
 
 
 class Strict(BaseModel):
@@ -313,6 +316,17 @@ class Isolation(Strict):
     """Why bwrap was not used, when it was not."""
 
 
+class SourceRecord(Strict):
+    """One file of the solution as the eval copied it out of the workspace."""
+
+    path: str
+    """Workspace-relative path."""
+    sha256: str
+    """Hash of the bytes copied."""
+    bytes: int
+    """Size in bytes."""
+
+
 class EvalReport(Strict):
     """The verdict on one solution for one goal."""
 
@@ -326,6 +340,11 @@ class EvalReport(Strict):
     """Hash of the solution file as copied out of the workspace."""
     solution_file: str
     """Where it was copied from."""
+    policy: Literal["open", "triton"] = "triton"
+    """Which source policy judged it (version 11 on): `open`, any language, or `triton`, the Triton-only
+    allow-list."""
+    sources: list[SourceRecord] = []
+    """Every file of the solution the eval copied, the solution file first (version 11 on)."""
     accepted: bool
     """Correct at every shape and no finding."""
     reasons: list[Reason] = []

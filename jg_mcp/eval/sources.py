@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import codecs
 import io
+import os
 import re
 import shutil
 import tokenize
+from dataclasses import dataclass
 from pathlib import Path
 
 from jg_mcp.errors import JgError, PathRefused
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
 from jg_mcp.goals import LoadedGoal, load_goal
-from jg_mcp.live.safefs import read_bounded
+from jg_mcp.live.safefs import open_dir, read_bounded
 from jg_mcp.live.workspace import Workspace
 
 
@@ -86,3 +88,71 @@ def solution_text(data: bytes) -> str | Finding:
         return data.decode(encoding)
     except UnicodeDecodeError as exc:
         return Finding(reason=Reason.SYNTAX, detail=f"the source is not valid UTF-8 at byte {exc.start}: {exc.reason}")
+
+
+SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".inl", ".ptx")
+"""The files of a solution besides its main file (open policy): Python modules it imports and the sources it builds.
+Nothing else is copied, so a library or object file left in the workspace is never loaded: native code is built
+from source, in the candidate's sandbox, where the eval can see what it loads."""
+MAX_SOURCE_FILES = 64
+"""Most files a solution may have (its main file included); beyond that the eval refuses rather than guess."""
+MAX_SOURCES_BYTES = 16 * 1024 * 1024
+"""Most bytes all of a solution's files may hold together."""
+MAX_SOURCE_DEPTH = 4
+"""Deepest directory level below the workspace that is read for sources."""
+SKIPPED_DIRS = frozenset({"__pycache__", "build", "node_modules"})
+"""Directories never read for sources: bytecode and build output, not source."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file of a solution: its workspace-relative path and the bytes read once."""
+
+    path: str
+    data: bytes
+
+
+def read_sources(workspace: Path, rel: str, everything: bool) -> list[SourceFile]:
+    """The solution's files, each read once beneath the workspace's descriptor (no link followed, no FIFO opened):
+    the main file first, as `rel`; with `everything`, also every source file (SOURCE_SUFFIXES) down to
+    MAX_SOURCE_DEPTH, skipping hidden and build directories. Over MAX_SOURCE_FILES files or MAX_SOURCES_BYTES is
+    refused with a message that says which limit."""
+    main = read_solution(workspace, rel)
+    found = [SourceFile(rel, main)]
+    if not everything:
+        return found
+    ws = Workspace(workspace)
+    total = len(main)
+    for path in _source_paths(ws.fd, (), main_rel=rel):
+        if len(found) >= MAX_SOURCE_FILES:
+            raise JgError(f"the workspace holds more than {MAX_SOURCE_FILES} source files; remove the unused ones")
+        data = read_solution(workspace, path)
+        total += len(data)
+        if total > MAX_SOURCES_BYTES:
+            raise JgError(f"the workspace's source files hold more than {MAX_SOURCES_BYTES} bytes together")
+        found.append(SourceFile(path, data))
+    return found
+
+
+def _source_paths(root_fd: int, parts: tuple[str, ...], main_rel: str) -> list[str]:
+    """Workspace-relative paths of the source files under `parts`, sorted, without following links."""
+    fd = open_dir(root_fd, parts)
+    try:
+        with os.scandir(fd) as listing:
+            entries = sorted(
+                (e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False)) for e in listing
+            )
+    finally:
+        os.close(fd)
+    paths: list[str] = []
+    for name, is_dir, is_file in entries:
+        rel = "/".join((*parts, name))
+        if name.startswith("."):
+            continue
+        if is_dir and name not in SKIPPED_DIRS and len(parts) + 1 < MAX_SOURCE_DEPTH:
+            paths += _source_paths(root_fd, (*parts, name), main_rel)
+        elif is_file and name.endswith(SOURCE_SUFFIXES) and rel != main_rel:
+            paths.append(rel)
+        if len(paths) > MAX_SOURCE_FILES:
+            break
+    return paths

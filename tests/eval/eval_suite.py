@@ -17,6 +17,15 @@ from jg_mcp.eval.report import Environment, Timing
 
 REPO = Path(__file__).resolve().parents[2]
 HACKS = REPO / "eval" / "hacks"
+NATIVE = REPO / "eval" / "native"
+NATIVE_HACKS: dict[str, tuple[str, set[Reason]]] = {
+    "native_aten_matmul": ("gemm_bf16", {Reason.FORBIDDEN_CALL}),
+    "native_cblas_sgemm": ("gemm_bf16", {Reason.FORBIDDEN_CALL}),
+    "native_dlsym": ("gemm_bf16", {Reason.FORBIDDEN_CALL}),
+    "native_keeps_results": ("gemm_bf16", {Reason.INCORRECT}),
+}
+"""C++ solutions that reach a library's kernel, look code up by name, or answer from results kept between calls."""
+
 SOLUTIONS = REPO / "eval" / "solutions"
 GOALS = REPO / "goals"
 CUDA = torch.cuda.is_available()
@@ -99,13 +108,18 @@ machine's L3, as the GPU's flush is larger than its L2; a wider escape margin an
 of test_hacks.py ran 37x-530x)."""
 
 
-def eval_solution(solution: Path, goal: str | Path, root: Path, **options) -> EvalReport:
-    """Copy one solution into a fresh workspace under `root` and evaluate it."""
+def eval_solution(solution: Path, goal: str | Path, root: Path, whole: bool = False, **options) -> EvalReport:
+    """Copy one solution into a fresh workspace under `root` and evaluate it: its file alone, or with `whole` every
+    file of its directory (a solution of several files). The suite's tables were written for the Triton-only policy,
+    which is what an eval here runs under unless `policy` is given."""
     goal_path = goal if isinstance(goal, Path) else GOALS / f"{goal}.yaml"
     ws = root / f"{goal_path.stem}-{solution.parent.name}"
-    ws.mkdir(parents=True)
-    shutil.copyfile(solution, ws / "solution.py")
-    defaults = {"device": DEVICE, "shapes": "smoke", "domain_shapes": 1, "timeout_s": 90.0}
+    if whole:
+        shutil.copytree(solution.parent, ws)
+    else:
+        ws.mkdir(parents=True)
+        shutil.copyfile(solution, ws / "solution.py")
+    defaults = {"device": DEVICE, "shapes": "smoke", "domain_shapes": 1, "timeout_s": 90.0, "policy": "triton"}
     return evaluate(EvalOptions(goal=goal_path, workspace=ws, **(defaults | options)))
 
 

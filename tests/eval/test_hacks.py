@@ -7,7 +7,7 @@ outside the candidate's process (its own buffers, its own clock) even if the sou
 from __future__ import annotations
 
 import pytest
-from eval_suite import CPU_TIMING, CUDA, HACKS, REPO
+from eval_suite import CPU_TIMING, CUDA, HACKS, NATIVE_HACKS, REPO
 
 from jg_mcp.eval import Reason
 
@@ -140,7 +140,7 @@ def cpu_suite(runs):
 
 
 def test_every_hack_directory_is_in_the_suite():
-    listed = set(CPU_HACKS) | set(CPU_TIMED_HACKS) | set(GPU_HACKS)
+    listed = set(CPU_HACKS) | set(CPU_TIMED_HACKS) | set(GPU_HACKS) | set(NATIVE_HACKS)
     assert {p.parent.name for p in HACKS.glob("*/solution.py")} == listed
 
 
