@@ -27,6 +27,7 @@ import jg_mcp
 from jg_mcp import log
 from jg_mcp.errors import JgError
 from jg_mcp.eval.compile_cache import baseline_dir, baseline_env, copy_build, extensions_dir
+from jg_mcp.eval.compile_cache import root as cache_root
 from jg_mcp.eval.correctness import correctness
 from jg_mcp.eval.isolation import NOBODY, choose, prepare
 from jg_mcp.eval.messages import ImportFailed, Ready, Setup, WorkerError
@@ -43,6 +44,7 @@ from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import select_cases
 from jg_mcp.eval.sources import SourceFile, private_goal, read_sources, solution_text
 from jg_mcp.eval.spares import Spares
+from jg_mcp.eval.stubs import forbids_gemm, library_files, stub_binds
 from jg_mcp.goals import LoadedGoal
 
 _log = log.get("jg_mcp.eval")
@@ -102,6 +104,8 @@ class Evaluation:
         """When the eval's own time limit runs out (`WorkerProcess.deadline`), set as it starts."""
         self.baseline_cache: Path | None = None
         """The baselines' compile cache, chosen by `environment()` before any baseline process starts."""
+        self.covers: tuple[tuple[str, str], ...] = ()
+        """The libraries the goal forbids, each covered by a failing stub in the candidate's sandbox (GPU only)."""
         self.extensions: Path | None = None
         """Where this eval keeps the candidate's native build for the next eval of the same sources."""
         self.native = NativeScan(self.goal.goal.forbidden, self.work)
@@ -155,6 +159,7 @@ class Evaluation:
         for f in self.source_findings(files, report):
             report.add(f)
         self.extensions = self.restore_build(report)
+        self.covers = self.stubbed(report)
         cases = select_cases(self.goal, self.o.shapes, self.device, self.o.domain_shapes, self.rng, self.o.only)
         kinds = ("timed", "smoke") if self.o.timing_on_cpu else ("timed",)
         timed = [c for c in cases if c.kind in kinds] if self.timed() else []
@@ -203,7 +208,7 @@ class Evaluation:
         if self.native.by_path and (self.native.judged or self.native.unread):
             unread = [f"mapped code that could not be read: {', '.join(self.native.unread[:5])}"]
             missing = [*self.isolation.missing, BY_PATH, *(unread if self.native.unread else [])]
-            report.isolation = self.isolation.model_copy(update={"missing": missing})
+            report.isolation = (report.isolation or self.isolation).model_copy(update={"missing": missing})
         if self.isolation.sandbox == "none" and (left := sweep(self.token)):
             report.add(
                 Finding(
@@ -252,6 +257,16 @@ class Evaluation:
         if kept is not None and any(kept.iterdir()):
             copy_build(kept, self.work / "cache" / "torch_extensions", NOBODY if os.geteuid() == 0 else None)
         return kept
+
+    def stubbed(self, report: EvalReport) -> tuple[tuple[str, str], ...]:
+        """Stubs for the cuBLAS files, where the goal forbids a GEMM and the candidate runs sandboxed on a GPU
+        (`jg_mcp.eval.stubs`); the report's isolation names each file covered."""
+        if self.device != "cuda" or self.isolation.sandbox != "bwrap" or not forbids_gemm(self.goal.goal.forbidden):
+            return ()
+        pairs = stub_binds(library_files(), cache_root() / "stubs")
+        if report.isolation is not None:
+            report.isolation = report.isolation.model_copy(update={"stubbed": [str(real) for _, real in pairs]})
+        return tuple((str(stub), str(real)) for stub, real in pairs)
 
     def keep_build(self) -> None:
         """Keep what the candidate's sandbox built for the next eval of the same sources (`restore_build`)."""
@@ -328,9 +343,12 @@ class Evaluation:
             if self.baseline_cache is None:
                 raise JgError("the baselines' compile cache is chosen by environment(), before a baseline process")
             cache_env = baseline_env(self.baseline_cache)
-        proc = self.spare.pop(role, sandboxed, self.device, cache_env) if self.spare else None
+        covers = self.covers if sandboxed else ()
+        proc = self.spare.pop(role, sandboxed, self.device, cache_env, covers) if self.spare else None
         if proc is None:
-            proc = WorkerProcess(role, self.work, sandboxed, self.token, self.o.timeout_s, self.device, cache_env)
+            proc = WorkerProcess(
+                role, self.work, sandboxed, self.token, self.o.timeout_s, self.device, cache_env, covers=covers
+            )
         proc.timeout_s, proc.deadline = self.o.timeout_s, self.deadline
         proc.native = self.native if role == "candidate" else None
         proc.start(setup)

@@ -167,12 +167,14 @@ def bwrap_argv(
     env: dict[str, str],
     rules: int | None = None,
     readable: list[Path] | tuple[Path, ...] = (),
+    covers: tuple[tuple[str, str], ...] = (),
 ) -> list[str]:
     """The bubblewrap prefix that runs a command as the candidate's sandbox (see the module docstring); the
     process gets `lifeline.read_end()`, so it runs only while the harness lives, and `rules`, the descriptor of a
     fresh `seccomp.program_file()` (no new user namespace: in one the candidate could mount memory past its caps;
     no kernel keyrings: the harness's session keyring, and the user keyring every candidate's uid shares).
-    `readable` directories are bound read-only at their own paths (the workers' bytecode)."""
+    `readable` directories are bound read-only at their own paths (the workers' bytecode); each (stub, real) pair of
+    `covers` binds the stub over the real file."""
     capped = ["prlimit", f"--nproc={MAX_PROCESSES}"] if os.geteuid() == 0 else []
     args = lifeline.outer(oom.first([*capped, launcher(), *NAMESPACES, "--hostname", "candidate"]))
     if rules is not None:
@@ -206,6 +208,8 @@ def bwrap_argv(
     for dev in gpu_devices():
         args += ["--dev-bind-try", dev, dev]
     args += hide_args(hidden_packages(), solution_dir.parent / BLOCKER)
+    for stub, real in covers:  # libraries the goal forbids, covered by stubs that fail (jg_mcp.eval.stubs)
+        args += ["--ro-bind", stub, real]
     args += [
         "--perms",
         "0755",

@@ -55,8 +55,9 @@ class CandidateGone(Exception):
 class WorkerProcess:
     """One worker: `sandboxed` runs it in the candidate's bubblewrap sandbox, whose compile caches (Triton's, and
     torch's extension builds, which the eval's two candidate processes share) are the eval's; unsandboxed,
-    `cache_env` names its compile caches (the baselines' own), else the eval's. It starts at once
-    (imports torch and the `ahead` modules) and runs nothing of its role until `start(setup)`."""
+    `cache_env` names its compile caches (the baselines' own), else the eval's; `covers` are the stubs bound over the
+    libraries the goal forbids in its sandbox. It starts at once (imports torch and the `ahead` modules) and runs
+    nothing of its role until `start(setup)`."""
 
     def __init__(
         self,
@@ -68,6 +69,7 @@ class WorkerProcess:
         device: str,
         cache_env: dict[str, str] | None = None,
         ahead: tuple[str, ...] = (),
+        covers: tuple[tuple[str, str], ...] = (),
     ):
         self.timeout_s = timeout_s
         self.deadline: tuple[float, float] | None = None
@@ -77,6 +79,8 @@ class WorkerProcess:
         self.sandboxed = sandboxed
         self.device = device
         self.cache_env = cache_env
+        self.covers = covers
+        """(stub, real library) pairs bound over the real files in its sandbox (jg_mcp.eval.stubs)."""
         self.ready = False
         self.started = False
         """Whether the worker said `started` (its imports done), which it does once, before its setup."""
@@ -112,7 +116,7 @@ class WorkerProcess:
             env["TORCH_EXTENSIONS_DIR"] = f"{CACHE_DIR}/torch_extensions"
             rules = filter_file()
             readable = [bytecode] if bytecode is not None else []
-            argv = bwrap_argv(solution_dir, cache_dir, env, rules.fileno() if rules else None, readable)
+            argv = bwrap_argv(solution_dir, cache_dir, env, rules.fileno() if rules else None, readable, covers)
             prefix, cwd, parent = argv, "/", 0
         else:
             home = work / f"home-{secrets.token_hex(3)}"

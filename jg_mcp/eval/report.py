@@ -27,7 +27,8 @@ microseconds per call are timed under CUDA graphs too, and their speedups are th
 10: the timing parameter `graph_replay_ms`: a graph has as many calls as fill a replay of that long at the fastest
 baseline's per-call time (version 9's had `graph_calls`, 64-100 calls, 1-3 ms per block at rope's decode shapes).
 11: `policy` (open: any language, the default; triton: the Triton-only allow-list) and `sources`, every file of the
-solution with its sha256 (the open policy copies the workspace's source files, not only the solution file).
+solution with its sha256 (the open policy copies the workspace's source files, not only the solution file), and
+`isolation.stubbed`, the library files (cuBLAS for the GEMM goals) covered by failing stubs in the sandbox.
 Reports of earlier versions still load (the new fields are optional; one without `policy` was judged by the
 Triton-only policy)."""
 
@@ -314,6 +315,9 @@ class Isolation(Strict):
     """Protections the candidate process did not have (empty under bwrap)."""
     detail: str = ""
     """Why bwrap was not used, when it was not."""
+    stubbed: list[str] = []
+    """Library files covered by failing stubs in the candidate's sandbox, because the goal forbids their kernels
+    (version 11 on)."""
 
 
 class SourceRecord(Strict):

@@ -41,10 +41,19 @@ class SpareSet:
     procs: list[WorkerProcess]
     made: float = field(default_factory=time.monotonic)
 
-    def pop(self, role: str, sandboxed: bool, device: str, cache_env: dict[str, str] | None) -> WorkerProcess | None:
-        """A process of this set started exactly as the eval would start it, or None."""
+    def pop(
+        self,
+        role: str,
+        sandboxed: bool,
+        device: str,
+        cache_env: dict[str, str] | None,
+        covers: tuple[tuple[str, str], ...] = (),
+    ) -> WorkerProcess | None:
+        """A process of this set started exactly as the eval would start it (its sandbox covering the same
+        libraries), or None."""
+        wanted = (role, sandboxed, device, cache_env, covers)
         for proc in self.procs:
-            if (proc.role, proc.sandboxed, proc.device, proc.cache_env) == (role, sandboxed, device, cache_env):
+            if (proc.role, proc.sandboxed, proc.device, proc.cache_env, proc.covers) == wanted:
                 self.procs.remove(proc)
                 return proc
         return None
