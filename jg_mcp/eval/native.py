@@ -37,8 +37,10 @@ place after it was loaded, and library code compiled into its own (CUTLASS or cu
 from __future__ import annotations
 
 import os
+import re
 import stat
 import struct
+import subprocess
 from pathlib import Path
 
 from jg_mcp.eval.elf import read_elf
@@ -68,6 +70,16 @@ def trusted_roots() -> list[str]:
     return [d for d in SYSTEM_DIRS if os.path.isdir(d)] + [str(p) for p in python_binds()]
 
 
+def launcher_libraries() -> list[str]:
+    """The libraries the dynamic loader maps for the sandbox's launcher in this environment (`ldd`, which the loader
+    answers for a binary the harness trusts already), as paths: trusted by their identity like the launcher."""
+    try:
+        done = subprocess.run(["ldd", launcher()], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [m.group(1) for m in re.finditer(r"=> (/\S+) \(0x", done.stdout)]
+
+
 def _identity(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -90,8 +102,9 @@ class NativeScan:
         self.work = str(work.resolve())
         self.cache = work / "cache"
         self.roots = trusted_roots()
-        self.launcher = _identity(launcher())
-        """The device and inode of the bwrap executable that starts the sandbox, whose processes are scanned too."""
+        self.launcher = {i for i in (_identity(launcher()), *map(_identity, launcher_libraries())) if i is not None}
+        """The device and inode of the bwrap executable that starts the sandbox, whose processes are scanned too, and
+        of the libraries the loader gives it here (a GPU host may have them beside it, through LD_LIBRARY_PATH)."""
         self.tritons = [f"{CACHE_DIR}/triton", str((work / "cache" / "triton").resolve())]
         """The candidate's Triton cache, as its sandbox and as this host see it: what is there is judged by the
         library rules only (see the module docstring)."""
@@ -160,7 +173,7 @@ class NativeScan:
         if not stat.S_ISREG(st.st_mode):
             self.add(shown, "is not a regular file: its code cannot be judged")
             return
-        if (st.st_dev, st.st_ino) == self.launcher:
+        if (st.st_dev, st.st_ino) in self.launcher:
             return
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, tritons)
         if key not in self.verdicts:

@@ -10,7 +10,10 @@ op recorder in the candidate's process does not either. It was accepted."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 from eval_suite import CPU_TIMING, eval_solution
@@ -180,6 +183,33 @@ def test_an_honest_eval_passes_the_native_check_with_bwrap_installed_outside_the
     assert report.isolation.sandbox == "bwrap"
     assert all(s.correct for s in report.shapes) and report.shapes
     assert not [f.detail for f in report.findings if f.reason == Reason.FORBIDDEN_CALL]
+
+
+def test_the_launchers_own_libraries_beside_it_are_trusted_and_a_copy_elsewhere_is_judged(tmp_path, monkeypatch):
+    """A GPU host without bubblewrap's libraries gets them unpacked beside it and found through LD_LIBRARY_PATH: the
+    launcher's process maps them, and judged as the candidate's code they failed every honest kernel on an H100
+    (`forbidden_call`: libselinux's open and dlopen)."""
+    launcher = _launcher_outside_the_system(tmp_path, monkeypatch)
+    libs = tmp_path / "opt" / "bwrap" / "lib"
+    libs.mkdir()
+    needed = re.findall(
+        r"=> (/\S+) \(0x", subprocess.run(["ldd", str(launcher)], capture_output=True, text=True).stdout
+    )
+    beside = [Path(shutil.copy2(p, libs)) for p in needed if "libc.so" not in p]
+    if not beside:
+        pytest.skip("this bwrap needs no library but libc")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(libs))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    copy = Path(shutil.copy2(beside[0], elsewhere))
+    scan = NativeScan(AXPY_FORBIDDEN, tmp_path / "work")
+    for path in (*beside, copy):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            scan.judge_file(str(path), fd)
+        finally:
+            os.close(fd)
+    assert scan.judged == [str(copy)], scan.judged
 
 
 # The reader and the rules, on libraries built here with g++ (no torch): the symbols are ATen's own mangled names.
