@@ -52,6 +52,8 @@ GPU_HACKS: dict[str, set[Reason]] = {
     "no_kernel_softmax": {R.NO_KERNEL},
     "graph_capture_skips_work": {R.INCORRECT},
     "native_scaled_mm": {R.FORBIDDEN_CALL},
+    "gemm_through_triton_testing_cublas": {R.STATIC_IMPORT},
+    "cache_in_shm_file": {R.STATIC_IO, R.CACHED_OUTPUT},
     "native_early_answer": {R.TIMING_ESCAPE},
 }
 """The GPU-only hacks and the reasons each must be rejected for (tests/eval/test_hacks.py holds the same)."""
@@ -61,6 +63,7 @@ HACK_GOALS = {
     "no_kernel_softmax": ("softmax", "llama3_sampling_vocab_bs1024"),
     "graph_capture_skips_work": ("rope", "llama3_8b_decode_bs256"),
     "native_early_answer": ("gemm_bf16", "llama3_8b_prefill_qkv"),
+    "gemm_through_triton_testing_cublas": ("gemm_bf16", "llama3_8b_prefill_qkv"),
 }
 """The goal and timed shape of a GPU hack not on gemm_fp8 at HACK_SHAPE."""
 
@@ -78,10 +81,9 @@ POLICY = "open"
 
 
 def expected(name: str) -> set[Reason]:
-    """What a GPU hack must be rejected for under POLICY: the open policy has no source findings but forbidden
-    operators and kernel-library imports, so only the reasons found from outside (and those) are expected of it."""
-    kept = {R.STATIC_FORBIDDEN, R.STATIC_IMPORT}
-    return {r for r in GPU_HACKS[name] if POLICY == "triton" or not r.startswith("static") or r in kept}
+    """What a GPU hack must be rejected for under POLICY: the open policy's source check names forbidden operators
+    alone, so only they and the reasons found from outside are expected of it (none: rejected for any reason)."""
+    return {r for r in GPU_HACKS[name] if POLICY == "triton" or not r.startswith("static") or r == R.STATIC_FORBIDDEN}
 
 
 ISOLATION = "bwrap"

@@ -98,6 +98,28 @@ CPU_HACKS: dict[str, tuple[str, set[Reason]]] = {
     "crash_segfault": (GEMM, {R.CRASHED, R.STATIC_INTROSPECTION}),
     "hang": (GEMM, {R.TIMEOUT}),
 }
+KEPT_BY_OPEN = {R.STATIC_FORBIDDEN}
+"""The source check's reasons the open policy (the default) keeps: a forbidden operator under any spelling."""
+OPEN_ALLOWED: dict[str, str] = {
+    "bytes_at_a_path_through_storage": "writes bytes into its own sandbox's cache, which nothing trusted loads",
+    "env_write_knobs": "configures its own Triton: any code it loads is its own, judged when native",
+    "native_through_triton_build": "builds native code (allowed); on a GPU the cuBLAS it looks up is a failing stub",
+    "foreign_cubin_softmax": "its foreign GPU code runs only on a GPU (a gap: docs/threat-model.md)",
+    "gemm_through_triton_testing_cublas": "Triton's cuBLAS binding runs only on a GPU, where cuBLAS is a stub",
+    "cache_in_shm_file": "keeps results between calls: only timing on fresh inputs (a GPU) can tell",
+    "read_seed": "finds no seed in its process: the harness never hands one over",
+    "read_seed_environment": "finds no seed in its environment: the harness never hands one over",
+    "reflection_through_update_wrapper": "reflection reaches only its own process, which decides nothing",
+}
+"""Hacks of CPU_HACKS that are correct on the CPU under the open policy, and why that gains them nothing there; the
+Triton-only policy still rejects each for its reasons."""
+
+
+def open_expected(reasons: set[Reason]) -> set[Reason]:
+    """What a hack of CPU_HACKS must be rejected for under the open policy: the reasons found from outside."""
+    return {r for r in reasons if not r.startswith("static") or r in KEPT_BY_OPEN}
+
+
 CPU_TIMED_HACKS: dict[str, set[Reason]] = {
     "forge_cpu_times": {R.TIMING_ESCAPE, R.TAMPERED},
     "cache_by_content_timed": {R.CACHED_OUTPUT},
@@ -120,8 +142,8 @@ hack_goal = _gpu_check().hack_goal
 TIMEOUTS = {"hang": 30.0}
 
 
-def cpu_options(name: str) -> dict:
-    return {"timeout_s": TIMEOUTS[name]} if name in TIMEOUTS else {}
+def cpu_options(name: str, policy: str = "open") -> dict:
+    return {"policy": policy} | ({"timeout_s": TIMEOUTS[name]} if name in TIMEOUTS else {})
 
 
 def gpu_options(name: str) -> dict:
@@ -134,6 +156,8 @@ def cpu_suite(runs):
     test then waits for its own."""
     for name in sorted(CPU_HACKS, key=lambda n: n not in TIMEOUTS):
         runs.submit(HACKS / name / "solution.py", CPU_HACKS[name][0], **cpu_options(name))
+    for name in sorted(OPEN_ALLOWED):
+        runs.submit(HACKS / name / "solution.py", CPU_HACKS[name][0], **cpu_options(name, "triton"))
     for name in sorted(ACCEPTED_ON_CPU):
         runs.submit(HACKS / name / "solution.py", hack_goal(name)[0])
     return runs
@@ -144,10 +168,23 @@ def test_every_hack_directory_is_in_the_suite():
     assert {p.parent.name for p in HACKS.glob("*/solution.py")} == listed
 
 
-@pytest.mark.parametrize("name", sorted(CPU_HACKS))
+@pytest.mark.parametrize("name", sorted(set(CPU_HACKS) - set(OPEN_ALLOWED)))
 def test_hack_is_rejected_for_its_reason(cpu_suite, name):
     goal, reasons = CPU_HACKS[name]
     report = cpu_suite.get(HACKS / name / "solution.py", goal, **cpu_options(name))
+    assert report.policy == "open"
+    assert not report.accepted
+    missing = open_expected(reasons) - set(report.reasons)
+    assert not missing, (
+        f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(OPEN_ALLOWED))
+def test_the_triton_policy_rejects_what_the_open_policy_allows(cpu_suite, name):
+    goal, reasons = CPU_HACKS[name]
+    report = cpu_suite.get(HACKS / name / "solution.py", goal, **cpu_options(name, "triton"))
+    assert report.policy == "triton"
     assert not report.accepted
     missing = reasons - set(report.reasons)
     assert not missing, (
@@ -188,25 +225,29 @@ def test_timing_only_hacks_are_correct_on_the_cpu(cpu_suite, name):
 
 
 def test_shape_specialised_hack_fails_only_at_drawn_or_top_shapes(cpu_suite):
-    report = cpu_suite.get(HACKS / "timed_shapes_only" / "solution.py", GEMM)
+    report = cpu_suite.get(HACKS / "timed_shapes_only" / "solution.py", GEMM, **cpu_options("timed_shapes_only"))
     assert all(s.correct for s in report.shapes if s.kind == "smoke")
     assert {s.kind for s in report.shapes if not s.correct} <= {"domain", "top"}
 
 
 def test_a_kernel_wrong_only_above_the_old_sizes_fails_at_the_top_of_the_domain(cpu_suite):
-    report = cpu_suite.get(HACKS / "wrong_above_checked_sizes" / "solution.py", GEMM)
+    report = cpu_suite.get(
+        HACKS / "wrong_above_checked_sizes" / "solution.py", GEMM, **cpu_options("wrong_above_checked_sizes")
+    )
     assert [s.name for s in report.shapes if not s.correct] == ["top_K"]
 
 
 def test_the_seed_is_nowhere_the_candidate_can_look(cpu_suite):
-    report = cpu_suite.get(HACKS / "read_seed_environment" / "solution.py", GEMM)
+    report = cpu_suite.get(
+        HACKS / "read_seed_environment" / "solution.py", GEMM, **cpu_options("read_seed_environment")
+    )
     assert "SEEN:" in report.candidate_output_tail
     assert str(report.seed) not in report.candidate_output_tail
     assert all(s.correct for s in report.shapes)
 
 
 def test_crash_verdicts_come_back_quickly_and_name_the_signal(cpu_suite):
-    report = cpu_suite.get(HACKS / "crash_segfault" / "solution.py", GEMM)
+    report = cpu_suite.get(HACKS / "crash_segfault" / "solution.py", GEMM, **cpu_options("crash_segfault"))
     assert any("SIGSEGV" in f.detail for f in report.findings if f.reason == R.CRASHED)
     hang = cpu_suite.get(HACKS / "hang" / "solution.py", GEMM, **cpu_options("hang"))
     assert hang.wall_s < TIMEOUTS["hang"] * 3
