@@ -51,6 +51,10 @@ _log = log.get("jg_mcp.eval")
 Progress = Callable[[str], None]
 
 
+SOURCE_TIME = 946684800
+"""The modification time of every copied source file (2000-01-01): the same in every eval, so a kept build of the
+same sources (`restore_build`) is older than nothing it was built from, and torch's builder (ninja, which compares
+times) does not build it again; sources that differ in content have another key, and so another build."""
 KERNEL_FILES = (".cubin", ".hsaco", ".cuda.o", ".fatbin")
 """What compiling a GPU kernel leaves in the eval's cache: Triton's `.cubin` (`.hsaco` on ROCm), and the device code
 objects torch's extension builder has nvcc make (`NAME.cuda.o`) or a build makes by hand (`.fatbin`)."""
@@ -136,9 +140,11 @@ class Evaluation:
         copied.parent.mkdir(exist_ok=True)  # a spare set's work holds both already
         (self.work / "cache").mkdir(exist_ok=True)
         copied.write_bytes(data)
+        os.utime(copied, (SOURCE_TIME, SOURCE_TIME))
         for extra in files[1:]:
             (copied.parent / extra.path).parent.mkdir(parents=True, exist_ok=True)
             (copied.parent / extra.path).write_bytes(extra.data)
+            os.utime(copied.parent / extra.path, (SOURCE_TIME, SOURCE_TIME))
         prepare(copied.parent, self.work / "cache")
         report = EvalReport(
             goal=g.name,
