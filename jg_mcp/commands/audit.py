@@ -63,6 +63,11 @@ def run(args: argparse.Namespace) -> int:
     from jg_mcp.record import audit
 
     input_file(args.transcript, "transcript")
+    from jg_mcp.errors import TranscriptError
+    from jg_mcp.record.reading import not_a_transcript
+
+    if (why := not_a_transcript(args.transcript)) is not None:
+        raise TranscriptError(args.transcript, 1, why)
     input_file(args.eval_report, "--eval-report")
     input_file(args.goal, "--goal")
     output_file(args.json, "--json")
