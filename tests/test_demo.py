@@ -93,3 +93,17 @@ def test_the_demo_warns_of_no_directory_it_made_itself(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "warning" not in done.stderr.lower(), done.stderr
     assert out.stat().st_mode & 0o777 == 0o700
+
+
+def test_the_committed_example_was_recorded_with_the_sandbox_on_in_the_current_formats():
+    """eval/examples/ is regenerated from `jg-mcp demo --out /tmp/ex`, run as root with bubblewrap: the page that the
+    README shows a newcomer is the one the demo makes now (a keyed transcript, so no authenticity warning)."""
+    import json
+
+    from jg_mcp.eval.report import REPORT_VERSION
+
+    page = (REPO / "eval" / "examples" / "demo-axpy-session.html").read_text()
+    assert "<tr><td>sandbox</td><td>bwrap</td></tr>" in page
+    assert "python -B check.py" in page and "authenticity" not in page
+    report = json.loads((REPO / "eval" / "examples" / "demo-axpy-eval.json").read_text())
+    assert report["version"] == REPORT_VERSION and report["accepted"]
