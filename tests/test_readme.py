@@ -165,8 +165,14 @@ def test_the_readme_is_a_front_door():
     assert len(README.splitlines()) <= 250
     for page in ("eval", "timing", "sandbox", "transcripts", "goals", "campaigns", "gpu-hosts"):
         assert f"](docs/{page}.md)" in README and (REPO / "docs" / f"{page}.md").is_file(), page
-    for linked in re.findall(r"\]\(((?:docs|lab|eval)/[^)#]+|[A-Z]+\.md)\)", README):
-        assert (REPO / linked).exists() or linked == "docs/threat-model.md", linked
+
+
+def test_every_link_between_the_pages_leads_somewhere():
+    pages = [*PAGES, REPO / "CHANGELOG.md", REPO / "AGENTS.md", REPO / "lab" / "README.md"]
+    for page in pages:
+        for link in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            target = (page.parent / link).resolve()
+            assert target.exists() or target == REPO / "docs" / "threat-model.md", f"{page.name}: {link}"
 
 
 def test_every_command_shown_is_covered():
@@ -225,6 +231,7 @@ def test_the_gpu_checks_commands_as_written():
     assert done.returncode == 0 and "| goal | shape |" in done.stdout, done.stderr
 
 
+@pytest.mark.slow
 def test_audit_and_replay_as_written_on_the_demos_transcript(tmp_path):
     transcript, report = demo_run(), demo_dir() / "eval.json"
     for command in {*starting(f"{JG} audit"), *starting(f"{JG} replay")}:
