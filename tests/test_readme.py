@@ -175,6 +175,17 @@ def test_every_link_between_the_pages_leads_somewhere():
             assert target.exists() or target == REPO / "docs" / "threat-model.md", f"{page.name}: {link}"
 
 
+def test_after_the_demo_the_readme_says_what_to_try_next():
+    """The section after the set-up commands: the session page, replay, attaching an agent, a campaign; the
+    sections it points to, and those the lead edits (Sandbox, HTTP, Campaigns, Attach an agent), exist."""
+    sections = re.findall(r"^## (.+)$", README, re.M)
+    assert sections[0] == "The demo, and what to try next"
+    assert {"Attach an agent", "HTTP", "Sandbox", "Campaigns"} <= set(sections)
+    demo = README.split("## The demo, and what to try next")[1].split("\n## ")[0]
+    for step in ("session.html", "jg-mcp replay", "](#attach-an-agent)", "](#campaigns)"):
+        assert step in demo, step
+
+
 def test_every_command_shown_is_covered():
     missing = [c for c in commands() if covered(c) is None]
     assert not missing, f"commands no test runs, parses or checks: {missing}"
