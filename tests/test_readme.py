@@ -186,6 +186,14 @@ def test_after_the_demo_the_readme_says_what_to_try_next():
         assert step in demo, step
 
 
+def test_agents_md_states_the_layers_where_probes_and_results_go_and_the_subject_limit():
+    agents = (REPO / "AGENTS.md").read_text()
+    layers = "core < host < policy < record < live and eval < review < campaign < commands"
+    stated = re.sub(r"\s*\([^)]*\)", "", agents.split("## Layers")[1].split("\n\n")[2])
+    assert " ".join(stated.split()).rstrip(".") == layers
+    assert "`lab/`" in agents and "`eval/results/h200/runs/`" in agents and "at most 72 characters" in agents
+
+
 def test_every_command_shown_is_covered():
     missing = [c for c in commands() if covered(c) is None]
     assert not missing, f"commands no test runs, parses or checks: {missing}"
