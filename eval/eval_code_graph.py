@@ -35,7 +35,7 @@ def eval_pattern(n_sets: int, lead: int, rounds: int, replays: int) -> list[tupl
     """The graph messages the eval sends one callable at a shape (jg_mcp/eval/graphs.py), each with whether its
     times are kept: the capture (one replay), then `rounds` of a lead of `lead` untimed replays and `replays` timed
     ones, every call of the graph on the next of `n_sets` input sets. As many calls as the eval's graphs had until
-    report version 10 (the smallest multiple of `n_sets` from 64): the graph-state probes of runs 41-52 used these;
+    report version 10 (the smallest multiple of `n_sets` from 64), which the graph-state probes in lab/ used;
     the eval now sizes its graphs by `graph_replay_ms` too."""
     from jg_mcp.eval.graphs import graph_calls
     from jg_mcp.eval.messages import Graph

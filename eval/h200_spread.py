@@ -2,18 +2,16 @@
 (largest minus smallest, over their mean) over several evals of the same solutions and over several do_bench
 processes, and how the mean of the evals agrees with the mean of the do_bench ratios; and whether the pad (decided
 in each process from its host times) goes with how far two evals' speedups part; and whether the candidate's and
-the baseline's times move together between processes or apart. Reads runs of
-eval/h200_check.py from a check.json whose "runs" hold them (eval/results/h200/check.json):
+the baseline's times move together between processes or apart. Reads the committed runs of
+eval/h200_check.py, one file each (eval/results/h200/runs/RUN.json; eval/h200_runs.py), as RUN:PART:
 
-    python eval/h200_spread.py eval/results/h200/check.json \\
-        --evals run6_3f27645:evals run6_3f27645:repeat run7_1e75cb5:repeat \\
+    python eval/h200_spread.py --evals run6_3f27645:evals run6_3f27645:repeat run7_1e75cb5:repeat \\
         --dobench run6_3f27645:dobench run7_1e75cb5:dobench run7_1e75cb5:dobench_repeat
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -21,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from h200_runs import RESULTS, pick  # noqa: E402
 from h200_tables import speedups  # noqa: E402
 
 from jg_mcp.eval import EvalReport  # noqa: E402
@@ -197,20 +196,14 @@ def callable_markdown(table: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def pick(runs: dict, ref: str) -> dict:
-    run, _, part = ref.partition(":")
-    return runs[run][part]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("check_json", type=Path)
+    parser.add_argument("--root", type=Path, default=RESULTS, help="the results folder (default: %(default)s)")
     parser.add_argument("--evals", nargs="+", required=True, metavar="RUN:PART")
     parser.add_argument("--dobench", nargs="+", required=True, metavar="RUN:PART")
     args = parser.parse_args()
-    runs = json.loads(args.check_json.read_text())["runs"]
-    evals = [pick(runs, r) for r in args.evals]
-    dobenches = [pick(runs, r) for r in args.dobench]
+    evals = [pick(r, args.root) for r in args.evals]
+    dobenches = [pick(r, args.root) for r in args.dobench]
     print(markdown(rows(evals, dobenches), len(evals), len(dobenches)), end="")
     print("\nPads and the repeat (every pair of the evals):\n" + "\n".join(pad_summary(pad_pairs(evals))))
     print(

@@ -190,8 +190,8 @@ def per_call_ms(report: EvalReport | None, shape: str, name: str) -> float | Non
 def moved(first: EvalReport, repeat: EvalReport | None, shape: str, base: str, row: dict) -> str | None:
     """The solution's and the strongest baseline's (`base`) times per call in each process that measured them (the
     eval, the repeat, do_bench), when either spans more than MOVED_PCT: a callable whose time is chosen per process
-    (fused_add_rmsnorm's compiled baseline at deepseek_v3, eval/results/h200/check.md stop 39) shows as one that
-    moved while the other held."""
+    (fused_add_rmsnorm's compiled baseline at deepseek_v3, docs/decisions/2026-12-04-per-process-baseline-levels.md)
+    shows as one that moved while the other held."""
     cells, spans = [], []
     for name in ("candidate", base):
         times = [

@@ -1,7 +1,7 @@
 """The independent graph eval/h200_dobench.py times where the eval timed a shape under CUDA graphs: one CUDA graph
 of calls rotating over input sets, built by other code than the eval's (jg_mcp/eval/graphs.py and the worker's
 `captured`), timed with CUDA events around each replay, as do_bench warms up and times its calls (`graph_times`),
-or in the eval's own pattern of a lead, a gap and three timed replays (`graph_burst_times`). eval/timing_probe.py's
+or in the eval's own pattern of a lead, a gap and three timed replays (`graph_burst_times`). lab/timing_probe.py's
 `graph_rot` is `graph_times` without warm-up.
 """
 

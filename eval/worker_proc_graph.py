@@ -1,11 +1,11 @@
 """The eval's graph timing in a process started as the eval starts its workers (the part `dobench_workerproc` of
-eval/h200_dobench.py). Run 40 timed the eval's own `Worker.graph` in the independent measurement's process: it
-matched the independent graph within 0.1% and stayed 2-14% above the eval's graph times, so the gap is in the
-process that runs the graph, not in the code. Here a worker process (jg_mcp/eval/process.py's `WorkerProcess`,
-unsandboxed, the baselines' compile caches) imports the callable's module, maps input sets this process holds, as
-it maps the harness's, and captures and times its graph in the eval's pattern (a capture, then rounds of a lead
-and the timed replays); nothing else of an eval runs (no correctness calls, no per-call timing, no other worker).
-In run 41 its times matched the eval's within 0.6% at the five graph-timed shapes of rope, softmax and
+eval/h200_dobench.py). The eval's own `Worker.graph`, timed in the independent measurement's process, matched the
+independent graph within 0.1% and stayed 2-14% above the eval's graph times, so the gap is in the process that runs the
+graph, not in the code (docs/decisions/2026-12-03-graph-state-across-processes.md). Here a worker process
+(jg_mcp/eval/process.py's `WorkerProcess`, unsandboxed, the baselines' compile caches) imports the callable's module,
+maps input sets this process holds, as it maps the harness's, and captures and times its graph in the eval's pattern (a
+capture, then rounds of a lead and the timed replays); nothing else of an eval runs (no correctness calls, no per-call
+timing, no other worker). Its times matched the eval's within 0.6% at the five graph-timed shapes of rope, softmax and
 fused_add_rmsnorm, every callable.
 """
 

@@ -85,7 +85,7 @@ def node_tool(name: str) -> Path:
     """A tool installed by .ci/setup into .tools/ (npm); tests that need it skip with the reason."""
     path = TOOLS_BIN / name
     if not path.exists():
-        pytest.skip(f"{name} not installed: run bash .ci/setup (npm install into .tools/)")
+        pytest.skip(f"{name} not installed: run bash .ci/setup --tests (npm install into .tools/)")
     return path
 
 

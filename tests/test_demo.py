@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
 from jg_mcp.gpu import query_gpu
 from jg_mcp.record import steps
 from jg_mcp.record.reading import read_transcript
-from tests.support import demo
+from tests.support import REPO, demo
 
 pytestmark = pytest.mark.slow
 
@@ -57,3 +59,51 @@ def test_a_server_that_fails_to_start_is_one_line_not_a_task_group(monkeypatch, 
     assert main(["demo", "--out", str(tmp_path / "demo")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "server session failed (ConnectionError: Connection closed)" in err[0]
+
+
+def test_the_demo_marks_its_deliberate_moves_as_expected_and_says_what_to_try_next():
+    run = demo()
+    lines = list(run.lines)
+    refused = next(i for i, ln in enumerate(lines) if "policy/refused" in ln and "read_file was refused" in ln)
+    assert "(expected: the demo's last step tries to leave the workspace on purpose)" in lines[refused + 1]
+    warnings = [ln for ln in lines if ln.startswith("WARNING ")]
+    assert len(warnings) == 1, "the refused read is the audit's only warning (the transcript is keyed, no pycache)"
+    replay = next(ln for ln in lines if ln.startswith("  the workspace as it was after step 3: ")).split(": ", 1)[1]
+    words = replay.split()
+    assert words[0] == ".venv/bin/jg-mcp" and words[-2:] == ["--step", "3"]
+    done = subprocess.run(
+        [sys.executable, "-m", "jg_mcp", *words[1:]], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert (run.out / "replay-3" / "solution.py").is_file() and not (run.out / "replay-3" / "check.py").exists()
+
+
+def test_the_demo_warns_of_no_directory_it_made_itself(tmp_path):
+    """The demo makes its --out folder its owner's alone, so the server has no searchable parent to warn about (it
+    did, on every run as root with bubblewrap, of the folder the demo had just made)."""
+    out = tmp_path / "new" / "demo"
+    done = subprocess.run(
+        [sys.executable, "-m", "jg_mcp", "demo", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "warning" not in done.stderr.lower(), done.stderr
+    assert out.stat().st_mode & 0o777 == 0o700
+
+
+def test_the_committed_example_was_recorded_with_the_sandbox_on_in_the_current_formats():
+    """eval/examples/ is regenerated from `jg-mcp demo --out /tmp/ex`, run as root with bubblewrap: the page that the
+    README shows a newcomer is the one the demo makes now (a keyed transcript, so no authenticity warning)."""
+    import json
+
+    from jg_mcp.eval.report import REPORT_VERSION
+
+    page = (REPO / "eval" / "examples" / "demo-axpy-session.html").read_text()
+    assert "<tr><td>sandbox</td><td>bwrap</td></tr>" in page
+    assert "python -B check.py" in page and "authenticity" not in page
+    report = json.loads((REPO / "eval" / "examples" / "demo-axpy-eval.json").read_text())
+    assert report["version"] == REPORT_VERSION and report["accepted"]

@@ -70,6 +70,12 @@ def run(args: argparse.Namespace) -> int:
     from jg_mcp.record.keys import read_key
 
     key = read_key(args.key_file) if args.key_file else None
+    # after every usage error (exit 2): a file that is no transcript is a failure of the audit (exit 1)
+    from jg_mcp.errors import TranscriptError
+    from jg_mcp.record.reading import not_a_transcript
+
+    if (why := not_a_transcript(args.transcript)) is not None:
+        raise TranscriptError(args.transcript, 1, why)
     report = audit.audit(args.transcript, args.eval_report, args.goal, key)
     print(render_text(report))
     if args.json:

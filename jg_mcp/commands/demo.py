@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -98,10 +99,45 @@ def demo_steps(goal_name: str, interpret: bool) -> list[Step]:
         call("read_file", path="reference.py", limit=20, note="read the reference"),
         call("write_file", path="solution.py", content=SOLUTION, note="write a Triton kernel"),
         call("write_file", path="check.py", content=CHECK, note="write a correctness check"),
-        call("run_command", command=f"{prefix}python check.py", timeout_s=300, note="run the check"),
+        # -B: no __pycache__ in the workspace, which the transcript would note as files it does not record
+        call("run_command", command=f"{prefix}python -B check.py", timeout_s=300, note="run the check"),
         call("run_command", command="ls -la > listing.txt && wc -l listing.txt", note="a command that writes a file"),
         call("read_file", path="/etc/passwd", note="try to leave the workspace (refused)"),
     ]
+
+
+EXPECTED = {"read_file was refused": "expected: the demo's last step tries to leave the workspace on purpose"}
+"""The audit's findings that the demo causes on purpose, by a text each one's line holds, with what to print beside
+it: a newcomer reads a WARNING as something wrong with the install."""
+
+NEXT = """
+next:
+  the session page, every step, command and file change: open {out}/session.html in a browser
+  the workspace as it was after step 3: .venv/bin/jg-mcp replay {transcript} --to {out}/replay-3 --step 3
+  a real goal for an agent to attach to: .venv/bin/jg-mcp serve --goal softmax (README.md, "Attach an agent")"""
+
+
+def private_out(out: Path) -> None:
+    """Make the demo's folder, its owner's alone: the session's workspace and the transcript key live in it, and a
+    folder other users can search is one the server rightly warns about. A folder the user made is left as it is."""
+    if not out.exists():
+        out.mkdir(parents=True)
+        out.chmod(0o700)
+
+
+def write_key(out: Path) -> Path:
+    """A fresh transcript key (mode 600) for the server to sign every event with and the audit to check them by."""
+    key = out / "transcript.key"
+    fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32) + "\n")
+    return key
+
+
+def mark_expected(line: str) -> str:
+    """An audit output line, with a note where it is a finding the demo causes on purpose."""
+    note = next((why for text, why in EXPECTED.items() if text in line), None)
+    return f"{line}\n        ({note})" if note else line
 
 
 def summary(r: StepResult) -> str:
@@ -152,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
     new_dir(args.out, "--out")  # a transcript already there would be taken for this session's
     out = args.out or Path("runs") / f"demo-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     workspace, transcripts = out / "workspace", out / "transcripts"
+    private_out(out)
+    key = write_key(out)
     gpu = query_gpu()
     interpret = not gpu.available
     print(
@@ -177,6 +215,8 @@ def run(args: argparse.Namespace) -> int:
             str(workspace),
             "--transcripts",
             str(transcripts),
+            "--transcript-key-file",
+            str(key),
         ],
         env=dict(os.environ),  # the SDK's default passes no PYTHONPATH: an offline --target install would vanish
     )
@@ -219,11 +259,15 @@ def run(args: argparse.Namespace) -> int:
             str(out / "eval.json"),
             "--html",
             str(out / "session.html"),
+            "--key-file",
+            str(key),
         ],
     )
     print(f"\neval report: {out / 'eval.md'}\nsession page: {out / 'session.html'}")
     ok = session_ok and eval_ok and audit_ok
     print("demo", "succeeded" if ok else "FAILED")
+    if ok:
+        print(NEXT.format(out=out, transcript=transcript))
     return 0 if ok else 1
 
 
@@ -238,7 +282,7 @@ def _after_session(command: str, args: list[str]) -> bool:
         timeout=900,
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    print("\n".join(lines[-12:]), flush=True)
+    print("\n".join(mark_expected(ln) for ln in lines[-12:]), flush=True)
     if proc.returncode != 0:
         print(proc.stderr[-2000:], file=sys.stderr)
     return proc.returncode == 0

@@ -30,6 +30,32 @@ def newer_version(data: Any) -> int | None:
     return None
 
 
+FIRST_LINES = 3
+"""How many of a file's first lines `not_a_transcript` reads: a transcript whose header alone was damaged still has
+events after it, and is audited line by line."""
+
+
+def not_a_transcript(path: str | Path) -> str | None:
+    """Why the file is plainly not a transcript (none of its first lines is a JSON object with an "event" field),
+    or None. The audit names every bad line of a damaged transcript; a file that never was one (a README, a log)
+    gets one sentence instead. An empty file is left to the reader, which names it."""
+    seen = 0
+    with Path(path).open("rb") as f:
+        for _ in range(FIRST_LINES):
+            line = f.readline(1 << 20).strip()
+            if not line:
+                continue
+            seen += 1
+            if line.startswith(b"{") and b'"event"' in line:
+                return None
+    if not seen:
+        return None
+    return (
+        f"not a jg-mcp transcript: none of its first {FIRST_LINES} lines is a JSON event (a transcript is the "
+        "RUN_ID.jsonl a session wrote under transcripts/)"
+    )
+
+
 def read_transcript(path: str | Path, verify: bool = True) -> ReadResult:
     """Parse a transcript; with `verify`, check sequence numbers and the hash chain.
 

@@ -19,7 +19,7 @@ recorded), each input tensor's address modulo 2 MiB, and the baseline's time on 
 copies of the sets placed after a 1 MiB + 4 KiB spacer. Prints one row per process and mode and writes
 autotune.json under --out.
 
-    python eval/autotune_probe.py --out DIR [--shapes goal:shape:pad_ms,...] [--processes N] [--modes a,b]
+    python lab/autotune_probe.py --out DIR [--shapes goal:shape:pad_ms,...] [--processes N] [--modes a,b]
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "eval"))
+sys.path[:0] = [str(REPO / "lab"), str(REPO / "eval")]
 
 SHAPES = (
     "swiglu:llama3_70b_decode_bs256:0.19,swiglu:qwen3_30b_a3b_expert_rows_4k_tokens_top8:0.27,"

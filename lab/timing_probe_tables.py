@@ -1,4 +1,4 @@
-"""The tables eval/timing_probe.py prints: each variant's time per shape and callable, its spread over processes,
+"""The tables lab/timing_probe.py prints: each variant's time per shape and callable, its spread over processes,
 and each baseline/candidate ratio beside the eval's (plain arithmetic on the probe's JSON)."""
 
 from __future__ import annotations

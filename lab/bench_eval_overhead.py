@@ -4,7 +4,7 @@ Prints the wall time of a full eval of one goal, then of every goal that has a k
 eval/solutions/. With --do-bench each baseline is also timed by triton.testing.do_bench, and the first
 goal, evaluated twice (alone, then within the full pass), gives the repeat agreement per shape.
 
-    python eval/bench_eval_overhead.py [--goal gemm_fp8] [--only-one] [--do-bench] [--out DIR] [--goals G ...]
+    python lab/bench_eval_overhead.py [--goal gemm_fp8] [--only-one] [--do-bench] [--out DIR] [--goals G ...]
         [--timing block_ms=0 ...]
 
 `--timing KEY=VALUE` overrides a timing parameter (jg_mcp/eval/timing.py DEFAULTS) for every eval of the run,

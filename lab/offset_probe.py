@@ -16,7 +16,7 @@ one plain process, rope's 8b decode and softmax's bs64 shapes, the solution and 
 
 Each prints one line per time and writes the rows as JSON with --out.
 
-    python eval/offset_probe.py [--alive | --spin | --capture] [--out FILE]
+    python lab/offset_probe.py [--alive | --spin | --capture] [--out FILE]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "eval"))
+sys.path[:0] = [str(REPO / "lab"), str(REPO / "eval")]
 
 CASES = (("rope", "llama3_8b_decode_bs256", "compiled"), ("softmax", "llama3_sampling_vocab_bs64", "compiled"))
 PADS = (0, 1 << 18, 1 << 19, 1 << 20, 3 << 19, 1 << 21, 3 << 20, 5 << 20, 7 << 20, 11 << 20)

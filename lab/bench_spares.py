@@ -5,7 +5,7 @@ order A B B A over two rounds (a machine that warms up or fills its page cache f
 pass the total wall time, and per eval the median wall time and the median of the candidate-start phase (the
 candidate process's imports, what a spare has done before its eval begins), with the ratio with/without.
 
-    python eval/bench_spares.py [--goals a,b] [--device cpu|cuda] [--out DIR]
+    python lab/bench_spares.py [--goals a,b] [--device cpu|cuda] [--out DIR]
 
 On a machine without a GPU the evals run at the small shapes in the Triton interpreter (no timing phase, one
 candidate process per eval); with --device cuda, as eval/h200_check.py runs them.

@@ -1,6 +1,6 @@
 """Overhead of the bwrap sandbox on run_command("true"): median and p95, bwrap against none, in one run.
 
-    python eval/bench_sandbox_overhead.py [--calls 200] [--goal gemm_fp8]
+    python lab/bench_sandbox_overhead.py [--calls 200] [--goal gemm_fp8]
 
 Each call goes through the real MCP tool path (in-process client, transcript, workspace scan).
 """

@@ -1,4 +1,4 @@
-"""The children of eval/state_probe.py: each runs in a fresh process, times rope's 8b decode graphs one way and
+"""The children of lab/state_probe.py: each runs in a fresh process, times rope's 8b decode graphs one way and
 returns its rows (GPU only). `child`: trivial graphs at checkpoints of the process's life and rope's graphs five ways
 (torch's replay, another stream, `cuGraphUpload`, instantiated again by the driver, uploaded); `worker_child`: a
 real worker process times each graph, then this process; `prelude_child`: this process times its own after a

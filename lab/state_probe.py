@@ -1,6 +1,6 @@
 """What decides the state a CUDA graph runs in (GPU only; eval/results/h200/check.md, stops 34-35). A graph of the
 same calls takes one of two times per call, ~0.3-0.7 us apart at rope's 8b decode shape, and keeps it while it lives
-(eval/offset_probe.py ruled out placement, CPU load, NVML and the capture's conditions). This probe starts several
+(lab/offset_probe.py ruled out placement, CPU load, NVML and the capture's conditions). This probe starts several
 fresh processes on one machine, one after another, and in each:
 
 - reports what is loaded into it that could instrument kernels (a CUDA injection library, CUPTI, LD_PRELOAD);
@@ -30,10 +30,10 @@ its own graph captured after the worker ended. `--preludes` (run 51) varies what
 worker process that had run the same graphs put the compiled baseline's graph in the fast state; any other CUDA
 process did it for the solution's (eval/results/h200/check.md, stop 35).
 
-The children are eval/state_children.py. Prints one line per process and callable and writes every time as JSON
+The children are lab/state_children.py. Prints one line per process and callable and writes every time as JSON
 with --out.
 
-    python eval/state_probe.py [--out FILE] [--procs N] [--starts [plain,eval,...]] [--preludes [none,...]]
+    python lab/state_probe.py [--out FILE] [--procs N] [--starts [plain,eval,...]] [--preludes [none,...]]
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "eval"))
+sys.path[:0] = [str(REPO / "lab"), str(REPO / "eval")]
 
 from state_children import CASE, PRELUDES, child, eval_child, prelude_child, worker_child  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Where the eval's time of a callable and do_bench's differ: one shape, one callable, measured several ways that
 each change one thing, on one GPU in one run. Prints a table and writes probe.json under --out.
 
-    python eval/timing_probe.py --out DIR [--shapes GOAL:SHAPE,...] [--repeats N] [--variants V,...] [--processes N]
+    python lab/timing_probe.py --out DIR [--shapes GOAL:SHAPE,...] [--repeats N] [--variants V,...] [--processes N]
 
 Per shape it runs the eval (that shape only, with the eval's own do_bench of each baseline in the baseline
 process, on one input set in the harness's shared buffers), then, in `--processes` fresh processes one after
@@ -47,7 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "eval")]
+sys.path[:0] = [str(REPO), str(REPO / "lab"), str(REPO / "eval")]
 
 from independent_graph import graph_times  # noqa: E402
 from timing_probe_tables import agreement, spreads, table  # noqa: E402
