@@ -12,7 +12,7 @@ from jg_mcp import log
 from jg_mcp.commands.arguments import input_dir, non_negative_int, output_file, positive_float
 from jg_mcp.errors import JgError, NoVerdict, UsageError
 from jg_mcp.goals import find_goal, load_goal
-from jg_mcp.terminal import printable
+from jg_mcp.terminal import printable, unguarded
 
 logger = log.get("jg_mcp.commands.eval")
 
@@ -25,7 +25,7 @@ class Bar:
     place; in a file or a CI log (not a terminal) one plain line per step, no carriage returns."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stderr
+        self.stream = stream or unguarded(sys.stderr)  # redrawn with carriage returns: its labels are the goal's
         self.live = self.stream.isatty()
         self.n = 0
         self.start = time.monotonic()
