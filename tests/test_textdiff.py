@@ -74,8 +74,8 @@ def test_a_region_over_the_line_cap_is_summarised_by_place_and_content():
     assert diff.lines == []
     assert diff.summary == [
         f"not compared line by line (over {textdiff.COMPARED_LINES} lines a side): lines 1-4999 of a (4999 lines) "
-        "against lines 1-4999 of b (4999 lines); the first 0 and last 1 lines are the same in both; of those "
-        "regions' lines, 2500 are nowhere in b and 2500 nowhere in a"
+        "against lines 1-4999 of b (4999 lines); the first 0 and last 1 lines are the same in both; of the "
+        "distinct lines in those regions, 2500 are only in a and 2500 only in b"
     ]
 
 
@@ -93,3 +93,9 @@ def test_shown_lines_and_characters_are_capped_and_say_so(monkeypatch):
     assert len(diff.lines) == 12 and diff.summary == ["31 more diff lines not shown (at most 10)"]
     long = unified("short\n", "y" * 1000 + "\n", "a", "b")
     assert long.lines[-1] == "+" + "y" * 499 + "... (501 more characters)\n"
+
+
+def test_a_new_large_file_is_shown_as_added_up_to_the_shown_lines():
+    diff = unified("", "".join(f"{i}\n" for i in range(1_000_000)), "a", "b")
+    assert diff.lines[2] == "@@ -0,0 +1,1000000 @@\n" and diff.lines[3] == "+0\n"
+    assert diff.summary == [f"{1_000_001 - textdiff.SHOWN_LINES} more diff lines not shown (at most 4000)"]

@@ -2,11 +2,11 @@
 
 difflib compares line by line in time that grows with the product of the two lengths (two versions of a 511 KiB
 file took 74 s; at the 8 MiB blob cap, hours). Here the lines both versions share at the start and at the end
-are set aside first (one pass), so an edit anywhere in a large file costs what the edited region costs; that
-region is compared by difflib only up to COMPARED_LINES lines a side and, over all diffs one `Budget` pays for
-(the audit page), PAIRS line pairs. Past a cap the region is summarised (its place, and how many of its lines the
-other version has nowhere, found in one pass). What is shown is capped too: SHOWN_LINES diff lines a diff, SHOWN_CHARS
-characters a line."""
+are set aside first (one pass), so an edit anywhere in a large file costs what the edited region costs. A region
+only one version has is shown as added or removed. Any other region is compared by difflib only up to
+COMPARED_LINES lines a side and, over all the diffs one `Budget` pays for (the audit page), PAIRS line pairs; past
+either cap it is summarised (its place, and how many of its distinct lines the other version lacks, found with
+sets). What is shown is capped too: SHOWN_LINES diff lines a diff, SHOWN_CHARS characters a line."""
 
 from __future__ import annotations
 
@@ -23,10 +23,11 @@ SHOWN_CHARS = 500
 """The most characters shown of one diff line; a count of the rest follows."""
 
 CAPS = (
-    f"Diffs set aside the lines both versions share at the start and end, then compare at most {COMPARED_LINES} "
-    f"lines of each version line by line ({PAIRS:,} line pairs in all for one page); a larger region is "
-    f"summarised by where it lies and how many of its lines the other version has nowhere. At most {SHOWN_LINES} "
-    f"diff lines are shown for a change, and {SHOWN_CHARS} characters of a line; each cut says what it left out."
+    "Diffs set aside the lines both versions share at the start and end, and show lines only one version has as "
+    f"added or removed; other lines are compared line by line up to {COMPARED_LINES} lines of each version "
+    f"({PAIRS:,} line pairs in all for one page), and a larger region is summarised by where it lies and how many "
+    f"of its distinct lines the other version lacks. At most {SHOWN_LINES} diff lines are shown for a change, and "
+    f"{SHOWN_CHARS} characters of a line; each cut says what it left out."
 )
 """The caps in words, for the page and the commands' help."""
 
@@ -90,30 +91,27 @@ def unified(old: str, new: str, old_name: str, new_name: str, context: int = 3, 
         tail += 1
     if head == len(a) == len(b):
         return Diff()
-    start = max(head - context, 0)
-    a_mid, b_mid = a[start : len(a) - max(tail - context, 0)], b[start : len(b) - max(tail - context, 0)]
     budget = budget if budget is not None else Budget()
     region_a, region_b = len(a) - tail - head, len(b) - tail - head
-    pairs = region_a * region_b
+    pairs = region_a * region_b  # none when one side only adds or only removes: no line to compare
     diff = Diff()
-    if max(region_a, region_b) > COMPARED_LINES or pairs > budget.pairs:
+    if pairs and (max(region_a, region_b) > COMPARED_LINES or pairs > budget.pairs):
         why = (
             f"over {COMPARED_LINES} lines a side"
             if max(region_a, region_b) > COMPARED_LINES
             else f"the {PAIRS:,} line pairs this page compares are spent"
         )
-        old_region, new_region = a[head : len(a) - tail], b[head : len(b) - tail]
-        in_old, in_new = set(old_region), set(new_region)
-        only_old = sum(line not in in_new for line in old_region)
-        only_new = sum(line not in in_old for line in new_region)
+        in_old, in_new = set(a[head : len(a) - tail]), set(b[head : len(b) - tail])
         diff.summary.append(
             f"not compared line by line ({why}): {_region(head, region_a, old_name)} against "
             f"{_region(head, region_b, new_name)}; the first {head} and last {tail} lines are the same in both; of "
-            f"those regions' lines, {only_old} are nowhere in {new_name} and {only_new} nowhere in {old_name}"
+            f"the distinct lines in those regions, {len(in_old - in_new)} are only in {old_name} and "
+            f"{len(in_new - in_old)} only in {new_name}"
         )
         return diff
     budget.pairs -= pairs
-    body = _hunks(a_mid, b_mid, start, start, context)
+    start, end = max(head - context, 0), max(tail - context, 0)
+    body = _hunks(a[start : len(a) - end], b[start : len(b) - end], start, start, context)
     diff.lines = [f"--- {old_name}\n", f"+++ {new_name}\n", *(_clip(line) for line in body[:SHOWN_LINES])]
     if len(body) > SHOWN_LINES:
         diff.summary.append(f"{len(body) - SHOWN_LINES} more diff lines not shown (at most {SHOWN_LINES})")
