@@ -15,6 +15,7 @@ import sys
 
 from jg_mcp import __version__, log
 from jg_mcp.errors import JgError
+from jg_mcp.terminal import guarded
 
 COMMAND_MODULES = [
     "jg_mcp.commands.serve",
@@ -48,16 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; whatever it prints goes through `guarded`, so no command's output can steer the
+    reviewer's terminal, a print that forgot to escape the agent's text included."""
     parser = build_parser()
     args = parser.parse_args(argv)
     log.configure(args.log_level)
-    try:
-        return int(args.func(args) or 0)
-    except JgError as exc:
-        print(f"jg-mcp {args.command}: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
+    with guarded():
+        try:
+            return int(args.func(args) or 0)
+        except JgError as exc:
+            print(f"jg-mcp {args.command}: {exc}", file=sys.stderr)
+            return exc.exit_code
+        except KeyboardInterrupt:
+            return 130
 
 
 if __name__ == "__main__":

@@ -276,3 +276,21 @@ def test_rerun_of_a_command_that_timed_out_says_so_in_words(tmp_path, capsys):
     assert replay_command(transcript, tmp_path / "cli", rerun=True) in (0, 1)
     out = capsys.readouterr().out
     assert "no exit" in out and "None" not in out, out
+
+
+def test_rerun_of_a_command_leaving_an_8_mib_file_that_differs_finishes_in_bounded_time(tmp_path):
+    """The re-run's file diff was difflib's, quadratic in the file: two 8 MiB versions that differ on every other
+    line took hours. Now it is summarised, saying where and why, in time linear in the files."""
+    gen = (
+        "import sys\nlines, size, i = [], 0, 0\nwhile size < 8_000_000:\n"
+        "    line = f'{i} {sys.argv[1]}\\n' if i % 2 else f'{i}\\n'\n    lines.append(line)\n"
+        "    size += len(line)\n    i += 1\nopen('big.txt', 'w').write(''.join(lines))\n"
+    )
+    transcript, _ = scripted_session(
+        tmp_path / "s",
+        [call("write_file", path="gen.py", content=gen), call("run_command", command="python3 gen.py $$")],
+    )
+    done = jg("replay", transcript, "--to", tmp_path / "r", "--rerun", timeout=60)  # TimeoutExpired fails it
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "files that differ from the recording: big.txt" in done.stdout
+    assert "(not compared line by line (over 2000 lines a side): lines 2-" in done.stdout

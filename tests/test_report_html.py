@@ -21,10 +21,10 @@ import pytest
 
 from jg_mcp.eval import EvalReport
 from jg_mcp.goals import load_goal
-from jg_mcp.record import audit, report_html
+from jg_mcp.record import audit, report_html, textdiff
 from jg_mcp.record.events import sha256_bytes
 from jg_mcp.scripted import call
-from tests.support import DEMO_GOAL, REPO, copy_transcript, demo_dir, demo_run, eval_report, scripted_session
+from tests.support import DEMO_GOAL, REPO, copy_transcript, demo_dir, demo_run, eval_report, jg, scripted_session
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)")
@@ -321,3 +321,52 @@ def write_example(browser: Chromium, transcript: Path, eval_path: Path | None) -
     browser.open(EXAMPLE_HTML)
     browser.click("#step-5 > summary")
     EXAMPLE_PNG.write_bytes(browser.screenshot())
+
+
+EIGHT_MIB = 8 * 1024 * 1024
+BIG_TEXT = f"""import sys
+lines = []
+i = size = 0
+while True:
+    line = f"{{i}} {{sys.argv[1]}}\\n" if i % 2 else f"{{i}}\\n"
+    if size + len(line) > {EIGHT_MIB}:
+        break
+    lines.append(line)
+    size += len(line)
+    i += 1
+open("big.txt", "w").write("".join(lines))
+"""
+"""Writes big.txt, just under 8 MiB of numbered lines, every other one carrying argv[1]: two versions differ on
+every other line, the case that makes a line-by-line diff quadratic."""
+
+
+def test_two_8_mib_versions_of_a_text_file_make_a_page_in_bounded_time_saying_what_it_summarised(tmp_path):
+    """The page's diff was quadratic and unbounded: two versions of a 511 KiB file took 74 s, two at the 8 MiB blob
+    cap hours. Now the page is made in time linear in the files, states its caps, and says what it summarised."""
+    transcript, _ = scripted_session(
+        tmp_path,
+        [
+            call("write_file", path="gen.py", content=BIG_TEXT),
+            call("run_command", command="python3 gen.py one"),
+            call("run_command", command="python3 gen.py two"),
+        ],
+    )
+    page = tmp_path / "page.html"
+    jg("audit", transcript, "--goal", DEMO_GOAL, "--html", page, timeout=30)  # TimeoutExpired fails the test
+    text = page.read_text()
+    assert "not stored" not in text, "both versions were stored, so both were to be diffed"
+    assert "not compared line by line (over 2000 lines a side): lines 2-" in text
+    assert "the first 1 and last" in text and "only in b/big.txt" in text
+    assert "Diffs set aside the lines both versions share" in text, "the page states its caps"
+
+
+def test_an_edit_in_a_large_file_is_shown_as_a_hunk_at_its_true_line(tmp_path):
+    old = "".join(f"line {i}\n" for i in range(200_000))
+    new = old.replace("line 123456\n", "edited 123456\n")
+    transcript, _ = scripted_session(
+        tmp_path, [call("write_file", path="big.txt", content=old), call("write_file", path="big.txt", content=new)]
+    )
+    text = write_page(tmp_path, transcript).read_text()
+    assert '<span class="hunk">@@ -123454,7 +123454,7 @@\n</span>' in text
+    assert '<span class="del">-line 123456\n</span><span class="add">+edited 123456\n</span>' in text
+    assert textdiff.CAPS in text, "the page states the caps its diffs keep to"

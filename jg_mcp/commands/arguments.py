@@ -5,6 +5,7 @@ before any work starts (a UsageError: one line that names the argument)."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from jg_mcp.errors import UsageError
@@ -76,18 +77,29 @@ def input_dir(path: Path | None, what: str) -> None:
 
 
 def output_file(path: Path | None, what: str) -> None:
-    """A file the command writes needs an existing directory to go in, checked before the work that fills it."""
+    """A file the command writes needs an existing directory to go in, checked before the work that fills it, and
+    a place no other local user could redirect (`check_output`: a link, another user's file or directory, or a
+    directory others can write); the command writes it with `write_output`."""
+    from jg_mcp.live.places import check_output
+
     if path is None:
         return
     if path.is_dir():
         raise UsageError(f"{what} {path} is a directory; give a file name")
     if not path.parent.is_dir():
         raise UsageError(f"{what} {path}: no such directory {path.parent}")
+    check_output(path, what)
 
 
 def new_dir(path: Path | None, what: str) -> None:
-    """A directory the command creates and fills: it may exist only as an empty directory."""
-    if path is not None and path.exists() and (not path.is_dir() or any(path.iterdir())):
+    """A directory the command creates and fills: it may exist only as an empty directory, and only where no other
+    local user could plant, replace or redirect it (`check_place`)."""
+    from jg_mcp.live.places import check_place
+
+    if path is None:
+        return
+    check_place(path, what)
+    if os.path.lexists(path) and any(path.iterdir()):
         raise UsageError(f"{what} {path} exists and is not an empty directory")
 
 

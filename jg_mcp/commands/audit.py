@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from jg_mcp import log
 from jg_mcp.commands.arguments import input_file, output_file
+from jg_mcp.live.places import write_output
+from jg_mcp.record import textdiff
 from jg_mcp.terminal import lines
 
 if TYPE_CHECKING:
@@ -48,7 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eval-report", type=Path, metavar="R", help="a `jg-mcp eval` report JSON")
     p.add_argument("--goal", type=Path, help="the goal YAML, when its name is not found in ./goals")
     p.add_argument("--json", type=Path, metavar="PATH", help="write the audit report as JSON")
-    p.add_argument("--html", type=Path, metavar="PATH", help="write a self-contained HTML page of the session")
+    p.add_argument(
+        "--html",
+        type=Path,
+        metavar="PATH",
+        help="write a self-contained HTML page of the session, each file change with its diff, made in time linear "
+        f"in the transcript and its blobs: {textdiff.CAPS}",
+    )
     p.add_argument(
         "--key-file",
         type=Path,
@@ -79,13 +87,13 @@ def run(args: argparse.Namespace) -> int:
     report = audit.audit(args.transcript, args.eval_report, args.goal, key)
     print(render_text(report))
     if args.json:
-        args.json.write_text(report.model_dump_json(indent=2) + "\n")
+        write_output(args.json, report.model_dump_json(indent=2) + "\n", "--json")
         logger.info("wrote audit JSON", path=str(args.json))
     if args.html:
         from jg_mcp.record.report_html import write_html
 
         judged = audit.read_eval_report(args.eval_report) if report.eval_solution_sha256 else None
-        write_html(args.html, args.transcript, report, judged)
+        write_html(args.html, args.transcript, report, judged, what="--html")
         logger.info("wrote HTML report", path=str(args.html))
     return 0 if report.ok else 1
 

@@ -185,8 +185,8 @@ def run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: the MCP SDK is needed for the demo, not for the other commands.
     from mcp import StdioServerParameters
 
-    new_dir(args.out, "--out")  # a transcript already there would be taken for this session's
     out = args.out or Path("runs") / f"demo-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    new_dir(out, "--out")  # a transcript already there would be taken for this session's
     workspace, transcripts = out / "workspace", out / "transcripts"
     private_out(out)
     key = write_key(out)

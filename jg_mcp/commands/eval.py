@@ -12,7 +12,8 @@ from jg_mcp import log
 from jg_mcp.commands.arguments import input_dir, non_negative_int, output_file, positive_float
 from jg_mcp.errors import JgError, NoVerdict, UsageError
 from jg_mcp.goals import find_goal, load_goal
-from jg_mcp.terminal import printable
+from jg_mcp.live.places import write_output
+from jg_mcp.terminal import printable, unguarded
 
 logger = log.get("jg_mcp.commands.eval")
 
@@ -25,7 +26,7 @@ class Bar:
     place; in a file or a CI log (not a terminal) one plain line per step, no carriage returns."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stderr
+        self.stream = stream or unguarded(sys.stderr)  # redrawn with carriage returns: its labels are the goal's
         self.live = self.stream.isatty()
         self.n = 0
         self.start = time.monotonic()
@@ -143,9 +144,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.done()
     if args.json:
-        args.json.write_text(report.model_dump_json(indent=2))
+        write_output(args.json, report.model_dump_json(indent=2), "--json")
     if args.markdown:
-        args.markdown.write_text(markdown(report))
+        write_output(args.markdown, markdown(report), "--markdown")
     print(table(report))
     print("\n" + verdict_lines(report))
     return 0 if report.accepted else 1

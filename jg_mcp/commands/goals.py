@@ -16,6 +16,7 @@ from jg_mcp.commands.arguments import input_dir, output_file
 from jg_mcp.errors import GoalError, GoalNotFound, UsageError
 from jg_mcp.goal_text import render_markdown
 from jg_mcp.goals import find_goal, goals_dir, list_goal_files, load_goal
+from jg_mcp.live.places import write_output
 
 if TYPE_CHECKING:
     from jg_mcp import validate
@@ -100,9 +101,9 @@ def _save(args: argparse.Namespace, report: validate.Report) -> None:
     from jg_mcp import validate
 
     if args.json:
-        args.json.write_text(report.model_dump_json(indent=2) + "\n")
+        write_output(args.json, report.model_dump_json(indent=2) + "\n", "--json")
     if args.markdown:
-        args.markdown.write_text(validate.markdown(report))
+        write_output(args.markdown, validate.markdown(report), "--markdown")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

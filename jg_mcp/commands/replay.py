@@ -8,7 +8,7 @@ from pathlib import Path
 
 from jg_mcp.commands.arguments import input_file, new_dir, non_negative_int
 from jg_mcp.errors import UsageError
-from jg_mcp.record import replay, steps
+from jg_mcp.record import replay, steps, textdiff
 from jg_mcp.terminal import printable
 
 
@@ -35,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "is reported as match (exit code, stdout and stderr identical), output differs (with a diff), exit "
             "code differs, or skipped; "
             "files the command left that differ from the recording are listed with a diff. " + replay.TIMING_NOTE,
+            "Every diff is bounded, so a re-run takes time linear in what it compares: " + textdiff.CAPS,
             "Exit status: 0 when the rebuild is exact and every re-run exit code matches; 1 otherwise (or when the "
             "transcript cannot be read, or bubblewrap cannot run for --rerun); 2 on a usage error (no such "
             "transcript, --step out of range, DIR not new or empty).",

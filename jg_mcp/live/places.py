@@ -1,7 +1,12 @@
-"""Where a session may live: a workspace, runs or transcripts directory that no other local user can plant,
-replace or redirect. Every existing ancestor is root's or ours and writable by nobody else unless sticky, so once
-checked the path keeps naming the same directory for the session's life (later opens by path stay sound); what is
-missing is made 0700, one mkdir at a time."""
+"""Where a command may write: a workspace, runs, transcripts or replay directory, or a report file, that no other
+local user can plant, replace or redirect. Every existing ancestor is root's or ours and writable by nobody else
+unless sticky, so once checked the path keeps naming the same directory for the command's life (later opens by
+path stay sound); what is missing is made 0700, one mkdir at a time. A report file is written through its
+directory's descriptor to a fresh file renamed into place, so no link at its name is followed and nobody holds
+it open.
+
+Every command that writes calls these (jg_mcp.commands.arguments checks its arguments with them): `check_place`
+and `make_private_dir` for a directory, `check_output` and `write_output` for a file."""
 
 from __future__ import annotations
 
@@ -10,7 +15,8 @@ import os
 import stat
 from pathlib import Path
 
-from jg_mcp.errors import UsageError
+from jg_mcp.errors import JgError, UsageError
+from jg_mcp.live.safefs import write_atomic
 
 
 def _refuse(what: str, path: Path, problem: str) -> UsageError:
@@ -72,3 +78,41 @@ def make_private_dir(path: Path, what: str) -> None:
         with contextlib.suppress(FileExistsError):
             os.mkdir(d, 0o700)
         check_own(d, what if d == path else f"{what}'s directory", os.lstat(d))
+
+
+def check_output(path: Path, what: str) -> None:
+    """Refuse (UsageError) a file a command is to write where another local user could redirect it: its directory
+    must pass `_check_chain` (root's or ours, links on the way root's or ours, not writable by others unless
+    sticky); the file itself, if it exists, must be a regular file of ours (not a link) that nobody else can
+    write."""
+    path = Path(os.path.abspath(path))
+    _check_chain(path.parent, what, path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise _refuse(what, path, "is a symbolic link")
+    if not stat.S_ISREG(st.st_mode):
+        raise _refuse(what, path, "is not a regular file")
+    if st.st_uid != os.geteuid():
+        raise _refuse(what, path, f"belongs to uid {st.st_uid}, not to this command's uid {os.geteuid()}")
+    if st.st_mode & 0o022:
+        raise _refuse(what, path, f"is writable by other users (mode {stat.S_IMODE(st.st_mode):o})")
+
+
+def write_output(path: Path, data: str | bytes, what: str) -> None:
+    """Write a command's output file: `check_output` again (the work that made `data` may have taken hours), then
+    a fresh file in the directory opened once, renamed over `path` (jg_mcp.live.safefs.write_atomic: a link
+    planted at `path` since is replaced, never followed). JgError when the file system refuses."""
+    path = Path(os.path.abspath(path))
+    check_output(path, what)
+    raw = data.encode() if isinstance(data, str) else data
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            write_atomic(dir_fd, path.name, raw, str(path))
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        raise JgError(f"{what} {path}: cannot write it: {exc.strerror or exc}") from None

@@ -6,7 +6,6 @@ session closed."""
 
 from __future__ import annotations
 
-import difflib
 import os
 import tempfile
 from pathlib import Path
@@ -18,6 +17,7 @@ from pydantic import BaseModel
 from jg_mcp import log
 from jg_mcp.errors import PathRefused
 from jg_mcp.goals import REFERENCE_FILE
+from jg_mcp.live.places import make_private_dir
 from jg_mcp.live.runner import CommandResult, Runner
 from jg_mcp.live.safefs import read_bounded
 from jg_mcp.live.sandbox import Bwrap, SandboxLimits
@@ -26,6 +26,7 @@ from jg_mcp.live.uids import SandboxError
 from jg_mcp.live.workspace import Workspace
 from jg_mcp.record.events import FileChange
 from jg_mcp.record.steps import END, BlobError, Record, ToolCall, read_blob, state_at
+from jg_mcp.record.textdiff import unified
 
 logger = log.get("jg_mcp.record.replay")
 
@@ -86,10 +87,12 @@ def sync(record: Record, root: Path, step: int) -> Rebuild:
 
 
 def rebuild(record: Record, dest: Path, step: int = END) -> Rebuild:
-    """Rebuild the workspace after `step` into `dest` (a new or empty directory)."""
+    """Rebuild the workspace after `step` into `dest` (a new or empty directory), made or checked as serve's
+    workspace is (jg_mcp.live.places.make_private_dir: UsageError where another local user could plant, replace
+    or redirect it; with --rerun it is handed to the sandbox's uid)."""
     if step != END and not 0 <= step <= record.last_step():
         raise ValueError(f"step {step} is out of range: the transcript has steps 0..{record.last_step()}")
-    dest.mkdir(parents=True, exist_ok=True)
+    make_private_dir(dest, "replay destination")
     if any(dest.iterdir()):
         raise FileExistsError(f"{dest} is not empty; replay rebuilds into a new or empty directory")
     report = sync(record, dest, step)
@@ -128,10 +131,10 @@ class Rerun(BaseModel):
 
 
 def _diff(label: str, recorded: str, rerun: str) -> str:
-    lines = difflib.unified_diff(
-        recorded.splitlines(keepends=True), rerun.splitlines(keepends=True), f"recorded {label}", f"re-run {label}"
-    )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    """The bounded unified diff (jg_mcp.record.textdiff) of what was recorded against what the re-run gave, what
+    it summarised on lines of their own."""
+    diff = unified(recorded, rerun, f"recorded {label}", f"re-run {label}")
+    return "".join(diff.lines) + "".join(f"({line})\n" for line in diff.summary)
 
 
 def _file_text(root: Path, record: Record, rel: str, recorded: FileChange | None) -> tuple[str, str]:

@@ -9,7 +9,6 @@ hash) and works without its script: rows expand through <details>.
 from __future__ import annotations
 
 import base64
-import difflib
 import hashlib
 import json
 from functools import cache
@@ -18,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from jg_mcp.eval import EvalReport
 from jg_mcp.eval.report import ShapeResult
+from jg_mcp.live.places import write_output
 from jg_mcp.record.audit import AuditReport
 from jg_mcp.record.steps import END, BlobError, Change, Record, ToolCall, load_record, read_blob
+from jg_mcp.record.textdiff import CAPS, Budget, unified
 
 if TYPE_CHECKING:
     import jinja2
@@ -55,23 +56,27 @@ def _text(data: bytes | None) -> str | None:
     return data.decode("utf-8", errors="replace")
 
 
-def diff_lines(old: str, new: str, path: str) -> list[tuple[str, str]]:
-    """A unified diff as (css class, line) pairs; the class is empty for context lines."""
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}", n=DIFF_CONTEXT
-    )
-    return [
-        ({"@": "hunk", "+": "add", "-": "del"}.get(line[:1], ""), line if line.endswith("\n") else line + "\n")
-        for line in lines
-    ]
+def diff_lines(old: str, new: str, path: str, budget: Budget) -> tuple[list[tuple[str, str]], list[str]]:
+    """A unified diff as (css class, line) pairs (the class is empty for context lines), bounded
+    (jg_mcp.record.textdiff), and what of it was summarised."""
+    diff = unified(old, new, f"a/{path}", f"b/{path}", DIFF_CONTEXT, budget)
+    return [({"@": "hunk", "+": "add", "-": "del"}.get(line[:1], ""), line) for line in diff.lines], diff.summary
 
 
-def change_items(record: Record, changes: list[Change], before: dict[str, str | None]) -> list[dict[str, Any]]:
+def change_items(
+    record: Record, changes: list[Change], before: dict[str, str | None], budget: Budget
+) -> list[dict[str, Any]]:
     """Each change with its diff against the file's previous content; `before` is updated as they apply."""
     items = []
     for ch in changes:
         ev = ch.event
-        item: dict[str, Any] = {"label": f"{ev.path}: {ev.op} by {ev.cause}", "problem": "", "note": "", "diff": None}
+        item: dict[str, Any] = {
+            "label": f"{ev.path}: {ev.op} by {ev.cause}",
+            "problem": "",
+            "note": "",
+            "diff": None,
+            "summary": [],
+        }
         items.append(item)
         if ev.op == "delete":
             before.pop(ev.path, None)
@@ -85,7 +90,7 @@ def change_items(record: Record, changes: list[Change], before: dict[str, str | 
             why = "not stored (over the blob cap)" if not ev.stored else "binary"
             item["note"] = f"{why}: {ev.size} bytes, sha256 {ev.sha256 or 'not recorded'}"
         else:
-            item["diff"] = diff_lines(before.get(ev.path) or "", new, ev.path)
+            item["diff"], item["summary"] = diff_lines(before.get(ev.path) or "", new, ev.path, budget)
         before[ev.path] = new
     return items
 
@@ -124,7 +129,9 @@ def _status(call: ToolCall) -> str:
     return "no reply" if call.duration_ms is None else "ok"
 
 
-def call_item(record: Record, call: ToolCall, changes: list[Change], before: dict[str, str | None]) -> dict[str, Any]:
+def call_item(
+    record: Record, call: ToolCall, changes: list[Change], before: dict[str, str | None], budget: Budget
+) -> dict[str, Any]:
     return {
         "step": call.step,
         "start": record.events[call.line - 1].ts - record.header.ts,
@@ -136,19 +143,22 @@ def call_item(record: Record, call: ToolCall, changes: list[Change], before: dic
         "excerpt": _excerpt(call),
         "arguments": json.dumps(call.arguments, indent=2, ensure_ascii=False),
         "sections": _sections(call),
-        "changes": change_items(record, changes, before) if changes else [],
+        "changes": change_items(record, changes, before, budget) if changes else [],
     }
 
 
 def timeline(record: Record) -> dict[str, Any]:
-    """Session start, one row per tool call (numbered as replay numbers steps), changes recorded at the end."""
+    """Session start, one row per tool call (numbered as replay numbers steps), changes recorded at the end; the
+    changes grouped by step in one pass, the diffs paid for by one Budget."""
     before: dict[str, str | None] = {}
-    start = change_items(record, [c for c in record.changes if c.step == 0], before)
-    calls = [
-        call_item(record, call, [c for c in record.changes if c.step == call.step], before) for call in record.calls
-    ]
-    end = change_items(record, [c for c in record.changes if c.step == END], before)
-    return {"start": start, "calls": calls, "end": end}
+    budget = Budget()
+    by_step: dict[int, list[Change]] = {}
+    for change in record.changes:
+        by_step.setdefault(change.step, []).append(change)
+    start = change_items(record, by_step.get(0, []), before, budget)
+    calls = [call_item(record, call, by_step.get(call.step, []), before, budget) for call in record.calls]
+    end = change_items(record, by_step.get(END, []), before, budget)
+    return {"start": start, "calls": calls, "end": end, "caps": CAPS}
 
 
 def chart(shapes: list[ShapeResult]) -> dict[str, Any]:
@@ -241,9 +251,11 @@ def render(report: AuditReport, record: Record | None, evaluation: EvalReport | 
     )
 
 
-def write_html(out: Path, transcript: Path, report: AuditReport, evaluation: EvalReport | None = None) -> None:
-    """Write the page, with the eval's verdict and chart when given its report; the timeline needs an intact
-    transcript and is left out otherwise."""
+def write_html(
+    out: Path, transcript: Path, report: AuditReport, evaluation: EvalReport | None = None, what: str = "page"
+) -> None:
+    """Write the page (jg_mcp.live.places.write_output: into a directory no other user can redirect, never through
+    a link), with the eval's verdict and chart when given its report; the timeline needs an intact transcript and
+    is left out otherwise."""
     record = load_record(transcript) if report.summary is not None else None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(report, record, evaluation), encoding="utf-8")
+    write_output(out, render(report, record, evaluation), what)
