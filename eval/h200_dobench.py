@@ -18,7 +18,7 @@ stayed 4-14% above the eval's. Under the parts `dobench_burst` and `dobench_eval
 the same graph timed in the eval's pattern (eval/independent_graph.py's `graph_burst_times`: rounds of a 60 ms lead,
 the GPU idle for 1 ms, three timed replays). Until stop 35 every do_bench part timed it, eight times per graph-timed
 shape; in runs 31-49 it stayed within 0.4% of the steady graph in the same process (a new capture in run 41 aside,
-the graph state of eval/state_probe.py), so the default part no longer spends its time on it.
+the graph state of lab/state_probe.py), so the default part no longer spends its time on it.
 
 The part `dobench_repeat` of h200_check (not run unless named) measures do_bench again in a second fresh process:
 how far the independent measurement's own ratio moves between two processes, beside the eval's repeat;
@@ -202,7 +202,7 @@ def dobench_one(
 
 def prime(goal_name: str, goal: Any, names: list[str], sets: list[list], lead: int) -> None:
     """Have a worker process, started as the eval starts its workers, run each callable's graph on `sets` in the
-    eval's pattern (its times unused), then end it. On the H200 (run 51, eval/state_probe.py) a plain process ran
+    eval's pattern (its times unused), then end it. On the H200 (run 51, lab/state_probe.py) a plain process ran
     rope's compiled baseline's graph in the slow state (5.58 us per call) unless a worker process had run that
     graph before it (4.85 us, the eval's state); another process merely started, alive or gone, did not do it. On
     another machine (run 52, the part `dobench_primed`) priming changed nothing: 5.587 us primed, 5.571 not."""

@@ -10,8 +10,8 @@ noise, so two processes compiled two different baselines (0.0080 and 0.0108 ms f
 With one cache, the first compilation on a host is the baseline every later eval there measures; its place is
 in the report (`environment.baseline_cache`), and deleting it recompiles. Across hosts a cache does not help, so
 the goals compile their baselines with Inductor's pointwise autotuning off (`options={"triton.autotune_pointwise":
-False}`): each pointwise kernel keeps Inductor's first config. In three fresh processes each on the H200 (eval/
-autotune_probe.py, eval/results/h200/autotune.json) swiglu's decode baseline took 0.0195, 0.0161 and 0.0162 ms
+False}`): each pointwise kernel keeps Inductor's first config. In three fresh processes each on the H200
+(docs/decisions/2026-12-02-pointwise-autotune-off.md) swiglu's decode baseline took 0.0195, 0.0161 and 0.0162 ms
 autotuned and 0.0162 ms all three times without; rope's decode_bs256 0.0095-0.0107 ms against 0.0092-0.0094 ms.
 """
 

@@ -223,7 +223,7 @@ def test_a_timed_call_runs_with_the_previous_calls_output_freed_as_under_do_benc
 
 
 def test_a_call_that_waits_for_the_gpu_is_told_from_one_that_only_queues():
-    """Host time per call, device median, flush and pad as measured on the H200 (eval/results/h200/check.json):
+    """Host time per call, device median, flush and pad as measured on the H200 (eval/results/h200/runs/):
     grouped_gemm's solution and matmul_loop call `.tolist()` inside the call; of every other callable at all 37
     timed shapes, the nearest to the bound (rope's eager at decode_bs256) queued in under half of it."""
     from jg_mcp.eval.sizing import waits_for_gpu
