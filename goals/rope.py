@@ -63,7 +63,7 @@ def rope_fp32(q, k, positions, cos_sin_cache):
 @functools.cache
 def _compiled():
     """Pointwise kernels keep Inductor's first config: picked by a benchmark at the first run, it changed between
-    processes and hosts on the H200 (swiglu's decode baseline 0.0162 or 0.0195 ms; docs/decisions/2026-12-02-pointwise-autotune-off.md)."""
+    processes and hosts on the H200 (docs/decisions/2026-12-02-pointwise-autotune-off.md)."""
     return torch.compile(rope_fp32, dynamic=False, options={"triton.autotune_pointwise": False})
 
 
