@@ -190,6 +190,8 @@ def test_http_options_under_stdio_are_refused_and_help_shows_defaults(tmp_path):
     flat = " ".join(shown.split())
     assert "streamable HTTP at http://HOST:PORT/mcp" in flat and "(default: stdio)" in flat
     assert "(default: 32)" in flat and "(default: 120)" in flat and "[8765; http only]" in flat
+    assert "tool calls in flight a session (default: 4)" in flat and "a session holds (default: 6)" in flat
+    assert "sessions a token holds [--max-sessions/tokens]" in flat
 
 
 @pytest.mark.skipif(

@@ -13,7 +13,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.support import INIT, MCP_HEADERS, TOKEN, HttpServer, client, serve_argv, wait_until
+from tests.support import INIT, MCP_HEADERS, TOKEN, HttpServer, client, serve_argv
 
 pytestmark = pytest.mark.slow
 VERSION = INIT["params"]["protocolVersion"]
@@ -101,10 +101,9 @@ async def hog_then(hog: Hog, most_sessions: int, victim) -> httpx.Response | Non
                 for _ in range(CALLS_EACH):
                     fired += 1
                     tg.start_soon(hog.call, http, session, fired)
-            # settled: every call answered, failed or running
-            await anyio.to_thread.run_sync(
-                wait_until, lambda: len(hog.answers) + len(hog.failures) + hog.running() >= fired, 30
-            )
+            with anyio.move_on_after(30):  # until every call is answered, failed or running
+                while len(hog.answers) + len(hog.failures) + hog.running() < fired:
+                    await anyio.sleep(0.1)
             hog.peak = hog.running()
             await anyio.to_thread.run_sync(hog.fill)
             await victim()
@@ -123,8 +122,8 @@ async def victim_calls(server: HttpServer, token: str, existing) -> None:
             assert "run_command" in {t.name for t in (await fresh.list_tools()).tools}
             done = await fresh.call_tool("run_command", {"command": "echo served"})
             assert done.structured_content["stdout"] == "served\n"
-    closed = [t.events[-1].reason for t in server.transcripts_by_run().values() if t.closed]
-    assert closed == [], f"sessions closed while the hog held its share: {closed}"
+            closed = [t.events[-1].reason for t in server.transcripts_by_run().values() if t.closed]
+            assert closed == [], f"sessions closed while the hog held its share: {closed}"
 
 
 def test_a_hog_with_many_sessions_and_slow_calls_leaves_a_new_and_an_existing_session_served(tmp_path):
@@ -181,21 +180,30 @@ def test_a_token_holder_keeps_its_share_of_sessions_while_another_holds_all_of_i
         assert {a.status_code for a in hog.answers} == {429} and hog.peak == 4 * len(hog.sessions)
 
 
-def test_caps_that_leave_a_new_client_no_connection_are_refused_at_start(tmp_path):
+@pytest.mark.parametrize(
+    ("caps", "reason"),
+    [
+        (
+            ("--max-sessions", "8", "--max-connections", "48"),
+            "--max-connections 48 must exceed --max-sessions 8 x --max-session-connections 6 = 48",
+        ),
+        (
+            ("--max-session-calls", "6", "--max-session-connections", "6"),
+            "--max-session-calls 6 must be below --max-session-connections 6",
+        ),
+        (("--max-session-connections", "1"), "--max-session-calls 4 must be below --max-session-connections 1"),
+        (
+            ("--max-sessions", "4", "--max-token-sessions", "3"),
+            "2 tokens x --max-token-sessions 3 sessions exceeds --max-sessions 4",
+        ),
+    ],
+)
+def test_caps_that_leave_a_client_no_room_are_refused_before_the_port_is_taken(tmp_path, caps, reason):
+    (tmp_path / "tokens").write_text(f"{TOKEN}\n{TOKEN[::-1]}\n")
     done = subprocess.run(
         serve_argv(
-            "--transport",
-            "http",
-            "--runs",
-            tmp_path / "runs",
-            "--transcripts",
-            tmp_path / "tr",
-            "--sandbox",
-            "none",
-            "--max-sessions",
-            "8",
-            "--max-connections",
-            "48",
+            *("--transport", "http", "--runs", tmp_path / "runs", "--transcripts", tmp_path / "tr"),
+            *("--sandbox", "none", "--token-file", tmp_path / "tokens", *caps),
         ),
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -203,4 +211,23 @@ def test_caps_that_leave_a_new_client_no_connection_are_refused_at_start(tmp_pat
         timeout=60,
     )
     assert done.returncode == 2, done.stderr
-    assert "--max-connections 48 must exceed --max-sessions 8 x --max-session-connections 6 = 48" in done.stderr
+    assert reason in done.stderr and "serving over HTTP" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "refusal"),
+    [
+        (f"{TOKEN}\n\n{TOKEN}\n", "holds a token twice"),
+        (f"{TOKEN}\nshort\n", "a token in"),
+        ("\n \n", "holds no token"),
+    ],
+)
+def test_a_token_file_holds_one_distinct_token_a_line(tmp_path, text, refusal):
+    from jg_mcp.live.http import HttpRefused, read_tokens
+
+    path = tmp_path / "tokens"
+    path.write_text(text)
+    with pytest.raises(HttpRefused, match=refusal):
+        read_tokens(path, "127.0.0.1")
+    path.write_text(f"  {TOKEN}\n\n{TOKEN[::-1]}  \n")
+    assert read_tokens(path, "127.0.0.1") == ([TOKEN, TOKEN[::-1]], False)

@@ -133,11 +133,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="HTTP: seconds a session may go without a request in flight before it is ended",
     )
     p.add_argument(
-        "--max-connections", type=positive_int, default=256, help="HTTP: open connections; more are closed on accept"
+        "--max-connections", type=positive_int, default=256, help="HTTP: open connections; past it an idle one closes"
     )
     p.add_argument("--max-session-calls", type=positive_int, default=4, help="HTTP: tool calls in flight a session")
     p.add_argument("--max-session-connections", type=positive_int, default=6, help="HTTP: connections a session holds")
-    p.add_argument("--max-token-sessions", type=positive_int, help="HTTP: sessions a token holds [max-sessions/tokens]")
+    p.add_argument(
+        "--max-token-sessions", type=positive_int, help="HTTP: sessions a token holds [--max-sessions/tokens]"
+    )
     p.add_argument(
         "--transcript-key-file",
         type=Path,
@@ -256,12 +258,6 @@ def run_http(args: argparse.Namespace) -> int:
 
     host = args.host or DEFAULT_HOST
     tokens, generated = read_tokens(args.token_file, host)
-    listener = listen(host, DEFAULT_PORT if args.port is None else args.port)
-    sessions = Sessions(args, Path(args.runs))
-    if generated:
-        logger.warning("HTTP bearer token (send as 'Authorization: Bearer TOKEN')", token=tokens[0])
-    pool = ConnectionPool(sessions.make, args.max_sessions, args.first_call_timeout, args.idle_timeout)
-    logger.info("serving over HTTP", url=f"http://{host}:{listener.getsockname()[1]}/mcp", sandbox=sessions.mode)
     limits = HttpLimits(
         max_sessions=args.max_sessions,
         first_call_s=args.first_call_timeout,
@@ -274,6 +270,12 @@ def run_http(args: argparse.Namespace) -> int:
         ),
         tokens=len(tokens),
     )
+    listener = listen(host, DEFAULT_PORT if args.port is None else args.port)
+    sessions = Sessions(args, Path(args.runs))
+    if generated:
+        logger.warning("HTTP bearer token (send as 'Authorization: Bearer TOKEN')", token=tokens[0])
+    pool = ConnectionPool(sessions.make, args.max_sessions, args.first_call_timeout, args.idle_timeout)
+    logger.info("serving over HTTP", url=f"http://{host}:{listener.getsockname()[1]}/mcp", sandbox=sessions.mode)
 
     async def serve(server: MCPServer, stop: anyio.Event) -> None:
         await serve_http(server, listener, host, tokens, stop, pool, args.allow_host, limits)

@@ -1,10 +1,11 @@
-"""Streamable HTTP: a bearer token, Host/Origin checks, and one Session per client connection (the pool of
-those is `jg_mcp.live.connections`).
+"""Streamable HTTP: bearer tokens, Host/Origin checks, and one Session per client connection (the pool of
+those is `jg_mcp.live.connections`), shared fairly among sessions and token holders (`jg_mcp.live.shares`).
 
 Requests pass three gates before the MCP SDK sees them: Host and Origin must name this
 server exactly, with at most a port of digits (DNS-rebinding protection, `Names`; a foreign
 Origin gets 403, a foreign Host 421), the
-`Authorization: Bearer` token must match (401 otherwise), and the request must use a
+`Authorization: Bearer` token must be one of the server's (401 otherwise; each line of the token file is the token
+of one holder), and the request must use a
 handshake protocol version: the 2026 stateless era has no connection to hang a
 workspace on, so it is refused with a JSON-RPC error and clients fall back to the
 `initialize` handshake.
@@ -16,9 +17,11 @@ Each session holds a workspace, a transcript and (as root) a sandbox uid, so ses
 bounded: at most `max_sessions` live at once (a request for another gets 503 saying so); one
 that makes no tool call within `first_call_s` of its start is ended, as is one with no request
 in flight for `idle_s` (the SDK's idle timeout). Connections are bounded too: at most
-`max_connections` open (more are closed on accept), and one whose next request has not arrived whole
-(headers and body) CONNECTION_IDLE_S after it opened or its last response ended, plus a second for
-each RECEIVE_RATE bytes it sent meanwhile, is closed, whatever state that request is in.
+`max_connections` open (past it, a new one closes one that holds nothing, `jg_mcp.live.shares`), and one whose next
+request has not arrived whole (headers and body) CONNECTION_IDLE_S after it opened or its last response ended, plus a
+second for each RECEIVE_RATE bytes it sent meanwhile, is closed, whatever state that request is in. What one session
+and one token holder may hold of these (connections, tool calls in flight, sessions) is capped in
+`jg_mcp.live.shares`, so no client starves another.
 """
 
 from __future__ import annotations

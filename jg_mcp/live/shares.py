@@ -48,7 +48,7 @@ class ShareLimits(BaseModel):
     session_calls: int = Field(4, ge=1)
     """Tool calls one session has in flight; another gets 429. Each holds a connection and (run_command) processes
     until it ends; a session at this cap still has connections left to list, cancel or end."""
-    session_connections: int = Field(6, ge=2)
+    session_connections: int = Field(6, ge=1)
     """Connections one session holds (requests in flight, and those kept open between its requests); a request that
     would take another gets 429 and its connection closed, once the session's idle ones are closed. Room for its
     calls, the SDK's GET stream and a request beside them."""
