@@ -147,6 +147,8 @@ def test_a_hog_with_many_sessions_and_slow_calls_leaves_a_new_and_an_existing_se
         assert caps == set(CAP_NAMES)  # each refusal names its cap
         assert {a.status_code for a in hog.answers} == {429}  # the calls let in are still running
         assert hog.peak == 4 * len(hog.sessions)  # the default share of calls in flight, each session's
+        notices = [e.message for t in server.transcripts_by_run().values() for e in t.events if e.event == "notice"]
+        assert {cap for cap in CAP_NAMES for n in notices if cap in n} == set(CAP_NAMES)  # refusals are recorded
 
 
 def test_a_token_holder_keeps_its_share_of_sessions_while_another_holds_all_of_its_own(tmp_path):

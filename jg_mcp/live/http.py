@@ -50,7 +50,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from jg_mcp.errors import JgError, UsageError
 from jg_mcp.live.bodies import MAX_BODY_BYTES, BodyReader, too_large
 from jg_mcp.live.connections import SESSION_ID, ConnectionPool, Hold, end_without_first_call, jsonrpc_error
-from jg_mcp.live.shares import Conn, ShareLimits, Shares, Ticket, check
+from jg_mcp.live.recording import note_refused
+from jg_mcp.live.shares import Conn, Over, ShareLimits, Shares, Ticket, check
+from jg_mcp.live.stdio import Refused
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 PORT = re.compile(r"[0-9]{1,5}")
@@ -198,7 +200,15 @@ class Gate:
         refusal = self.pool.admit(request.headers.get(SESSION_ID), request.method)
         if refusal is not None:
             return refusal
-        return self.shares.enter(request.scope.get("client"), screened, live, request.method)
+        entered = self.shares.enter(request.scope.get("client"), screened, live, request.method)
+        return self.over(live, request.method, entered) if isinstance(entered, Over) else entered
+
+    def over(self, live: str | None, what: str, over: Over) -> Response:
+        """The answer to a request past a share; recorded as a notice in its session's transcript, where the agent's
+        client shows it an error for a request that never reached the server."""
+        if live is not None and live in self.pool.live:
+            note_refused(self.pool.live[live].session, Refused(what, over.reason))
+        return over.answer()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -217,9 +227,9 @@ class Gate:
             if isinstance(replay, Response):
                 await replay(scope, receive, send)
                 return
-            refusal = self.shares.call(ticket) if hold.call else None
-            if refusal is not None:
-                await refusal(scope, receive, send)
+            over = self.shares.call(ticket) if hold.call else None
+            if over is not None:
+                await self.over(live, "tools/call", over)(scope, receive, send)
                 return
             await self.app(scope, replay, self.shares.watch(ticket, send))
         finally:

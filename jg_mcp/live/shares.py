@@ -92,6 +92,21 @@ class Conn:
 
 
 @dataclass
+class Over:
+    """A request past a share: why (naming the cap and its option), and whether its connection is closed."""
+
+    reason: str
+    close: bool = False
+
+    def answer(self) -> Response:
+        """429 with a JSON-RPC error saying why, at once: the request holds nothing while it waits for a slot."""
+        headers = {"Retry-After": RETRY_AFTER_S}
+        if self.close:
+            headers["Connection"] = "close"
+        return jsonrpc_error(429, self.reason, headers)
+
+
+@dataclass
 class Owner:
     """The holder whose `initialize` opened a session, and when."""
 
@@ -161,7 +176,7 @@ class Shares:
             held[c.session] = held.get(c.session, 0) + 1
         return held
 
-    def enter(self, peer: object, holder: int, session: str | None, method: str) -> Ticket | Response:
+    def enter(self, peer: object, holder: int, session: str | None, method: str) -> Ticket | Response | Over:
         """A request's ticket, or the refusal of one past its session's or holder's share. `session` is the live
         session it names (None when it names none that is live)."""
         owner = self.owner.get(session) if session is not None else None
@@ -194,7 +209,7 @@ class Shares:
             conn.session = session
         return Ticket(holder, session)
 
-    def call(self, ticket: Ticket) -> Response | None:
+    def call(self, ticket: Ticket) -> Over | None:
         """Count a tool call in flight for the ticket's session; the refusal past its share."""
         if ticket.session is None:
             return None
@@ -240,8 +255,5 @@ class Shares:
         return sum(1 for o in self.owner.values() if o.holder == holder)
 
 
-def _refused(message: str, close: bool = False) -> Response:
-    headers = {"Retry-After": RETRY_AFTER_S}
-    if close:
-        headers["Connection"] = "close"
-    return jsonrpc_error(429, message, headers)
+def _refused(message: str, close: bool = False) -> Over:
+    return Over(message, close)
