@@ -194,6 +194,7 @@ def test_a_token_holder_keeps_its_share_of_sessions_while_another_holds_all_of_i
             "--max-session-calls 6 must be below --max-session-connections 6",
         ),
         (("--max-session-connections", "1"), "--max-session-calls 4 must be below --max-session-connections 1"),
+        (("--max-sessions", "1"), "2 tokens and --max-sessions 1: each token needs a session of its own"),
         (
             ("--max-sessions", "4", "--max-token-sessions", "3"),
             "2 tokens x --max-token-sessions 3 sessions exceeds --max-sessions 4",

@@ -39,6 +39,7 @@ from jg_mcp.errors import UsageError
 from jg_mcp.live.connections import SESSION_ID, ConnectionPool, jsonrpc_error
 
 RETRY_AFTER_S = "2"
+"""Seconds a client refused past its share is told to wait (Retry-After): a slot frees as one of its own calls ends."""
 
 
 class ShareLimits(BaseModel):
@@ -58,7 +59,7 @@ class ShareLimits(BaseModel):
 
 
 def check(limits: ShareLimits, max_sessions: int, max_connections: int, holders: int) -> int:
-    """The sessions each token holder may hold; HttpRefused-like UsageError when the caps leave a client no room."""
+    """The sessions each token holder may hold; a UsageError (exit 2) when the caps leave a client no room."""
     if limits.session_calls >= limits.session_connections:
         raise UsageError(
             f"--max-session-calls {limits.session_calls} must be below --max-session-connections "
@@ -70,8 +71,10 @@ def check(limits: ShareLimits, max_sessions: int, max_connections: int, holders:
             f"--max-session-connections {limits.session_connections} = {max_sessions * limits.session_connections}, "
             "so a new client finds a connection while every session holds its share"
         )
+    if holders > max_sessions:
+        raise UsageError(f"{holders} tokens and --max-sessions {max_sessions}: each token needs a session of its own")
     token_sessions = limits.token_sessions or max_sessions // holders
-    if token_sessions < 1 or holders * token_sessions > max_sessions:
+    if holders * token_sessions > max_sessions:
         raise UsageError(
             f"{holders} tokens x --max-token-sessions {token_sessions} sessions exceeds --max-sessions {max_sessions}: "
             "each token's share would not be reserved for it"
