@@ -268,7 +268,8 @@ def test_sessions_holding_long_calls_with_padded_bodies_keep_no_other_session_wa
     full, last = divmod(MAX_BODIES_HELD_BYTES // 2, MAX_REQUEST_BYTES - 1024)
     sizes = [MAX_REQUEST_BYTES - 1024] * full + [last] * (last > 1024)
     answers: dict[str, httpx.Response] = {}
-    with HttpServer(tmp_path, "--sandbox", "none") as server:
+    shares = ("--max-sessions", "4", "--max-session-calls", str(len(sizes)), "--max-session-connections", "16")
+    with HttpServer(tmp_path, "--sandbox", "none", *shares) as server:  # every call within its session's share
         victim = open_session(server)
 
         def recorded(rid: str) -> bool:

@@ -33,6 +33,11 @@ from tests.support import (
 pytestmark = pytest.mark.slow
 BWRAP_MISSING = bwrap_missing()
 AUTH = {**MCP_HEADERS, "Authorization": f"Bearer {TOKEN}"}
+THREE_CONNECTIONS = (
+    *("--max-connections", "3", "--max-sessions", "1"),
+    *("--max-session-calls", "1", "--max-session-connections", "2"),
+)
+"""Three connections, and shares that fit them (jg_mcp.live.shares)."""
 
 
 def initialize(server: HttpServer) -> httpx.Response:
@@ -83,7 +88,11 @@ def test_a_session_without_a_tool_call_is_ended_and_one_with_a_call_is_kept(tmp_
         assert [initialize(server).status_code for _ in range(2)] == [200, 200]
 
 
-def test_half_open_and_surplus_connections_are_closed(tmp_path):
+def test_past_the_connection_cap_a_new_connection_closes_the_oldest_that_holds_nothing(tmp_path):
+    """A connection with no request in flight holds nothing a client needs: past --max-connections the oldest such
+    one (here, one whose headers never end) is closed for the new one, which had been closed itself, so idle
+    connections kept every new client out; the rest are closed once idle for CONNECTION_IDLE_S."""
+
     def closed_within(conn: socket.socket, seconds: float) -> bool:
         conn.settimeout(seconds)
         try:
@@ -93,19 +102,19 @@ def test_half_open_and_surplus_connections_are_closed(tmp_path):
         except ConnectionResetError:
             return True
 
-    with HttpServer(tmp_path, "--sandbox", "none", "--max-connections", "3") as server:
+    with HttpServer(tmp_path, "--sandbox", "none", *THREE_CONNECTIONS) as server:
         half_open = socket.create_connection(("127.0.0.1", server.port), timeout=5)
         half_open.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # headers never finished
         silent = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(2)]
-        surplus = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        newest = socket.create_connection(("127.0.0.1", server.port), timeout=5)
         try:
-            assert closed_within(surplus, 5)
+            assert closed_within(half_open, 5)
+            assert not closed_within(newest, 1)
             start = time.monotonic()
-            assert closed_within(half_open, CONNECTION_IDLE_S + 10)
+            assert all(closed_within(s, CONNECTION_IDLE_S + 10) for s in [*silent, newest])
             assert time.monotonic() - start < CONNECTION_IDLE_S + 10
-            assert all(closed_within(s, 5) for s in silent)
         finally:
-            for s in [half_open, *silent, surplus]:
+            for s in [half_open, *silent, newest]:
                 s.close()
         assert initialize(server).status_code == 200
 
@@ -119,7 +128,7 @@ def test_connections_whose_request_body_trickles_in_are_closed_and_free_their_pl
         )
         return conn
 
-    with HttpServer(tmp_path, "--sandbox", "none", "--max-connections", "3") as server:
+    with HttpServer(tmp_path, "--sandbox", "none", *THREE_CONNECTIONS) as server:
         session_id = initialize(server).headers["mcp-session-id"]
         slow = [slow_post(server) for _ in range(3)]
         trickling, start = set(slow), time.monotonic()
@@ -181,6 +190,8 @@ def test_http_options_under_stdio_are_refused_and_help_shows_defaults(tmp_path):
     flat = " ".join(shown.split())
     assert "streamable HTTP at http://HOST:PORT/mcp" in flat and "(default: stdio)" in flat
     assert "(default: 32)" in flat and "(default: 120)" in flat and "[8765; http only]" in flat
+    assert "tool calls in flight a session (default: 4)" in flat and "a session holds (default: 6)" in flat
+    assert "sessions a token holds [--max-sessions/tokens]" in flat
 
 
 @pytest.mark.skipif(

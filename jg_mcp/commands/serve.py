@@ -133,7 +133,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="HTTP: seconds a session may go without a request in flight before it is ended",
     )
     p.add_argument(
-        "--max-connections", type=positive_int, default=256, help="HTTP: open connections; more are closed on accept"
+        "--max-connections", type=positive_int, default=256, help="HTTP: open connections; past it an idle one closes"
+    )
+    p.add_argument("--max-session-calls", type=positive_int, default=4, help="HTTP: tool calls in flight a session")
+    p.add_argument("--max-session-connections", type=positive_int, default=6, help="HTTP: connections a session holds")
+    p.add_argument(
+        "--max-token-sessions", type=positive_int, help="HTTP: sessions a token holds [--max-sessions/tokens]"
     )
     p.add_argument(
         "--transcript-key-file",
@@ -248,25 +253,32 @@ def run_stdio(args: argparse.Namespace) -> int:
 def run_http(args: argparse.Namespace) -> int:
     """Serve streamable HTTP, one session per client connection."""
     from jg_mcp.live.connections import ConnectionPool
-    from jg_mcp.live.http import HttpLimits, listen, read_token, serve_http
+    from jg_mcp.live.http import HttpLimits, listen, read_tokens, serve_http
+    from jg_mcp.live.shares import ShareLimits
 
     host = args.host or DEFAULT_HOST
-    token, generated = read_token(args.token_file, host)
-    listener = listen(host, DEFAULT_PORT if args.port is None else args.port)
-    sessions = Sessions(args, Path(args.runs))
-    if generated:
-        logger.warning("HTTP bearer token (send as 'Authorization: Bearer TOKEN')", token=token)
-    pool = ConnectionPool(sessions.make, args.max_sessions, args.first_call_timeout, args.idle_timeout)
-    logger.info("serving over HTTP", url=f"http://{host}:{listener.getsockname()[1]}/mcp", sandbox=sessions.mode)
+    tokens, generated = read_tokens(args.token_file, host)
     limits = HttpLimits(
         max_sessions=args.max_sessions,
         first_call_s=args.first_call_timeout,
         idle_s=args.idle_timeout,
         max_connections=args.max_connections,
+        shares=ShareLimits(
+            session_calls=args.max_session_calls,
+            session_connections=args.max_session_connections,
+            token_sessions=args.max_token_sessions,
+        ),
+        tokens=len(tokens),
     )
+    listener = listen(host, DEFAULT_PORT if args.port is None else args.port)
+    sessions = Sessions(args, Path(args.runs))
+    if generated:
+        logger.warning("HTTP bearer token (send as 'Authorization: Bearer TOKEN')", token=tokens[0])
+    pool = ConnectionPool(sessions.make, args.max_sessions, args.first_call_timeout, args.idle_timeout)
+    logger.info("serving over HTTP", url=f"http://{host}:{listener.getsockname()[1]}/mcp", sandbox=sessions.mode)
 
     async def serve(server: MCPServer, stop: anyio.Event) -> None:
-        await serve_http(server, listener, host, token, stop, pool, args.allow_host, limits)
+        await serve_http(server, listener, host, tokens, stop, pool, args.allow_host, limits)
 
     return serve_until_stopped(sessions, pool, pool.close_all, serve, "server stopped")
 

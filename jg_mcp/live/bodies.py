@@ -11,6 +11,7 @@ would take it for a notification; a live session's transcript records it as a no
 
 from __future__ import annotations
 
+import json
 import re
 
 import anyio
@@ -75,7 +76,7 @@ class BodyReader:
         post = method == "POST"
         live = post and session is not None
         limiter = self.examiners if hold.bytes > STEP else self.quick
-        body = await anyio.to_thread.run_sync(examine, chunks, post, live, limiter=limiter)
+        body = await anyio.to_thread.run_sync(examine, chunks, post, live, hold, limiter=limiter)
         if isinstance(body, Refused):
             if live and session in self.pool.live:
                 note_refused(self.pool.live[session].session, body)
@@ -107,12 +108,13 @@ class BodyReader:
                 return chunks
 
 
-def examine(chunks: list[bytes], post: bool, live: bool) -> bytes | Response | Refused:
+def examine(chunks: list[bytes], post: bool, live: bool, hold: Hold) -> bytes | Response | Refused:
     """The body of `chunks` (emptied: the body as it came is not held past this) as the SDK is to have it; run in a
     worker thread, never on the event loop. A POST's body is measured: over MAX_REQUEST_BYTES or MAX_REQUEST_VALUES,
     it is refused unparsed (a `live` session's request by the stand-in that is recorded and answered with the
     limit; any other with 413); with an id that is no JSON-RPC id, refused (the caller answers and records it);
-    with more than PADDING_BYTES of whitespace, compacted; for a `live` session, made answerable."""
+    with more than PADDING_BYTES of whitespace, compacted; for a `live` session, made answerable. Whether it is a
+    tool call is noted in `hold.call`."""
     body = b"".join(chunks)
     chunks.clear()
     if not post:
@@ -123,9 +125,23 @@ def examine(chunks: list[bytes], post: bool, live: bool) -> bytes | Response | R
     refused = id_refusal(measure.outline)
     if refused is not None:
         return refused
+    hold.call = is_call(measure.outline)
     if measure.blank > PADDING_BYTES:
         body = b"".join(measured(body, compact=True).compacted or [])
     return _answerable(body) if live else body
+
+
+def is_call(outline: list[bytes] | None) -> bool:
+    """Whether a message is a tool call, by the method its outline names (every key and short string as the SDK
+    reads them, so no placement of the method passes a call for another request); one without an outline (megabytes
+    of digits) counts as a call, so a session's share of calls in flight cannot be passed that way."""
+    if outline is None:
+        return True
+    try:
+        message = json.loads(b"".join(outline).decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(message, dict) and message.get("method") == "tools/call"
 
 
 def _refusal(body: bytes, measure: Measure, live: bool) -> bytes | Response:

@@ -30,10 +30,12 @@ SESSION_ID = "mcp-session-id"
 
 @dataclass
 class Hold:
-    """The bytes of one request's body the server holds, and the session they count for (None: no live one)."""
+    """The bytes of one request's body the server holds, the session they count for (None: no live one), and
+    whether the request is a tool call."""
 
     session: str | None
     bytes: int = 0
+    call: bool = False
 
 
 class BodyBudget:

@@ -1,10 +1,11 @@
-"""Streamable HTTP: a bearer token, Host/Origin checks, and one Session per client connection (the pool of
-those is `jg_mcp.live.connections`).
+"""Streamable HTTP: bearer tokens, Host/Origin checks, and one Session per client connection (the pool of
+those is `jg_mcp.live.connections`), shared fairly among sessions and token holders (`jg_mcp.live.shares`).
 
 Requests pass three gates before the MCP SDK sees them: Host and Origin must name this
 server exactly, with at most a port of digits (DNS-rebinding protection, `Names`; a foreign
 Origin gets 403, a foreign Host 421), the
-`Authorization: Bearer` token must match (401 otherwise), and the request must use a
+`Authorization: Bearer` token must be one of the server's (401 otherwise; each line of the token file is the token
+of one holder), and the request must use a
 handshake protocol version: the 2026 stateless era has no connection to hang a
 workspace on, so it is refused with a JSON-RPC error and clients fall back to the
 `initialize` handshake.
@@ -16,9 +17,11 @@ Each session holds a workspace, a transcript and (as root) a sandbox uid, so ses
 bounded: at most `max_sessions` live at once (a request for another gets 503 saying so); one
 that makes no tool call within `first_call_s` of its start is ended, as is one with no request
 in flight for `idle_s` (the SDK's idle timeout). Connections are bounded too: at most
-`max_connections` open (more are closed on accept), and one whose next request has not arrived whole
-(headers and body) CONNECTION_IDLE_S after it opened or its last response ended, plus a second for
-each RECEIVE_RATE bytes it sent meanwhile, is closed, whatever state that request is in.
+`max_connections` open (past it, a new one closes one that holds nothing, `jg_mcp.live.shares`), and one whose next
+request has not arrived whole (headers and body) CONNECTION_IDLE_S after it opened or its last response ended, plus a
+second for each RECEIVE_RATE bytes it sent meanwhile, is closed, whatever state that request is in. What one session
+and one token holder may hold of these (connections, tool calls in flight, sessions) is capped in
+`jg_mcp.live.shares`, so no client starves another.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import uvicorn
 from mcp.server import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -47,6 +50,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from jg_mcp.errors import JgError, UsageError
 from jg_mcp.live.bodies import MAX_BODY_BYTES, BodyReader, too_large
 from jg_mcp.live.connections import SESSION_ID, ConnectionPool, Hold, end_without_first_call, jsonrpc_error
+from jg_mcp.live.recording import note_refused
+from jg_mcp.live.shares import Conn, Over, ShareLimits, Shares, Ticket, check
+from jg_mcp.live.stdio import Refused
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 PORT = re.compile(r"[0-9]{1,5}")
@@ -75,20 +81,25 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def read_token(token_file: Path | None, host: str) -> tuple[str, bool]:
-    """The bearer token and whether it was generated. A non-loopback bind needs an explicit one."""
+def read_tokens(token_file: Path | None, host: str) -> tuple[list[str], bool]:
+    """The bearer tokens, one a line of `token_file` (each the token of a holder of its own, who gets a share of
+    the server: `jg_mcp.live.shares`), and whether the one token was generated. A non-loopback bind needs a file."""
     if token_file is not None:
         try:
-            token = Path(token_file).read_text().strip()
+            tokens = [line.strip() for line in Path(token_file).read_text().splitlines() if line.strip()]
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise UsageError(f"--token-file {token_file}: {reason}") from None
-        if len(token) < 16:
-            raise HttpRefused(f"the token in {token_file} is shorter than 16 characters")
-        return token, False
+        if not tokens:
+            raise HttpRefused(f"{token_file} holds no token")
+        if any(len(token) < 16 for token in tokens):
+            raise HttpRefused(f"a token in {token_file} is shorter than 16 characters")
+        if len(set(tokens)) < len(tokens):
+            raise HttpRefused(f"{token_file} holds a token twice: each line is the token of one holder")
+        return tokens, False
     if not is_loopback(host):
         raise HttpRefused(f"binding {host} (not loopback) needs an explicit token: pass --token-file")
-    return secrets.token_urlsafe(32), True
+    return [secrets.token_urlsafe(32)], True
 
 
 def host_names(host: str, allowed_hosts: list[str] | None = None) -> list[str]:
@@ -139,53 +150,91 @@ class Names:
 
 
 class Gate:
-    """ASGI middleware in front of the SDK app: Host/Origin, then the bearer token, then the era; then the
-    session cap for requests that would open a session; then the body, read within its budget and examined, and
-    a note of each session's first tool call."""
+    """ASGI middleware in front of the SDK app: Host/Origin, then the bearer token (which names its holder), then
+    the era; then the session cap for requests that would open a session, and the session's and holder's shares
+    (`jg_mcp.live.shares`); then the body, read within its budget and examined, and a note of each session's first
+    tool call; then the session's share of tool calls in flight."""
 
-    def __init__(self, app: ASGIApp, token: str, names: Names, pool: ConnectionPool):
+    def __init__(self, app: ASGIApp, tokens: list[str], names: Names, pool: ConnectionPool, shares: Shares):
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = [f"Bearer {token}".encode() for token in tokens]
         self.names = names
         self.pool = pool
+        self.shares = shares
         self.bodies = BodyReader(pool)
+
+    def holder(self, request: Request) -> int | None:
+        """The index of the token the request carries, None for none of them. Every token is compared, so the time
+        taken says nothing of which one came closest."""
+        given = request.headers.get("authorization", "").encode()
+        matches = [secrets.compare_digest(given, expected) for expected in self.expected]
+        return matches.index(True) if any(matches) else None
+
+    def screen(self, request: Request) -> Response | int:
+        """The refusal of a request from the wrong name, without a token, of another era or declared too large; else
+        the holder of its token."""
+        refusal = self.names.refusal(request)
+        if refusal is not None:
+            return refusal
+        holder = self.holder(request)
+        if holder is None:
+            return jsonrpc_error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+        version = request.headers.get("mcp-protocol-version")
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return jsonrpc_error(
+                400,
+                f"protocol version {version} is not served: use the initialize handshake "
+                f"({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}); every connection gets its own workspace",
+            )
+        declared = request.headers.get("content-length", "")
+        if declared.isdecimal() and int(declared) > MAX_BODY_BYTES:
+            return too_large()
+        return holder
+
+    def admit(self, request: Request, live: str | None) -> Ticket | Response:
+        """The request's ticket in the shares, or its refusal: by `screen`, by the pool (an ended session, one past
+        max_sessions) or by the shares. `live` is the live session it names."""
+        screened = self.screen(request)
+        if isinstance(screened, Response):
+            return screened
+        refusal = self.pool.admit(request.headers.get(SESSION_ID), request.method)
+        if refusal is not None:
+            return refusal
+        entered = self.shares.enter(request.scope.get("client"), screened, live, request.method)
+        return self.over(live, request.method, entered) if isinstance(entered, Over) else entered
+
+    def over(self, live: str | None, what: str, over: Over) -> Response:
+        """The answer to a request past a share; recorded as a notice in its session's transcript, where the agent's
+        client shows it an error for a request that never reached the server."""
+        if live is not None and live in self.pool.live:
+            note_refused(self.pool.live[live].session, Refused(what, over.reason))
+        return over.answer()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         request = Request(scope)
-        refusal = self.names.refusal(request)
-        if refusal is None and not secrets.compare_digest(
-            request.headers.get("authorization", "").encode(), self.expected
-        ):
-            refusal = jsonrpc_error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
-        version = request.headers.get("mcp-protocol-version")
-        if refusal is None and version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            refusal = jsonrpc_error(
-                400,
-                f"protocol version {version} is not served: use the initialize handshake "
-                f"({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}); every connection gets its own workspace",
-            )
-        declared = request.headers.get("content-length", "")
-        if refusal is None and declared.isdecimal() and int(declared) > MAX_BODY_BYTES:
-            refusal = too_large()
         session_id = request.headers.get(SESSION_ID)
-        if refusal is None:
-            refusal = self.pool.admit(session_id, request.method)
-        if refusal is not None:
-            await refusal(scope, receive, send)
+        live = session_id if session_id is not None and session_id in self.pool.live else None
+        ticket = self.admit(request, live)
+        if isinstance(ticket, Response):
+            await ticket(scope, receive, send)
             return
-        live = session_id is not None and session_id in self.pool.live
-        hold = Hold(session_id if live else None)
+        hold = Hold(live)
         try:
-            replay = await self.bodies.read(request.method, session_id if live else None, receive, hold)
+            replay = await self.bodies.read(request.method, live, receive, hold)
             if isinstance(replay, Response):
                 await replay(scope, receive, send)
                 return
-            await self.app(scope, replay, send)
+            over = self.shares.call(ticket) if hold.call else None
+            if over is not None:
+                await self.over(live, "tools/call", over)(scope, receive, send)
+                return
+            await self.app(scope, replay, self.shares.watch(ticket, send))
         finally:
             self.bodies.budget.give_back(hold, hold.bytes)
+            self.shares.leave(ticket)
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -199,7 +248,7 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 class HttpLimits(BaseModel):
-    """How many sessions and connections the server holds, and for how long."""
+    """How many sessions and connections the server holds, for how long, and how they are shared."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     max_sessions: int = 32
@@ -209,22 +258,33 @@ class HttpLimits(BaseModel):
     idle_s: float = 900
     """A session with no request in flight for this many seconds is ended (the SDK's idle timeout)."""
     max_connections: int = 256
-    """Open connections; one past it is closed on accept."""
+    """Open connections; past it, one with no request in flight is closed for a new one (`jg_mcp.live.shares`), and
+    the new one is closed when there is none."""
+    shares: ShareLimits = ShareLimits()
+    """What one session and one token holder may hold of the above."""
+    tokens: int = 1
+    """The bearer tokens the server takes, each its holder's: the sessions are shared among them."""
+
+    @model_validator(mode="after")
+    def _room_for_everyone(self) -> HttpLimits:
+        """Refuse caps that leave a client no room while the others hold their shares (a UsageError: exit 2)."""
+        check(self.shares, self.max_sessions, self.max_connections, self.tokens)
+        return self
 
 
 async def serve_http(
     server: MCPServer,
     listener: socket.socket,
     host: str,
-    token: str,
+    tokens: list[str],
     stop: anyio.Event,
     pool: ConnectionPool,
     allowed_hosts: list[str] | None = None,
     limits: HttpLimits | None = None,
 ) -> None:
-    """Serve `server` over streamable HTTP on `listener` (http://host:port/mcp) until `stop` is set, then
-    shut down within a few seconds (open streams are cut after SHUTDOWN_GRACE_S)."""
-    limits = limits or HttpLimits()
+    """Serve `server` over streamable HTTP on `listener` (http://host:port/mcp) to the holders of `tokens` until
+    `stop` is set, then shut down within a few seconds (open streams are cut after SHUTDOWN_GRACE_S)."""
+    limits = limits or HttpLimits(tokens=len(tokens))
     settings = security_settings(host, allowed_hosts)
     sdk = server.streamable_http_app(
         transport_security=settings,
@@ -233,7 +293,8 @@ async def serve_http(
         session_idle_timeout=limits.idle_s,
         max_sessions=limits.max_sessions,
     )
-    app = Gate(sdk, token, Names(host_names(host, allowed_hosts)), pool)
+    shares = Shares(limits.shares, pool, limits.max_sessions, limits.max_connections, len(tokens))
+    app = Gate(sdk, tokens, Names(host_names(host, allowed_hosts)), pool, shares)
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -242,7 +303,7 @@ async def serve_http(
         timeout_keep_alive=CONNECTION_IDLE_S,
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         limit_concurrency=limits.max_connections + 1,
-        http=_bounded_h11(limits.max_connections),
+        http=_bounded_h11(shares),
     )
     http = _Uvicorn(config)
     async with anyio.create_task_group() as tg:
@@ -257,25 +318,28 @@ async def serve_http(
         tg.cancel_scope.cancel()
 
 
-def _bounded_h11(max_connections: int) -> type[H11Protocol]:
+def _bounded_h11(shares: Shares) -> type[H11Protocol]:
     class BoundedH11(H11Protocol):
-        """uvicorn's h11 protocol that closes a connection past `max_connections` at once, and one whose next
-        request has not arrived whole (headers and body) CONNECTION_IDLE_S after it opened or its last response
-        ended, plus a second per RECEIVE_RATE bytes received since. uvicorn's own keep-alive timer stops at the
-        first byte received, so without this a request whose headers or body never end would hold its
-        connection for good. A request is in flight, and its connection kept, once its body is complete and
-        until its response ends."""
+        """uvicorn's h11 protocol that takes a connection only where `shares` has room for it (closing one that
+        holds nothing to make that room, `Shares.accept`), and closes one whose next request has not arrived whole
+        (headers and body) CONNECTION_IDLE_S after it opened or its last response ended, plus a second per
+        RECEIVE_RATE bytes received since. uvicorn's own keep-alive timer stops at the first byte received, so
+        without this a request whose headers or body never end would hold its connection for good. A request is in
+        flight, and its connection kept, once its body is complete and until its response ends."""
 
         armed = 0.0
         received = 0
         deadline: asyncio.TimerHandle | None = None
+        share: Conn | None = None
 
         # uvicorn's own signature, which narrows asyncio's BaseTransport to Transport (and ignores the override)
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            if len(self.connections) > max_connections:
+            share = Conn(busy=self._in_flight, close=transport.close)
+            if not shares.accept(self.client, share):
                 transport.close()
                 return
+            self.share = share
             self._arm()
 
         def data_received(self, data: bytes) -> None:
@@ -289,7 +353,12 @@ def _bounded_h11(max_connections: int) -> type[H11Protocol]:
         def connection_lost(self, exc: Exception | None) -> None:
             if self.deadline is not None:
                 self.deadline.cancel()
+            if self.share is not None:
+                shares.closed(self.client, self.share)
             super().connection_lost(exc)
+
+        def _in_flight(self) -> bool:
+            return self.cycle is not None and not self.cycle.more_body and not self.cycle.response_complete
 
         def _arm(self) -> None:
             self.armed, self.received = self.loop.time(), 0
@@ -301,8 +370,7 @@ def _bounded_h11(max_connections: int) -> type[H11Protocol]:
             self.deadline = self.loop.call_later(seconds, self._close_if_late)
 
         def _close_if_late(self) -> None:
-            in_flight = self.cycle is not None and not self.cycle.more_body and not self.cycle.response_complete
-            if in_flight or self.transport.is_closing():
+            if self._in_flight() or self.transport.is_closing():
                 return
             left = self.armed + CONNECTION_IDLE_S + self.received / RECEIVE_RATE - self.loop.time()
             if left > 0:
