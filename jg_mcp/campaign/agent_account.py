@@ -14,7 +14,7 @@ import json
 from pydantic import BaseModel, ConfigDict
 
 JG_TOOL_PREFIX = "mcp__jg__"
-"""Claude Code's name for a tool of the MCP server called `jg`."""
+"""Claude Code's prefix for a tool or prompt (offered as a slash command) of the MCP server called `jg`."""
 BUILT_IN_SUBAGENTS = frozenset({"claude", "Explore", "general-purpose", "Plan", "statusline-setup"})
 """Subagents Claude Code always lists; only its Agent tool starts one."""
 KEPT = (
@@ -103,7 +103,7 @@ def violations(account: AgentAccount) -> list[str]:
         ("plugins", "plugin"),
         ("memory_paths", "memory"),
     ):
-        problems += [f"{what} '{v}'" for v in getattr(account, field)]
+        problems += [f"{what} '{v}'" for v in getattr(account, field) if not v.startswith(JG_TOOL_PREFIX)]
     problems += [f"subagent '{a}' is not built in" for a in account.subagents if a not in BUILT_IN_SUBAGENTS]
     return [f"the agent had {p}" for p in problems]
 
