@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _summary(runs: list, out: Path) -> int:
     from jg_mcp.campaign.run_record import is_finished, load_record
+    from jg_mcp.terminal import lines as terminal_lines
 
     failed: Counter[str] = Counter()
     missing = done = 0
@@ -115,5 +116,5 @@ def _summary(runs: list, out: Path) -> int:
     if failed:
         lines.append("  fix what is named, then rerun with --retry-failed")
     lines.append(f"`jg-mcp table {out}` for the table")
-    print("\n".join(lines), file=sys.stderr)
+    print(terminal_lines(lines), file=sys.stderr)
     return 0 if done == len(runs) else 1

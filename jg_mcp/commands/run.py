@@ -107,6 +107,7 @@ def spec_from_args(args: argparse.Namespace, **overrides):
 def run(args: argparse.Namespace) -> int:
     from jg_mcp.campaign.run import Plan, execute
     from jg_mcp.campaign.run_record import FAILED_TO_START, is_finished, load_record
+    from jg_mcp.terminal import printable
 
     dir_to_fill(args.out, "--out")
     spec = spec_from_args(args)
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     if is_finished(run_dir):
         before = load_record(run_dir)
         if before.status == FAILED_TO_START:
-            print(f"{plan.run_id} failed to start before ({before.exit_reason[:200]}); running it again")
+            print(printable(f"{plan.run_id} failed to start before ({before.exit_reason[:200]}); running it again"))
         else:
             print(
                 f"reusing the finished run {plan.run_id} (the same agent, version, model, condition, goal, budget, "
@@ -123,13 +124,19 @@ def run(args: argparse.Namespace) -> int:
             )
     record = execute(spec, args.out, args.run_id, plan)
     if record.status == FAILED_TO_START:
-        print(f"{record.run_id}: failed to start: {record.exit_reason}")
+        print(printable(f"{record.run_id}: failed to start: {record.exit_reason}"))
     else:
         print(
-            f"{record.run_id}: {record.exit_reason}; eval {record.eval.status}"
-            + (f" ({', '.join(record.eval.reasons)})" if record.eval.reasons else "")
-            + f"; audit {'clean' if record.audit_ok else 'FAILED' if record.audit_ok is False else '-'}"
-            + (f"; condition violated: {'; '.join(record.condition_violations)}" if record.condition_violations else "")
+            printable(
+                f"{record.run_id}: {record.exit_reason}; eval {record.eval.status}"
+                + (f" ({', '.join(record.eval.reasons)})" if record.eval.reasons else "")
+                + f"; audit {'clean' if record.audit_ok else 'FAILED' if record.audit_ok is False else '-'}"
+                + (
+                    f"; condition violated: {'; '.join(record.condition_violations)}"
+                    if record.condition_violations
+                    else ""
+                )
+            )
         )
     print(f"run directory: {args.out / record.run_id}")
     return 0 if record.eval.status == "accepted" and not record.condition_violations else 1
