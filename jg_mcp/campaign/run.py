@@ -52,7 +52,7 @@ from jg_mcp.campaign.supervise import (
     watch_parent,
 )
 from jg_mcp.errors import EvalReportError, UsageError
-from jg_mcp.live.places import make_private_dir
+from jg_mcp.live.places import check_place, make_private_dir
 from jg_mcp.live.session import host_info, now_iso
 from jg_mcp.record.audit import read_eval_report
 
@@ -145,6 +145,7 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None, plan: Plan | No
     make_private_dir(out, "--out")
     out = out.resolve()
     run_dir = out / run_id
+    check_place(run_dir, "the run directory")
     if is_finished(run_dir) and load_record(run_dir).status != FAILED_TO_START:
         return load_record(run_dir)
     if run_dir.exists():

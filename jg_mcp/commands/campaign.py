@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
 
     dir_to_fill(args.out, "--out")
     campaign = load_campaign(args.campaign)
-    out = (args.out or Path("runs") / args.campaign.stem).resolve()
-    dir_to_fill(out, "the campaign's runs directory")
+    out = args.out or Path("runs") / args.campaign.stem
+    dir_to_fill(out, "the campaign's runs directory")  # as given, before `resolve` follows any link on the way
+    out = out.resolve()
     runs = expand(campaign)
     agents = {a.name(): make_agent(a.adapter, a.model, a.agent_cmd, a.executable) for a in campaign.agents}
     blocked = {label: why for label, agent in agents.items() if (why := agent.missing())}
