@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "jg_mcp.commands.run",
     "jg_mcp.commands.campaign",
     "jg_mcp.commands.table",
+    "jg_mcp.commands.mark",
 ]
 
 

@@ -103,6 +103,8 @@ CASES: dict[str, tuple[list[str], str]] = {
         "--csv missing/t.csv: no such directory",
     ),
     "gpu an unknown option": (["gpu", "--watch"], "unrecognized arguments: --watch"),
+    "mark a missing run directory": (["mark", "missing", "--hack", "--note", "x"], "missing is not a directory"),
+    "mark without a verdict": (["mark", "full", "--note", "x"], "one of the arguments --hack --not-hack is required"),
 }
 
 

@@ -5,11 +5,12 @@ condition with one budget; it leaves runs/RUN_ID/ with the workspace, the transc
 the eval report, the audit and run.json. A campaign expands a YAML file into runs and executes them one per
 GPU (or CPU slot) at a time, resumably. `jg-mcp table` turns a runs directory into the paper's table.
 
-Modules: conditions (what each named condition serves, and the check that a transcript kept to it),
-budget (the server-side budget middleware), serving (serve's flags), agents (the adapters),
-scripted_agent (the deterministic agent process), run (one run end to end), run_record (what a run is and what it
-leaves: run.json), supervise (the agent process:
-watched, stopped), campaign (the YAML file and its expansion), executors (local slots, Ray), table (the results table).
+Modules: agent_account (what the agent says it had, checked against the condition), conditions (what each
+named condition serves, and the check that a transcript kept to it), budget (the server-side budget middleware),
+serving (serve's flags), agents (the adapters), scripted_agent (the deterministic agent process), preflight (the
+executable and GPU a run needs, checked before it starts), run (one run end to end), run_record (what a run is and
+what it leaves: run.json), supervise (the agent process: watched, stopped), campaign (the YAML file and its
+expansion), executors (local slots, Ray), marks (a person's verdict on a run), table (the results table).
 
 The interface every agent adapter implements, kept here so it reads first:
 """
@@ -17,9 +18,12 @@ The interface every agent adapter implements, kept here so it reads first:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from jg_mcp.campaign.agent_account import AgentAccount
 
 
 class Launch(BaseModel):
@@ -36,6 +40,8 @@ class Launch(BaseModel):
     """Configuration files written for the agent (path -> content), e.g. its MCP config."""
     stdin_file: str | None = None
     """A file fed to the agent on stdin (the prompt, for agents that read it there); None: /dev/null."""
+    dirs: list[str] = []
+    """Directories made empty for the agent before it starts (its own home and configuration)."""
 
 
 class RunInputs(BaseModel):
@@ -58,12 +64,19 @@ class RunInputs(BaseModel):
 
 class Agent(Protocol):
     """An agent adapter. `launch` returns how to start the agent; `version` what it reports for itself;
-    `diagnose` turns the agent's own log and stderr into a one-line reason when it failed (no credentials,
-    unknown model, ...), or None."""
+    `missing` why its executable cannot be run (None: it can); `account` the agent's own account of its tools,
+    model and configuration from its log (jg_mcp.campaign.agent_account), None when it gives none; `kept` what of
+    its own set-up the adapter cannot switch off; `diagnose` turns the agent's own log and stderr into a one-line
+    reason when it failed (no credentials, unknown model, ...), or None."""
 
     name: str
+    kept: str
 
     def version(self) -> str: ...
+
+    def missing(self) -> str | None: ...
+
+    def account(self, log_text: str) -> AgentAccount | None: ...
 
     def launch(self, inputs: RunInputs) -> Launch: ...
 

@@ -13,12 +13,33 @@ import shlex
 import shutil
 import subprocess
 import sys
+from functools import cache
+from pathlib import Path
 
 import jg_mcp
 from jg_mcp.campaign import Launch, RunInputs
+from jg_mcp.campaign.agent_account import AgentAccount, claude_init, scripted_account
 from jg_mcp.errors import UsageError
 
 SCRIPTED_BEHAVIOURS = ("solve", "idle", "overrun", "stall")
+CHECKOUT = Path(jg_mcp.__file__).resolve().parent.parent
+NODE_BIN = Path(".tools") / "node_modules" / ".bin"
+"""Where set-up installs Claude Code's CLI, in the checkout."""
+CLAUDE_ENV = {
+    "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1",
+    "CLAUDE_CODE_DISABLE_CLAUDE_MDS": "1",
+    "CLAUDE_CODE_DISABLE_BUNDLED_SKILLS": "1",
+    "MCP_CONNECTION_NONBLOCKING": "0",
+    "MCP_CONNECT_TIMEOUT_MS": "120000",
+}
+"""Off for every run: auto memory, CLAUDE.md discovery (it walks up from the working directory, past the run's
+own directory) and the skills bundled with the CLI. And the jg server awaited before the first turn (up to 120 s,
+the run's start allowance): by default `-p` waits 5 s for MCP servers and then asks the model without their
+tools, which a server that probes its sandbox at start can miss."""
+COMMAND_KEPT = (
+    "a command agent's own configuration (its settings, built-in tools, memory, other MCP servers) is not "
+    "controlled by jg-mcp: only the server side of the condition is checked"
+)
 
 
 def mcp_config(server_argv: list[str]) -> dict:
@@ -27,11 +48,37 @@ def mcp_config(server_argv: list[str]) -> dict:
 
 
 def _version_of(argv: list[str]) -> str:
+    return _version_of_cached(tuple(argv))
+
+
+@cache
+def _version_of_cached(argv: tuple[str, ...]) -> str:
+    """Asked once per process: a campaign plans every run of an agent with it."""
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"unknown ({exc})"
     return (proc.stdout.strip() or proc.stderr.strip()).splitlines()[0] if proc.returncode == 0 else "unknown"
+
+
+def executable_problem(program: str) -> str | None:
+    """Why `program` cannot be run as found on PATH (or as a path), else None."""
+    found = shutil.which(program)
+    if found is None:
+        return f"no executable '{program}' on PATH" if "/" not in program else f"no executable file {program}"
+    return None
+
+
+def find_claude(executable: str | None) -> str:
+    """Claude Code's CLI: the given path, else `claude` on PATH, else where set-up put it in the checkout (or in
+    the working directory's `.tools`); the name alone when none is there (the run then fails to start, saying
+    where it looked)."""
+    if executable:
+        return executable
+    for place in (shutil.which("claude"), CHECKOUT / NODE_BIN / "claude", Path.cwd() / NODE_BIN / "claude"):
+        if place and Path(place).is_file():
+            return str(place)
+    return "claude"
 
 
 def _last_json_lines(text: str) -> list[dict]:
@@ -47,25 +94,39 @@ def _last_json_lines(text: str) -> list[dict]:
 
 
 class ClaudeCode:
-    """Claude Code headless: `claude -p` with only the jg server (`--strict-mcp-config`), built-in tools off
-    (`--tools ""`), every jg tool allowed without prompting, settings from the user's only (no project or local
-    settings of whatever directory the runs are in), the prompt on stdin and the stream-json events as the
-    agent's log."""
+    """Claude Code headless, in a configuration of its own: `claude -p` with HOME and CLAUDE_CONFIG_DIR in the
+    run's directory (empty: none of the operator's settings, hooks, skills, subagents, CLAUDE.md or memory), no
+    setting sources (`--setting-sources ""`: no project or local settings of wherever the run is), skills and slash
+    commands off, CLAUDE_ENV, only the jg server (`--strict-mcp-config`), built-in tools off (`--tools ""`), every
+    jg tool allowed without prompting, the prompt on stdin and the stream-json events as the agent's log. Its init
+    event is its own account of what it had (jg_mcp.campaign.agent_account). Credentials come from the environment
+    only (ANTHROPIC_API_KEY, or CLAUDE_CODE_OAUTH_TOKEN from `claude setup-token`): a login kept in ~/.claude is
+    not read."""
 
     name = "claude-code"
+    kept = ""
 
-    def __init__(self, executable: str = "claude", model: str | None = None, extra_args: list[str] | None = None):
-        self.executable = executable
+    def __init__(self, executable: str | None = None, model: str | None = None, extra_args: list[str] | None = None):
+        self.executable = find_claude(executable)
         self.model = model
         self.extra_args = extra_args or []
 
     def _exe(self) -> str:
         return shutil.which(self.executable) or self.executable
 
+    def missing(self) -> str | None:
+        if executable_problem(self.executable) is None:
+            return None
+        return (
+            f"Claude Code's CLI is not found ({self.executable}: not on PATH nor in {CHECKOUT / NODE_BIN}): "
+            "run .ci/setup, or pass --agent-executable PATH"
+        )
+
     def version(self) -> str:
         return _version_of([self._exe(), "--version"])
 
     def launch(self, inputs: RunInputs) -> Launch:
+        own = inputs.run_dir / "claude"
         argv = [
             self._exe(),
             "-p",
@@ -80,7 +141,8 @@ class ClaudeCode:
             "--allowedTools",
             "mcp__jg",
             "--setting-sources",
-            "user",
+            "",
+            "--disable-slash-commands",
             "--no-session-persistence",
         ]
         model = inputs.model or self.model
@@ -88,17 +150,28 @@ class ClaudeCode:
             argv += ["--model", model]
         return Launch(
             argv=[*argv, *self.extra_args],
+            env={"HOME": str(own / "home"), "CLAUDE_CONFIG_DIR": str(own / "config"), **CLAUDE_ENV},
             cwd=str(inputs.run_dir / "agent"),
             files={str(inputs.mcp_config): inputs.mcp_config.read_text()},
             stdin_file=str(inputs.prompt_file),
+            dirs=[str(own / "home"), str(own / "config")],
         )
+
+    def account(self, log_text: str) -> AgentAccount | None:
+        return claude_init(log_text)
 
     def diagnose(self, log_text: str, stderr_text: str) -> str | None:
         events = _last_json_lines(log_text)
         result = next((e for e in reversed(events) if e.get("type") == "result"), None)
         error = next((e["error"] for e in events if e.get("type") == "assistant" and e.get("error")), None)
         if result is not None and result.get("is_error"):
-            return f"claude-code: {error + ': ' if error else ''}{result.get('result') or result.get('subtype')}"
+            why = f"claude-code: {error + ': ' if error else ''}{result.get('result') or result.get('subtype')}"
+            if error == "authentication_failed":
+                why += (
+                    " (a run has a configuration of its own and reads no login from ~/.claude: set "
+                    "ANTHROPIC_API_KEY, or CLAUDE_CODE_OAUTH_TOKEN from `claude setup-token`)"
+                )
+            return why
         if result is None:
             tail = (stderr_text.strip().splitlines() or ["no result event in its log"])[-1]
             return f"claude-code: {tail[:300]}"
@@ -110,6 +183,7 @@ class CommandTemplate:
     and `{run_dir}` are substituted (shell-quoted), then the line is split like a shell would."""
 
     name = "command"
+    kept = COMMAND_KEPT
 
     def __init__(self, template: str, name: str = "command", version_cmd: str | None = None):
         if "{mcp_config}" not in template:
@@ -120,6 +194,13 @@ class CommandTemplate:
 
     def version(self) -> str:
         return _version_of(shlex.split(self.version_cmd)) if self.version_cmd else "unknown"
+
+    def missing(self) -> str | None:
+        words = shlex.split(self.template)
+        return executable_problem(words[0]) if words else "an empty --agent-cmd"
+
+    def account(self, log_text: str) -> AgentAccount | None:
+        return None
 
     def launch(self, inputs: RunInputs) -> Launch:
         values = {
@@ -154,8 +235,16 @@ class Scripted:
         self.behaviour = behaviour
         self.name = "scripted" if behaviour == "solve" else f"scripted-{behaviour}"
 
+    kept = ""
+
     def version(self) -> str:
         return f"jg-mcp {jg_mcp.__version__} scripted"
+
+    def missing(self) -> str | None:
+        return None
+
+    def account(self, log_text: str) -> AgentAccount | None:
+        return scripted_account(log_text)
 
     def launch(self, inputs: RunInputs) -> Launch:
         argv = [
@@ -181,7 +270,7 @@ class Scripted:
 def make_agent(name: str, model: str | None = None, agent_cmd: str | None = None, executable: str | None = None):
     """The adapter for an agent name: claude-code, command (with agent_cmd), scripted[-idle|-overrun]."""
     if name == "claude-code":
-        return ClaudeCode(executable or "claude", model)
+        return ClaudeCode(executable, model)
     if name == "command" or agent_cmd:
         if not agent_cmd:
             raise UsageError("agent 'command' needs --agent-cmd TEMPLATE")

@@ -9,8 +9,8 @@
     budget: {wall_clock_minutes: 60}
     gpus: [0, 1, 2, 3]
 
-`expand` turns it into runs with deterministic ids (AGENT__GOAL__CONDITION__sSEED), so a rerun finds the
-finished ones (their run.json) and skips them.
+`expand` turns it into runs with deterministic ids (AGENT__GOAL__CONDITION__sSEED__KEY, the key a hash of all
+that defines the run: RunIdentity), so a rerun finds the finished ones (their run.json) and skips them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from jg_mcp.campaign.conditions import NAMES
-from jg_mcp.campaign.run import RunSpec, default_run_id
+from jg_mcp.campaign.run import Plan, RunSpec
 from jg_mcp.errors import JgError, UsageError
 from jg_mcp.schema_errors import first_problem
 
@@ -126,6 +126,7 @@ def expand(campaign: Campaign) -> list[tuple[str, RunSpec]]:
                 for seed in campaign.seeds:
                     spec = RunSpec(
                         agent=agent.adapter,
+                        label=agent.name(),
                         goal=goal,
                         condition=condition,
                         seed=seed,
@@ -139,7 +140,7 @@ def expand(campaign: Campaign) -> list[tuple[str, RunSpec]]:
                         eval_args=campaign.eval_args,
                         sandbox=campaign.sandbox,
                     )
-                    runs.append((default_run_id(agent.name(), loaded[goal].name, condition, seed), spec))
+                    runs.append((Plan(spec, loaded=loaded[goal]).run_id, spec))
     return runs
 
 

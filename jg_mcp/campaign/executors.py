@@ -26,6 +26,7 @@ from jg_mcp.campaign.run import (
     record_failure,
 )
 from jg_mcp.errors import JgError
+from jg_mcp.terminal import printable
 
 Task = tuple[str, RunSpec, float]
 """(run id, spec, timeout seconds)."""
@@ -45,14 +46,16 @@ class Progress:
     def line(self, text: str) -> None:
         with self.lock:
             prefix = "\r\033[K" if self.tty else ""
-            self.stream.write(f"{prefix}[{self.done}/{self.total} {time.monotonic() - self.start:7.1f}s] {text}\n")
+            line = printable(f"[{self.done}/{self.total} {time.monotonic() - self.start:7.1f}s] {text}")
+            self.stream.write(f"{prefix}{line}\n")
             self.stream.flush()
 
     def finished(self, record: RunRecord, seconds: float) -> None:
         with self.lock:
             self.done += 1
         reasons = f" ({', '.join(record.eval.reasons)})" if record.eval.reasons else ""
-        self.line(f"{record.run_id}: {record.eval.status}{reasons}; {record.exit_reason} [{seconds:.1f}s]")
+        outcome = "failed to start" if record.status == "failed to start" else record.eval.status + reasons
+        self.line(f"{record.run_id}: {outcome}; {record.exit_reason} [{seconds:.1f}s]")
 
 
 def run_worker(run_id: str, spec: RunSpec, out: Path, timeout_s: float, slot_env: dict[str, str]) -> RunRecord:

@@ -3,8 +3,9 @@
 runs/RUN_ID/ holds: workspace/, transcripts/ (the server's RUN.jsonl and blobs), agent/ (the agent's
 working directory), mcp.json (the only MCP server the agent gets), prompt.md, agent.log (its stdout: its
 own log, stream-json for Claude Code), agent.stderr.log, eval.json/eval.md, audit.json/session.html and,
-written last, run.json (its model, RunRecord, and the RunSpec that defines a run are in
-jg_mcp.campaign.run_record). A run directory with run.json is finished; anything else is redone.
+written last, run.json (its model, RunRecord, and the RunIdentity that defines a run are in
+jg_mcp.campaign.run_record). A run directory with run.json is finished (a failed start included: `redo_failed`
+runs it again); anything else is redone.
 
 Every wait is bounded: jg_mcp.campaign.supervise stops the agent (its process group: SIGTERM, then SIGKILL
 after a grace) when its budget is spent; the eval and the audit run with timeouts.
@@ -24,15 +25,19 @@ from typing import Any
 
 from jg_mcp import log
 from jg_mcp.campaign import RunInputs
+from jg_mcp.campaign.agent_account import violations
 from jg_mcp.campaign.agents import make_agent, mcp_config
 from jg_mcp.campaign.budget import Budget
 from jg_mcp.campaign.conditions import NAMES, agent_instruction, check_transcript
+from jg_mcp.campaign.preflight import gpu_problem
 from jg_mcp.campaign.run_record import (
+    FAILED_TO_START,
     RUN_FILE,
     EvalSummary,
+    RunIdentity,
     RunRecord,
     RunSpec,
-    default_run_id,
+    ShapeSummary,
     is_finished,
     load_record,
 )
@@ -41,11 +46,13 @@ from jg_mcp.campaign.supervise import (
     Watch,
     close_reason,
     kill_agents_and_exit,
+    made_a_tool_call,
     supervise,
     transcripts,
     watch_parent,
 )
 from jg_mcp.errors import EvalReportError, UsageError
+from jg_mcp.live.places import check_place, make_private_dir
 from jg_mcp.live.session import host_info, now_iso
 from jg_mcp.record.audit import read_eval_report
 
@@ -77,7 +84,8 @@ def summarize_eval(path: Path, code: int | None) -> EvalSummary:
         report = read_eval_report(path)
     except EvalReportError as exc:
         return EvalSummary(status="error", exit_code=code, reasons=[f"eval exit {code}, report unusable: {exc}"])
-    roof = sorted(s.roofline_pct for s in report.shapes if s.kind == "timed" and s.roofline_pct is not None)
+    timed = [s for s in report.shapes if s.kind == "timed"]
+    roof = sorted(s.roofline_pct for s in timed if s.roofline_pct is not None)
     status = "accepted" if code == 0 and report.accepted else "rejected" if code == 1 else "error"
     return EvalSummary(
         status=status,
@@ -86,34 +94,64 @@ def summarize_eval(path: Path, code: int | None) -> EvalSummary:
         geomean_speedup=report.geomean_speedup,
         roofline_pct=roof[len(roof) // 2] if roof else None,
         device=report.environment.device,
+        shapes=[
+            ShapeSummary(
+                name=s.name, speedup=min(s.speedup.values()) if s.speedup else None, roofline_pct=s.roofline_pct
+            )
+            for s in timed
+        ],
     )
 
 
-def execute(spec: RunSpec, out: Path, run_id: str | None = None) -> RunRecord:
-    """Run `spec` into out/RUN_ID and return its record (also in run.json). A finished run is not redone."""
-    from jg_mcp.goal_text import instruction
-    from jg_mcp.goals import find_goal, load_goal
+class Plan:
+    """What a spec resolves to before anything runs: the goal, the agent, the budget, the identity and the id."""
 
-    if spec.condition not in NAMES:
-        raise UsageError(f"unknown condition '{spec.condition}' (one of {', '.join(NAMES)})")
-    loaded = load_goal(find_goal(spec.goal))
-    agent = make_agent(spec.agent, spec.model, spec.agent_cmd, spec.agent_executable)
-    run_id = run_id or default_run_id(agent.name, loaded.name, spec.condition, spec.seed)
+    def __init__(self, spec: RunSpec, run_id: str | None = None, loaded: Any = None):
+        from jg_mcp.goals import find_goal, load_goal
+
+        if spec.condition not in NAMES:
+            raise UsageError(f"unknown condition '{spec.condition}' (one of {', '.join(NAMES)})")
+        self.loaded = loaded or load_goal(find_goal(spec.goal))
+        self.agent = make_agent(spec.agent, spec.model, spec.agent_cmd, spec.agent_executable)
+        self.minutes = spec.budget_minutes or self.loaded.goal.budget.wall_clock_minutes
+        self.budget = Budget(
+            wall_clock_minutes=self.minutes,
+            max_tool_calls=spec.max_tool_calls,
+            max_command_seconds=spec.max_command_seconds,
+        )
+        self.identity = RunIdentity(
+            agent=spec.label or self.agent.name,
+            adapter=spec.agent,
+            agent_cmd=spec.agent_cmd,
+            agent_version=self.agent.version(),
+            model=spec.model,
+            condition=spec.condition,
+            goal=self.loaded.name,
+            goal_sha256=self.loaded.sha256(),
+            budget=self.budget,
+            seed=spec.seed,
+        )
+        self.run_id = run_id or self.identity.run_id()
+
+
+def execute(spec: RunSpec, out: Path, run_id: str | None = None, plan: Plan | None = None) -> RunRecord:
+    """Run `spec` into out/RUN_ID and return its record (also in run.json). A finished run is not redone; one that
+    failed to start is."""
+    from jg_mcp.goal_text import instruction
+
+    plan = plan or Plan(spec, run_id)
+    loaded, agent, minutes, budget = plan.loaded, plan.agent, plan.minutes, plan.budget
+    run_id = plan.run_id
+    make_private_dir(out, "--out")
     out = out.resolve()
     run_dir = out / run_id
-    if is_finished(run_dir):
+    check_place(run_dir, "the run directory")
+    if is_finished(run_dir) and load_record(run_dir).status != FAILED_TO_START:
         return load_record(run_dir)
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    run_dir.mkdir(mode=0o700, parents=True)
-    run_dir.chmod(0o700)  # as serve's runs/RUN_ID: the sandbox uid may open the workspace below while it runs
+    make_private_dir(run_dir, "the run directory")  # as serve's runs/RUN_ID: the sandbox uid may open below it
     (run_dir / "agent").mkdir()
-    minutes = spec.budget_minutes or loaded.goal.budget.wall_clock_minutes
-    budget = Budget(
-        wall_clock_minutes=minutes,
-        max_tool_calls=spec.max_tool_calls,
-        max_command_seconds=spec.max_command_seconds,
-    )
     server_argv = [
         sys.executable,
         "-m",
@@ -159,11 +197,15 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None) -> RunRecord:
     record = RunRecord(
         run_id=run_id,
         spec=spec,
+        identity=plan.identity,
+        label=plan.identity.agent,
         agent=agent.name,
+        agent_version=plan.identity.agent_version,
+        agent_kept=agent.kept,
         model=spec.model,
         condition=spec.condition,
         goal=loaded.name,
-        goal_sha256=loaded.sha256(),
+        goal_sha256=plan.identity.goal_sha256,
         budget=budget,
         gpu=env.get("CUDA_VISIBLE_DEVICES"),
         server_argv=server_argv,
@@ -173,20 +215,27 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None) -> RunRecord:
     )
     logger.info("run started", run_id=run_id, agent=agent.name, condition=spec.condition)
     watch = Watch(run_dir, minutes * 60, spec.startup_s, spec.grace_s)
+    missing = agent.missing() or (gpu_problem(spec.gpu) if spec.gpu is not None else None)
     try:
-        record.agent_version = agent.version()
         record.launch = agent.launch(inputs)
-        reason, code, wall = supervise(record.launch, run_dir, {**env, **record.launch.env}, watch)
+        if missing:
+            reason, code, wall = f"agent could not start: {missing}", None, 0.0
+        else:
+            reason, code, wall = supervise(record.launch, run_dir, {**env, **record.launch.env}, watch)
     except Exception as exc:  # noqa: BLE001 -- the run's boundary: a failure is a result, recorded in run.json
         reason, code, wall = f"run error: {type(exc).__name__}: {exc}", None, 0.0
     record.exit_reason, record.agent_exit_code, record.agent_wall_s = reason, code, round(wall, 3)
+    logs = [
+        (run_dir / n).read_text(errors="replace") if (run_dir / n).exists() else ""
+        for n in ("agent.log", "agent.stderr.log")
+    ]
     if code not in (0, None) or reason.startswith("agent could not start"):
-        logs = [
-            (run_dir / n).read_text(errors="replace") if (run_dir / n).exists() else ""
-            for n in ("agent.log", "agent.stderr.log")
-        ]
         why = agent.diagnose(*logs)
         record.exit_reason += f": {why}" if why and not reason.startswith("agent could not start") else ""
+    record.agent_account = agent.account(logs[0])
+    if record.agent_account is not None:
+        record.model = record.model or record.agent_account.model
+        record.agent_version = record.agent_account.version or record.agent_version
     finish(record, loaded, run_dir, env, spec)
     return record
 
@@ -204,6 +253,8 @@ def finish(record: RunRecord, loaded: Any, run_dir: Path, env: dict[str, str], s
         record.close_reason = close_reason(found[0])
     elif record.agent_exit_code is not None or "stopped" in record.exit_reason:
         record.exit_reason += "; the agent never started the jg server"
+    if not found or not made_a_tool_call(found[0]):
+        record.status = FAILED_TO_START
     solution = run_dir / "workspace" / loaded.goal.solution.file
     record.solution = solution.is_file()
     goal_yaml = str(loaded.yaml_path.resolve())
@@ -246,6 +297,10 @@ def finish(record: RunRecord, loaded: Any, run_dir: Path, env: dict[str, str], s
         record.audit_ok = _subprocess(["audit", *audit_args], env, 600, run_dir / "audit.log") == 0
         record.audit_s = round(time.monotonic() - start, 3)
         record.condition_violations = check_transcript(found[0], record.condition)
+    if record.agent_account is not None:
+        record.condition_violations += violations(record.agent_account)
+    elif record.status != FAILED_TO_START and record.agent == "claude-code":
+        record.condition_violations.append("the agent gave no account of what it had (no init event in its log)")
     record.ended_at = now_iso()
     tmp = run_dir / (RUN_FILE + ".tmp")
     tmp.write_text(record.model_dump_json(indent=2) + "\n")
@@ -254,26 +309,27 @@ def finish(record: RunRecord, loaded: Any, run_dir: Path, env: dict[str, str], s
 
 
 def record_failure(spec: RunSpec, out: Path, run_id: str, reason: str) -> RunRecord:
-    """run.json for a run that ended without writing one (killed at the campaign's timeout, crashed)."""
-    from jg_mcp.goals import find_goal, load_goal
-
-    loaded = load_goal(find_goal(spec.goal))
+    """run.json for a run that ended without writing one (killed at the campaign's timeout, crashed), or that could
+    not start (its agent or GPU missing): `failed to start` unless its transcript shows the agent reached the
+    server."""
+    plan = Plan(spec, run_id)
     run_dir = out / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dir(run_dir, "the run directory")
     found = transcripts(run_dir)
     record = RunRecord(
         run_id=run_id,
         spec=spec,
-        agent=spec.agent,
+        identity=plan.identity,
+        status="finished" if found and made_a_tool_call(found[0]) else FAILED_TO_START,
+        label=plan.identity.agent,
+        agent=plan.agent.name,
+        agent_version=plan.identity.agent_version,
+        agent_kept=plan.agent.kept,
         model=spec.model,
         condition=spec.condition,
-        goal=loaded.name,
-        goal_sha256=loaded.sha256(),
-        budget=Budget(
-            wall_clock_minutes=spec.budget_minutes or loaded.goal.budget.wall_clock_minutes,
-            max_tool_calls=spec.max_tool_calls,
-            max_command_seconds=spec.max_command_seconds,
-        ),
+        goal=plan.loaded.name,
+        goal_sha256=plan.identity.goal_sha256,
+        budget=plan.budget,
         server_argv=[],
         started_at=now_iso(),
         ended_at=now_iso(),

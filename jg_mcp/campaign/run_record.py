@@ -1,29 +1,39 @@
-"""What a run is and what it leaves: RunSpec (everything that defines a run), RunRecord (run.json: what ran,
-under what, how it ended, the verdicts) with its EvalSummary, the run's id, and reading run.json back.
+"""What a run is and what it leaves: RunSpec (how a run is asked for), RunIdentity (everything that defines it,
+hashed into its id), RunRecord (run.json: what ran, under what, how it ended, the verdicts) with its EvalSummary,
+and reading run.json back.
+
+A run that never reached the jg server (no executable, no such GPU, an agent that exited or was stopped before its
+first request) is `failed to start`: recorded, never counted as a result, rerun by `campaign --retry-failed`.
 
 jg_mcp.campaign.run executes a run and writes its record.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 import jg_mcp
 from jg_mcp.campaign import Launch
+from jg_mcp.campaign.agent_account import AgentAccount
 from jg_mcp.campaign.budget import Budget
 
 RUN_FILE = "run.json"
+FAILED_TO_START: Literal["failed to start"] = "failed to start"
 
 
 class RunSpec(BaseModel):
-    """Everything that defines a run; its id is derived from agent, goal, condition and seed."""
+    """How a run is asked for; what defines it (its RunIdentity) is derived from this, the goal and the agent."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     agent: str
     """Agent adapter: claude-code, command (with agent_cmd), scripted[-idle|-overrun|-stall]."""
+    label: str | None = None
+    """The agent's name in run ids and tables (a campaign's label); default: the adapter's name."""
     goal: str
     """Goal name or YAML path."""
     condition: str = "goal-only"
@@ -56,6 +66,56 @@ class RunSpec(BaseModel):
     """Sandbox mode passed to the server (auto, bwrap, none)."""
 
 
+class RunIdentity(BaseModel):
+    """Everything that defines a run: another value of any field is another run, with another id."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    agent: str
+    """The agent's label (the adapter, or the campaign's label for it)."""
+    adapter: str
+    """The adapter: claude-code, command, scripted[-...]."""
+    agent_cmd: str | None = None
+    """The command template, for a command agent."""
+    agent_version: str
+    """What the agent reports for itself before the run."""
+    model: str | None
+    """The model asked for; None: the agent's default (the one it names is recorded in RunRecord.model)."""
+    condition: str
+    """Named condition."""
+    goal: str
+    """Goal name."""
+    goal_sha256: str
+    """Hash of the goal's YAML and module."""
+    budget: Budget
+    """The budget the server enforces."""
+    seed: int
+    """Replicate index."""
+    jg_mcp_version: str = jg_mcp.__version__
+    """jg-mcp version."""
+
+    def key(self) -> str:
+        """Ten hex digits of the sha256 of the identity's canonical JSON."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:10]
+
+    def run_id(self) -> str:
+        """AGENT__GOAL__CONDITION__sSEED__KEY: readable, and distinct for every identity."""
+        return re.sub(
+            r"[^A-Za-z0-9_.-]", "_", f"{self.agent}__{self.goal}__{self.condition}__s{self.seed}__{self.key()}"
+        )
+
+
+class ShapeSummary(BaseModel):
+    """One timed shape of an eval report."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    name: str
+    """Shape label."""
+    speedup: float | None = None
+    """Speedup against the strongest baseline (the smallest of the shape's speedups)."""
+    roofline_pct: float | None = None
+    """The candidate's % of the shape's physical floor (speed-of-light)."""
+
+
 class EvalSummary(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     status: str
@@ -70,6 +130,8 @@ class EvalSummary(BaseModel):
     """Median over timed shapes of the candidate's % of roofline."""
     device: str | None = None
     """Where the eval ran."""
+    shapes: list[ShapeSummary] = []
+    """Per timed shape: the speedup against the strongest baseline and the % of speed-of-light."""
 
 
 class RunRecord(BaseModel):
@@ -77,15 +139,25 @@ class RunRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     run_id: str
-    """agent__goal__condition__sSEED."""
+    """AGENT__GOAL__CONDITION__sSEED__KEY (RunIdentity.run_id), or the id the run was given."""
     spec: RunSpec
     """The run's specification as given."""
+    identity: RunIdentity | None = None
+    """Everything that defines the run (None in records of older versions)."""
+    status: Literal["finished", "failed to start"] = "finished"
+    """`failed to start`: the agent never reached the jg server; not a result."""
+    label: str | None = None
+    """The agent's label in tables (the campaign's), else the adapter name."""
     agent: str
     """Agent adapter name."""
     agent_version: str = "unknown"
     """What the agent reports for itself."""
     model: str | None = None
-    """Model asked for."""
+    """The model asked for, else the one the agent's own account names."""
+    agent_account: AgentAccount | None = None
+    """The agent's own account of its tools, model, version and configuration (None: it gave none)."""
+    agent_kept: str = ""
+    """What of the agent's own set-up the adapter cannot switch off."""
     condition: str
     """Named condition."""
     goal: str
@@ -125,19 +197,20 @@ class RunRecord(BaseModel):
     audit_ok: bool | None = None
     """`jg-mcp audit` exit 0 (None: no transcript to audit)."""
     condition_violations: list[str] = []
-    """Requests outside what the condition serves."""
+    """Requests outside what the condition serves, and what the agent had that it does not allow."""
     jg_mcp_version: str = jg_mcp.__version__
     """jg-mcp version."""
     host: dict[str, str] = {}
     """Host of the runner."""
 
 
-def default_run_id(agent: str, goal_name: str, condition: str, seed: int) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{agent}__{goal_name}__{condition}__s{seed}")
-
-
 def is_finished(run_dir: Path) -> bool:
+    """The run left a run.json (a failed start included)."""
     return (run_dir / RUN_FILE).is_file()
+
+
+def failed_to_start(run_dir: Path) -> bool:
+    return is_finished(run_dir) and load_record(run_dir).status == FAILED_TO_START
 
 
 def load_record(run_dir: Path) -> RunRecord:

@@ -3,7 +3,9 @@
     python -m jg_mcp.campaign.scripted_agent --mcp-config MCP.json --prompt-file PROMPT.md --behaviour solve
 
 It starts the server named in the MCP config over stdio, like any MCP client would, and prints one JSON line
-per step on stdout (its log). `solve` reads the goal and writes the demo's axpy solution; `idle` looks around
+per step on stdout (its log), the first its `init` line (the tools the server lists). `solve` reads the goal and
+writes that goal's known-good solution (every file of eval/solutions/GOAL/ in the checkout; the demo's for axpy),
+or exits 1 saying there is none; `idle` looks around
 and leaves no solution; `overrun` keeps calling tools after the budget refuses them, until it is stopped;
 `stall` looks around, then makes no call for ten minutes (like a long thought), until it is stopped.
 """
@@ -18,14 +20,29 @@ from pathlib import Path
 
 import anyio
 
+import jg_mcp
+
+SOLUTIONS = Path(jg_mcp.__file__).resolve().parent.parent / "eval" / "solutions"
+"""Known-good solutions, one directory per goal name."""
 OVERRUN_MAX_CALLS = 3000
 """A bound on the overrun agent's calls, so it ends even when nothing stops it."""
 STALL_S = 600
 """How long the stalling agent waits after looking around without calling anything (like a long thought)."""
 
 
+def known_good(goal_name: str) -> dict[str, str]:
+    """The goal's known-good solution as workspace path -> content; empty when there is none."""
+    if goal_name == "axpy":
+        from jg_mcp.commands.demo import SOLUTION
+
+        return {"solution.py": SOLUTION}
+    folder = SOLUTIONS / goal_name
+    if not folder.is_dir():
+        return {}
+    return {str(f.relative_to(folder)): f.read_text() for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
 def steps(behaviour: str, goal_name: str):
-    from jg_mcp.commands.demo import SOLUTION
     from jg_mcp.scripted import Step, call
 
     look = [
@@ -37,7 +54,7 @@ def steps(behaviour: str, goal_name: str):
     if behaviour == "solve":
         return [
             *look,
-            call("write_file", path="solution.py", content=SOLUTION),
+            *[call("write_file", path=path, content=content) for path, content in known_good(goal_name).items()],
             call("run_command", command="python -c 'import ast; ast.parse(open(\"solution.py\").read())'"),
         ]
     return look
@@ -52,8 +69,13 @@ async def drive(params, behaviour: str) -> int:
         print(json.dumps(record), flush=True)
 
     async with Client(params) as client:
+        tools = [t.name for t in (await client.list_tools()).tools]
+        emit(step="init", tools=tools, version=f"jg-mcp {jg_mcp.__version__} scripted")
         goal = next(r for r in (await client.list_resources()).resources if r.name == "goal")
         goal_name = str(goal.uri).removeprefix("goal://")
+        if behaviour == "solve" and not known_good(goal_name):
+            print(f"scripted agent: no known-good solution for goal '{goal_name}' in {SOLUTIONS}", file=sys.stderr)
+            return 1
         for step in steps(behaviour, goal_name):
             r = await run_step(client, step)
             emit(step=step.kind, name=step.name, ok=r.ok, text=r.text[:200], duration_s=round(r.duration_s, 3))

@@ -96,6 +96,22 @@ def first_request_time(path: Path, max_lines: int = 200) -> float | None:
     return None
 
 
+def made_a_tool_call(path: Path) -> bool:
+    """Whether the transcript records a tools/call request: the agent reached the server and worked there (a
+    connection and a listing alone are what an agent that cannot reach its model also makes)."""
+    try:
+        with path.open("rb") as f:
+            for line in f:
+                if b'"tools/call"' not in line:
+                    continue
+                event = json.loads(line)
+                if event.get("event") == "request" and event.get("method") == "tools/call":
+                    return True
+    except (OSError, ValueError):
+        return False
+    return False
+
+
 class Watch:
     """What the runner watches while the agent runs: the server's close event for a spent budget, the wall
     clock from the first request (for an agent that makes no call after its budget), and the hard deadline."""
@@ -140,6 +156,8 @@ def supervise(launch: Launch, run_dir: Path, env: dict[str, str], watch: Watch) 
     """Run the agent until it exits or `watch` says to stop it. Returns (exit reason, exit code, wall seconds)."""
     start = time.monotonic()
     Path(launch.cwd).mkdir(parents=True, exist_ok=True)
+    for d in launch.dirs:
+        Path(d).mkdir(mode=0o700, parents=True)
     stdin = open(launch.stdin_file, "rb") if launch.stdin_file else subprocess.DEVNULL  # noqa: SIM115
     try:
         with (run_dir / "agent.log").open("wb") as out, (run_dir / "agent.stderr.log").open("wb") as err:

@@ -1,25 +1,63 @@
-"""The paper's table from a runs directory: per goal and condition, agents side by side.
+"""The paper's table from a runs directory: per goal and condition, agents side by side, and every run labelled.
 
-For each (agent, goal, condition): runs, accepted, best and median verified speedup against the strongest
-baseline (the eval's geometric mean over timed shapes), median % of roofline; per agent and condition the
-geometric mean across goals of the median speedups. Only accepted runs count as speedups; the others are
-listed with their reasons. Rendered as Markdown, CSV, and a self-contained HTML page with an inline SVG chart.
+Each run gets a label with its evidence: accepted, rejected (the eval's reasons), reward hack (a person's mark,
+jg_mcp.campaign.marks), budget spent, or failed (failed to start, condition violated, no solution, eval error), with
+links to its transcript, audit page and eval report. For each (agent, goal, condition): runs, accepted, and over
+the accepted unmarked runs (the seeds) their count, median and spread (min-max) of the verified speedup against
+the strongest baseline, and the median % of speed-of-light; per agent and condition the geometric mean across
+goals of the medians. A run marked as a hack keeps its row, struck, and counts for nothing.
+
+Bounded work: records are read once each (run.json up to MAX_RECORD_BYTES, a larger one is listed as unreadable),
+grouped by a dictionary, and every rendering is one pass over runs and cells, so time is linear in the input.
 """
 
 from __future__ import annotations
 
 import csv
-import html
 import io
 import math
 import statistics
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from jg_mcp.campaign.conditions import NAMES
-from jg_mcp.campaign.run import RUN_FILE, RunRecord, load_record
+from jg_mcp.campaign.marks import Mark, read_mark
+from jg_mcp.campaign.run_record import FAILED_TO_START, RUN_FILE, RunRecord, ShapeSummary
+from jg_mcp.campaign.table_render import html_page, md_escape
+from jg_mcp.terminal import printable
+
+MAX_RECORD_BYTES = 4 * 1024 * 1024
+"""A run.json larger than this is not read: it is listed as unreadable."""
+MAX_WHY_CHARS = 300
+"""A label's reason is cut to this many characters."""
+LABELS = ("accepted", "rejected", "reward hack", "budget spent", "failed")
+
+
+class RunRow(BaseModel):
+    """One run, labelled with its evidence."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    run_id: str
+    agent: str
+    goal: str
+    condition: str
+    seed: int
+    label: str
+    """One of LABELS."""
+    why: str = ""
+    """The evidence in words: the eval's reasons, why it failed, the mark's note."""
+    speedup: float | None = None
+    """The eval's geometric-mean speedup against the strongest baseline (accepted runs only)."""
+    roofline_pct: float | None = None
+    """Median % of speed-of-light over timed shapes (accepted runs only)."""
+    shapes: list[ShapeSummary] = []
+    """Per timed shape: speedup and % of speed-of-light (accepted runs only)."""
+    links: dict[str, str] = {}
+    """transcript, audit, eval: paths relative to the runs directory, for the files that exist."""
+    struck: bool = False
+    """Marked as a reward hack: shown, never ranked."""
 
 
 class Cell(BaseModel):
@@ -32,15 +70,18 @@ class Cell(BaseModel):
     runs: int
     """Runs recorded."""
     accepted: int
-    """Runs whose solution the eval accepted."""
-    best_speedup: float | None = None
-    """Best speedup among accepted runs (None: no accepted run had a timed speedup, e.g. on CPU)."""
+    """Runs whose solution the eval accepted and nobody marked as a hack."""
+    speedups: list[float] = []
+    """The accepted runs' speedups, sorted (one per seed that had one)."""
     median_speedup: float | None = None
-    """Median speedup among accepted runs with one."""
+    """Median of `speedups`."""
     median_roofline_pct: float | None = None
-    """Median % of roofline among accepted runs with one."""
-    rejections: dict[str, int] = {}
-    """Why the other runs count for nothing: reason -> runs."""
+    """Median % of speed-of-light among accepted runs with one."""
+    labels: dict[str, int] = {}
+    """label -> runs."""
+
+    def spread(self) -> tuple[float, float] | None:
+        return (self.speedups[0], self.speedups[-1]) if self.speedups else None
 
 
 class Table(BaseModel):
@@ -49,225 +90,253 @@ class Table(BaseModel):
     goals: list[str]
     conditions: list[str]
     cells: list[Cell]
+    rows: list[RunRow]
     geomean: dict[str, dict[str, float | None]]
     """agent -> condition -> geometric mean across goals of the median speedups (None when none)."""
+    unreadable: list[str] = []
+    """Run directories whose run.json or mark.json could not be read, with why."""
 
     def cell(self, agent: str, goal: str, condition: str) -> Cell | None:
-        return next((c for c in self.cells if (c.agent, c.goal, c.condition) == (agent, goal, condition)), None)
+        return self.index().get((agent, goal, condition))
+
+    def index(self) -> dict[tuple[str, str, str], Cell]:
+        return {(c.agent, c.goal, c.condition): c for c in self.cells}
 
 
 def agent_label(record: RunRecord) -> str:
-    """The agent part of the run id (the campaign's label), else the adapter name."""
+    """The campaign's label for the agent, else the first part of the run id, else the adapter name."""
+    if record.label:
+        return record.label
     parts = record.run_id.split("__")
-    return parts[0] if len(parts) == 4 else record.agent
+    return parts[0] if len(parts) >= 4 else record.agent
 
 
-def rejection(record: RunRecord) -> str:
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_WHY_CHARS else text[: MAX_WHY_CHARS - 3] + "..."
+
+
+def label(record: RunRecord, mark: Mark | None) -> tuple[str, str]:
+    """(label, why) for a run."""
+    if mark is not None and mark.hack:
+        return "reward hack", f"marked by {mark.by} at {mark.at}: {mark.note}"
+    if record.status == FAILED_TO_START:
+        return "failed", f"failed to start: {record.exit_reason}"
+    if record.condition_violations:
+        more = len(record.condition_violations) - 1
+        return "failed", f"condition violated: {record.condition_violations[0]}" + (f" (+{more} more)" if more else "")
     if record.eval.status == "accepted":
-        return ""
-    if record.eval.status == "no solution":
-        return f"no solution ({record.exit_reason.split(';')[0]})"
-    return ", ".join(record.eval.reasons) or record.eval.status
+        return "accepted", ""
+    if record.eval.status == "rejected":
+        return "rejected", ", ".join(record.eval.reasons)
+    first = record.exit_reason.split(";")[0]
+    if first.startswith("budget spent"):
+        return "budget spent", f"{first}; {record.eval.status}"
+    return "failed", f"{record.eval.status} ({first})" + (
+        f": {', '.join(record.eval.reasons)}" if record.eval.status == "error" and record.eval.reasons else ""
+    )
+
+
+def _read_record(run_json: Path) -> RunRecord | str:
+    try:
+        with run_json.open("rb") as f:
+            data = f.read(MAX_RECORD_BYTES + 1)
+    except OSError as exc:
+        return f"{run_json}: {exc.strerror or exc}"
+    if len(data) > MAX_RECORD_BYTES:
+        return f"{run_json}: over {MAX_RECORD_BYTES} bytes, not read"
+    try:
+        return RunRecord.model_validate_json(data)
+    except ValidationError as exc:
+        return f"{run_json}: not a run record ({exc.error_count()} problems)"
+
+
+def load_runs(runs_dir: Path) -> tuple[list[tuple[RunRecord, Mark | None, Path]], list[str]]:
+    """Every run directory's record and mark, and what could not be read."""
+    found, unreadable = [], []
+    for run_json in sorted(runs_dir.glob(f"*/{RUN_FILE}")):
+        record = _read_record(run_json)
+        mark = read_mark(run_json.parent)
+        if isinstance(record, str) or isinstance(mark, str):
+            unreadable.append(record if isinstance(record, str) else str(mark))
+            continue
+        found.append((record, mark, run_json.parent))
+    return found, unreadable
 
 
 def load_records(runs_dir: Path) -> list[RunRecord]:
-    return [load_record(p.parent) for p in sorted(runs_dir.glob(f"*/{RUN_FILE}"))]
+    return [record for record, _, _ in load_runs(runs_dir)[0]]
+
+
+def _links(record: RunRecord, run_dir: Path) -> dict[str, str]:
+    wanted = {"transcript": record.transcript, "audit": "session.html", "eval": "eval.md"}
+    return {k: f"{run_dir.name}/{v}" for k, v in wanted.items() if v and (run_dir / v).is_file()}
+
+
+def row(record: RunRecord, mark: Mark | None, run_dir: Path | None = None) -> RunRow:
+    name, why = label(record, mark)
+    accepted = record.eval.status == "accepted"
+    return RunRow(
+        run_id=record.run_id,
+        agent=agent_label(record),
+        goal=record.goal,
+        condition=record.condition,
+        seed=record.spec.seed,
+        label=name,
+        why=_cut(why),
+        speedup=record.eval.geomean_speedup if accepted else None,
+        roofline_pct=record.eval.roofline_pct if accepted else None,
+        shapes=record.eval.shapes if accepted else [],
+        links=_links(record, run_dir) if run_dir else {},
+        struck=name == "reward hack",
+    )
 
 
 def _geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
-def build(records: list[RunRecord]) -> Table:
-    agents = sorted({agent_label(r) for r in records})
-    goals = sorted({r.goal for r in records})
-    conditions = sorted({r.condition for r in records}, key=lambda c: (NAMES.index(c) if c in NAMES else len(NAMES), c))
+def build(records: list[RunRecord], marks: dict[str, Mark] | None = None, dirs: dict[str, Path] | None = None) -> Table:
+    """The table of `records` (marks and run directories by run id, where known)."""
+    marks, dirs = marks or {}, dirs or {}
+    rows = sorted(
+        (row(r, marks.get(r.run_id), dirs.get(r.run_id)) for r in records),
+        key=lambda x: (x.goal, x.condition, x.agent, x.seed, x.run_id),
+    )
+    groups: dict[tuple[str, str, str], list[RunRow]] = defaultdict(list)
+    for x in rows:
+        groups[(x.agent, x.goal, x.condition)].append(x)
+    agents = sorted({k[0] for k in groups})
+    goals = sorted({k[1] for k in groups})
+    conditions = sorted({k[2] for k in groups}, key=lambda c: (NAMES.index(c) if c in NAMES else len(NAMES), c))
     cells = []
-    for agent in agents:
-        for goal in goals:
-            for condition in conditions:
-                group = [r for r in records if (agent_label(r), r.goal, r.condition) == (agent, goal, condition)]
-                if not group:
-                    continue
-                ok = [r for r in group if r.eval.status == "accepted"]
-                speedups = [r.eval.geomean_speedup for r in ok if r.eval.geomean_speedup]
-                roof = [r.eval.roofline_pct for r in ok if r.eval.roofline_pct is not None]
-                cells.append(
-                    Cell(
-                        agent=agent,
-                        goal=goal,
-                        condition=condition,
-                        runs=len(group),
-                        accepted=len(ok),
-                        best_speedup=max(speedups) if speedups else None,
-                        median_speedup=statistics.median(speedups) if speedups else None,
-                        median_roofline_pct=statistics.median(roof) if roof else None,
-                        rejections=dict(Counter(rejection(r) for r in group if r.eval.status != "accepted")),
-                    )
-                )
-    geomean = {
-        a: {
-            c: _geomean([x.median_speedup for x in cells if x.agent == a and x.condition == c and x.median_speedup])
-            for c in conditions
-        }
-        for a in agents
-    }
-    return Table(agents=agents, goals=goals, conditions=conditions, cells=cells, geomean=geomean)
+    for (agent, goal, condition), group in sorted(groups.items()):
+        ok = [x for x in group if x.label == "accepted"]
+        speedups = sorted(x.speedup for x in ok if x.speedup)
+        roof = [x.roofline_pct for x in ok if x.roofline_pct is not None]
+        cells.append(
+            Cell(
+                agent=agent,
+                goal=goal,
+                condition=condition,
+                runs=len(group),
+                accepted=len(ok),
+                speedups=speedups,
+                median_speedup=statistics.median(speedups) if speedups else None,
+                median_roofline_pct=statistics.median(roof) if roof else None,
+                labels=dict(Counter(x.label for x in group)),
+            )
+        )
+    medians: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for c in cells:
+        if c.median_speedup:
+            medians[(c.agent, c.condition)].append(c.median_speedup)
+    geomean = {a: {c: _geomean(medians.get((a, c), [])) for c in conditions} for a in agents}
+    return Table(agents=agents, goals=goals, conditions=conditions, cells=cells, rows=rows, geomean=geomean)
+
+
+def build_from(runs_dir: Path) -> Table:
+    """The table of a runs directory, marks included."""
+    found, unreadable = load_runs(runs_dir)
+    table = build(
+        [r for r, _, _ in found],
+        {r.run_id: m for r, m, _ in found if m is not None},
+        {r.run_id: d for r, _, d in found},
+    )
+    table.unreadable = unreadable
+    return table
 
 
 def _x(value: float | None, suffix: str = "x") -> str:
     return "-" if value is None else f"{value:.2f}{suffix}"
 
 
-def _row_values(cell: Cell | None) -> list[str]:
+def speedup_text(cell: Cell) -> str:
+    """`median [min-max] n=N` over the accepted runs' speedups."""
+    spread = cell.spread()
+    if spread is None:
+        return "-"
+    if len(cell.speedups) == 1:
+        return f"{_x(cell.median_speedup)} n=1"
+    return f"{_x(cell.median_speedup)} [{spread[0]:.2f}-{spread[1]:.2f}] n={len(cell.speedups)}"
+
+
+def _cell_values(cell: Cell | None) -> list[str]:
     if cell is None:
-        return ["-"] * 4
-    return [
-        f"{cell.accepted}/{cell.runs}",
-        _x(cell.best_speedup),
-        _x(cell.median_speedup),
-        _x(cell.median_roofline_pct, "%"),
-    ]
+        return ["-"] * 3
+    return [f"{cell.accepted}/{cell.runs}", speedup_text(cell), _x(cell.median_roofline_pct, "%")]
 
 
-COLUMNS = ("accepted", "best", "median", "% roofline")
+COLUMNS = ("accepted", "speedup median [min-max]", "% SOL")
 NOTE = (
-    "Speedup: verified, against the strongest baseline (geometric mean over timed shapes), accepted runs only; "
-    "best and median over seeds. geomean: across goals, of the medians."
+    "Speedup: verified, against the strongest baseline (geometric mean over timed shapes), over accepted runs not "
+    "marked as hacks: median, [min-max] and n over seeds. % SOL: median % of speed-of-light (the shape's physical "
+    "floor over the kernel's time). geomean: across goals, of the medians."
 )
 
 
 def rows(table: Table) -> tuple[list[str], list[list[str]]]:
+    """The summary: a row per goal and condition, agents side by side, then the geomeans."""
     header = ["goal", "condition", *[f"{a}: {c}" for a in table.agents for c in COLUMNS]]
+    index = table.index()
     body = []
     for goal in table.goals:
         for condition in table.conditions:
-            values = [v for a in table.agents for v in _row_values(table.cell(a, goal, condition))]
-            if any(v != "-" for v in values):
-                body.append([goal, condition, *values])
+            cells = [index.get((a, goal, condition)) for a in table.agents]
+            if any(cells):
+                body.append([goal, condition, *[v for c in cells for v in _cell_values(c)]])
     for condition in table.conditions:
         body.append(
-            ["geomean", condition, *[v for a in table.agents for v in ("", "", _x(table.geomean[a][condition]), "")]]
+            ["geomean", condition, *[v for a in table.agents for v in ("", _x(table.geomean[a][condition]), "")]]
         )
     return header, body
 
 
-def rejections(table: Table) -> list[str]:
-    return [
-        f"{c.agent} / {c.goal} / {c.condition}: " + "; ".join(f"{n}x {why}" for why, n in c.rejections.items())
-        for c in table.cells
-        if c.rejections
-    ]
+def shapes_text(r: RunRow) -> str:
+    """Each timed shape's speedup beside its % of speed-of-light."""
+    return ", ".join(f"{s.name} {_x(s.speedup)} ({_x(s.roofline_pct, '% SOL')})" for s in r.shapes) or "-"
 
 
-def markdown(table: Table) -> str:
+def markdown(table: Table, prefix: str = "") -> str:
+    """The summary and every run with its label; links are `prefix` + the path under the runs directory."""
     header, body = rows(table)
-    out = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    out += ["| " + " | ".join(r) + " |" for r in body]
-    out += ["", NOTE, ""]
-    rej = rejections(table)
-    out += ["## Runs that count for nothing", "", *[f"- {r}" for r in rej]] if rej else []
-    return "\n".join(out) + "\n"
+    out = ["| " + " | ".join(md_escape(h) for h in header) + " |", "|" + " --- |" * len(header)]
+    out += ["| " + " | ".join(md_escape(v) for v in r) + " |" for r in body]
+    out += ["", NOTE, "", "## Runs", "", "| run | label | evidence | speedup | per shape | links |", "|" + " --- |" * 6]
+    for r in table.rows:
+        name = f"~~{md_escape(r.run_id)}~~" if r.struck else md_escape(r.run_id)
+        links = " ".join(f"[{k}]({prefix}{v})" for k, v in r.links.items()) or "-"
+        out.append(
+            f"| {name} | {r.label} | {md_escape(r.why) or '-'} | {_x(r.speedup)} | {md_escape(shapes_text(r))} | "
+            f"{links} |"
+        )
+    if table.unreadable:
+        out += ["", "## Not read", "", *[f"- {md_escape(u)}" for u in table.unreadable]]
+    return "\n".join(printable(line) for line in out) + "\n"
 
 
 def to_csv(table: Table) -> str:
+    """One line per run: its label, evidence, speedup, % SOL and links."""
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(
-        [
-            "agent",
-            "goal",
-            "condition",
-            "runs",
-            "accepted",
-            "best_speedup",
-            "median_speedup",
-            "median_roofline_pct",
-            "rejections",
-        ]
-    )
-    for c in table.cells:
+    w.writerow(["run_id", "agent", "goal", "condition", "seed", "label", "why", "speedup", "roofline_pct", "shapes"])
+    for r in table.rows:
         w.writerow(
             [
-                c.agent,
-                c.goal,
-                c.condition,
-                c.runs,
-                c.accepted,
-                c.best_speedup or "",
-                c.median_speedup or "",
-                c.median_roofline_pct or "",
-                "; ".join(f"{n}x {why}" for why, n in c.rejections.items()),
+                r.run_id,
+                r.agent,
+                r.goal,
+                r.condition,
+                r.seed,
+                r.label,
+                r.why,
+                r.speedup if r.speedup is not None else "",
+                r.roofline_pct if r.roofline_pct is not None else "",
+                shapes_text(r),
             ]
         )
     return buf.getvalue()
 
 
-PALETTE = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#bbbbbb")
-
-
-def svg_chart(table: Table) -> str:
-    """Grouped bars per goal x condition, one bar per agent: the median speedup when any run has one, else the
-    acceptance rate."""
-    speed = any(c.median_speedup for c in table.cells)
-    groups = [(g, c) for g in table.goals for c in table.conditions if any(table.cell(a, g, c) for a in table.agents)]
-
-    def value(cell: Cell | None) -> float:
-        if cell is None:
-            return 0.0
-        return (cell.median_speedup or 0.0) if speed else cell.accepted / cell.runs
-
-    top = max([value(table.cell(a, g, c)) for a in table.agents for g, c in groups] + [1.0])
-    bar, gap, h, left, bottom = 18, 24, 220, 50, 90
-    width = left + len(groups) * (len(table.agents) * bar + gap) + 20
-    title = "median verified speedup (x)" if speed else "accepted runs (fraction)"
-    parts = [
-        (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h + bottom + 40}" '
-            'font-family="sans-serif" font-size="11">'
-        ),
-        f'<text x="{left}" y="14" font-size="13">{title}</text>',
-        f'<line x1="{left}" y1="{20 + h}" x2="{width - 10}" y2="{20 + h}" stroke="#333"/>',
-    ]
-    for tick in (0.0, top / 2, top):
-        y = 20 + h - tick / top * h
-        parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:.2g}</text>')
-    if speed and top >= 1:
-        y = 20 + h - 1 / top * h
-        parts.append(
-            f'<line x1="{left}" y1="{y:.1f}" x2="{width - 10}" y2="{y:.1f}" stroke="#999" stroke-dasharray="4"/>'
-        )
-    for i, (g, c) in enumerate(groups):
-        x0 = left + 10 + i * (len(table.agents) * bar + gap)
-        for j, a in enumerate(table.agents):
-            v = value(table.cell(a, g, c))
-            bh = v / top * h
-            parts.append(
-                f'<rect x="{x0 + j * bar}" y="{20 + h - bh:.1f}" width="{bar - 2}" height="{bh:.1f}" '
-                f'fill="{PALETTE[j % len(PALETTE)]}"><title>{html.escape(a)}: {v:.3g}</title></rect>'
-            )
-        label = html.escape(f"{g} / {c}")
-        parts.append(f'<text transform="translate({x0 + 4},{28 + h}) rotate(35)">{label}</text>')
-    for j, a in enumerate(table.agents):
-        y = h + bottom + 20
-        parts.append(
-            f'<rect x="{left + j * 150}" y="{y}" width="10" height="10" fill="{PALETTE[j % len(PALETTE)]}"/>'
-            f'<text x="{left + j * 150 + 14}" y="{y + 9}">{html.escape(a)}</text>'
-        )
-    return "\n".join([*parts, "</svg>"])
-
-
-def to_html(table: Table) -> str:
+def to_html(table: Table, prefix: str = "") -> str:
     header, body = rows(table)
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    trs = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>" for r in body)
-    rej = "".join(f"<li>{html.escape(r)}</li>" for r in rejections(table))
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>jg-mcp campaign table</title><style>"
-        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
-        "padding:3px 8px;text-align:right}td:first-child,td:nth-child(2){text-align:left}</style></head><body>"
-        f"<h1>Campaign results</h1>{svg_chart(table)}<table><tr>{th}</tr>{trs}</table>"
-        f"<p>{html.escape(NOTE)}</p>"
-        + (f"<h2>Runs that count for nothing</h2><ul>{rej}</ul>" if rej else "")
-        + "</body></html>\n"
-    )
+    return html_page(table, header, body, NOTE, prefix, shapes_text)

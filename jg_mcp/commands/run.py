@@ -31,7 +31,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         help="command template for --agent command: {mcp_config} {prompt_file} {prompt} "
         "{workspace} {model} {run_dir} {seed} are substituted, shell-quoted",
     )
-    p.add_argument("--agent-executable", help="the agent's executable when not on PATH (claude-code)")
+    p.add_argument(
+        "--agent-executable",
+        help="the agent's executable (claude-code: default `claude` on PATH, else the one set-up installs in the "
+        "checkout's .tools/node_modules/.bin/)",
+    )
     p.add_argument(
         "--eval-arg",
         action="append",
@@ -55,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Start an agent (claude-code, a command template, or the scripted client) with an MCP config "
         "naming only the jg server, under a named condition with a budget the server enforces; stop it when the "
         "budget is spent; then run `jg-mcp eval` and `jg-mcp audit` on what it left. Everything goes to "
-        "OUT/RUN_ID/ (run.json last). Failures (no credentials, crash, no solution) are recorded results. "
+        "OUT/RUN_ID/ (run.json last). A finished run with the same id is reused, and the command says so; one that "
+        "failed to start (no executable, no such GPU, no credentials: it never reached the jg server) is run again. "
         "Exit 0 when the solution was accepted, 1 otherwise, 2 on a usage error (no such goal, agent or condition).",
     )
     p.add_argument(
@@ -67,7 +72,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--gpu", type=non_negative_int, help="GPU index: CUDA_VISIBLE_DEVICES for the agent, server and eval"
     )
     p.add_argument("--out", type=Path, default=Path("runs"), help="parent directory of run directories")
-    p.add_argument("--run-id", help="the run directory's name (default: agent__goal__condition__sSEED)")
+    p.add_argument(
+        "--run-id",
+        help="the run directory's name (default: AGENT__GOAL__CONDITION__sSEED__KEY, KEY a hash of agent, agent "
+        "version, model, condition, goal and its sha256, budget, seed and jg-mcp version)",
+    )
     add_run_arguments(p)
     p.set_defaults(func=run)
 
@@ -77,6 +86,7 @@ def spec_from_args(args: argparse.Namespace, **overrides):
 
     return RunSpec(
         agent=args.agent,
+        label=None,
         goal=args.goal,
         condition=args.condition,
         seed=args.seed,
@@ -95,15 +105,38 @@ def spec_from_args(args: argparse.Namespace, **overrides):
 
 
 def run(args: argparse.Namespace) -> int:
-    from jg_mcp.campaign.run import execute
+    from jg_mcp.campaign.run import Plan, execute
+    from jg_mcp.campaign.run_record import FAILED_TO_START, is_finished, load_record
+    from jg_mcp.terminal import printable
 
     dir_to_fill(args.out, "--out")
-    record = execute(spec_from_args(args), args.out, args.run_id)
-    print(
-        f"{record.run_id}: {record.exit_reason}; eval {record.eval.status}"
-        + (f" ({', '.join(record.eval.reasons)})" if record.eval.reasons else "")
-        + f"; audit {'clean' if record.audit_ok else 'FAILED' if record.audit_ok is False else '-'}"
-        + (f"; condition violations: {len(record.condition_violations)}" if record.condition_violations else "")
-    )
+    spec = spec_from_args(args)
+    plan = Plan(spec, args.run_id)
+    run_dir = args.out / plan.run_id
+    if is_finished(run_dir):
+        before = load_record(run_dir)
+        if before.status == FAILED_TO_START:
+            print(printable(f"{plan.run_id} failed to start before ({before.exit_reason[:200]}); running it again"))
+        else:
+            print(
+                f"reusing the finished run {plan.run_id} (the same agent, version, model, condition, goal, budget, "
+                "seed and jg-mcp version); remove its directory to run it again"
+            )
+    record = execute(spec, args.out, args.run_id, plan)
+    if record.status == FAILED_TO_START:
+        print(printable(f"{record.run_id}: failed to start: {record.exit_reason}"))
+    else:
+        print(
+            printable(
+                f"{record.run_id}: {record.exit_reason}; eval {record.eval.status}"
+                + (f" ({', '.join(record.eval.reasons)})" if record.eval.reasons else "")
+                + f"; audit {'clean' if record.audit_ok else 'FAILED' if record.audit_ok is False else '-'}"
+                + (
+                    f"; condition violated: {'; '.join(record.condition_violations)}"
+                    if record.condition_violations
+                    else ""
+                )
+            )
+        )
     print(f"run directory: {args.out / record.run_id}")
-    return 0 if record.eval.status == "accepted" else 1
+    return 0 if record.eval.status == "accepted" and not record.condition_violations else 1

@@ -39,6 +39,7 @@ def test_a_campaign_runs_as_ray_tasks_on_a_local_instance(tmp_path):
         timeout=400,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "scripted__axpy__goal-only__s0: submitted" in proc.stderr
-    record = load_record(tmp_path / "runs" / "scripted__axpy__goal-only__s0")
+    [run_dir] = (tmp_path / "runs").glob("scripted__axpy__goal-only__s0__*/")
+    assert f"{run_dir.name}: submitted" in proc.stderr
+    record = load_record(run_dir)
     assert record.eval.status == "accepted", record
