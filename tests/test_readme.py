@@ -111,6 +111,8 @@ RUN = (
     f"{JG} goals show",
     f"{INSPECTOR} --cli",
     f"{CLAUDE} mcp",
+    "export CLAUDE_CONFIG_DIR=",
+    f"{CLAUDE} --strict-mcp-config",
     "(umask 077;",
     f"{JG} serve --goal gemm_fp8 --transport http --port 8766 --token-file jg.token &",
     f"{JG} campaign eval/campaigns/example.yaml --dry-run",
@@ -234,10 +236,34 @@ def test_goals_list_and_show_as_written():
 
 
 def test_the_campaign_dry_run_as_written():
+    """The shipped example names agents and GPUs this machine may lack: the dry run says which, and exits 1 when
+    any is missing (a campaign that cannot start is no result), 0 when all are there."""
     (command,) = set(starting(f"{JG} campaign eval/campaigns/example.yaml --dry-run"))
     done = sh(command)
-    assert done.returncode == 0, done.stderr
     assert done.stdout.strip()
+    said = done.stdout + done.stderr
+    missing = "no executable" in said or "no GPU" in said
+    assert done.returncode == (1 if missing else 0), said
+
+
+@pytest.mark.slow
+def test_the_goal_only_claude_code_invocation_as_written_has_only_the_four_tools(tmp_path):
+    """The README's by-hand goal-only invocation, asked for one headless turn (no API key: the init event comes
+    before the model is called): Claude Code lists the four jg tools and nothing else, jg connected."""
+    node_tool("claude")
+    (block,) = [b for b in blocks("bash") if "--strict-mcp-config" in b]
+    lines = block_commands(block)
+    script = "\n".join([*lines[:-1], lines[-1] + " -p hello --output-format stream-json --verbose"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
+    with leaves_no_sessions():
+        done = sh(script, env=env | {"HOME": str(tmp_path)}, timeout=240)
+    events = [json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith("{")]
+    init = next((e for e in events if e.get("type") == "system" and e.get("subtype") == "init"), None)
+    assert init is not None, done.stdout[-2000:] + done.stderr[-2000:]
+    assert sorted(init["tools"]) == sorted(
+        f"mcp__jg__{t}" for t in ("query_gpu", "read_file", "run_command", "write_file")
+    )
+    assert [s["status"] for s in init["mcp_servers"] if s["name"] == "jg"] == ["connected"]
 
 
 def test_the_gpu_checks_commands_as_written():
