@@ -113,7 +113,8 @@ class EvalOptions(BaseModel):
     protocol: times of the Triton interpreter mean nothing)."""
     do_bench: bool = False
     """Also time each baseline with triton.testing.do_bench, as an independent cross-check."""
-    isolation: Literal["auto", "bwrap", "none"] = "auto"
-    """The candidate process's sandbox: bwrap when it works here (auto), required (bwrap), or off (none)."""
+    isolation: Literal["auto", "bwrap", "bwrap-unfiltered", "none"] = "auto"
+    """The candidate process's sandbox: bwrap with its seccomp filter (auto: none only where bubblewrap is not
+    installed and the harness is not root; bwrap: required), bwrap without the filter, or off (none)."""
     expect_goal_sha256: str | None = None
     """The goal hash the agent was served (from its transcript); a different goal now is reported."""
