@@ -14,6 +14,7 @@ own), so a command that fills it cannot make the next server's probe fail.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -29,13 +30,14 @@ MEMORY_FS = ("tmpfs", "ramfs")
 
 
 def file_system(path: Path) -> str:
-    """The type of the file system `path` lies on (the mount that holds it, by /proc/self/mountinfo)."""
+    """The type of the file system `path` lies on (the mount that holds it, by /proc/self/mountinfo, whose mount
+    points spell a space, tab, newline or backslash as an octal escape)."""
     path = Path(os.path.realpath(path))
     best, kind = -1, ""
     with open("/proc/self/mountinfo") as f:
         for line in f:
             fields = line.split()
-            point = Path(fields[4].replace("\\040", " "))
+            point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
             fstype = fields[fields.index("-") + 1]
             if (point == path or point in path.parents) and len(point.parts) > best:
                 best, kind = len(point.parts), fstype
