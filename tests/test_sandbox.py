@@ -79,14 +79,15 @@ def test_secret_variables_are_dropped_and_a_minimal_environment_is_kept():
     assert all(is_secret(n) for n in ("OPENAI_API_KEY", "MY_SECRET", "SSH_AUTH_SOCK", "ANTHROPIC_BASE_URL"))
 
 
-def test_auto_without_bwrap_runs_unsandboxed_with_a_loud_warning_and_a_notice(tmp_path):
+def test_auto_as_root_without_bwrap_refuses_to_start_in_one_line_naming_sandbox_none(tmp_path):
+    """As root, a server without bubblewrap would run the agent's commands as root: `auto` refuses instead (it used
+    to fall back to no sandbox with a warning), and says which option runs them anyway."""
+    assert os.geteuid() == 0 or pytest.skip("the server must be root")
     done = serve_stdio(tmp_path, "auto", path="/nonexistent")
-    assert done.returncode == 0, done.stderr
-    assert "SANDBOX OFF" in done.stderr and "bubblewrap not found" in done.stderr
-    transcript = only_transcript(tmp_path)
-    assert transcript.events[0].sandbox == "none"
-    notices = [e for e in transcript.events if e.event == "notice"]
-    assert notices and notices[0].level == "warning" and "SANDBOX OFF" in notices[0].message
+    assert done.returncode == 1, done.stderr
+    [line] = done.stderr.splitlines()
+    assert "bubblewrap not found" in line and "as root" in line and "--sandbox none" in line, line
+    assert not (tmp_path / "tr").exists() or not list((tmp_path / "tr").glob("*.jsonl"))
 
 
 def test_bwrap_mode_refuses_to_start_when_it_cannot_sandbox(tmp_path):
@@ -334,15 +335,28 @@ def test_the_sandbox_seam_takes_a_sandbox_its_bound_wrap_or_none():
 
 
 @pytest.mark.skipif(BWRAP_MISSING is not None, reason=BWRAP_MISSING or "")
-def test_where_bwrap_cannot_load_the_seccomp_filter_commands_stay_sandboxed_without_it(tmp_path, monkeypatch):
-    """A host whose bwrap or kernel cannot load the filter keeps the sandbox, without the filter, and says so:
-    falling back to no sandbox at all (what `auto` does when bwrap cannot run) would be far worse."""
+def test_where_bwrap_cannot_load_the_seccomp_filter_the_start_is_refused_unless_the_operator_waives_it(
+    tmp_path, monkeypatch
+):
+    """A host whose bwrap or kernel cannot load the filter refuses the start in one line naming `--no-seccomp` (it
+    used to drop the filter with a warning); with `--no-seccomp` commands stay sandboxed without it, and the
+    protections say the operator waived it."""
     template = Bwrap(tmp_path / "runs", [])
     assert choose("bwrap", template, tmp_path / "probe") == ("bwrap", None) and template.filtered
+    assert "seccomp" in template.protections.in_force and not template.protections.waived
     monkeypatch.setattr(seccomp, "program", lambda machine=None: b"\x06\x00\x00\x00\x00\x00")  # not 8-byte ops
+    for mode in ("auto", "bwrap"):
+        template = Bwrap(tmp_path / "runs", [])
+        with pytest.raises(SandboxError, match="cannot load the seccomp filter") as refused:
+            choose(mode, template, tmp_path / "probe")
+        assert "--no-seccomp" in str(refused.value) and "\n" not in str(refused.value)
     template = Bwrap(tmp_path / "runs", [])
-    mode, warning = choose("bwrap", template, tmp_path / "probe")
-    assert mode == "bwrap" and warning is not None and warning.startswith("SECCOMP OFF") and not template.filtered
+    assert choose("auto", template, tmp_path / "probe", seccomp_off=True) == ("bwrap", None)
+    assert template.protections.waived == ["seccomp"] and template.protections.asked == [
+        "--sandbox auto",
+        "--no-seccomp",
+    ]
+    assert template.protections.missing == []
     ws = tmp_path / "runs" / "one" / "workspace"
     ws.mkdir(parents=True)
     sandbox = template.for_workspace(ws)

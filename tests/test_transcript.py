@@ -128,7 +128,7 @@ def recorded(tmp_path, monkeypatch, sandbox: str, command: str):
 def test_the_header_records_the_environment_commands_see(tmp_path, monkeypatch, sandbox):
     _, head, response = recorded(tmp_path, monkeypatch, sandbox, "compgen -e")
     seen = set(response.result["structuredContent"]["stdout"].split()) - BASH_OWN
-    assert head.format_version == FORMAT_VERSION == 5 and head.sandbox == sandbox
+    assert head.format_version == FORMAT_VERSION == 6 and head.sandbox == sandbox
     assert (set(head.env) | set(head.env_redacted)) - BASH_OWN == seen, "every variable the command saw is recorded"
     assert head.env["TRITON_JG_TEST_PLAIN"] == "plain value"
     assert Path(head.env["PATH"].split(os.pathsep)[0]) == Path(sys.executable).parent

@@ -85,6 +85,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", type=Path, help="new or empty directory for the workspace and transcript (default: runs/demo-TIME)"
     )
+    p.add_argument(
+        "--sandbox",
+        choices=["auto", "bwrap", "none"],
+        default="auto",
+        help="the server's sandbox, as `jg-mcp serve --sandbox` (default auto: a sandbox that cannot run refuses "
+        "the start; none runs the demo's commands unsandboxed, which the audit then accepts as asked for)",
+    )
     p.set_defaults(func=run)
 
 
@@ -217,6 +224,8 @@ def run(args: argparse.Namespace) -> int:
             str(transcripts),
             "--transcript-key-file",
             str(key),
+            "--sandbox",
+            args.sandbox,
         ],
         env=dict(os.environ),  # the SDK's default passes no PYTHONPATH: an offline --target install would vanish
     )

@@ -18,6 +18,7 @@ from jg_mcp.campaign import serving
 from jg_mcp.commands.arguments import dir_to_fill, port, positive_float, positive_int
 from jg_mcp.errors import UsageError
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
+from jg_mcp.live.protections import unsandboxed
 from jg_mcp.live.sandbox import MODES, Bwrap, NoSandbox, Sandbox, SandboxLimits
 from jg_mcp.live.sandbox_probe import choose
 from jg_mcp.live.session import CLOSE_WAIT_S, Session, new_run_id
@@ -79,9 +80,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--sandbox",
         choices=MODES,
         default="auto",
-        help="isolate run_command with bubblewrap: "
-        "auto (bwrap when it works, else none with a loud warning), bwrap (refuse to start "
-        "without it), none",
+        help="isolate run_command with bubblewrap: auto (bwrap; none only where bubblewrap is not installed and "
+        "the server is not root, with a loud warning, and the audit then fails the session), bwrap (refuse to "
+        "start without it), none (unsandboxed, with this server's privileges). A sandbox that cannot run refuses "
+        "the start, never falls back",
+    )
+    p.add_argument(
+        "--no-seccomp",
+        action="store_true",
+        help="sandbox commands without the seccomp filter (where bwrap cannot load it): they may then make user "
+        "namespaces, use kernel keyrings and lower their core limit. Without it, a filter that cannot load refuses "
+        "the start",
     )
     p.add_argument(
         "--hide",
@@ -168,7 +177,8 @@ def hidden_dirs(loaded: LoadedGoal, args: argparse.Namespace) -> list[Path]:
 
 
 class Sessions:
-    """Makes the sessions of one server: the goal is loaded and the sandbox mode chosen once, at start."""
+    """Makes the sessions of one server: the goal is loaded and the sandbox mode chosen once, at start (or the
+    start refused: `choose` never falls back on its own)."""
 
     def __init__(self, args: argparse.Namespace, probe_dir: Path):
         self.args = args
@@ -181,13 +191,17 @@ class Sessions:
             max_workspace_bytes=args.max_workspace_bytes,
         )
         self.template = Bwrap(Path(args.runs), hidden_dirs(self.loaded, args), limits)
-        self.mode, self.warning = choose(args.sandbox, self.template, probe_dir)
+        self.mode, self.warning = choose(args.sandbox, self.template, probe_dir, args.no_seccomp)
+        self.unsandboxed = unsandboxed(self.template.asked)
+        """The protections of a session without a sandbox: all waived by `--sandbox none`, none by `auto`."""
 
     def make(self, workspace: Path | None = None) -> tuple[Session, Callable[[], None]]:
         """A new session and what gives its sandbox's uid back."""
         run_id = new_run_id(self.loaded.name)
         ws = workspace or Path(self.args.runs) / run_id / "workspace"
-        sandbox: Sandbox = self.template.for_workspace(ws) if self.mode == "bwrap" else NoSandbox()
+        sandbox: Sandbox = (
+            self.template.for_workspace(ws) if self.mode == "bwrap" else NoSandbox(protections=self.unsandboxed)
+        )
         try:
             session = Session(
                 self.loaded,

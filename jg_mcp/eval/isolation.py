@@ -24,6 +24,7 @@ import jg_mcp
 from jg_mcp.eval.report import Isolation
 from jg_mcp.live import lifeline, oom, seccomp
 from jg_mcp.live.sandbox import NAMESPACES, SYSTEM_DIRS, gpu_devices
+from jg_mcp.live.sandbox_probe import probe_place
 
 NOBODY = 65534
 TMP_BYTES = 4 * 1024**3
@@ -172,10 +173,11 @@ def bwrap_argv(
     """The bubblewrap prefix that runs a command as the candidate's sandbox (see the module docstring); the
     process gets `lifeline.read_end()`, so it runs only while the harness lives, and `rules`, the descriptor of a
     fresh `seccomp.program_file()` (no new user namespace: in one the candidate could mount memory past its caps;
-    no kernel keyrings: the harness's session keyring, and the user keyring every candidate's uid shares).
+    no kernel keyrings: the harness's session keyring, and the user keyring every candidate's uid shares; the core
+    limit, 1, kept: a crash never reaches the host's core helper).
     `readable` directories are bound read-only at their own paths (the workers' bytecode); each (stub, real) pair of
     `covers` binds the stub over the real file."""
-    capped = ["prlimit", f"--nproc={MAX_PROCESSES}"] if os.geteuid() == 0 else []
+    capped = ["prlimit", "--core=1", *([f"--nproc={MAX_PROCESSES}"] if os.geteuid() == 0 else [])]
     args = lifeline.outer(oom.first([*capped, launcher(), *NAMESPACES, "--hostname", "candidate"]))
     if rules is not None:
         args += ["--seccomp", str(rules)]
@@ -234,12 +236,13 @@ def bwrap_argv(
 
 
 UNFILTERED = (
-    "new user namespaces: bwrap cannot load the seccomp filter here, so the candidate could make one and mount "
-    "memory past its sandbox's tmpfs caps"
+    "the seccomp filter (isolation bwrap-unfiltered): the candidate could make a user namespace and mount memory "
+    "past its sandbox's tmpfs caps, use kernel keyrings, and lower its core limit so that a crash reaches the "
+    "host's core helper"
 )
 FILTERED = [True]
-"""Whether the candidate's sandbox gets the seccomp filter: `bwrap_problem` turns it off where bwrap cannot load
-it here (and `choose` then names it missing)."""
+"""Whether the candidate's sandbox gets the seccomp filter: only `choose("bwrap-unfiltered")` turns it off (and
+names it missing)."""
 
 
 def filter_file() -> BinaryIO | None:
@@ -248,25 +251,25 @@ def filter_file() -> BinaryIO | None:
 
 
 @functools.cache
-def bwrap_problem() -> str | None:
-    """None when bubblewrap can run the candidate's sandbox here, else why not (probed once per process). Where it
-    runs only without the seccomp filter, the filter is turned off (`FILTERED`)."""
-    FILTERED[0] = True
-    problem = _bwrap_problem()
-    if problem is not None:
-        FILTERED[0] = False
-        if _bwrap_problem() is not None:
-            FILTERED[0] = True
-            return problem
-    return None
+def bwrap_problem(filtered: bool = True) -> str | None:
+    """None when bubblewrap can run the candidate's sandbox here (with the seccomp filter unless not `filtered`),
+    else why not (probed once per process)."""
+    if filtered and seccomp.program() is None:
+        return "this machine has no seccomp filter (jg_mcp.live.seccomp knows x86_64 and aarch64)"
+    was, FILTERED[0] = FILTERED[0], filtered
+    try:
+        return _bwrap_problem()
+    finally:
+        FILTERED[0] = was
 
 
 def _bwrap_problem() -> str | None:
     if not shutil.which("bwrap"):
         return "bubblewrap (bwrap) is not installed"
-    if os.geteuid() == 0 and not (shutil.which("setpriv") and shutil.which("prlimit")):
+    if not shutil.which("prlimit") or (os.geteuid() == 0 and not shutil.which("setpriv")):
         return "setpriv or prlimit (util-linux) is not installed"
-    probe = Path(tempfile.mkdtemp(prefix="jg-eval-probe-"))  # private (0700), never a name planted beforehand
+    # private (0700), never a name planted beforehand, on a memory file system where there is one
+    probe = Path(tempfile.mkdtemp(prefix="jg-eval-probe-", dir=probe_place(Path(tempfile.gettempdir()))))
     try:
         (probe / "solution").mkdir()
         (probe / "cache").mkdir()
@@ -310,14 +313,27 @@ def prepare(solution_dir: Path, cache_dir: Path) -> None:
 
 
 def choose(mode: str) -> Isolation:
-    """Resolve the `isolation` option: `bwrap` demands the sandbox, `auto` uses it when it works."""
+    """Resolve the `isolation` option, failing closed: `bwrap` demands the sandbox with its seccomp filter,
+    `bwrap-unfiltered` the sandbox without the filter, `auto` the sandbox with the filter, or none only where
+    bubblewrap is not installed and the harness is not root. Anything else that stops the sandbox raises JgError,
+    one line naming the choice that runs otherwise."""
+    from jg_mcp.errors import JgError
+
     if mode == "none":
         return Isolation(sandbox="none", missing=UNSANDBOXED, detail="isolation turned off (--isolation none)")
-    problem = bwrap_problem()
+    if not shutil.which("bwrap") and mode == "auto" and os.geteuid() != 0:
+        return Isolation(sandbox="none", missing=UNSANDBOXED, detail="bubblewrap (bwrap) is not installed")
+    filtered = mode != "bwrap-unfiltered"
+    problem = bwrap_problem(filtered)
+    FILTERED[0] = filtered
     if problem is None:
-        return Isolation(sandbox="bwrap", missing=[] if FILTERED[0] else [UNFILTERED])
-    if mode == "bwrap":
-        from jg_mcp.errors import JgError
-
-        raise JgError(f"--isolation bwrap: {problem}")
-    return Isolation(sandbox="none", missing=UNSANDBOXED, detail=problem)
+        return Isolation(sandbox="bwrap", missing=[] if filtered else [UNFILTERED])
+    if filtered and bwrap_problem(False) is None:
+        problem = (
+            f"bubblewrap cannot load the seccomp filter here ({problem}); isolation bwrap-unfiltered runs it without"
+        )
+    problem, as_root = " ".join(problem.split()), " as root" if os.geteuid() == 0 else ""
+    raise JgError(
+        f"--isolation {mode}{as_root}: {problem}: the eval will not run the candidate unsandboxed instead; "
+        "isolation none runs it as a plain process with this user's privileges"
+    )

@@ -116,7 +116,8 @@ class EvalOptions(BaseModel):
     policy: Literal["open", "triton"] = "open"
     """The source policy: `open` admits any language and several files (native code is built from the workspace's
     sources and judged by what it loads); `triton` is the Triton-only allow-list of one Python file."""
-    isolation: Literal["auto", "bwrap", "none"] = "auto"
-    """The candidate process's sandbox: bwrap when it works here (auto), required (bwrap), or off (none)."""
+    isolation: Literal["auto", "bwrap", "bwrap-unfiltered", "none"] = "auto"
+    """The candidate process's sandbox: bwrap with its seccomp filter (auto: none only where bubblewrap is not
+    installed and the harness is not root; bwrap: required), bwrap without the filter, or off (none)."""
     expect_goal_sha256: str | None = None
     """The goal hash the agent was served (from its transcript); a different goal now is reported."""

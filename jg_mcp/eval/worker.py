@@ -60,13 +60,18 @@ def die_with(parent_pid: int) -> None:
 
 
 def bound_files() -> None:
-    """Limit every file this process writes to MAX_FILE_BYTES (its log included), and write no core dumps."""
+    """Limit every file this process writes to MAX_FILE_BYTES (its log included), and write no core dumps: core
+    limit 1, the one value at which the kernel also skips a host's pipe core helper. In the sandbox it is 1 already,
+    and its seccomp filter refuses any change (jg_mcp.live.seccomp)."""
     import resource
 
     _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     most = MAX_FILE_BYTES if hard == resource.RLIM_INFINITY else min(hard, MAX_FILE_BYTES)
     resource.setrlimit(resource.RLIMIT_FSIZE, (most, most))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    core = resource.getrlimit(resource.RLIMIT_CORE)
+    if core != (1, 1):
+        one = 0 if core[1] == 0 else 1
+        resource.setrlimit(resource.RLIMIT_CORE, (one, one))
 
 
 def watch_group() -> None:

@@ -17,11 +17,12 @@ filter refuses new user namespaces (`jg_mcp.live.seccomp`): in one, a command co
 caps below; and the kernel keyrings, which are not namespaced (the server's session keyring, the uid's user
 keyring that the next session with the uid would read).
 
-Limits: RLIMIT_CORE is 0, soft and hard: no command dumps core (where the host's core_pattern pipes to a helper,
-the kernel would run it as root outside the sandbox). RLIMIT_FSIZE caps every file a command writes, `--size` each
-tmpfs; the workspace's total is
-checked after each command (a notice, not a cap). RLIMIT_NPROC caps processes and threads; the kernel
-never applies it to root, so a root server has bwrap drop the command to an unprivileged uid
+Limits: RLIMIT_CORE is 1, soft and hard, and the seccomp filter refuses to change it: no command dumps core, and
+none reaches a host's core helper (for a core_pattern that pipes to one, which the kernel runs as root outside the
+sandbox, it skips the dump only at exactly 1; 0 would not stop it). RLIMIT_FSIZE caps every file a command
+writes, `--size` each tmpfs; the workspace's total is checked after each command (a notice, not a cap).
+RLIMIT_NPROC caps processes and threads; the kernel never applies it to root, so a root server has bwrap drop
+the command to an unprivileged uid
 (`setpriv`, after the mounts are made), one per sandbox, unique across the host's jg-mcp servers
 (`jg_mcp.live.uids`): one session's fork bomb exhausts its own cap, not the others'. As root the workspace
 is handed to that uid with mode 0700. (A server that is not root runs commands under its own uid,
@@ -65,6 +66,7 @@ from pydantic import BaseModel, ConfigDict
 from jg_mcp import log
 from jg_mcp.live import lifeline, oom, reaper, seccomp
 from jg_mcp.live.environment import PATH_VARIABLES, SANDBOX_CACHE, SANDBOX_HOME, sandbox_env
+from jg_mcp.live.protections import Protection, Protections, unsandboxed
 from jg_mcp.live.runner import Argv, command_env
 from jg_mcp.live.seal import seal
 from jg_mcp.live.uids import UIDS, UidPool, chown_tree, end_holders
@@ -124,6 +126,11 @@ class Sandbox(Protocol):
         """The limits they run under; None for none."""
         ...
 
+    @property
+    def protections(self) -> Protections:
+        """What protects the commands, and what the operator waived (the transcript header records it)."""
+        ...
+
     def wrap(self, argv: list[str]) -> list[str]:
         """The argv that runs `argv` inside (an `Argv` when the process must inherit files)."""
         ...
@@ -134,12 +141,15 @@ class Sandbox(Protocol):
 
 
 class NoSandbox:
-    """Commands run as they are, with the server's privileges and environment (this Python first on PATH)."""
+    """Commands run as they are, with the server's privileges and environment (this Python first on PATH).
+    `protections` says who chose that: made without them, a NoSandbox is its maker's explicit choice (as
+    `--sandbox none`); serve passes those of an `--sandbox auto` that found no bubblewrap, which waive nothing."""
 
     limits: SandboxLimits | None = None
 
-    def __init__(self, env: dict[str, str] | None = None):
+    def __init__(self, env: dict[str, str] | None = None, protections: Protections | None = None):
         self.env = env if env is not None else command_env()
+        self.protections = protections or unsandboxed(["--sandbox none"])
 
     def wrap(self, argv: list[str]) -> list[str]:
         return argv
@@ -206,7 +216,9 @@ class Bwrap:
         """The environment inside; bwrap clears the rest."""
         self.uids = uids
         self.filtered = True
-        """Whether commands get the seccomp filter (`probe` turns it off where bwrap cannot load it here)."""
+        """Whether commands get the seccomp filter: only the operator turns it off (`--no-seccomp`)."""
+        self.asked = ["--sandbox bwrap"]
+        """The options that chose this sandbox (`jg_mcp.live.sandbox_probe.choose` sets them), for `protections`."""
         self._uid: int | None = None
         self._give_back: weakref.finalize | None = None
 
@@ -214,10 +226,22 @@ class Bwrap:
         """The same sandbox around another workspace (one per session). As root it takes its uid now,
         so a full pool fails the session's start rather than its first command."""
         sandbox = Bwrap(workspace, self.hidden, self.limits, self.keep_root_owned, self.bwrap, self.uids)
-        sandbox.filtered = self.filtered
+        sandbox.filtered, sandbox.asked = self.filtered, self.asked
         if sandbox.as_root:
             sandbox.uid()
         return sandbox
+
+    @property
+    def protections(self) -> Protections:
+        """The sandbox; the filter unless the operator waived it (or this machine has none: then it is missing, and
+        `choose` refuses to start unless waived); as root, a uid of its own."""
+        in_force: list[Protection] = ["sandbox"]
+        if self.filtered and seccomp.program() is not None:
+            in_force.append("seccomp")
+        if self.as_root:
+            in_force.append("uid_separation")
+        waived: list[Protection] = [] if self.filtered else ["seccomp"]
+        return Protections(asked=self.asked, in_force=in_force, waived=waived, server_root=self.as_root)
 
     def uid(self) -> int:
         """The uid (and gid) this sandbox's commands run as under a root server; taken on first use. What an
@@ -306,7 +330,7 @@ class Bwrap:
         args_file.seek(0)
         head = lifeline.outer(
             oom.first(
-                ["prlimit", f"--nproc={lim.max_processes}", f"--fsize={lim.max_file_bytes}", "--core=0", self.bwrap]
+                ["prlimit", f"--nproc={lim.max_processes}", f"--fsize={lim.max_file_bytes}", "--core=1", self.bwrap]
             )
         )
         head += ["--args", str(args_file.fileno())]

@@ -1,4 +1,4 @@
-"""A seccomp filter for the sandboxes: no new user namespace, no kernel keyrings.
+"""A seccomp filter for the sandboxes: no new user namespace, no kernel keyrings, no lower core limit.
 
 In a user namespace of its own, an unprivileged process holds every capability over the namespaces it then
 creates, so a command could mount a tmpfs of any size (host memory that no process is charged for) past the
@@ -15,11 +15,19 @@ keyrings: that is the answer software that uses keyrings optionally (keyutils, K
 already reads as "none here" and goes on without, where EPERM reads as a refused request that some report as an
 error. No toolchain a kernel developer needs uses keyrings.
 
+The core limit: for a `core_pattern` that pipes to a helper (apport, systemd-coredump), the kernel ignores
+RLIMIT_CORE but for one value, 1, on which it skips the dump (its mark for a crashing helper); a file dump needs at
+least a page. So the sandboxes set the limit to 1, soft and hard, before bwrap starts, and the filter keeps it
+there: `setrlimit` and `prlimit64` asked to set RLIMIT_CORE fail with EPERM (reading it stays allowed). A command
+that lowers its limit to 0 would otherwise hand its crash to the host's helper, which runs as root outside every
+namespace. (A `core_pattern` of Linux 6.17's socket form, `@PATH`, ignores the limit altogether.)
+
 Everything else is allowed. bwrap loads the filter (`--seccomp FD`) after its own setup, so its namespaces are
 made first; the live sandbox (`jg_mcp.live.sandbox`) and the eval's candidate sandbox (`jg_mcp.eval.isolation`)
 load the same one.
 
-The program is classic BPF over `struct seccomp_data` (nr at offset 0, arch at 4, args[0]'s low word at 16),
+The program is classic BPF over `struct seccomp_data` (nr at offset 0, arch at 4, args[i] at 16 + 8i, low word
+first),
 for x86-64 and aarch64; on other machines there is no filter (`program()` is None).
 """
 
@@ -39,6 +47,7 @@ LOAD_WORD = 0x20  # BPF_LD | BPF_W | BPF_ABS
 JUMP_EQUAL = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
 JUMP_SET = 0x45  # BPF_JMP | BPF_JSET | BPF_K
 JUMP_AT_LEAST = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+RLIMIT_CORE = 4
 X32_BIT = 0x40000000
 """x86-64's x32 calls carry this bit in their number under the same arch: killed, as their numbers differ."""
 RETURN = 0x06  # BPF_RET | BPF_K
@@ -54,6 +63,8 @@ class Table(NamedTuple):
     add_key: int
     request_key: int
     keyctl: int
+    setrlimit: int
+    prlimit64: int
 
     @property
     def absent(self) -> tuple[int, ...]:
@@ -63,8 +74,28 @@ class Table(NamedTuple):
 
 
 ARCHES = {
-    "x86_64": Table(0xC000003E, unshare=272, clone=56, clone3=435, add_key=248, request_key=249, keyctl=250),
-    "aarch64": Table(0xC00000B7, unshare=97, clone=220, clone3=435, add_key=217, request_key=218, keyctl=219),
+    "x86_64": Table(
+        0xC000003E,
+        unshare=272,
+        clone=56,
+        clone3=435,
+        add_key=248,
+        request_key=249,
+        keyctl=250,
+        setrlimit=160,
+        prlimit64=302,
+    ),
+    "aarch64": Table(
+        0xC00000B7,
+        unshare=97,
+        clone=220,
+        clone3=435,
+        add_key=217,
+        request_key=218,
+        keyctl=219,
+        setrlimit=164,
+        prlimit64=261,
+    ),
 }
 """Syscall numbers from the kernel's tables (asm/unistd_64.h, asm-generic/unistd.h)."""
 
@@ -89,6 +120,7 @@ def program(machine: str | None = None) -> bytes | None:
     ]
     for nr in table.absent:
         ops += [_op(JUMP_EQUAL, nr, jt=0, jf=1), _op(RETURN, ERRNO | errno.ENOSYS)]
+    ops += _core_limit_kept(table)
     ops += [
         _op(JUMP_EQUAL, table.unshare, jt=1),
         _op(JUMP_EQUAL, table.clone, jt=0, jf=3),
@@ -98,6 +130,28 @@ def program(machine: str | None = None) -> bytes | None:
         _op(RETURN, ALLOW),
     ]
     return b"".join(ops)
+
+
+def _core_limit_kept(table: Table) -> list[bytes]:
+    """setrlimit(RLIMIT_CORE, ...) and prlimit64(pid, RLIMIT_CORE, new != NULL, ...) fail with EPERM. The resource
+    is an unsigned int to the kernel, so only its low word is compared; `new` is a pointer, both words."""
+    refuse, allow = _op(RETURN, ERRNO | errno.EPERM), _op(RETURN, ALLOW)
+    return [
+        _op(JUMP_EQUAL, table.setrlimit, jt=0, jf=4),
+        _op(LOAD_WORD, 16),
+        _op(JUMP_EQUAL, RLIMIT_CORE, jt=0, jf=1),
+        refuse,
+        allow,
+        _op(JUMP_EQUAL, table.prlimit64, jt=0, jf=8),
+        _op(LOAD_WORD, 24),
+        _op(JUMP_EQUAL, RLIMIT_CORE, jt=0, jf=5),
+        _op(LOAD_WORD, 32),
+        _op(JUMP_EQUAL, 0, jt=0, jf=2),
+        _op(LOAD_WORD, 36),
+        _op(JUMP_EQUAL, 0, jt=1, jf=0),
+        refuse,
+        allow,
+    ]
 
 
 def program_file() -> BinaryIO | None:

@@ -211,6 +211,7 @@ class Session:
                 goal_sha256=loaded.sha256(),
                 condition=condition,
                 sandbox=sandbox,
+                protections=box.protections,
                 sandbox_limits=limits,
                 env=recorded_env,
                 env_redacted=redacted,

@@ -1,6 +1,7 @@
-"""The audit's policy checks: did the session keep the rules? Its commands by their text (the network, paths
-outside the workspace), the protected goal copy, the server's notices, the goal it was served, its budget, and the
-goal's forbidden APIs in the final solution (by the eval's own static check).
+"""The audit's policy checks: did the session keep the rules? The protections its server ran commands under (each
+in force or waived by the operator), its commands by their text (the network, paths outside the workspace), the
+protected goal copy, the server's notices, the goal it was served, its budget, and the goal's forbidden APIs in the
+final solution (by the eval's own static check).
 
 They need an intact hash chain; jg_mcp.record.audit runs them only then.
 """
@@ -104,8 +105,34 @@ def check_changes(record: Record) -> list[Finding]:
     return out
 
 
+def check_protections(record: Record) -> list[Finding]:
+    """An error for each protection the server ran commands without that the operator did not waive (format 6: the
+    header's `protections`). Before format 6 whether an unsandboxed run was asked for is not recorded: a warning."""
+    header = record.header
+    if header.protections is None:
+        if header.sandbox == "bwrap":
+            return []
+        message = (
+            f"the session ran commands unsandboxed, and its transcript (format {header.format_version}) does not "
+            "record whether the operator asked for that"
+        )
+        return [Finding(area="policy", kind="protection", severity="warning", line=1, message=message)]
+    p = header.protections
+    return [
+        Finding(
+            area="policy",
+            kind="protection",
+            severity="error",
+            line=1,
+            message=f"the server ran commands without {name.replace('_', ' ')}, which the operator did not waive "
+            f"(asked: {' '.join(p.asked) or 'nothing'})",
+        )
+        for name in p.missing
+    ]
+
+
 def check_policy(record: Record, summary: Summary, goal: LoadedGoal | None) -> list[Finding]:
-    out: list[Finding] = []
+    out: list[Finding] = check_protections(record)
 
     def add(kind: str, severity: str, line: int | None, message: str) -> None:
         out.append(Finding(area="policy", kind=kind, severity=severity, line=line, message=message))

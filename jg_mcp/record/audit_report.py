@@ -19,7 +19,8 @@ class Finding(BaseModel):
     header, blob, manifest, authenticity, request id (a request reused the id of a call still unanswered, so
     what followed under it cannot be credited for sure). Policy: refused, cancelled, no response, notice,
     network, outside workspace, protected file, goal, budget, forbidden api, condition (a request outside what
-    the session's condition serves). Eval: eval."""
+    the session's condition serves), protection (the server ran commands without one the operator did not waive).
+    Eval: eval."""
     severity: Literal["error", "warning"]
     """Errors make the audit fail (exit 1); warnings are for the reader."""
     line: int | None = None

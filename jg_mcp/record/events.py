@@ -14,12 +14,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic_core import to_json
 
-FORMAT_VERSION = 5
+from jg_mcp.live.protections import Protections
+
+FORMAT_VERSION = 6
 """1: the first format. 2: the header records the commands' environment and the sandbox limits.
 3: events may carry `mac` (keyed transcripts, the header's `key_id`); a request too large to record keeps
 its size in `params_size` instead of its params. 4: a response to a call cancelled before it finished (the
 client cancelled it or disconnected) says so in `cancelled`. 5: a file change seen while other commands ran names
-them in `running`."""
+them in `running`. 6: the header records which protections were in force and which the operator waived in
+`protections`."""
 GENESIS = "0" * 64
 
 
@@ -59,6 +62,8 @@ class Header(EventBase):
     """The experimental condition; `goal-only` unless an ablation was named."""
     sandbox: str
     """How run_command was isolated: `bwrap` or `none`."""
+    protections: Protections | None = None
+    """Which protections the commands ran under and which the operator waived (format 6); None before."""
     sandbox_limits: dict[str, int] | None = None
     """bwrap's limits on commands (jg_mcp.live.sandbox.SandboxLimits); None unsandboxed or before format 2."""
     env: dict[str, str] | None = None

@@ -495,29 +495,29 @@ def test_the_sandboxed_candidate_cannot_reach_the_kernel_keyrings(tmp_path):
 
 
 @pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
-def test_where_bwrap_cannot_load_the_seccomp_filter_the_candidate_stays_sandboxed_and_the_report_says_so(
-    tmp_path, monkeypatch
-):
-    """A host that cannot load the filter keeps the candidate's sandbox without it (rather than none at all, or no
-    eval at all under --isolation bwrap), and the report names the protection missing."""
+def test_where_bwrap_cannot_load_the_seccomp_filter_the_operator_may_keep_the_sandbox_without_it(tmp_path, monkeypatch):
+    """A host that cannot load the filter refuses `auto` and `bwrap` (jg_mcp.eval.isolation.choose); with
+    `bwrap-unfiltered` the candidate stays sandboxed without it, and the report names the protection missing."""
     from jg_mcp.eval import isolation
     from jg_mcp.live import seccomp
 
     monkeypatch.setattr(seccomp, "program", lambda machine=None: b"\x06\x00\x00\x00\x00\x00")  # not 8-byte ops
     isolation.bwrap_problem.cache_clear()
     try:
-        chosen = isolation.choose("bwrap")
+        chosen = isolation.choose("bwrap-unfiltered")
         assert chosen.sandbox == "bwrap" and chosen.missing == [isolation.UNFILTERED], chosen
         (tmp_path / "src").mkdir()
         solution = tmp_path / "src" / "solution.py"
         solution.write_text(UNSHARE)
-        report = eval_solution(solution, DEMO_GOAL, tmp_path / "runs", device="cpu", domain_shapes=0, isolation="bwrap")
+        report = eval_solution(
+            solution, DEMO_GOAL, tmp_path / "runs", device="cpu", domain_shapes=0, isolation="bwrap-unfiltered"
+        )
         assert report.isolation.sandbox == "bwrap" and report.isolation.missing == [isolation.UNFILTERED]
         assert "unshare exit 0" in " ".join(f.detail for f in report.findings), "the filter is really off"
     finally:
         monkeypatch.undo()
         isolation.bwrap_problem.cache_clear()
-        assert isolation.bwrap_problem() is None and isolation.FILTERED == [True]
+        assert isolation.choose("auto").missing == [] and isolation.FILTERED == [True]
 
 
 LIMITS = """
