@@ -143,7 +143,8 @@ class Workspace:
         self.root = Path(root).resolve()
         self.protected = set(protected)
         self.fd = os.open(self.root, safefs.DIR_FLAGS)
-        weakref.finalize(self, os.close, self.fd)
+        self.close = weakref.finalize(self, os.close, self.fd)
+        """Close the workspace's descriptor (once; a mount at the workspace cannot be taken down while it is open)."""
         self._states: dict[str, FileState] = {}
         self.commands = commands_in(self.fd)
         """The commands run here (a Runner of this directory shares them): when the hash cache may be trusted."""

@@ -75,6 +75,10 @@ class Header(EventBase):
     transport: str = "stdio"
     key_id: str | None = None
     """Names the transcript key (an HMAC of a fixed text under it) when events carry a `mac`; None unkeyed."""
+    workspace_fs_bytes: int | None = None
+    """The size of the file system of its own that held the workspace and the compile cache while commands ran
+    (jg_mcp.live.workspace_fs): what they could take of the host's disk. None: the workspace lay on the host's file
+    system (unsandboxed, `serve --unbounded-workspace`, or a transcript from before this field)."""
 
 
 class Request(EventBase):
