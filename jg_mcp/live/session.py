@@ -307,16 +307,15 @@ class Session:
         return [*changed, *deleted]
 
     def _scan_notices(self, scan: Scan) -> list[Notice]:
-        """An error notice for what a scan could not record; a warning when the unrecorded __pycache__ files
-        changed."""
+        """An error notice for what a scan could not record; a warning when the unrecorded bytecode files changed."""
         out = [Notice(level="error", message=f"workspace scan incomplete: {s}") for s in scan.skipped]
         if scan.unrecorded and scan.unrecorded != self._unrecorded:
             shown = ", ".join(scan.unrecorded[:20]) + (" ..." if len(scan.unrecorded) > 20 else "")
             out.append(
                 Notice(
                     level="warning",
-                    message=f"{len(scan.unrecorded)} files under __pycache__ are not "
-                    f"recorded (bytecode; a replay will not have them): {shown}",
+                    message=f"{len(scan.unrecorded)} Python bytecode files (.pyc) are not "
+                    f"recorded (a replay will not have them): {shown}",
                 )
             )
         self._unrecorded = scan.unrecorded
