@@ -229,6 +229,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(
                 "--host and --port apply to --transport http only; stdio serves the process that started this one"
             )
+        if args.workspace is not None:  # a killed server's mounts, which its sandbox uid owns, taken down first
+            workspace_fs.take_down_left(args.workspace, Bwrap._cache_path(args.workspace.absolute()))
         dir_to_fill(args.workspace, "--workspace")
         return run_stdio(args)
     return run_http(args)

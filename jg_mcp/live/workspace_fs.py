@@ -48,7 +48,7 @@ from pathlib import Path
 from jg_mcp import log
 from jg_mcp.errors import JgError
 from jg_mcp.live import safefs
-from jg_mcp.live.places import check_own, make_private_dir
+from jg_mcp.live.places import check_own, check_place, make_private_dir
 from jg_mcp.live.uids import chown_tree
 from jg_mcp.live.walk import walk_of
 
@@ -335,6 +335,16 @@ class WorkspaceFs:
             with contextlib.suppress(OSError):
                 os.rmdir(d)
         return []
+
+
+def take_down_left(workspace: Path, cache: Path) -> None:
+    """Finish or undo what a server killed while serving `workspace` left (its mounts taken down, the files kept in
+    its image for the next `open`), so that the workspace can be checked as a plain directory of this server's
+    before a session takes it up. Nothing is done where no such server was."""
+    fs = WorkspaceFs(workspace, cache)
+    if os.path.lexists(fs.home):
+        check_place(fs.home, "workspace's file system directory")
+        fs.recover()
 
 
 def unavailable(where: Path) -> str | None:
