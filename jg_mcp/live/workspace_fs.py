@@ -42,6 +42,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -61,6 +62,9 @@ MKFS = ("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "nodiscard")
 TRIAL_BYTES = 16 * 1024 * 1024
 """The size of the image `unavailable` makes, mounts and deletes to find whether the mechanism works here."""
 COPY_CHUNK = 1024 * 1024
+BUSY_WAIT_S = 2.0
+"""How long an unmount is tried again while the mount is busy: a session's last sandboxed processes may still be
+dying (their pid namespace torn down) as it closes."""
 TOOL_TIMEOUT_S = 60
 
 
@@ -96,14 +100,14 @@ def unmount_all(path: Path) -> None:
     if os.path.islink(path):
         raise WorkspaceFsError(f"{path} is a symbolic link")
     where = os.path.join(os.path.realpath(path.parent), path.name)
-    for _ in range(16):
-        if where not in mount_points():
-            return
+    deadline = time.monotonic() + BUSY_WAIT_S
+    while where in mount_points():
         try:
             _run("umount", where)
         except WorkspaceFsError as exc:
-            raise WorkspaceFsError(f"{where} is in use (by another server's session?): {exc}") from None
-    raise WorkspaceFsError(f"{where} stays mounted")
+            if time.monotonic() > deadline:
+                raise WorkspaceFsError(f"{where} is in use (by another server's session?): {exc}") from None
+            time.sleep(0.1)
 
 
 def make_image(image: Path, size: int) -> None:
