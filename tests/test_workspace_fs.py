@@ -179,7 +179,7 @@ def test_serve_refuses_without_the_bound_unless_the_operator_runs_unbounded_whic
     assert [(h.sandbox, h.workspace_fs_bytes) for h in heads] == [("bwrap", None)] * 2
 
 
-def test_the_copy_back_keeps_holes_and_links_and_drops_setid_bits_and_special_files(tmp_path):
+def test_the_copy_back_takes_no_more_than_the_tree_and_drops_setid_bits_and_special_files(tmp_path):
     src = tmp_path / "src"
     (src / "d").mkdir(parents=True)
     with open(src / "d" / "sparse", "wb") as f:
@@ -189,8 +189,12 @@ def test_the_copy_back_keeps_holes_and_links_and_drops_setid_bits_and_special_fi
     (src / "tool").chmod(0o4755)
     (src / "link").symlink_to("/etc/shadow")
     os.mkfifo(src / "fifo")
+    (src / "data").write_bytes(os.urandom(MIB))
+    for i in range(100):
+        os.link(src / "data", src / "d" / f"link{i}")
     assert copy_tree(src, tmp_path / "dst") == []
     dst = tmp_path / "dst"
     assert (dst / "d" / "sparse").stat().st_size == 1024**3 and (dst / "d" / "sparse").stat().st_blocks < 1024
     assert stat.S_IMODE((dst / "tool").stat().st_mode) == 0o755
     assert os.readlink(dst / "link") == "/etc/shadow" and not (dst / "fifo").exists()
+    assert (dst / "d" / "link99").stat().st_ino == (dst / "data").stat().st_ino, "a hard link is copied once"

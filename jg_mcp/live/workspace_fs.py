@@ -136,11 +136,16 @@ def _check_mine(path: Path, what: str, regular: bool = False) -> None:
 
 def copy_tree(src: Path, dst: Path) -> list[str]:
     """Copy the tree under the directory `src` into the new directory `dst` (made 0700), through a bounded `Walk`
-    (no link followed): directories, regular files (holes kept, modes without setuid, setgid or sticky bits, times
-    kept) and symbolic links as links; nothing else. Everything made is this process's user's. Returns what the walk
-    could not see, one sentence each (empty: everything was copied); OSError when the copy fails (a full disk)."""
+    (no link followed): directories, regular files (holes kept, hard links kept as links, modes without setuid,
+    setgid or sticky bits, times kept) and symbolic links as links; nothing else. Everything made is this process's
+    user's. Returns what the walk could not see, one sentence each (empty: everything was copied); OSError when the
+    copy fails (a full disk)."""
     os.mkdir(dst, 0o700)
     out = os.open(dst, safefs.DIR_FLAGS)
+    copied: dict[int, str] = {}
+    """Where each file (by inode) was copied first: its other hard links are linked to that copy, so the copy
+    takes no more space than the tree (a file of the quota's size with 10,000 links would otherwise be copied
+    10,000 times onto the host's disk)."""
     try:
         walk = walk_of(src)
         with closing(walk.entries()) as entries:
@@ -150,18 +155,21 @@ def copy_tree(src: Path, dst: Path) -> list[str]:
                     os.chmod(rel, stat.S_IMODE(st.st_mode) & 0o777 | 0o700, dir_fd=out)
                 elif stat.S_ISLNK(st.st_mode):
                     os.symlink(os.readlink(name, dir_fd=dfd), rel, dir_fd=out)
-                elif stat.S_ISREG(st.st_mode):
-                    _copy_file(dfd, name, rel, out)
+                elif stat.S_ISREG(st.st_mode) and st.st_ino in copied:
+                    os.link(copied[st.st_ino], rel, src_dir_fd=out, dst_dir_fd=out, follow_symlinks=False)
+                elif stat.S_ISREG(st.st_mode) and _copy_file(dfd, name, rel, out):
+                    copied[st.st_ino] = rel
         return walk.missed
     finally:
         os.close(out)
 
 
-def _copy_file(dfd: int, name: str, rel: str, out: int) -> None:
+def _copy_file(dfd: int, name: str, rel: str, out: int) -> bool:
+    """Copy the regular file `name` of `dfd` to `rel` under `out`; False when it was no longer there to copy."""
     try:
         fd, st = safefs.open_regular(dfd, name, rel)
     except (JgError, FileNotFoundError):  # swapped for something else, or gone: nothing to copy
-        return
+        return False
     try:
         new = os.open(rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=out)
         try:
@@ -173,6 +181,7 @@ def _copy_file(dfd: int, name: str, rel: str, out: int) -> None:
             os.close(new)
     finally:
         os.close(fd)
+    return True
 
 
 def _copy_data(fd: int, new: int, size: int) -> None:
