@@ -123,7 +123,11 @@ def make_image(image: Path, size: int) -> None:
             f"could not reserve {size} bytes for the workspace's file system in {image.parent}: {exc.strerror}"
         ) from None
     os.close(fd)
-    _run(*MKFS, str(image))
+    try:
+        _run(*MKFS, str(image))
+    except WorkspaceFsError:
+        image.unlink()  # not a file system: nothing in it to keep
+        raise
 
 
 def _check_mine(path: Path, what: str, regular: bool = False) -> None:
