@@ -52,10 +52,11 @@ artefacts and test data are far smaller; a sparse file of any size costs a comma
 SCAN_READ_BYTES = 1024 * 1024 * 1024
 """Most bytes one scan reads: changed files past it are named as not recorded, and the next scan reads them
 (unchanged files cost nothing). About 3 s of hashing on a slow host: what the scan after a command may take."""
-BYTECODE_SUFFIX = ".pyc"
-"""Files not recorded when they are bytecode (the interpreter rewrites them at every import); a scan names them.
-Judged by name and content (`is_bytecode`), never by directory: a source or data file under `__pycache__/` is
-recorded like any other, so no place in the workspace is left out of the record."""
+BYTECODE_DIR, BYTECODE_SUFFIX = "__pycache__", ".pyc"
+"""Where the interpreter caches bytecode, rewritten at every import: a file there named *.pyc that is bytecode by its
+content (`is_bytecode`) is not recorded, and a scan names it. Every other file is recorded wherever it lies: a source
+or data file under `__pycache__/`, a file only named .pyc, and a .pyc outside `__pycache__/` (which Python imports
+with no source beside it: code the record must hold), so no place or name is left out of the record."""
 BYTECODE_HEADER = 17
 """Bytes of a .pyc file `is_bytecode` reads: the 16-byte header and the first byte of the marshalled code object."""
 Hasher = Callable[[int, int], tuple[str, int]]
@@ -294,7 +295,7 @@ class Workspace:
         if (is_dir or is_reg) and not is_utf8(name):
             run.bad_names.append(f"'{shown(rel)}" + ("/'" if is_dir else "'"))
         elif is_reg:
-            if is_bytecode(dfd, name, rel):
+            if f"/{BYTECODE_DIR}/" in f"/{rel}" and is_bytecode(dfd, name, rel):
                 out.unrecorded.append(rel)
             elif len(out.states) >= run.limit:
                 out.skipped.append(f"files past the first {run.limit} (such as '{rel}') were not recorded")
