@@ -120,7 +120,8 @@ def make_image(image: Path, size: int) -> None:
         os.close(fd)
         image.unlink()
         raise WorkspaceFsError(
-            f"could not reserve {size} bytes for the workspace's file system in {image.parent}: {exc.strerror}"
+            f"could not reserve {size} bytes for the workspace's file system in {image.parent}: {exc.strerror}; "
+            "free disk space there, end other sessions or lower --max-workspace-bytes"
         ) from None
     os.close(fd)
     try:
