@@ -100,11 +100,12 @@ class SandboxLimits(BaseModel):
     max_tmp_bytes: int = 4 * 1024**3
     """The size of each of the sandbox's tmpfs mounts (/tmp with HOME, and /dev/shm): a write past it
     gets ENOSPC. They live in memory for the length of one command."""
-    max_workspace_bytes: int = 4 * 1024**3
+    max_workspace_bytes: int = 1024**3
     """The workspace's quota: the size of the file system of its own that holds the workspace and the compile
-    cache (jg_mcp.live.workspace_fs), reserved on the host's disk when the session starts (so each live session
-    takes this much of it: 32 HTTP sessions 128 GiB); without one (`serve --unbounded-workspace`), checked after
-    each command, whose result then carries a notice."""
+    cache (jg_mcp.live.workspace_fs), reserved on the host's disk when the session starts, so each live session
+    takes this much of it (32 HTTP sessions 32 GiB; the MCP conformance suite opens 30 and leaves them to the idle
+    timeout); without one (`serve --unbounded-workspace`), checked after each command, whose result then carries a
+    notice."""
     first_uid: int = 61000
     """The first unprivileged uid (and gid) commands run as when the server runs as root; each live
     sandbox on the host takes its own from first_uid .. first_uid + uid_count - 1."""
