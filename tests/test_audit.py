@@ -296,7 +296,8 @@ def test_files_the_scan_could_not_record_fail_the_audit_and_pycache_is_named(tmp
     steps = [
         call(
             "run_command",
-            command="mkdir -p a/__pycache__ z && echo b > a/__pycache__/m.pyc && "
+            command="mkdir -p a/__pycache__ z && echo 'x = 1' > a/m.py && python -c \"import py_compile; "
+            "py_compile.compile('a/m.py', cfile='a/__pycache__/m.pyc')\" && "
             "for i in 1 2 3 4 5; do echo $i > z/f$i.txt; done",
         )
     ]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from jg_mcp.live import lifeline
+from jg_mcp.live import lifeline, workspace_fs
 from jg_mcp.live.sandbox import Bwrap
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
@@ -229,6 +229,9 @@ def test_sigkill_mid_command_leaves_a_readable_prefix_and_only_bwrap_takes_the_c
     transcript = read_transcript(path)
     assert not transcript.closed and transcript.events[0].sandbox == sandbox
     assert transcript.events[-1].event == "request"
+    ws = tmp_path / "ws"  # the killed server left its workspace's own file system mounted: taken down, files kept
+    workspace_fs.take_down_left(ws, ws.parent / ".ws.cache")
+    assert (ws / ".." / ".ws.fs" / "image").exists() == (sandbox == "bwrap")
 
 
 SPAWN_THEN_WAIT = """

@@ -232,3 +232,32 @@ def test_the_eval_refuses_a_broken_sandbox_instead_of_running_the_candidate_unsa
     finally:
         monkeypatch.undo()
         assert choose("auto").missing == [] and isolation.FILTERED == [True]
+
+
+def test_a_sandboxed_session_without_the_workspace_bound_fails_the_audit_unless_the_operator_asked():
+    from jg_mcp.live.protections import Protections
+    from jg_mcp.record.audit_policy import check_protections
+
+    fields = dict(
+        format_version=6,
+        jg_mcp_version="0",
+        run_id="r",
+        goal="g",
+        goal_sha256="0" * 64,
+        condition="goal-only",
+        workspace="/w",
+        host={},
+        gpu={},
+        started_at="2026-01-01T00:00:00Z",
+        sandbox="bwrap",
+    )
+    in_force = ["sandbox", "seccomp", "uid_separation"]
+
+    def header(asked, bound):
+        p = Protections(asked=asked, in_force=in_force, waived=[], server_root=True)
+        return SimpleNamespace(header=Header(protections=p, workspace_fs_bytes=bound, **fields))
+
+    assert check_protections(header(["--sandbox auto"], 1 << 30)) == []
+    [found] = check_protections(header(["--sandbox auto"], None))
+    assert found.severity == "error" and "size bound" in found.message
+    assert check_protections(header(["--sandbox auto", "--unbounded-workspace"], None)) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import py_compile
 
 import pytest
 
@@ -104,9 +105,17 @@ def test_changes_report_written_and_deleted_files(ws):
     assert ws.changes()[:2] == ({}, [])
 
 
+def bytecode(path) -> None:
+    """Real bytecode at `path`, as the interpreter writes it."""
+    source = path.with_name("m_source.py")
+    source.write_text("x = 1\n")
+    py_compile.compile(str(source), cfile=str(path), doraise=True)
+    source.unlink()
+
+
 def test_the_scan_names_what_it_does_not_record(ws):
     (ws.root / "a" / "__pycache__").mkdir(parents=True)
-    (ws.root / "a" / "__pycache__" / "m.pyc").write_bytes(b"\0")
+    bytecode(ws.root / "a" / "__pycache__" / "m.pyc")
     (ws.root / "z").mkdir()  # a level's files come before its directories: these come after a/
     for i in range(3):
         (ws.root / "z" / f"f{i}.txt").write_text(str(i))
@@ -124,3 +133,20 @@ def test_a_scan_cut_short_by_the_limit_reports_no_false_deletions(ws, monkeypatc
     changed, deleted, scan = ws.changes()
     assert scan.skipped and set(changed) == {"a.txt"} and deleted == []
     assert set(ws.manifest()) == {"a.txt", "b.txt", "c.txt"}
+
+
+def test_only_real_bytecode_goes_unrecorded_and_every_other_file_is_recorded_wherever_it_lies(ws):
+    """Red team: a `.py` file under `__pycache__/` was named "bytecode" and not stored, so the record had a
+    hiding place. Only the interpreter's cache is passed over: a .pyc file under `__pycache__/` that is bytecode by
+    its content."""
+    cache = ws.root / "pkg" / "__pycache__"
+    cache.mkdir(parents=True)
+    (cache / "hidden.py").write_text("print('kept out of the record')\n")
+    (cache / "data.bin").write_bytes(b"\x00" * 64)
+    (cache / "fake.pyc").write_text("not bytecode, only named so\n")
+    bytecode(cache / "real.cpython-311.pyc")
+    bytecode(ws.root / "top.pyc")
+    changed, _, scan = ws.changes()
+    hidden = {"pkg/__pycache__/hidden.py", "pkg/__pycache__/data.bin", "pkg/__pycache__/fake.pyc"}
+    assert set(changed) == hidden | {"top.pyc"}, "bytecode Python imports with no source beside it is recorded"
+    assert scan.unrecorded == ["pkg/__pycache__/real.cpython-311.pyc"]

@@ -24,12 +24,12 @@ def register(sub: argparse._SubParsersAction) -> None:
             "(read_file, write_file, run_command, query_gpu; refused calls count too). --step 0 is the workspace "
             "at session start; --step N is the workspace right after the Nth call returned; without --step, the "
             "end of the session (changes recorded at close included, checked against the close manifest). Files "
-            "over the blob cap were recorded by hash only and are listed as not reconstructible. Files under "
-            "__pycache__, empty directories and symlinks are not recorded.",
+            "over the blob cap were recorded by hash only and are listed as not reconstructible. Python "
+            "bytecode (.pyc files that are bytecode), empty directories and symlinks are not recorded.",
             "With --rerun, every recorded run_command up to the step is executed again, in order, in DIR (inside "
             "the bubblewrap sandbox; where bubblewrap cannot run, replay fails with exit status 1 and re-runs "
             "nothing, unless --sandbox none is given), each against the workspace rebuilt to the state just "
-            "before it (files a previous command left in __pycache__ stay), with the environment variables and "
+            "before it (bytecode a previous command left stays), with the environment variables and "
             "sandbox limits recorded in the header (variables whose values were redacted as secrets are left "
             "unset and named; transcripts before format 2 did not record them and get this machine's). Each "
             "is reported as match (exit code, stdout and stderr identical), output differs (with a diff), exit "

@@ -18,6 +18,7 @@ from jg_mcp.campaign import serving
 from jg_mcp.commands.arguments import dir_to_fill, port, positive_float, positive_int
 from jg_mcp.errors import UsageError
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
+from jg_mcp.live import workspace_fs
 from jg_mcp.live.protections import unsandboxed
 from jg_mcp.live.sandbox import MODES, Bwrap, NoSandbox, Sandbox, SandboxLimits
 from jg_mcp.live.sandbox_probe import choose
@@ -121,7 +122,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--max-workspace-bytes",
         type=positive_int,
         default=SandboxLimits().max_workspace_bytes,
-        help="workspace quota, checked after each command (its result carries a notice past it)",
+        help="workspace quota: the size of the file system of its own the workspace and compile cache lie on "
+        "(reserved on the disk of --runs when a session starts)",
+    )
+    p.add_argument(
+        "--unbounded-workspace",
+        action="store_true",
+        help="keep sandboxed workspaces on the host's file system (where the server is not root or has no loop "
+        "devices): commands may then fill the disk that holds them; the transcript header records it",
     )
     p.add_argument(
         "--max-sessions",
@@ -194,6 +202,12 @@ class Sessions:
         self.mode, self.warning = choose(args.sandbox, self.template, probe_dir, args.no_seccomp)
         self.unsandboxed = unsandboxed(self.template.asked)
         """The protections of a session without a sandbox: all waived by `--sandbox none`, none by `auto`."""
+        bounded = self.mode == "bwrap" and not args.unbounded_workspace
+        if args.unbounded_workspace:  # recorded as asked: the audit fails a sandboxed session without the bound else
+            self.template.asked.append("--unbounded-workspace")
+        self.workspace_bytes = limits.max_workspace_bytes if bounded else None
+        if bounded and (why := workspace_fs.unavailable(probe_dir)) is not None:
+            raise workspace_fs.WorkspaceFsError(f"{why}; --unbounded-workspace runs without this bound")
 
     def make(self, workspace: Path | None = None) -> tuple[Session, Callable[[], None]]:
         """A new session and what gives its sandbox's uid back."""
@@ -214,6 +228,7 @@ class Sessions:
                 condition=self.args.condition,
                 wrap=sandbox,
                 transcript_key=self.key,
+                workspace_bytes=self.workspace_bytes,
             )
         except BaseException:
             sandbox.release()
@@ -235,6 +250,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(
                 "--host and --port apply to --transport http only; stdio serves the process that started this one"
             )
+        if args.workspace is not None:  # a killed server's mounts, which its sandbox uid owns, taken down first
+            workspace_fs.take_down_left(args.workspace, Bwrap._cache_path(args.workspace.absolute()))
         dir_to_fill(args.workspace, "--workspace")
         return run_stdio(args)
     return run_http(args)

@@ -1,6 +1,10 @@
 """run_command's engine: a shell in the workspace with a timeout, a killed process group,
 capped output (jg_mcp.live.output), periodic progress and a workspace size check.
 
+Where the workspace has a file system of its own (jg_mcp.live.workspace_fs) its size is bounded while commands run,
+and the check only tells the agent when that file system is full; on the host's file system it counts the workspace
+after each command (a notice, not a bound).
+
 The runner tells the workspace's `Commands` when each command starts and ends (a process group left behind counts
 as running until `kill_all`), so a scan never trusts a hash taken while a command could write the file unseen
 (jg_mcp.live.workspace). The size check walks the workspace with the same bounded `Walk` as the scan."""
@@ -145,6 +149,23 @@ def tree_bytes(root: Path, stop_after: int) -> tuple[int, list[str]]:
     return total, walk.missed
 
 
+FULL_FRACTION = 50
+"""The workspace's own file system counts as full, for the notice, when less than 1/FULL_FRACTION of it is free."""
+
+
+def full_notice(root: Path) -> str | None:
+    """A notice for the agent when the workspace's own file system (`root` on it) is all but full, else None."""
+    st = os.statvfs(root)
+    size, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+    if free * FULL_FRACTION >= size:
+        return None
+    return (
+        f"the workspace's file system is full: {free} of its {size} bytes are free (the compile cache counts "
+        "too), and writes past them fail with 'No space left on device'; delete large files (build outputs, "
+        "checkpoints, caches) before writing more"
+    )
+
+
 def quota_notice(root: Path, quota: int) -> str | None:
     """A notice for the agent when the workspace holds more than `quota` bytes, or when it could not be counted
     whole (what could not be seen may hold more): else None."""
@@ -166,7 +187,8 @@ def quota_notice(root: Path, quota: int) -> str | None:
 
 class Runner:
     """Runs shell commands in `cwd`; `wrap` turns the shell argv into a sandboxed one (an `Argv` when the
-    process must inherit files). With `quota_bytes`, each result carries a notice while `cwd` holds more."""
+    process must inherit files). With `quota_bytes`, each result carries a notice while `cwd` holds more; with
+    `own_fs` (`cwd` is a file system of its own, of that size), while it is full."""
 
     def __init__(
         self,
@@ -177,6 +199,7 @@ class Runner:
         progress_every_s: float = 5.0,
         quota_bytes: int | None = None,
         commands: Commands | None = None,
+        own_fs: bool = False,
     ):
         self.cwd = Path(cwd)
         self.wrap = wrap
@@ -184,6 +207,7 @@ class Runner:
         self.cap = cap
         self.progress_every_s = progress_every_s
         self.quota_bytes = quota_bytes
+        self.own_fs = own_fs
         self.commands = commands if commands is not None else commands_in(self.cwd)
         """Told when each command starts and ends: the workspace's hash cache depends on it."""
         self._left: dict[int, object] = {}
@@ -233,7 +257,10 @@ class Runner:
                 self._busy -= 1
                 self._quiet.notify_all()
         notices = list(done.notes)
-        if self.quota_bytes is not None:
+        if self.own_fs:
+            full = full_notice(self.cwd)
+            notices += [full] if full else []
+        elif self.quota_bytes is not None:
             quota = await anyio.to_thread.run_sync(quota_notice, self.cwd, self.quota_bytes)
             notices += [quota] if quota else []
         exit_code = None

@@ -20,9 +20,9 @@ keyring that the next session with the uid would read).
 Limits: RLIMIT_CORE is 1, soft and hard, and the seccomp filter refuses to change it: no command dumps core, and
 none reaches a host's core helper (for a core_pattern that pipes to one, which the kernel runs as root outside the
 sandbox, it skips the dump only at exactly 1; 0 would not stop it). RLIMIT_FSIZE caps every file a command
-writes, `--size` each tmpfs; the workspace's total is checked after each command (a notice, not a cap).
-RLIMIT_NPROC caps processes and threads; the kernel never applies it to root, so a root server has bwrap drop
-the command to an unprivileged uid
+writes, `--size` each tmpfs; the workspace's total is bounded by a file system of its own
+(`jg_mcp.live.workspace_fs`, made by the session). RLIMIT_NPROC caps processes and threads; the kernel never
+applies it to root, so a root server has bwrap drop the command to an unprivileged uid
 (`setpriv`, after the mounts are made), one per sandbox, unique across the host's jg-mcp servers
 (`jg_mcp.live.uids`): one session's fork bomb exhausts its own cap, not the others'. As root the workspace
 is handed to that uid with mode 0700. (A server that is not root runs commands under its own uid,
@@ -101,9 +101,12 @@ class SandboxLimits(BaseModel):
     max_tmp_bytes: int = 4 * 1024**3
     """The size of each of the sandbox's tmpfs mounts (/tmp with HOME, and /dev/shm): a write past it
     gets ENOSPC. They live in memory for the length of one command."""
-    max_workspace_bytes: int = 16 * 1024**3
-    """The workspace's quota: checked after each command, whose result then carries a notice; only
-    max_file_bytes is enforced while a command runs."""
+    max_workspace_bytes: int = 1024**3
+    """The workspace's quota: the size of the file system of its own that holds the workspace and the compile
+    cache (jg_mcp.live.workspace_fs), reserved on the host's disk when the session starts, so each live session
+    takes this much of it (32 HTTP sessions 32 GiB; the MCP conformance suite opens 30 and leaves them to the idle
+    timeout); without one (`serve --unbounded-workspace`), checked after each command, whose result then carries a
+    notice."""
     first_uid: int = 61000
     """The first unprivileged uid (and gid) commands run as when the server runs as root; each live
     sandbox on the host takes its own from first_uid .. first_uid + uid_count - 1."""

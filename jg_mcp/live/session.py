@@ -22,13 +22,16 @@ from typing import Any, TypeVar
 import anyio
 
 from jg_mcp import __version__, log
+from jg_mcp.errors import JgError
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.gpu import query_gpu
 from jg_mcp.live.environment import SECRET_VALUE, is_secret
 from jg_mcp.live.places import check_own, make_private_dir
 from jg_mcp.live.runner import Runner
 from jg_mcp.live.sandbox import Bwrap, Sandbox, sandbox_of
+from jg_mcp.live.uids import chown_tree
 from jg_mcp.live.workspace import Scan, Workspace
+from jg_mcp.live.workspace_fs import WorkspaceFs
 from jg_mcp.record.events import Close, FileChange, Header, Notice
 from jg_mcp.record.keys import key_id
 from jg_mcp.record.transcript import COMMAND_BLOB_CAP, TranscriptWriter
@@ -151,7 +154,11 @@ class Session:
         transport: str = "stdio",
         run_id: str | None = None,
         transcript_key: bytes | None = None,
+        workspace_bytes: int | None = None,
     ):
+        """`workspace_bytes`: the workspace (and the sandbox's compile cache) lie on a file system of their own of
+        that size while the session lives (jg_mcp.live.workspace_fs); None: on the host's file system, bounded by
+        nothing while commands run."""
         self.loaded = loaded
         self.run_id = run_id or new_run_id(loaded.name)
         run = Path(runs_dir) / self.run_id
@@ -172,9 +179,34 @@ class Session:
             )
         # Refused, not warned of: the workspace and its compile cache are handed (chowned) to the sandbox's uid and
         # bound read-write, so one another user planted or can swap would hand over whatever it points at.
-        make_private_dir(root, "workspace")
-        if isinstance(box, Bwrap) and os.path.lexists(cache := Bwrap._cache_path(root.absolute())):
-            check_own(cache, "workspace's compile cache", os.lstat(cache))
+        self.fs: WorkspaceFs | None = None
+        cache = Bwrap._cache_path(root.absolute())
+        if workspace_bytes is not None:
+            self.fs = WorkspaceFs(root, cache)
+            self.fs.open(workspace_bytes)
+        else:
+            make_private_dir(root, "workspace")
+            if isinstance(box, Bwrap) and os.path.lexists(cache):
+                check_own(cache, "workspace's compile cache", os.lstat(cache))
+        self._handed = [root, cache] if isinstance(box, Bwrap) and os.geteuid() == 0 else []
+        """What commands' uid owns after they run (as root): given back to the server's user when the session ends."""
+        try:
+            self._start(loaded, root, box, transcripts_dir, condition, sandbox, transport, transcript_key)
+        except BaseException:
+            self._give_back()
+            raise
+
+    def _start(
+        self,
+        loaded: LoadedGoal,
+        root: Path,
+        box: Sandbox,
+        transcripts_dir: Path,
+        condition: str,
+        sandbox: str,
+        transport: str,
+        transcript_key: bytes | None,
+    ) -> None:
         shutil.copyfile(loaded.module_path, root / REFERENCE_FILE)
         (root / REFERENCE_FILE).chmod(0o444)
         self.workspace = Workspace(root, protected=(REFERENCE_FILE,))
@@ -199,7 +231,9 @@ class Session:
         self.calls_in_flight = 0
         """Tool calls received and not yet answered (counted by the server, which caps them)."""
         quota = box.limits.max_workspace_bytes if box.limits is not None else None
-        self.runner = Runner(self.workspace.root, wrap=box.wrap, env=box.env, quota_bytes=quota)
+        self.runner = Runner(
+            self.workspace.root, wrap=box.wrap, env=box.env, quota_bytes=quota, own_fs=self.fs is not None
+        )
         self.sandbox = sandbox
         env, limits = command_setting(box)
         recorded_env, redacted = recordable_env(env)
@@ -221,6 +255,7 @@ class Session:
                 started_at=now_iso(),
                 transport=transport,
                 key_id=key_id(transcript_key) if transcript_key is not None else None,
+                workspace_fs_bytes=self.fs.size if self.fs is not None else None,
             )
         )
         self.record_changes(None, "session start")
@@ -273,16 +308,15 @@ class Session:
         return [*changed, *deleted]
 
     def _scan_notices(self, scan: Scan) -> list[Notice]:
-        """An error notice for what a scan could not record; a warning when the unrecorded __pycache__ files
-        changed."""
+        """An error notice for what a scan could not record; a warning when the unrecorded bytecode files changed."""
         out = [Notice(level="error", message=f"workspace scan incomplete: {s}") for s in scan.skipped]
         if scan.unrecorded and scan.unrecorded != self._unrecorded:
             shown = ", ".join(scan.unrecorded[:20]) + (" ..." if len(scan.unrecorded) > 20 else "")
             out.append(
                 Notice(
                     level="warning",
-                    message=f"{len(scan.unrecorded)} files under __pycache__ are not "
-                    f"recorded (bytecode; a replay will not have them): {shown}",
+                    message=f"{len(scan.unrecorded)} Python bytecode files (.pyc) are not "
+                    f"recorded (a replay will not have them): {shown}",
                 )
             )
         self._unrecorded = scan.unrecorded
@@ -331,6 +365,26 @@ class Session:
         except Exception as exc:  # noqa: BLE001 (the session's boundary: the close event is written whatever failed)
             self.notice("error", f"the final workspace scan failed: {type(exc).__name__}: {exc}")
         self._close_event(reason)
+        self._give_back()
+
+    def _give_back(self) -> None:
+        """Once the session is over, the workspace is the server's user's again, a plain directory where it was (so
+        a later session, `jg-mcp eval --workspace` and replay take it up): its own file system's files copied out,
+        or (on the host's) what the commands' uid owns handed back. What cannot be done is logged; the workspace
+        then stays where the next session on it finds it (jg_mcp.live.workspace_fs)."""
+        if self.fs is not None:
+            if (workspace := getattr(self, "workspace", None)) is not None:
+                workspace.close()  # its descriptor would hold the mount
+            try:
+                left = self.fs.close()
+            except (OSError, JgError) as exc:
+                left = [f"{type(exc).__name__}: {exc}"]
+            if left:
+                logger.warning("the workspace's own file system could not be taken down", why="; ".join(left))
+            return
+        for path in self._handed:
+            if path.is_dir() and not path.is_symlink() and (missed := chown_tree(path, os.geteuid())):
+                logger.warning("the workspace could not be given back whole", path=str(path), missed=missed)
 
     def _close_event(self, reason: str, missing: str | None = None) -> None:
         """Write the close event (with the manifest as last recorded), after a notice saying what is `missing`."""

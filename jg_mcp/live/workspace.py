@@ -52,8 +52,13 @@ artefacts and test data are far smaller; a sparse file of any size costs a comma
 SCAN_READ_BYTES = 1024 * 1024 * 1024
 """Most bytes one scan reads: changed files past it are named as not recorded, and the next scan reads them
 (unchanged files cost nothing). About 3 s of hashing on a slow host: what the scan after a command may take."""
-UNRECORDED_DIR = "__pycache__"
-"""Directories whose files are not recorded (bytecode the interpreter rewrites); a scan names them."""
+BYTECODE_DIR, BYTECODE_SUFFIX = "__pycache__", ".pyc"
+"""Where the interpreter caches bytecode, rewritten at every import: a file there named *.pyc that is bytecode by its
+content (`is_bytecode`) is not recorded, and a scan names it. Every other file is recorded wherever it lies: a source
+or data file under `__pycache__/`, a file only named .pyc, and a .pyc outside `__pycache__/` (which Python imports
+with no source beside it: code the record must hold), so no place or name is left out of the record."""
+BYTECODE_HEADER = 17
+"""Bytes of a .pyc file `is_bytecode` reads: the 16-byte header and the first byte of the marshalled code object."""
 Hasher = Callable[[int, int], tuple[str, int]]
 """Given a regular file's descriptor and size, returns (sha256, bytes hashed): file_sha256, or a
 transcript's blob store which also keeps the content."""
@@ -73,7 +78,7 @@ class Scan:
     states: dict[str, FileState]
     """Regular files: workspace-relative path -> state."""
     unrecorded: list[str] = field(default_factory=list)
-    """Files under __pycache__, not recorded."""
+    """Bytecode files (`is_bytecode`), not recorded."""
     skipped: list[str] = field(default_factory=list)
     """What the scan could not record, each a sentence: the file limit, the depth limit, unreadable files, files
     past the byte bounds, names that are not UTF-8 (shown escaped)."""
@@ -93,6 +98,25 @@ def file_sha256(fd: int, size: int) -> tuple[str, int]:
         h.update(chunk)
         n += len(chunk)
     return h.hexdigest(), n
+
+
+def is_bytecode(dfd: int, name: str, rel: str) -> bool:
+    """Whether the file `name` in `dfd` is Python bytecode: named *.pyc and starting with a .pyc header (a magic
+    number ending in CR LF, then after the 16-byte header a marshalled code object). Anything else, whatever its
+    name, is recorded."""
+    if not name.endswith(BYTECODE_SUFFIX):
+        return False
+    try:
+        fd, _ = safefs.open_regular(dfd, name, rel)
+    except (PathRefused, OSError):
+        return False
+    try:
+        head = os.pread(fd, BYTECODE_HEADER, 0)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return len(head) == BYTECODE_HEADER and head[2:4] == b"\r\n" and head[16] in (0x63, 0xE3)
 
 
 def is_utf8(name: str) -> bool:
@@ -143,7 +167,8 @@ class Workspace:
         self.root = Path(root).resolve()
         self.protected = set(protected)
         self.fd = os.open(self.root, safefs.DIR_FLAGS)
-        weakref.finalize(self, os.close, self.fd)
+        self.close = weakref.finalize(self, os.close, self.fd)
+        """Close the workspace's descriptor (once; a mount at the workspace cannot be taken down while it is open)."""
         self._states: dict[str, FileState] = {}
         self.commands = commands_in(self.fd)
         """The commands run here (a Runner of this directory shares them): when the hash cache may be trusted."""
@@ -270,7 +295,7 @@ class Workspace:
         if (is_dir or is_reg) and not is_utf8(name):
             run.bad_names.append(f"'{shown(rel)}" + ("/'" if is_dir else "'"))
         elif is_reg:
-            if f"/{UNRECORDED_DIR}/" in f"/{rel}":
+            if f"/{BYTECODE_DIR}/" in f"/{rel}" and is_bytecode(dfd, name, rel):
                 out.unrecorded.append(rel)
             elif len(out.states) >= run.limit:
                 out.skipped.append(f"files past the first {run.limit} (such as '{rel}') were not recorded")
@@ -332,7 +357,7 @@ class Workspace:
         the previous state is shared."""
         scan = self.scan(hasher, read_bytes=read_bytes, file_bytes=file_bytes, deadline=deadline)
         if scan.partial:
-            kept = {p: s for p, s in self._states.items() if f"/{UNRECORDED_DIR}/" not in f"/{p}"}
+            kept = dict(self._states)
         else:
             kept = {p: self._states[p] for p in scan.unread if p in self._states}
         now = {**scan.states, **{p: s for p, s in kept.items() if p not in scan.states}}  # in the walk's order

@@ -118,16 +118,19 @@ def check_protections(record: Record) -> list[Finding]:
         )
         return [Finding(area="policy", kind="protection", severity="warning", line=1, message=message)]
     p = header.protections
+    missing = [name.replace("_", " ") for name in p.missing]
+    if "sandbox" in p.in_force and header.workspace_fs_bytes is None and "--unbounded-workspace" not in p.asked:
+        missing.append("the workspace's own file system (its size bound)")
     return [
         Finding(
             area="policy",
             kind="protection",
             severity="error",
             line=1,
-            message=f"the server ran commands without {name.replace('_', ' ')}, which the operator did not waive "
+            message=f"the server ran commands without {name}, which the operator did not waive "
             f"(asked: {' '.join(p.asked) or 'nothing'})",
         )
-        for name in p.missing
+        for name in missing
     ]
 
 

@@ -22,7 +22,7 @@ FORMAT_VERSION = 6
 its size in `params_size` instead of its params. 4: a response to a call cancelled before it finished (the
 client cancelled it or disconnected) says so in `cancelled`. 5: a file change seen while other commands ran names
 them in `running`. 6: the header records which protections were in force and which the operator waived in
-`protections`."""
+`protections`, and the size of the workspace's own file system in `workspace_fs_bytes` (None: unbounded)."""
 GENESIS = "0" * 64
 
 
@@ -80,6 +80,10 @@ class Header(EventBase):
     transport: str = "stdio"
     key_id: str | None = None
     """Names the transcript key (an HMAC of a fixed text under it) when events carry a `mac`; None unkeyed."""
+    workspace_fs_bytes: int | None = None
+    """The size of the file system of its own that held the workspace and the compile cache while commands ran
+    (jg_mcp.live.workspace_fs): what they could take of the host's disk. None: the workspace lay on the host's file
+    system (unsandboxed, `serve --unbounded-workspace`, or a transcript from before this field)."""
 
 
 class Request(EventBase):
