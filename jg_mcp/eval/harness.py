@@ -137,7 +137,10 @@ class Evaluation:
         text = solution_text(data)  # what the worker's import compiles from the same bytes, copied above
         for f in [text] if isinstance(text, Finding) else static_check(text, g.forbidden, notes=report.notes):
             report.add(f)
-        cases = select_cases(self.goal, self.o.shapes, self.device, self.o.domain_shapes, self.rng, self.o.only)
+        from jg_mcp.eval.memory import free_bytes
+
+        free = free_bytes(self.device)  # before any worker allocates: what the tops may be sized to
+        cases = select_cases(self.goal, self.o.shapes, self.device, self.o.domain_shapes, self.rng, self.o.only, free)
         kinds = ("timed", "smoke") if self.o.timing_on_cpu else ("timed",)
         timed = [c for c in cases if c.kind in kinds] if self.timed() else []
         candidate = self.spawn("candidate")

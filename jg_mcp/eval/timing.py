@@ -216,6 +216,8 @@ class TimingPhase:
                         self.time_case(report, case, shape)
                     except (OutOfDeviceMemory, torch.OutOfMemoryError) as short:  # the harness's, never the candidate's
                         shape.timing_skipped = f"the harness ran out of GPU memory: {str(short)[:300]}"
+                        report.notes.append(f"{case.name}: not timed, {shape.timing_skipped}")
+                        self.cand.thaw()  # it may be stopped while a baseline was timed
                         for proc in (self.cand, self.base):
                             proc.send(Release(names=["tin", "ring", "fresh", "gin", "gring"]))
                             proc.recv()
@@ -281,6 +283,7 @@ class TimingPhase:
         shape.memory = plan = plan_shape(ev.device, made[0], like, shape.check_peak_bytes, p)
         if not plan.fits:
             shape.timing_skipped = unfit(plan)
+            report.notes.append(f"{case.name}: {shape.timing_skipped}")
             return
         seeds += [ev.rng.randrange(2**62) for _ in range(plan.input_sets - 1)]
         made += [ev.reference(case.dims, seed) for seed in seeds[1:]]
