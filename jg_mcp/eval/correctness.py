@@ -32,18 +32,20 @@ def correctness(ev: Evaluation, report: EvalReport, cases: list[Case], proc: Wor
             mark = time.monotonic()
             check_case(ev, report, case, result, proc)
             result.wall_s["check"] = time.monotonic() - mark
-        if ev.device == "cuda" and ev.o.extremes and all(s.correct for s in report.shapes):
+        if ev.o.extremes and all(s.correct for s in report.shapes):
             check_extremes(ev, report, proc)  # a candidate wrong already is rejected: they could only add to that
     except CandidateGone as gone:
         report.add(gone.finding)
 
 
 def check_extremes(ev: Evaluation, report: EvalReport, proc: WorkerProcess) -> None:
-    """The domain's extremes (`shapes.extremes`), sized to the GPU memory free now (the harness's cache emptied)
-    at the memory per byte the checks before took (`memory.per_byte`). A harness that runs out of memory at one
+    """On a GPU, the domain's extremes (`shapes.extremes`), sized to the GPU memory free now (the harness's cache
+    emptied) at the memory per byte the checks before took (`memory.per_byte`). A harness that runs out of memory at one
     anyway leaves it out with a note: the shortage is the eval's, not the candidate's."""
+    free = free_bytes(ev.device)
+    if free is None:
+        return  # the CPU: the interpreter's small caps stand
     checked = [(s.check_peak_bytes, ev.goal.bytes(s.dims)) for s in report.shapes if s.check_peak_bytes is not None]
-    free = free_bytes(ev.device) or 0
     for case in extremes(ev.goal, free, per_byte(checked), ev.rng):
         result = ShapeResult(
             name=case.name, kind=case.kind, dims=case.dims, trials=0, correct=False, chosen=case.chosen
