@@ -3,8 +3,8 @@ just before the shape's buffers are made, so that an H100's 80 GB serves as an H
 
 On an H100 80 GB the known-good softmax's eval crashed (`cudaMalloc: out of memory`). By the code, at its largest
 timed shape (131072 x 4096, 1 GiB of input) the timing phase with the default counts held about 90 GiB at once:
-three input sets with their float32 references in the harness (9 GiB), the candidate's pristine copies (3 GiB), the float64
-reference's temporaries (about 14 GiB), the judge's float64 temporaries over a whole output (about 40 GiB; it judges
+three input sets with their float32 references in the harness (9 GiB), the candidate's pristine copies (3 GiB),
+the float64 reference's temporaries (about 14 GiB), the judge's float64 temporaries over a whole output (about 40 GiB; it judges
 in chunks now, checks.JUDGE_CHUNK), and in each of the two timing processes' shared buffers three input sets, an
 8-slot output ring and a fresh set (12 GiB each), besides each process's flush buffer and its own outputs; and the
 harness's allocator kept what the correctness phase had cached, which cudaMalloc cannot use. Here the harness
