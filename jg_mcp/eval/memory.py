@@ -3,15 +3,16 @@ just before the shape's buffers are made, so that an H100's 80 GB serves as an H
 
 On an H100 80 GB the known-good softmax's eval crashed (`cudaMalloc: out of memory`). By the code, at its largest
 timed shape (131072 x 4096, 1 GiB of input) the timing phase with the default counts held about 90 GiB at once:
-three input sets with their float32 references in the harness (9 GiB), the candidate's pristine copies (3 GiB),
-the float64 reference's temporaries (about 14 GiB), the judge's float64 temporaries over a whole output (about 40 GiB; it judges
-in chunks now, checks.JUDGE_CHUNK), and in each of the two timing processes' shared buffers three input sets, an
-8-slot output ring and a fresh set (12 GiB each), besides each process's flush buffer and its own outputs; and the
-harness's allocator kept what the correctness phase had cached, which cudaMalloc cannot use. Here the harness
-empties its own cache, measures what is free, and gives the shape at most SHARE of it, shrinking the ring and then
-the input sets (to MIN_INPUT_SETS and one slot at least); a shape that cannot fit even so is not timed, with the
-numbers in its report (`ShapeResult.timing_skipped`). On the H100 the same eval is accepted now, that shape timed
-over 2 input sets with 4 ring slots (48.5 GiB by the model, of 53.3 allowed; its check's measured peak 22 GiB).
+three input sets with their float32 references in the harness (9 GiB), the candidate's pristine copies (3 GiB), the
+float64 reference's temporaries (about 14 GiB), the judge's float64 temporaries over a whole output (about 40 GiB;
+it judges in chunks now, checks.JUDGE_CHUNK), and in each of the two timing processes' shared buffers three input
+sets, an 8-slot output ring and a fresh set (12 GiB each), besides each process's flush buffer and its own outputs;
+and the harness's allocator kept what the correctness phase had cached, which cudaMalloc cannot use. Here the
+harness empties its own cache, measures what is free, and gives the shape at most SHARE of it, shrinking the ring
+and then the input sets (to MIN_INPUT_SETS and one slot at least); a shape that cannot fit even so is not timed,
+with the numbers in its report (`ShapeResult.timing_skipped`). On the H100 the same eval is accepted now, that shape
+timed over 2 input sets with 4 ring slots (48.5 GiB by the model, of 53.3 allowed; its check's measured peak 22
+GiB).
 
 The arithmetic (`timed_need`, `plan_timed`, `per_byte`) is pure, tested on the CPU with stated free memory; only
 `free_bytes` measures."""
