@@ -32,6 +32,15 @@ class CudaError(RuntimeError):
     """A CUDA runtime call failed."""
 
 
+class OutOfDeviceMemory(CudaError):
+    """A shared buffer could not be allocated: the GPU's memory is short even with the harness's own allocator
+    cache returned to it."""
+
+
+MEMORY_ALLOCATION = 2
+"""cudaErrorMemoryAllocation."""
+
+
 class _Handle(ctypes.Structure):
     """cudaIpcMemHandle_t: 64 opaque bytes (c_ubyte, not c_char, whose value stops at the first NUL)."""
 
@@ -88,6 +97,28 @@ class _Raw:
             "strides": None,
             "stream": None,
         }
+
+
+def _device_malloc(nbytes: int) -> ctypes.c_void_p:
+    """A dedicated device allocation. Where the GPU is short, the memory torch's allocator caches in this process
+    (references and temporaries of earlier shapes: free to torch, not to cudaMalloc) is returned first and the
+    allocation tried once more; OutOfDeviceMemory, with the numbers, if it still fails."""
+    ptr = ctypes.c_void_p()
+    code = cudart().cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(max(nbytes, 1)))
+    if code == MEMORY_ALLOCATION:
+        cudart().cudaGetLastError()  # reset the runtime's last error: torch's next launch check reads it
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        code = cudart().cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(max(nbytes, 1)))
+        if code == MEMORY_ALLOCATION:
+            cudart().cudaGetLastError()
+            free, total = torch.cuda.mem_get_info()
+            raise OutOfDeviceMemory(
+                f"cudaMalloc of {nbytes / 2**30:.2f} GiB: out of memory with {free / 2**30:.2f} GiB of "
+                f"{total / 2**30:.1f} GiB free"
+            )
+    _check(code, "cudaMalloc")
+    return ptr
 
 
 def _bytes_on_device(ptr: int, nbytes: int) -> torch.Tensor:
@@ -164,8 +195,7 @@ class SharedBinding:
 
     def _allocate(self, nbytes: int) -> torch.Tensor:
         if self.device == "cuda":
-            ptr = ctypes.c_void_p()
-            _check(cudart().cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(max(nbytes, 1))), "cudaMalloc")
+            ptr = _device_malloc(nbytes)
             handle = _Handle()
             _check(cudart().cudaIpcGetMemHandle(ctypes.byref(handle), ptr), "cudaIpcGetMemHandle")
             self._ptrs.append(int(ptr.value or 0))

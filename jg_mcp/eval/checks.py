@@ -12,6 +12,10 @@ from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import ErrorStats, Finding
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+JUDGE_CHUNK = 1 << 24
+"""Elements judged at once. The judge holds about 80 bytes of float64 and boolean temporaries per element (by its
+code): whole, softmax's largest timed output (2^29 elements) would take about 40 GiB beside the timing's buffers,
+more than an H100 has to spare; in chunks about 1.3 GiB at any size."""
 
 
 def call_findings(done: Done) -> list[Finding]:
@@ -52,13 +56,26 @@ class Measured(NamedTuple):
     (or does not match a non-finite reference): above 1 is out of tolerance."""
 
 
-def measure(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> Measured:
-    """Elementwise |out - ref| <= atol + rtol |ref| in float64; poison, NaN and inf are classified apart."""
-    out = out.to(ref.device)
+class _Part(NamedTuple):
+    """One chunk of an output judged: counts, extremes and the worst element (its index within the chunk)."""
+
+    poison: int
+    special: int
+    outside: int
+    bad: int
+    max_abs: float
+    max_rel: float
+    worst_ratio: float
+    worst: int
+    worst_value: float
+    worst_reference: float
+
+
+def _judge(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> _Part:
+    """`measure` of one flat chunk."""
     o, r = out.double(), ref.double()
     if out.dtype.is_floating_point:
-        poison = out.reshape(-1).view(_BITS[out.element_size()]).eq(-1 if out.element_size() > 1 else 255)
-        poison = poison.reshape(out.shape)
+        poison = out.view(_BITS[out.element_size()]).eq(-1 if out.element_size() > 1 else 255)
     else:
         poison = torch.zeros_like(r, dtype=torch.bool)
     r_finite = torch.isfinite(r)
@@ -69,35 +86,58 @@ def measure(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> M
     bound = atol + rtol * r.abs()
     outside = r_finite & o_finite & (err > bound)
     special = nonfinite | poison | mismatch_special
-    bad = outside | special
     # err / bound is inf where the bound is 0 (atol = rtol = 0) and the error is not; 0 / 0 counts as 0.
     ratio = torch.where(special, math.inf, torch.where(err > 0, err / bound, 0.0))
-    worst = int(torch.argmax(ratio.reshape(-1))) if ratio.numel() else 0
-    index = [int(i) for i in torch.unravel_index(torch.tensor(worst), out.shape)] if out.dim() else []
+    worst = int(torch.argmax(ratio)) if ratio.numel() else 0
     big = r_finite & (r.abs() > atol)
     rel = torch.where(big, err / r.abs().clamp_min(1e-300), torch.zeros_like(o))
-    stats = ErrorStats(
+    return _Part(
+        poison=int(poison.sum()),
+        special=int(nonfinite.sum()) + int(mismatch_special.sum()),
+        outside=int(outside.sum()),
+        bad=int((outside | special).sum()),
         max_abs=float(err.max()) if err.numel() else 0.0,
         max_rel=float(rel.max()) if rel.numel() else 0.0,
+        worst_ratio=float(ratio.max()) if ratio.numel() else 0.0,
+        worst=worst,
+        worst_value=float(o[worst]) if o.numel() else 0.0,
+        worst_reference=float(r[worst]) if r.numel() else 0.0,
+    )
+
+
+def measure(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> Measured:
+    """Elementwise |out - ref| <= atol + rtol |ref| in float64; poison, NaN and inf are classified apart. Judged
+    JUDGE_CHUNK elements at a time: the float64 temporaries stay the same size at any output size."""
+    flat_out, flat_ref = out.to(ref.device).reshape(-1), ref.reshape(-1)
+    n = out.numel()
+    parts = [
+        (first, _judge(flat_out[first : first + JUDGE_CHUNK], flat_ref[first : first + JUDGE_CHUNK], atol, rtol))
+        for first in range(0, max(n, 1), JUDGE_CHUNK)
+    ]
+    first, top = max(parts, key=lambda fp: fp[1].worst_ratio)  # the first chunk of the largest, as argmax is
+    worst = first + top.worst
+    index = [int(i) for i in torch.unravel_index(torch.tensor(worst), out.shape)] if out.dim() else []
+    stats = ErrorStats(
+        max_abs=max(p.max_abs for _, p in parts),
+        max_rel=max(p.max_rel for _, p in parts),
         worst_index=index,
-        worst_value=float(o.reshape(-1)[worst]) if o.numel() else 0.0,
-        worst_reference=float(r.reshape(-1)[worst]) if r.numel() else 0.0,
-        bad_elements=int(bad.sum()),
+        worst_value=top.worst_value,
+        worst_reference=top.worst_reference,
+        bad_elements=sum(p.bad for _, p in parts),
     )
     found = []
-    n = out.numel()
-    if p := int(poison.sum()):
+    if p := sum(part.poison for _, part in parts):
         found.append(
             Finding(reason=Reason.UNWRITTEN, detail=f"{p} of {n} elements still hold the harness's poison bytes")
         )
-    if k := int(nonfinite.sum()) + int(mismatch_special.sum()):
+    if k := sum(part.special for _, part in parts):
         found.append(
             Finding(
                 reason=Reason.NONFINITE,
                 detail=f"{k} of {n} elements NaN/inf where the reference is finite (or vice versa)",
             )
         )
-    if m := int(outside.sum()):
+    if m := sum(part.outside for _, part in parts):
         found.append(
             Finding(
                 reason=Reason.INCORRECT,
@@ -105,7 +145,7 @@ def measure(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> M
                 f"{stats.worst_value:.6g} vs reference {stats.worst_reference:.6g}",
             )
         )
-    return Measured(stats, found, float(ratio.max()) if ratio.numel() else 0.0)
+    return Measured(stats, found, max(part.worst_ratio for _, part in parts))
 
 
 def mass_findings(out: torch.Tensor, ref: torch.Tensor, rtol: float) -> list[Finding]:
@@ -114,10 +154,15 @@ def mass_findings(out: torch.Tensor, ref: torch.Tensor, rtol: float) -> list[Fin
     zeroing a meaningful share of a row's mass fails it even when each element is within atol."""
     if out.dim() == 0 or out.numel() == 0 or out.shape != ref.shape:
         return []
-    o, r = out.to(ref.device).double().reshape(-1, out.shape[-1]), ref.double().reshape(-1, ref.shape[-1])
-    finite = torch.isfinite(o) & torch.isfinite(r)
-    err = torch.where(finite, (o - r).abs(), torch.zeros_like(r)).sum(-1)
-    mass = torch.where(finite, r.abs(), torch.zeros_like(r)).sum(-1)
+    outs, refs = out.to(ref.device).reshape(-1, out.shape[-1]), ref.reshape(-1, ref.shape[-1])
+    rows = max(1, JUDGE_CHUNK // out.shape[-1])  # rows judged at once, as `measure` judges elements
+    errs, masses = [], []
+    for first in range(0, len(outs), rows):
+        o, r = outs[first : first + rows].double(), refs[first : first + rows].double()
+        finite = torch.isfinite(o) & torch.isfinite(r)
+        errs.append(torch.where(finite, (o - r).abs(), torch.zeros_like(r)).sum(-1))
+        masses.append(torch.where(finite, r.abs(), torch.zeros_like(r)).sum(-1))
+    err, mass = torch.cat(errs), torch.cat(masses)
     over = err > rtol * mass + 1e-30
     if not bool(over.any()):
         return []

@@ -8,20 +8,26 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from jg_mcp.eval.buffers import SharedBinding
+from jg_mcp.eval.buffers import OutOfDeviceMemory, SharedBinding
 from jg_mcp.eval.checks import call_findings, mass_findings, measure, metadata_findings
+from jg_mcp.eval.memory import free_bytes, per_byte
 from jg_mcp.eval.messages import Call, Done, Release
 from jg_mcp.eval.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import ErrorStats, EvalReport, Finding, ShapeResult
-from jg_mcp.eval.shapes import Case
+from jg_mcp.eval.shapes import Case, extremes
 
 if TYPE_CHECKING:
     from jg_mcp.eval.harness import Evaluation
 
+EXTREME_TRIALS = 2
+"""Trials at an extreme shape: two still write new contents into the same buffers (a cache by address shows), and
+each trial there costs seconds (attention_prefill's float32 reference at its corner: about 1.5 s on an H100)."""
+
 
 def correctness(ev: Evaluation, report: EvalReport, cases: list[Case], proc: WorkerProcess | None) -> None:
-    """Every case's correctness trials in the candidate's correctness process, each shape's result in the report."""
+    """Every case's correctness trials in the candidate's correctness process, each shape's result in the report;
+    then, on a GPU and where every shape was correct, the domain's extremes (`check_extremes`)."""
     report.shapes = [ShapeResult(name=c.name, kind=c.kind, dims=c.dims, trials=0, correct=False) for c in cases]
     if proc is None:
         return
@@ -30,13 +36,44 @@ def correctness(ev: Evaluation, report: EvalReport, cases: list[Case], proc: Wor
             mark = time.monotonic()
             check_case(ev, report, case, result, proc)
             result.wall_s["check"] = time.monotonic() - mark
+        if ev.o.extremes and all(s.correct for s in report.shapes):
+            check_extremes(ev, report, proc)  # a candidate wrong already is rejected: they could only add to that
     except CandidateGone as gone:
         report.add(gone.finding)
+
+
+def check_extremes(ev: Evaluation, report: EvalReport, proc: WorkerProcess) -> None:
+    """On a GPU, the domain's extremes (`shapes.extremes`), sized to the GPU memory free now (the harness's cache
+    emptied) at the memory per byte the checks before took (`memory.per_byte`). A harness that runs out of memory at one
+    anyway leaves it out with a note: the shortage is the eval's, not the candidate's."""
+    free = free_bytes(ev.device)
+    if free is None:
+        return  # the CPU: the interpreter's small caps stand
+    checked = [(s.check_peak_bytes, ev.goal.bytes(s.dims)) for s in report.shapes if s.check_peak_bytes is not None]
+    for case in extremes(ev.goal, free, per_byte(checked), ev.rng):
+        result = ShapeResult(
+            name=case.name, kind=case.kind, dims=case.dims, trials=0, correct=False, chosen=case.chosen
+        )
+        report.shapes.append(result)
+        mark = time.monotonic()
+        try:
+            check_case(ev, report, case, result, proc)
+        except (OutOfDeviceMemory, torch.OutOfMemoryError) as short:
+            report.shapes.remove(result)
+            report.notes.append(f"{case.name} {case.dims} not checked, the harness's GPU memory was short: {short}")
+            proc.send(Release(names=["in", "out"]))
+            proc.recv()
+            continue
+        result.wall_s["check"] = time.monotonic() - mark
 
 
 def check_case(ev: Evaluation, report: EvalReport, case: Case, result: ShapeResult, proc: WorkerProcess) -> None:
     """Trials with fresh secret inputs written into the same buffers: a cache keyed by address gives stale
     output, one keyed by contents never hits."""
+    cuda = ev.device == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    held = torch.cuda.memory_allocated() if cuda else 0
     mark = time.monotonic()
     inputs, refs = ev.reference(case.dims, ev.rng.randrange(2**62))
     spent = {"check_reference": time.monotonic() - mark, "check_bind": 0.0, "check_calls": 0.0}
@@ -51,8 +88,9 @@ def check_case(ev: Evaluation, report: EvalReport, case: Case, result: ShapeResu
         proc.bind(outs)
         spent["check_bind"] = time.monotonic() - mark
         result.correct = True
-        for trial in range(ev.o.trials):
-            ev.progress(f"check {case.name} trial {trial + 1}/{ev.o.trials}")
+        trials = min(ev.o.trials, EXTREME_TRIALS) if case.kind == "extreme" else ev.o.trials
+        for trial in range(trials):
+            ev.progress(f"check {case.name} trial {trial + 1}/{trials}")
             if trial:
                 mark = time.monotonic()
                 inputs, refs = ev.reference(case.dims, ev.rng.randrange(2**62))
@@ -95,6 +133,9 @@ def check_case(ev: Evaluation, report: EvalReport, case: Case, result: ShapeResu
     finally:
         result.errors = [w for w in worst if w is not None]
         result.wall_s |= spent
+        if cuda:
+            shared = sum(raw.numel() for raw in ins.raws + outs.raws)
+            result.check_peak_bytes = max(0, torch.cuda.max_memory_allocated() - held) + shared
         ins.free()
         outs.free()
 

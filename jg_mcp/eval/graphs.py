@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from jg_mcp.eval.buffers import SharedBinding
+from jg_mcp.eval.memory import free_bytes, graph_ring_bytes, nbytes
 from jg_mcp.eval.messages import Graph, Release
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import EvalReport
@@ -124,10 +125,11 @@ class GraphTimer:
         like = ev.output_like(ev.expected(inputs[0]))
         call_bytes = sum(t.numel() * t.element_size() for t in like)
         baselines = [r["median_ms"] for n, r in self.results.items() if n != "candidate"]
-        fit = p.ring_bytes // max(1, call_bytes)
+        ring = graph_ring_bytes(p.ring_bytes, sum(nbytes(group) for group in inputs), free_bytes(ev.device))
+        fit = ring // max(1, call_bytes)
         calls = replay_calls(n_sets, p.graph_calls, min(baselines, default=math.inf), p.graph_replay_ms, fit)
-        if calls * call_bytes > p.ring_bytes:
-            self.shape.graph_note = f"its {calls} calls' outputs need {calls * call_bytes} B of ring"
+        if calls * call_bytes > ring:
+            self.shape.graph_note = f"its {calls} calls' outputs need {calls * call_bytes} B of ring, over {ring} B"
             return
         self.sets = rotation(calls, n_sets)
         try:

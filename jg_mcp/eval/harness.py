@@ -166,7 +166,10 @@ class Evaluation:
             report.add(f)
         self.extensions = self.restore_build(report)
         self.covers = self.stubbed(report)
-        cases = select_cases(self.goal, self.o.shapes, self.device, self.o.domain_shapes, self.rng, self.o.only)
+        from jg_mcp.eval.memory import free_bytes
+
+        free = free_bytes(self.device)  # before any worker allocates: what the tops may be sized to
+        cases = select_cases(self.goal, self.o.shapes, self.device, self.o.domain_shapes, self.rng, self.o.only, free)
         kinds = ("timed", "smoke") if self.o.timing_on_cpu else ("timed",)
         timed = [c for c in cases if c.kind in kinds] if self.timed() else []
         candidate = self.spawn("candidate")

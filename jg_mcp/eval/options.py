@@ -100,6 +100,10 @@ class EvalOptions(BaseModel):
     """Correctness trials per shape, each with fresh inputs."""
     domain_shapes: int = Field(default=2, ge=0)
     """Untimed shapes drawn from the goal's shape domain (with any, also one at the top of the domain)."""
+    extremes: bool = True
+    """On a GPU, also check the domain's extremes once (jg_mcp/eval/shapes.py `extremes`): its largest corner, or
+    the largest scaled shape that fits half of the free GPU memory, and shapes large in several dimensions at once
+    (correctness only)."""
     timeout_s: float = 300.0
     """Wall-clock limit for each answer from a worker process."""
     total_timeout_s: float = Field(default=1800.0, gt=0)

@@ -27,8 +27,10 @@ microseconds per call are timed under CUDA graphs too, and their speedups are th
 10: the timing parameter `graph_replay_ms`: a graph has as many calls as fill a replay of that long at the fastest
 baseline's per-call time (version 9's had `graph_calls`, 64-100 calls, 1-3 ms per block at rope's decode shapes).
 11: `policy` (open: any language, the default; triton: the Triton-only allow-list) and `sources`, every file of the
-solution with its sha256 (the open policy copies the workspace's source files, not only the solution file), and
-`isolation.stubbed`, the library files (cuBLAS for the GEMM goals) covered by failing stubs in the sandbox.
+solution with its sha256 (the open policy copies the workspace's source files, not only the solution file);
+`isolation.stubbed`, the library files (cuBLAS for the GEMM goals) covered by failing stubs in the sandbox; shapes
+of kind `extreme` with `chosen`, per-shape `check_peak_bytes`, `memory` and `timing_skipped`: buffers are sized to
+the GPU's free memory, and the domain's largest corner is checked where it fits.
 Reports of earlier versions still load (the new fields are optional; one without `policy` was judged by the
 Triton-only policy)."""
 
@@ -161,13 +163,42 @@ class Timing(Strict):
     """Its time under a CUDA graph, where the shape was timed so (`ShapeResult.timed_by`)."""
 
 
+class MemoryPlan(Strict):
+    """How a timed shape's buffers were sized to the GPU's free memory (jg_mcp/eval/memory.py)."""
+
+    free_bytes: int | None
+    """Free GPU memory measured before the shape's buffers were made, the harness's own cache emptied first (None
+    on the CPU, where the timing parameters decide alone)."""
+    budget_bytes: int | None
+    """The share of it all the shape's buffers may take, in the harness and both timing processes."""
+    need_bytes: int
+    """What the chosen counts take by the model of `memory.timed_need`."""
+    input_sets: int
+    """Input sets the timed calls rotate over (the timing parameters' `input_sets`, or fewer where memory is short)."""
+    ring_slots: int
+    """Output ring slots per timing process: the most calls in one block (`max_block` and `ring_bytes`, or fewer)."""
+    fits: bool
+    """Whether `need_bytes` is within `budget_bytes` (always on the CPU)."""
+
+
 class ShapeResult(Strict):
     """Everything measured at one shape."""
 
     name: str
     """Shape label (from the goal, or `domain_N` for a drawn one)."""
-    kind: Literal["timed", "smoke", "domain", "top"]
-    """Where the shape comes from (`top`: the top of the shape domain)."""
+    kind: Literal["timed", "smoke", "domain", "top", "extreme"]
+    """Where the shape comes from (`top`: the top of the shape domain; `extreme`: the domain's largest corner, or
+    shapes large in several dimensions at once, as large as the GPU's memory allows: see `chosen`)."""
+    chosen: str | None = None
+    """How an `extreme` shape was chosen: the memory and work it was held to, and how far it was scaled down."""
+    check_peak_bytes: int | None = None
+    """GPU memory the harness took to check this shape (GPU only): its allocator's peak beyond what it held before
+    (inputs, references, judging) plus the buffers shared with the candidate's process."""
+    memory: MemoryPlan | None = None
+    """How the timing's buffers of this shape were sized to the GPU's free memory (timed shapes)."""
+    timing_skipped: str | None = None
+    """Why this timed shape was not timed: its buffers could not fit the GPU's free memory even at the fewest
+    input sets and ring slots (the numbers say by how much). Its correctness was checked; it has no speedup."""
     dims: dict[str, int]
     """Dimension values."""
     trials: int

@@ -9,12 +9,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from jg_mcp.eval.memory import DEFAULT_PER_BYTE
 from jg_mcp.goals import LoadedGoal
 
 CPU_GROWTH = 2
 """On the CPU (Triton interpreter) a drawn dimension is at most this times the largest smoke value."""
 BEYOND_DRAWS = 2
 """Values drawn per dimension above the largest the goal times (`beyond`)."""
+EXTREME_SHARE = 0.5
+"""An extreme shape's check takes at most this share of the GPU's free memory in the harness (its inputs,
+references, judging and the buffers it shares); the rest is the candidate's process's."""
+EXTREME_DRAWS = 2
+"""Shapes drawn large in several dimensions at once (`extremes`), besides the corner."""
+EXTREME_FLOPS = 16
+"""An extreme shape does at most this times the work of the largest timed shape: its float64 or float32 reference
+runs on the GPU. attention_prefill's corner is 256 times its largest timed shape's flops; on an H100 its three
+extremes at up to 45 times took 13 s of a 31 s eval (three trials each)."""
+EXTREME_LOW = 16
+"""A drawn extreme's dimensions are log-uniform between the domain's maximum over this and the maximum."""
 
 
 @dataclass(frozen=True)
@@ -22,8 +34,10 @@ class Case:
     """One shape to check."""
 
     name: str
-    kind: Literal["timed", "smoke", "domain", "top"]
+    kind: Literal["timed", "smoke", "domain", "top", "extreme"]
     dims: dict[str, int]
+    chosen: str | None = None
+    """How an `extreme` shape was chosen (the report's `ShapeResult.chosen`)."""
 
 
 def draw(goal: LoadedGoal, device: str, rng: random.Random, index: int) -> Case:
@@ -55,23 +69,27 @@ def _legal(value: int, r: object) -> int:
     return max(m * -(-lo // m), min(hi // m * m, value // m * m))
 
 
-def budget(goal: LoadedGoal, device: str) -> Callable[[dict[str, int]], bool]:
+def budget(goal: LoadedGoal, device: str, free: int | None = None) -> Callable[[dict[str, int]], bool]:
     """Whether a shape fits the budget of the checks past the named sizes: on the GPU twice the largest timed
-    shape's flops and bytes, on the CPU 16 times the largest smoke shape's."""
+    shape's flops and bytes, and with the GPU's `free` memory known, a check within EXTREME_SHARE of it at
+    DEFAULT_PER_BYTE per byte moved (on an H100, cross_entropy's T top, 65536 x 16000, took 31 GiB in the harness:
+    its float64 reference); on the CPU 16 times the largest smoke shape's flops and bytes."""
     shapes = goal.goal.smoke_shapes if device == "cpu" else goal.goal.shapes
     scale = CPU_GROWTH**4 if device == "cpu" else 2
     limit_flops = scale * max(goal.flops(s.dims) for s in shapes)
     limit_bytes = scale * max(goal.bytes(s.dims) for s in shapes)
+    if device != "cpu" and free is not None:
+        limit_bytes = min(limit_bytes, EXTREME_SHARE * free / DEFAULT_PER_BYTE)
     return lambda dims: goal.flops(dims) <= limit_flops and goal.bytes(dims) <= limit_bytes
 
 
-def tops(goal: LoadedGoal, device: str) -> list[Case]:
+def tops(goal: LoadedGoal, device: str, free: int | None = None) -> list[Case]:
     """Shapes past the largest ones checked otherwise, one per domain dimension: the shape where the dimension is
     largest, with it grown up to 4x (capped at the domain maximum) and the other dimensions halved until the shape
     fits the `budget`. A kernel wrong only above the sizes the goal names is caught here."""
     g = goal.goal
     shapes = g.smoke_shapes if device == "cpu" else g.shapes
-    fits = budget(goal, device)
+    fits = budget(goal, device, free)
     cases = []
     for name, r in g.shape_domain.items():
         src = dict(max(shapes, key=lambda s: s.dims.get(name, 0)).dims)
@@ -164,10 +182,17 @@ def largest(goal: LoadedGoal, tops: Sequence[Case]) -> list[Case]:
 
 
 def select_cases(
-    goal: LoadedGoal, which: str, device: str, domain_count: int, rng: random.Random, only: Sequence[str] = ()
+    goal: LoadedGoal,
+    which: str,
+    device: str,
+    domain_count: int,
+    rng: random.Random,
+    only: Sequence[str] = (),
+    free: int | None = None,
 ) -> list[Case]:
-    """Timed shapes (skipped on the CPU unless asked for alone), smoke shapes, then drawn domain shapes, the tops,
-    on the CPU the largest values, and the values drawn beyond the timed sizes."""
+    """Timed shapes (skipped on the CPU unless asked for alone), smoke shapes, then drawn domain shapes, the tops
+    (within the GPU's `free` memory, where known), on the CPU the largest values, and the values drawn beyond the
+    timed sizes. The domain's extremes are chosen later, sized by what these checks measured (`extremes`)."""
     g = goal.goal
     cases: list[Case] = []
     if which == "timed" or (which == "all" and device == "cuda"):
@@ -178,6 +203,74 @@ def select_cases(
         cases = [c for c in cases if c.name in only]
     cases += [draw(goal, device, rng, i) for i in range(domain_count)]
     if domain_count:
-        grown = tops(goal, device)
+        grown = tops(goal, device, free)
         cases += grown + (largest(goal, grown) if device == "cpu" else []) + beyond(goal, device, rng)
+    return cases
+
+
+def _scaled(goal: LoadedGoal, top: dict[str, int], s: float) -> dict[str, int]:
+    """`top` with every domain dimension scaled by `s` (to a legal value, at least the domain's minimum)."""
+    return top | {n: _legal(int(top[n] * s), r) for n, r in goal.goal.shape_domain.items()}
+
+
+def _fit(
+    goal: LoadedGoal, top: dict[str, int], fits: Callable[[dict[str, int]], bool], most: float = 1.0
+) -> tuple[dict[str, int], float] | None:
+    """The largest shape that `fits` with every domain dimension of `top` scaled by one factor up to `most` (each
+    capped at its domain maximum), and the factor (bisected: a shape only grows with it); None where even the
+    smallest does not fit."""
+    if fits(_scaled(goal, top, most)):
+        return _scaled(goal, top, most), most
+    lo, hi = 0.0, most
+    if not fits(_scaled(goal, top, lo)):
+        return None
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if fits(_scaled(goal, top, mid)) else (lo, mid)
+    return _scaled(goal, top, lo), lo
+
+
+def extremes(
+    goal: LoadedGoal, free: int, per_byte: float, rng: random.Random, draws: int = EXTREME_DRAWS
+) -> list[Case]:
+    """The domain's extremes, checked once per eval on a GPU (correctness only): its largest corner (every domain
+    dimension at its maximum, the others at the largest timed shape's values) where it fits, else the largest shape
+    with every dimension scaled down by one factor that does; then `draws` shapes large in several dimensions at once
+    (each dimension log-uniform between its maximum / EXTREME_LOW and its maximum: a random aspect; unless the
+    corner fits, every dimension is then scaled by one factor to the largest shape that does, none past its maximum).
+    A shape fits when the harness's memory for it (`per_byte` times the goal's bytes: its inputs, float64 reference,
+    judging and shared buffers, measured on the shapes checked before) is within EXTREME_SHARE of the GPU's `free`
+    memory, and its flops within EXTREME_FLOPS times the largest timed shape's. The drawn and beyond-the-timed
+    shapes are capped near the timed sizes and grow one dimension at a time: a kernel wrong only where several
+    dimensions are large (an int32 offset past 2^31 bytes) is caught here."""
+    g = goal.goal
+    budget = EXTREME_SHARE * free
+    most_flops = EXTREME_FLOPS * max(goal.flops(s.dims) for s in g.shapes)
+
+    def fits(dims: dict[str, int]) -> bool:
+        return per_byte * goal.bytes(dims) <= budget and goal.flops(dims) <= most_flops
+
+    held = (
+        f"within {EXTREME_SHARE:.0%} of the GPU's free {free / 2**30:.1f} GiB at {per_byte:.1f} B per byte moved, "
+        f"and {EXTREME_FLOPS}x the largest timed shape's flops"
+    )
+    base = dict(max(g.shapes, key=lambda s: goal.bytes(s.dims)).dims)
+    corner = base | {n: _legal(r.max, r) for n, r in g.shape_domain.items()}
+    tops = [("corner", corner, "the domain's largest corner (every dimension at its maximum)", 1.0)]
+    for i in range(draws):
+        drawn = dict(corner)
+        for n, r in g.shape_domain.items():
+            low = max(r.min, r.max // EXTREME_LOW)
+            drawn[n] = _legal(round(math.exp(rng.uniform(math.log(low), math.log(r.max)))), r)
+        how = f"each dimension drawn log-uniform in [max/{EXTREME_LOW}, max]"
+        tops.append((f"drawn_{i}", drawn, how, 1.0 if fits(corner) else float(EXTREME_LOW)))
+    cases: list[Case] = []
+    for name, top, how, most in tops:
+        found = _fit(goal, top, fits, most)
+        if found is None or any(c.dims == found[0] for c in cases):
+            continue
+        dims, s = found
+        scaled = "" if s == 1.0 else f", every dimension scaled by {s:.3f} from {top}"
+        chosen = f"{how}{scaled}: {goal.bytes(dims) / 2**30:.2f} GiB moved, {held}"
+        cases.append(Case(name=f"extreme_{name}", kind="extreme", dims=dims, chosen=chosen))
     return cases

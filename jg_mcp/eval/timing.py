@@ -53,10 +53,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from jg_mcp.errors import JgError
-from jg_mcp.eval.buffers import SharedBinding
+from jg_mcp.eval.buffers import OutOfDeviceMemory, SharedBinding
 from jg_mcp.eval.checks import call_findings
 from jg_mcp.eval.clocks import ClockSampler, device_sampler
 from jg_mcp.eval.graphs import time_under_graphs
+from jg_mcp.eval.memory import plan_shape, unfit
 from jg_mcp.eval.messages import Block, BlockDone, Done, Graph, Release, Warm
 from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.process import CandidateGone, WorkerProcess
@@ -211,7 +212,15 @@ class TimingPhase:
                 self.sampler = sampler = device_sampler(self.ev.device)
                 mark = time.monotonic()
                 with sampler or contextlib.nullcontext():
-                    self.time_case(report, case, shape)
+                    try:
+                        self.time_case(report, case, shape)
+                    except (OutOfDeviceMemory, torch.OutOfMemoryError) as short:  # the harness's, never the candidate's
+                        shape.timing_skipped = f"the harness ran out of GPU memory: {str(short)[:300]}"
+                        report.notes.append(f"{case.name}: not timed, {shape.timing_skipped}")
+                        self.cand.thaw()  # it may be stopped while a baseline was timed
+                        for proc in (self.cand, self.base):
+                            proc.send(Release(names=["tin", "ring", "fresh", "gin", "gring"]))
+                            proc.recv()
                 shape.wall_s["time"] = time.monotonic() - mark
                 shape.clocks = sampler.summary() if sampler else None
         except CandidateGone as gone:
@@ -268,11 +277,18 @@ class TimingPhase:
 
     def time_case(self, report: EvalReport, case: Case, shape: ShapeResult) -> None:
         p, ev = self.p, self.ev
-        seeds = [ev.rng.randrange(2**62) for _ in range(p.input_sets)]
-        made = [ev.reference(case.dims, seed) for seed in seeds]
+        seeds = [ev.rng.randrange(2**62)]
+        made = [ev.reference(case.dims, seeds[0])]
+        like = ev.output_like(made[0][1])
+        shape.memory = plan = plan_shape(ev.device, made[0], like, shape.check_peak_bytes, p)
+        if not plan.fits:
+            shape.timing_skipped = unfit(plan)
+            report.notes.append(f"{case.name}: {shape.timing_skipped}")
+            return
+        seeds += [ev.rng.randrange(2**62) for _ in range(plan.input_sets - 1)]
+        made += [ev.reference(case.dims, seed) for seed in seeds[1:]]
         refs = [r for _, r in made]
-        like = ev.output_like(refs[0])
-        slots = max(1, min(p.max_block, p.ring_bytes // max(1, sum(t.numel() * t.element_size() for t in like))))
+        slots = plan.ring_slots
         sides = {side: {n: SharedBinding(n, ev.device) for n in ("tin", "ring", "fresh")} for side in SIDES}
         try:
             for bindings in sides.values():
