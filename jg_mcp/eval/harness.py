@@ -124,11 +124,11 @@ class Evaluation:
         finally:
             for proc in self.procs:
                 self.tails.append(proc.close())
+            self.keep_build()  # before the spare set's close, which removes its work: this eval's work
             if self.spare is not None:
                 self.spare.close()  # what this eval did not need
             if self.isolation.sandbox == "none":
                 sweep(self.token)
-            self.keep_build()
             shutil.rmtree(self.work, ignore_errors=True)
 
     def _run(self, start: float) -> EvalReport:

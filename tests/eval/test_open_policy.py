@@ -85,6 +85,30 @@ def test_a_repeat_eval_of_the_same_sources_does_not_build_again(cache, tmp_path)
 
 
 @pytest.mark.slow
+@needs_gxx
+@needs_bwrap
+def test_an_eval_that_took_the_processes_started_ahead_keeps_its_build(cache, tmp_path):
+    """Evals in a row take the processes (and the work directory) the eval before started for them; the spare set's
+    close removes that directory, so the build is kept before it (on an H100 no eval that took spares kept one)."""
+    from jg_mcp.eval import EvalOptions, evaluate
+    from jg_mcp.eval.spares import Spares
+
+    options = {"device": "cpu", "shapes": "smoke", "domain_shapes": 0, "timeout_s": 400.0, "isolation": "bwrap"}
+    triton_ws, native_ws = tmp_path / "triton", tmp_path / "native"
+    triton_ws.mkdir()
+    shutil.copytree(NATIVE / "axpy_cpp", native_ws)
+    (triton_ws / "solution.py").write_text(
+        "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.add(y, x * alpha)\n"
+    )
+    with Spares() as spares:
+        evaluate(EvalOptions(goal=DEMO_GOAL, workspace=triton_ws, **options), spares=spares)
+        report = evaluate(EvalOptions(goal=DEMO_GOAL, workspace=native_ws, **options), spares=spares)
+        assert spares.taken == 1
+    assert report.accepted, [f.detail for f in report.findings]
+    assert list((cache / "extensions").rglob("*.so")), "the build of an eval that took spares was not kept"
+
+
+@pytest.mark.slow
 def test_the_triton_policy_still_refuses_native_code(tmp_path):
     report = eval_solution(NATIVE / "axpy_cpp" / "solution.py", DEMO_GOAL, tmp_path, device="cpu", policy="triton")
     assert report.policy == "triton"
