@@ -78,6 +78,7 @@ COMMANDS = {
     "jg_mcp.commands.run": ("run", ["run", "--agent", "scripted", "--goal", "axpy"]),
     "jg_mcp.commands.campaign": ("run", ["campaign", "c.yaml"]),
     "jg_mcp.commands.table": ("run", ["table", "runs"]),
+    "jg_mcp.commands.mark": ("run", ["mark", "runs/r", "--hack", "--note", "n"]),
 }
 
 

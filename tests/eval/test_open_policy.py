@@ -74,25 +74,25 @@ def test_a_repeat_eval_of_the_same_sources_does_not_build_again(cache, tmp_path)
     solution = NATIVE / "softmax_cpp" / "solution.py"
     first = eval_solution(solution, "softmax", tmp_path / "1", device="cpu", **BUILDS)
     assert first.accepted, [f.detail for f in first.findings]
-    (kept,) = (cache / "extensions").iterdir()
-    (library,) = kept.rglob("*.so")
+    (library,) = (cache / "extensions").rglob("softmax_rows*.so")  # the module's other tests keep builds there too
     built = library.stat().st_mtime_ns
     second = eval_solution(solution, "softmax", tmp_path / "2", device="cpu", **BUILDS)
     assert second.accepted, [f.detail for f in second.findings]
-    (again,) = (cache / "extensions").iterdir()
-    assert again == kept
-    assert next(again.rglob("*.so")).stat().st_mtime_ns == built, "the second eval built the library again"
+    (again,) = (cache / "extensions").rglob("softmax_rows*.so")
+    assert again == library
+    assert again.stat().st_mtime_ns == built, "the second eval built the library again"
 
 
 @pytest.mark.slow
 @needs_gxx
 @needs_bwrap
-def test_an_eval_that_took_the_processes_started_ahead_keeps_its_build(cache, tmp_path):
+def test_an_eval_that_took_the_processes_started_ahead_keeps_its_build(tmp_path, monkeypatch):
     """Evals in a row take the processes (and the work directory) the eval before started for them; the spare set's
     close removes that directory, so the build is kept before it (on an H100 no eval that took spares kept one)."""
     from jg_mcp.eval import EvalOptions, evaluate
     from jg_mcp.eval.spares import Spares
 
+    monkeypatch.setenv("JG_MCP_CACHE", str(tmp_path / "cache"))  # a cache no other test kept a build in
     options = {"device": "cpu", "shapes": "smoke", "domain_shapes": 0, "timeout_s": 400.0, "isolation": "bwrap"}
     triton_ws, native_ws = tmp_path / "triton", tmp_path / "native"
     triton_ws.mkdir()
@@ -105,7 +105,7 @@ def test_an_eval_that_took_the_processes_started_ahead_keeps_its_build(cache, tm
         report = evaluate(EvalOptions(goal=DEMO_GOAL, workspace=native_ws, **options), spares=spares)
         assert spares.taken == 1
     assert report.accepted, [f.detail for f in report.findings]
-    assert list((cache / "extensions").rglob("*.so")), "the build of an eval that took spares was not kept"
+    assert list((tmp_path / "cache" / "extensions").rglob("*.so")), "the build of an eval that took spares was not kept"
 
 
 @pytest.mark.slow
