@@ -93,6 +93,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="open: any language, several files, native code built from the workspace's sources (default); "
         "triton: the Triton-only allow-list of one Python file (for competitions)",
     )
+    p.add_argument(
+        "--isolation",
+        choices=["auto", "bwrap", "bwrap-unfiltered", "none"],
+        default="auto",
+        help="the candidate's sandbox: bwrap with its seccomp filter (auto: a plain process only where bubblewrap is "
+        "not installed and this is not root), bwrap without the filter, or a plain process (none)",
+    )
     p.add_argument("--do-bench", action="store_true", help="cross-check baselines with triton.testing.do_bench")
     p.add_argument("--json", type=Path, help="write the JSON report here")
     p.add_argument("--markdown", type=Path, help="write the Markdown report here")
@@ -130,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
         timing={"budget_s": args.timing_budget} if args.timing_budget else {},
         do_bench=args.do_bench,
         policy=args.policy,
+        isolation=args.isolation,
     )
     bar = Bar()
     try:

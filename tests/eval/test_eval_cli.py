@@ -154,3 +154,16 @@ def test_an_eval_that_fails_without_a_verdict_exits_3_never_1_a_rejection(tmp_pa
     err = capsys.readouterr().err
     assert "no verdict: the eval failed: FileNotFoundError: No usable temporary directory" in err
     assert "Traceback" not in err
+
+
+def test_the_policy_and_the_isolation_chosen_on_the_command_line_judge_and_are_reported(tmp_path):
+    ws = _workspace(tmp_path, SOLUTIONS / "gemm_fp8" / "solution.py")
+    out = tmp_path / "r.json"
+    argv = ["eval", "--goal", str(GOALS / "gemm_fp8.yaml"), "--workspace", str(ws), "--shapes", "smoke"]
+    argv += ["--domain-shapes", "0", "--device", "cpu", "--json", str(out)]
+    assert main([*argv, "--policy", "triton", "--isolation", "none"]) == 0
+    report = EvalReport.model_validate(json.loads(out.read_text()))
+    assert report.policy == "triton" and report.isolation.sandbox == "none"
+    assert main(argv) == 0
+    report = EvalReport.model_validate(json.loads(out.read_text()))
+    assert report.policy == "open" and [s.path for s in report.sources] == ["solution.py"]
