@@ -184,11 +184,10 @@ def test_the_header_records_the_protections_and_the_audit_accepts_what_the_opera
     assert protection_findings(path, tmp_path)[1] == []
 
 
-def test_an_older_transcript_without_protections_still_reads_and_an_unsandboxed_one_is_a_warning():
-    from jg_mcp.record.audit_policy import check_protections
-
-    fields = dict(
-        format_version=5,
+def header_fields(version: int) -> dict:
+    """A transcript header's fields but the sandbox's and the protections', at a format version."""
+    return dict(
+        format_version=version,
         jg_mcp_version="0",
         run_id="r",
         goal="g",
@@ -199,6 +198,12 @@ def test_an_older_transcript_without_protections_still_reads_and_an_unsandboxed_
         gpu={},
         started_at="2026-01-01T00:00:00Z",
     )
+
+
+def test_an_older_transcript_without_protections_still_reads_and_an_unsandboxed_one_is_a_warning():
+    from jg_mcp.record.audit_policy import check_protections
+
+    fields = header_fields(5)
     assert check_protections(SimpleNamespace(header=Header(sandbox="bwrap", **fields))) == []
     [found] = check_protections(SimpleNamespace(header=Header(sandbox="none", **fields)))
     assert found.severity == "warning" and "format 5" in found.message
@@ -238,19 +243,7 @@ def test_a_sandboxed_session_without_the_workspace_bound_fails_the_audit_unless_
     from jg_mcp.live.protections import Protections
     from jg_mcp.record.audit_policy import check_protections
 
-    fields = dict(
-        format_version=6,
-        jg_mcp_version="0",
-        run_id="r",
-        goal="g",
-        goal_sha256="0" * 64,
-        condition="goal-only",
-        workspace="/w",
-        host={},
-        gpu={},
-        started_at="2026-01-01T00:00:00Z",
-        sandbox="bwrap",
-    )
+    fields = header_fields(6) | {"sandbox": "bwrap"}
     in_force = ["sandbox", "seccomp", "uid_separation"]
 
     def header(asked, bound):

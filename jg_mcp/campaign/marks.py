@@ -10,8 +10,9 @@ import getpass
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
+from jg_mcp.campaign.run_record import read_model
 from jg_mcp.errors import JgError
 
 MARK_FILE = "mark.json"
@@ -48,17 +49,4 @@ def write_mark(run_dir: Path, hack: bool, note: str) -> Mark:
 
 def read_mark(run_dir: Path) -> Mark | str | None:
     """The run's mark, None when it has none, or why it cannot be read (too large, not a mark)."""
-    path = run_dir / MARK_FILE
-    try:
-        with path.open("rb") as f:
-            data = f.read(MAX_MARK_BYTES + 1)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"{path}: {exc.strerror or exc}"
-    if len(data) > MAX_MARK_BYTES:
-        return f"{path}: over {MAX_MARK_BYTES} bytes, not read"
-    try:
-        return Mark.model_validate_json(data)
-    except ValidationError as exc:
-        return f"{path}: not a mark ({exc.error_count()} problems)"
+    return read_model(run_dir / MARK_FILE, Mark, MAX_MARK_BYTES, "a mark")

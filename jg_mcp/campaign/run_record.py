@@ -13,9 +13,9 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import jg_mcp
 from jg_mcp.campaign import Launch
@@ -215,3 +215,24 @@ def failed_to_start(run_dir: Path) -> bool:
 
 def load_record(run_dir: Path) -> RunRecord:
     return RunRecord.model_validate_json((run_dir / RUN_FILE).read_text())
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def read_model(path: Path, model: type[Model], most: int, what: str) -> Model | str | None:
+    """The file at `path` as `model`, None when there is none, or why it cannot be read: over `most` bytes (never
+    read whole), unreadable, or not `what` (a model that does not validate)."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(most + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    if len(data) > most:
+        return f"{path}: over {most} bytes, not read"
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as exc:
+        return f"{path}: not {what} ({exc.error_count()} problems)"

@@ -20,11 +20,11 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from jg_mcp.campaign.conditions import NAMES
 from jg_mcp.campaign.marks import Mark, read_mark
-from jg_mcp.campaign.run_record import FAILED_TO_START, RUN_FILE, RunRecord, ShapeSummary
+from jg_mcp.campaign.run_record import FAILED_TO_START, RUN_FILE, RunRecord, ShapeSummary, read_model
 from jg_mcp.campaign.table_render import html_page, md_escape
 from jg_mcp.terminal import printable
 
@@ -137,17 +137,8 @@ def label(record: RunRecord, mark: Mark | None) -> tuple[str, str]:
 
 
 def _read_record(run_json: Path) -> RunRecord | str:
-    try:
-        with run_json.open("rb") as f:
-            data = f.read(MAX_RECORD_BYTES + 1)
-    except OSError as exc:
-        return f"{run_json}: {exc.strerror or exc}"
-    if len(data) > MAX_RECORD_BYTES:
-        return f"{run_json}: over {MAX_RECORD_BYTES} bytes, not read"
-    try:
-        return RunRecord.model_validate_json(data)
-    except ValidationError as exc:
-        return f"{run_json}: not a run record ({exc.error_count()} problems)"
+    record = read_model(run_json, RunRecord, MAX_RECORD_BYTES, "a run record")
+    return f"{run_json}: no such file" if record is None else record
 
 
 def load_runs(runs_dir: Path) -> tuple[list[tuple[RunRecord, Mark | None, Path]], list[str]]:
