@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from jg_mcp.campaign.conditions import CONDITIONS
+from jg_mcp.record.conditions import CONDITIONS
 from tests.support import node_tool, serve_argv
 
 pytestmark = pytest.mark.slow

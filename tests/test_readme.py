@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from jg_mcp.campaign.conditions import CONDITIONS
+from jg_mcp.record.conditions import CONDITIONS
 from tests.support import REPO, demo_dir, demo_run, node_tool
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]

@@ -9,7 +9,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from jg_mcp.campaign.conditions import CONDITIONS
+from jg_mcp.record.conditions import CONDITIONS
 from jg_mcp.record.reading import read_transcript
 from jg_mcp.record.transcript import COMMAND_BLOB_CAP, WRITE_BLOB_CAP
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from jg_mcp.campaign.conditions import NAMES
 from jg_mcp.campaign.run import Plan, RunSpec
 from jg_mcp.errors import JgError, UsageError
+from jg_mcp.record.conditions import NAMES
 from jg_mcp.schema_errors import first_problem
 
 

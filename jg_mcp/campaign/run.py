@@ -28,7 +28,6 @@ from jg_mcp.campaign import RunInputs
 from jg_mcp.campaign.agent_account import violations
 from jg_mcp.campaign.agents import make_agent, mcp_config
 from jg_mcp.campaign.budget import Budget
-from jg_mcp.campaign.conditions import NAMES, agent_instruction, check_transcript
 from jg_mcp.campaign.preflight import gpu_problem
 from jg_mcp.campaign.run_record import (
     FAILED_TO_START,
@@ -55,6 +54,7 @@ from jg_mcp.errors import EvalReportError, UsageError
 from jg_mcp.live.places import check_place, make_private_dir
 from jg_mcp.live.session import host_info, now_iso
 from jg_mcp.record.audit import read_eval_report
+from jg_mcp.record.conditions import NAMES, agent_instruction, check_transcript
 
 logger = log.get("jg_mcp.run")
 CLOSE_WAIT_S = 15.0

@@ -21,6 +21,7 @@ from pathlib import Path
 import anyio
 
 import jg_mcp
+from jg_mcp.goals import DEMO_GOALS
 
 SOLUTIONS = Path(jg_mcp.__file__).resolve().parent.parent / "eval" / "solutions"
 """Known-good solutions, one directory per goal name."""
@@ -33,9 +34,7 @@ STALL_S = 600
 def known_good(goal_name: str) -> dict[str, str]:
     """The goal's known-good solution as workspace path -> content; empty when there is none."""
     if goal_name == "axpy":
-        from jg_mcp.commands.demo import SOLUTION
-
-        return {"solution.py": SOLUTION}
+        return {"solution.py": (DEMO_GOALS / "axpy_solution.py").read_text()}
     folder = SOLUTIONS / goal_name
     if not folder.is_dir():
         return {}

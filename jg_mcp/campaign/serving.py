@@ -1,39 +1,11 @@
-"""What `jg-mcp serve` takes from campaigns: the --condition and budget flags, and `apply`, which adds the
-condition's extras and the budget middleware to the built server. Light at import: `jg-mcp --help`
-registers these flags without the MCP SDK."""
+"""What `jg-mcp serve` takes from campaigns: `apply`, which adds the condition's extras and the budget middleware
+to the built server (its --condition and budget flags are `jg_mcp.commands.serve`'s). Light at import: the MCP SDK
+is imported only when a server is built."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
-
-from jg_mcp.campaign.conditions import NAMES
-from jg_mcp.commands.arguments import positive_float, positive_int
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--condition",
-        choices=NAMES,
-        default="goal-only",
-        help="the named condition: goal-only "
-        "(default), eval-tool (an `evaluate` tool), knowledge (a notes resource), workflow (a plan "
-        "prompt); recorded in the transcript header",
-    )
-    p.add_argument(
-        "--budget-minutes",
-        type=positive_float,
-        metavar="M",
-        help="wall-clock budget from the first request; "
-        "after it every tool call is refused and the session closes (default: none)",
-    )
-    p.add_argument("--max-tool-calls", type=positive_int, metavar="N", help="most tool calls answered (default: none)")
-    p.add_argument(
-        "--max-command-seconds",
-        type=positive_float,
-        metavar="S",
-        help="most seconds spent in run_command, summed (default: none)",
-    )
 
 
 def apply(server: Any, loaded: Any, pool: Any, args: argparse.Namespace) -> Any:

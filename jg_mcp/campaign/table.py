@@ -22,10 +22,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from jg_mcp.campaign.conditions import NAMES
 from jg_mcp.campaign.marks import Mark, read_mark
 from jg_mcp.campaign.run_record import FAILED_TO_START, RUN_FILE, RunRecord, ShapeSummary, read_model
 from jg_mcp.campaign.table_render import html_page, md_escape
+from jg_mcp.record.conditions import NAMES
 from jg_mcp.terminal import printable
 
 MAX_RECORD_BYTES = 4 * 1024 * 1024

@@ -23,6 +23,7 @@ from jg_mcp.live.protections import unsandboxed
 from jg_mcp.live.sandbox import MODES, Bwrap, NoSandbox, Sandbox, SandboxLimits
 from jg_mcp.live.sandbox_probe import choose
 from jg_mcp.live.session import CLOSE_WAIT_S, Session, new_run_id
+from jg_mcp.record.conditions import NAMES
 from jg_mcp.record.keys import read_key
 
 if TYPE_CHECKING:
@@ -165,8 +166,34 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the transcript key: every event then carries an HMAC, and `jg-mcp audit --key-file F` detects "
         "a transcript re-chained by anyone without the key; keep it where commands cannot read it",
     )
-    serving.add_arguments(p)
+    campaign_arguments(p)
     p.set_defaults(func=run)
+
+
+def campaign_arguments(p: argparse.ArgumentParser) -> None:
+    """The --condition and budget flags, which `jg_mcp.campaign.serving.apply` reads."""
+    p.add_argument(
+        "--condition",
+        choices=NAMES,
+        default="goal-only",
+        help="the named condition: goal-only "
+        "(default), eval-tool (an `evaluate` tool), knowledge (a notes resource), workflow (a plan "
+        "prompt); recorded in the transcript header",
+    )
+    p.add_argument(
+        "--budget-minutes",
+        type=positive_float,
+        metavar="M",
+        help="wall-clock budget from the first request; "
+        "after it every tool call is refused and the session closes (default: none)",
+    )
+    p.add_argument("--max-tool-calls", type=positive_int, metavar="N", help="most tool calls answered (default: none)")
+    p.add_argument(
+        "--max-command-seconds",
+        type=positive_float,
+        metavar="S",
+        help="most seconds spent in run_command, summed (default: none)",
+    )
 
 
 def hidden_dirs(loaded: LoadedGoal, args: argparse.Namespace) -> list[Path]:

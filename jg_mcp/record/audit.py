@@ -17,12 +17,12 @@ from pathlib import Path
 from pydantic import ValidationError
 
 import jg_mcp
-from jg_mcp.campaign.conditions import check_transcript
 from jg_mcp.errors import EvalReportError, GoalError
 from jg_mcp.eval import EvalReport
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
 from jg_mcp.record.audit_policy import check_policy
 from jg_mcp.record.audit_report import AuditReport, CommandRun, FileWrite, Finding, Summary
+from jg_mcp.record.conditions import check_transcript
 from jg_mcp.record.events import SUMMARISED, Notice
 from jg_mcp.record.integrity import authenticity_problems, blob_problems, diagnose
 from jg_mcp.record.steps import END, Record, load_record, state_at

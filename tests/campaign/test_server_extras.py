@@ -8,12 +8,12 @@ import anyio
 import pytest
 from mcp import Client
 
-from jg_mcp.campaign import budget, conditions, serving
+from jg_mcp.campaign import budget, serving
 from jg_mcp.commands.demo import SOLUTION
 from jg_mcp.goals import load_goal
 from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session
-from jg_mcp.record import audit
+from jg_mcp.record import audit, conditions
 from jg_mcp.record.reading import read_transcript
 from tests.support import DEMO_GOAL
 
