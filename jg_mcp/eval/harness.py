@@ -26,7 +26,8 @@ import torch
 import jg_mcp
 from jg_mcp import log
 from jg_mcp.errors import JgError
-from jg_mcp.eval.compile_cache import baseline_dir, baseline_env, copy_build, extensions_dir
+from jg_mcp.eval.builds import build_key, compiled_a_kernel, keep, place, restore
+from jg_mcp.eval.compile_cache import baseline_dir, baseline_env
 from jg_mcp.eval.compile_cache import root as cache_root
 from jg_mcp.eval.correctness import correctness
 from jg_mcp.eval.isolation import NOBODY, choose, prepare
@@ -49,31 +50,6 @@ from jg_mcp.goals import LoadedGoal
 
 _log = log.get("jg_mcp.eval")
 Progress = Callable[[str], None]
-
-
-SOURCE_TIME = 946684800
-"""The modification time of every copied source file (2000-01-01): the same in every eval, so a kept build of the
-same sources (`restore_build`) is older than nothing it was built from, and torch's builder (ninja, which compares
-times) does not build it again; sources that differ in content have another key, and so another build."""
-KERNEL_FILES = (".cubin", ".hsaco", ".cuda.o", ".fatbin")
-"""What compiling a GPU kernel leaves in the eval's cache: Triton's `.cubin` (`.hsaco` on ROCm), and the device code
-objects torch's extension builder has nvcc make (`NAME.cuda.o`) or a build makes by hand (`.fatbin`)."""
-
-
-def compiled_a_kernel(cache: Path, most: int = 100_000) -> bool:
-    """Whether the candidate's processes compiled a GPU kernel (KERNEL_FILES) into the eval's own cache (Triton's and
-    torch's extension builds), made empty for this eval or holding only the kept build of these very sources, which
-    every kernel a candidate launches passes through: read on the host once they have ended, where no candidate code
-    runs, looking at no more than `most` entries (no links followed). A floor, not proof of work: a candidate can
-    compile a kernel it does not use."""
-    seen = 0
-    for _, dirs, files in os.walk(cache):
-        if any(f.endswith(KERNEL_FILES) for f in files):
-            return True
-        seen += len(dirs) + len(files)
-        if seen > most:
-            return True  # too many entries to read: not judged, rather than a rejection by count
-    return False
 
 
 class Evaluation:
@@ -136,16 +112,9 @@ class Evaluation:
         rel = self.o.solution or g.solution.file
         files = read_sources(self.o.workspace, rel, everything=self.o.policy == "open")
         data = files[0].data
-        copied = self.work / "solution" / "solution.py"
-        copied.parent.mkdir(exist_ok=True)  # a spare set's work holds both already
-        (self.work / "cache").mkdir(exist_ok=True)
-        copied.write_bytes(data)
-        os.utime(copied, (SOURCE_TIME, SOURCE_TIME))
-        for extra in files[1:]:
-            (copied.parent / extra.path).parent.mkdir(parents=True, exist_ok=True)
-            (copied.parent / extra.path).write_bytes(extra.data)
-            os.utime(copied.parent / extra.path, (SOURCE_TIME, SOURCE_TIME))
-        prepare(copied.parent, self.work / "cache")
+        place(files, self.work / "solution")
+        (self.work / "cache").mkdir(exist_ok=True)  # a spare set's work holds it already
+        prepare(self.work / "solution", self.work / "cache")
         report = EvalReport(
             goal=g.name,
             goal_sha256=self.goal.sha256(),
@@ -252,20 +221,12 @@ class Evaluation:
         return found
 
     def restore_build(self, report: EvalReport) -> Path | None:
-        """Put the native build kept for these very sources (`compile_cache.extensions_dir`) where the candidate's
-        torch builds (the cache's torch_extensions), so a repeat eval does not compile again; returns where the build
-        is to be kept after this eval, or None (the Triton-only policy builds nothing native)."""
+        """The native build kept for these very sources, put where the candidate's torch builds (`builds.restore`);
+        returns where this eval's build is kept after it, or None (the Triton-only policy builds nothing native)."""
         if self.o.policy != "open":
             return None
-        key = hashlib.sha256(
-            "\n".join(
-                [torch.__version__, report.environment.gpu or "cpu", *(f"{s.path} {s.sha256}" for s in report.sources)]
-            ).encode()
-        ).hexdigest()[:32]
-        kept = extensions_dir(key)
-        if kept is not None and any(kept.iterdir()):
-            copy_build(kept, self.work / "cache" / "torch_extensions", NOBODY if os.geteuid() == 0 else None)
-        return kept
+        key = build_key(torch.__version__, report.environment.gpu, report.sources)
+        return restore(key, self.work / "cache" / "torch_extensions", NOBODY if os.geteuid() == 0 else None)
 
     def stubbed(self, report: EvalReport) -> tuple[tuple[str, str], ...]:
         """Stubs for the cuBLAS files, where the goal forbids a GEMM and the candidate runs sandboxed on a GPU
@@ -278,11 +239,8 @@ class Evaluation:
         return tuple((str(stub), str(real)) for stub, real in pairs)
 
     def keep_build(self) -> None:
-        """Keep what the candidate's sandbox built for the next eval of the same sources (`restore_build`)."""
-        built = self.work / "cache" / "torch_extensions"
-        if self.extensions is not None and built.is_dir() and any(built.iterdir()):
-            shutil.rmtree(self.extensions, ignore_errors=True)
-            copy_build(built, self.extensions)
+        """Keep what the candidate's sandbox built for the next eval of the same sources (`builds.keep`)."""
+        keep(self.work / "cache" / "torch_extensions", self.extensions)
 
     def end(self, proc: WorkerProcess, report: EvalReport) -> None:
         """End a worker once its part is done: the correctness process (and its sandbox, with anything the candidate
