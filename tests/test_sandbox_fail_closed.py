@@ -65,7 +65,7 @@ def test_auto_refuses_to_start_when_an_installed_bwrap_cannot_sandbox(tmp_path):
     assert done.returncode == 1, done.stderr
     [line] = done.stderr.splitlines()
     assert "bubblewrap cannot sandbox here" in line and "Permission denied" in line and "--sandbox none" in line
-    assert not list((tmp_path / "tr").glob("*.jsonl")) if (tmp_path / "tr").exists() else True
+    assert not list((tmp_path / "tr").glob("*.jsonl")), "a refused server records no session"
 
 
 @pytest.mark.skipif(not ROOT, reason="mounting a file system needs root")
@@ -123,12 +123,14 @@ def test_an_agent_that_filled_the_runs_file_system_leaves_the_next_server_sandbo
     more = write_as_nobody("more", "bs=4k", "count=1")
     assert b"No space left on device" in more, "the file system is not full for an unprivileged uid"
     (disk / "runs").mkdir()
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "jg_mcp", "serve", "--goal", str(GEMM_FP8), "--runs", str(disk / "runs")]
-        + ["--transcripts", str(tmp_path / "tr")],
-        env=dict(os.environ),
-    )
+    serve = [sys.executable, "-m", "jg_mcp", "serve", "--goal", str(GEMM_FP8), "--runs", str(disk / "runs")]
+    serve += ["--transcripts", str(tmp_path / "tr")]
+    # With the workspace's own file system (the default), its space cannot be reserved on the full disk: refused.
+    refused = subprocess.run(serve, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert refused.returncode != 0 and "--unbounded-workspace" in refused.stderr, refused.stderr[-2000:]
+    assert not list((tmp_path / "tr").glob("*.jsonl")), "a refused server records no session"
+    # Without that bound, the probe (on a memory file system) still finds the sandbox working.
+    params = StdioServerParameters(command=serve[0], args=[*serve[1:], "--unbounded-workspace"], env=dict(os.environ))
     [result] = anyio.run(run_script, params, [call("run_command", command="id -u")], 120)
     assert result.ok, result.text
     assert result.structured["stdout"].strip() != "0", "the agent's command ran as root"

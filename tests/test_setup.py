@@ -65,13 +65,13 @@ def run_setup(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.Comple
 def test_the_demo_setup_installs_nothing_only_the_tests_need_which_tests_adds(tmp_path):
     done, log = run_setup(tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "apt-get install -y -qq bubblewrap" in log and not any("chromium" in line for line in log)
+    assert "apt-get install -y -qq bubblewrap e2fsprogs" in log and not any("chromium" in line for line in log)
     assert "python3 -m venv .venv" in log
     assert "python -m pip install -q torch==2.13.0" in log
     assert log[-1] == "python -m pip install -q -e ."
     done, log = run_setup(tmp_path / "tests", "--tests")
     assert done.returncode == 0, done.stderr
-    assert "apt-get install -y -qq bubblewrap chromium" in log
+    assert "apt-get install -y -qq bubblewrap e2fsprogs chromium" in log
     assert log[-1] == "python -m pip install -q -e .[test,ray]"
 
 

@@ -154,7 +154,7 @@ def test_the_table_takes_linear_time_in_its_runs():
         table.markdown(t), table.to_html(t), table.to_csv(t)
         return time.perf_counter() - start
 
-    small, large = seconds(2000), seconds(8000)
+    small, large = min(seconds(2000) for _ in range(3)), min(seconds(8000) for _ in range(3))  # least noise of three
     assert large < 8 * small + 0.5, (small, large)
 
 
