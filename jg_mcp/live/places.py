@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from jg_mcp.errors import JgError, UsageError
@@ -47,12 +48,17 @@ def _check_chain(path: Path, what: str, place: Path) -> None:
 def check_own(path: Path, what: str, st: os.stat_result) -> None:
     """An existing directory the session writes and hands to its sandbox: a real directory (not a link), ours,
     and writable by nobody else."""
+    _owned(path, what, st, stat.S_ISDIR, "a directory", "server")
+
+
+def _owned(path: Path, what: str, st: os.stat_result, is_kind: Callable[[int], bool], kind: str, who: str) -> None:
+    """An existing entry is no link, is of its `kind`, is ours (this `who`'s uid) and nobody else can write it."""
     if stat.S_ISLNK(st.st_mode):
         raise _refuse(what, path, "is a symbolic link")
-    if not stat.S_ISDIR(st.st_mode):
-        raise _refuse(what, path, "is not a directory")
+    if not is_kind(st.st_mode):
+        raise _refuse(what, path, f"is not {kind}")
     if st.st_uid != os.geteuid():
-        raise _refuse(what, path, f"belongs to uid {st.st_uid}, not to this server's uid {os.geteuid()}")
+        raise _refuse(what, path, f"belongs to uid {st.st_uid}, not to this {who}'s uid {os.geteuid()}")
     if st.st_mode & 0o022:
         raise _refuse(what, path, f"is writable by other users (mode {stat.S_IMODE(st.st_mode):o})")
 
@@ -91,14 +97,7 @@ def check_output(path: Path, what: str) -> None:
         st = os.lstat(path)
     except FileNotFoundError:
         return
-    if stat.S_ISLNK(st.st_mode):
-        raise _refuse(what, path, "is a symbolic link")
-    if not stat.S_ISREG(st.st_mode):
-        raise _refuse(what, path, "is not a regular file")
-    if st.st_uid != os.geteuid():
-        raise _refuse(what, path, f"belongs to uid {st.st_uid}, not to this command's uid {os.geteuid()}")
-    if st.st_mode & 0o022:
-        raise _refuse(what, path, f"is writable by other users (mode {stat.S_IMODE(st.st_mode):o})")
+    _owned(path, what, st, stat.S_ISREG, "a regular file", "command")
 
 
 def write_output(path: Path, data: str | bytes, what: str) -> None:
