@@ -157,13 +157,14 @@ class GraphTimer:
                 for binding in side.values():
                     binding.free()
 
-    def message(self, name: str, replays: int, keep: bool) -> Graph:
-        return Graph(fn=name, inputs="gin", sets=self.sets, replays=replays, ring="gring" if keep else None)
+    def message(self, name: str, replays: int) -> Graph:
+        """Every replay block has the one form (capture, lead, timed, fresh): the candidate cannot tell which count."""
+        return Graph(fn=name, inputs="gin", sets=self.sets, replays=replays, ring="gring")
 
     def capture(self) -> str | None:
         """Every callable captures its graph and replays it once; why not, where one could not."""
         for name in self.t.names:
-            done, _ = self.t.exchange(name, self.message(name, 1, keep=False))
+            done, _ = self.t.exchange(name, self.message(name, 1))
             if done.error is not None and not any(h.reason == Reason.FORBIDDEN_CALL for h in done.hints):
                 return f"{name} could not be captured in a CUDA graph: {done.error[-500:]}"
             ran = self.t.ran(name, done, 0.0, 1)
@@ -172,8 +173,8 @@ class GraphTimer:
                     self.report.add(f.model_copy(update={"shape": self.case.name}))
         return None
 
-    def block(self, name: str, replays: int, keep: bool) -> Any:
-        return self.t.ran(name, *self.t.exchange(name, self.message(name, replays, keep)), replays)
+    def block(self, name: str, replays: int) -> Any:
+        return self.t.ran(name, *self.t.exchange(name, self.message(name, replays)), replays)
 
     def rounds(self, refs: References) -> dict[str, dict[str, Any]]:
         p, t, calls = self.p, self.t, len(self.sets)
@@ -185,10 +186,14 @@ class GraphTimer:
         lead = lead_replays([r["median_ms"] for r in self.results.values()], calls, p.lead_ms)
         for turn in range(p.graph_rounds):
             for name in t.names if turn % 2 == 0 else t.names[::-1]:
-                hints = self.block(name, lead, keep=False).hints
                 if name == "candidate":
                     own["gring"].poison()
-                ran = self.block(name, p.graph_replays, keep=True)
+                hints = self.block(name, lead).hints
+                if name == "candidate" and t.pick.random() < p.spot_check_p:  # judged as often as a timed block
+                    spot_check(t.pick, self.ev.tol, self.report, self.case, self.shape, own["gring"], refs, self.sets)
+                if name == "candidate":
+                    own["gring"].poison()
+                ran = self.block(name, p.graph_replays)
                 per_call[name] += ran.times
                 device[name].append(sum(ran.times) * calls)
                 unaccounted[name].append(ran.host_ms - device[name][-1])
@@ -228,7 +233,7 @@ class GraphTimer:
         for name in t.names if t.pick.random() < 0.5 else t.names[::-1]:
             if name == "candidate":
                 own["gring"].poison()
-            ran = self.block(name, 1, keep=True)
+            ran = self.block(name, 1)
             times[name] = ran.times[0]
             if name == "candidate":
                 check_inputs(self.report, self.case, self.shape, ran.hints, own["gin"], pristine)

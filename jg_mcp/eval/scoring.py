@@ -49,13 +49,17 @@ def floor_ms(flops: float, nbytes: float, peak_tflops: float, peak_tbps: float) 
     return max(flops / (peak_tflops * 1e12), nbytes / (peak_tbps * 1e12)) * 1e3
 
 
-def escaped(candidate: Timing, baselines: dict[str, Timing], share: float = 0.15) -> str | None:
-    """Why the harness's clock contradicts the candidate's reported times, else None (see TimingParams.escape_share)."""
+def escaped(candidate: Timing, baselines: dict[str, Timing], share: float = 0.15, pad_ms: float = 0.0) -> str | None:
+    """Why the harness's clock contradicts the candidate's reported times, else None (see TimingParams.escape_share).
+    The margin is a share of the candidate's median or of the baselines' own unaccounted time less the shape's pad:
+    the pad follows the slowest host a callable reports, so a candidate could raise it at will, and a margin that
+    grew with it would let reported times shrink by as much."""
     if candidate.unaccounted_ms is None:
         return None
     theirs = [b.unaccounted_ms for b in baselines.values() if b.unaccounted_ms is not None]
     excess = candidate.unaccounted_ms - max(theirs, default=0.0)
-    if excess <= max(UNACCOUNTED_MIN_MS, share * max([candidate.median_ms, *theirs])):
+    own = max(0.0, max(theirs, default=0.0) - pad_ms)
+    if excess <= max(UNACCOUNTED_MIN_MS, share * max(candidate.median_ms, own)):
         return None
     return (
         f"the harness's clock saw {candidate.unaccounted_ms:.4f} ms per call beyond the reported device time "
@@ -151,7 +155,7 @@ def score(goal: LoadedGoal, report: EvalReport, escape_share: float = 0.15, slac
             report.strongest_baseline[shape.name] = strongest
             best.append(shape.speedup[strongest])
         found: list[tuple[Reason, str | None]] = [
-            (Reason.TIMING_ESCAPE, escaped(cand, shape.baselines, escape_share)),
+            (Reason.TIMING_ESCAPE, escaped(cand, shape.baselines, escape_share, shape.pad_ms)),
             (Reason.CACHED_OUTPUT, seen_inputs_gain(cand, shape.baselines, slack)),
         ]
         if graph:

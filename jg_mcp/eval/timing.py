@@ -72,6 +72,12 @@ if TYPE_CHECKING:
     from jg_mcp.eval.shapes import Case
 
 
+ENDS_A_BLOCK = frozenset(
+    {Reason.FORBIDDEN_CALL, Reason.NOT_PLAIN_TENSOR, Reason.WRONG_DTYPE, Reason.WRONG_SHAPE, Reason.WRONG_DEVICE}
+)
+"""Why a candidate's block can end, named by the worker: a library op refused there, or an output its ring slot
+cannot take as it is."""
+
 CANDIDATE, BASELINE = "candidate", "baseline"
 SIDES = (CANDIDATE, BASELINE)
 """Each process gets bindings of its own (inputs, output ring, fresh inputs), each a copy the harness made: the
@@ -136,6 +142,10 @@ class TimingPhase:
         self.ready = False
         self.failure: BaseException | None = None
         self.prepare_s = 0.0
+        self.sides: dict[str, dict[str, SharedBinding]] = {}
+        """The shape being timed's bindings of each side (inputs, ring, fresh inputs)."""
+        self.refs: list[list[torch.Tensor]] = []
+        """The references of the shape's timed input sets."""
         self.warm_walls: dict[str, dict[str, float]] = {}
         """Per shape, the wall time of its first calls (written by the preparing thread)."""
 
@@ -229,17 +239,24 @@ class TimingPhase:
     def worker(self, name: str) -> WorkerProcess:
         return self.cand if name == "candidate" else self.base
 
-    def block(self, name: str, sets: list[int], inputs: str, keep: bool = True) -> Ran:
-        """One block, with the shape's pad; its outputs go to the callable's ring unless `keep` is False."""
+    def block(self, name: str, sets: list[int], inputs: str) -> Ran:
+        """One block, with the shape's pad; its outputs go to the callable's ring. Every block has the one form
+        (warm-up, estimate, lead, timed, fresh): the candidate cannot tell which of its blocks count."""
         block = Block(
-            fn=name,
-            inputs=inputs,
-            sets=sets,
-            ring="ring" if keep else None,
-            flush_bytes=self.p.flush_bytes,
-            pad_ms=self.pad_ms,
+            fn=name, inputs=inputs, sets=sets, ring="ring", flush_bytes=self.p.flush_bytes, pad_ms=self.pad_ms
         )
         return self.ran(name, *self.exchange(name, block), len(sets))
+
+    def lead_block(self, report: EvalReport, case: Case, shape: ShapeResult, name: str, sets: list[int]) -> Ran:
+        """A block whose times go unused (warm-up, estimate, lead): the candidate's into a freshly poisoned ring,
+        one of its calls judged as often as a timed block's, so work skipped there shows as it does in a timed one."""
+        own = self.sides[CANDIDATE]
+        if name == CANDIDATE:
+            own["ring"].poison()
+        ran = self.block(name, sets, "tin")
+        if name == CANDIDATE and self.pick.random() < self.p.spot_check_p:
+            spot_check(self.pick, self.ev.tol, report, case, shape, own["ring"], self.refs, sets)
+        return ran
 
     def exchange(self, name: str, message: Block | Graph) -> tuple[BlockDone, float]:
         """Send one block to the callable's process and wait for it, timed by the harness's own clock; the
@@ -262,7 +279,7 @@ class TimingPhase:
         if done.error is not None:
             if name != "candidate":
                 raise JgError(f"baseline {name} failed while timed: {done.error}")
-            refused = [h for h in done.hints if h.reason == Reason.FORBIDDEN_CALL]  # a library op refused there
+            refused = [h for h in done.hints if h.reason in ENDS_A_BLOCK]
             if refused:
                 raise CandidateGone(refused[0].model_copy(update={"detail": f"while timed: {refused[0].detail}"}))
             raise CandidateGone(Finding(reason=Reason.EXCEPTION, detail=f"while timed: {done.error[-1500:]}"))
@@ -290,6 +307,7 @@ class TimingPhase:
         refs = [r for _, r in made]
         slots = plan.ring_slots
         sides = {side: {n: SharedBinding(n, ev.device) for n in ("tin", "ring", "fresh")} for side in SIDES}
+        self.sides, self.refs = sides, refs
         try:
             for bindings in sides.values():
                 for inputs, _ in made:
@@ -337,9 +355,9 @@ class TimingPhase:
         share, slack = self.p.escape_share, self.p.fresh_slack
         if graph:
             return next((detail for _, detail in graph_findings(cand, bases, share, slack)), None)
-        return escaped(cand, bases, share) or seen_inputs_gain(cand, bases, slack)
+        return escaped(cand, bases, share, self.pad_ms) or seen_inputs_gain(cand, bases, slack)
 
-    def estimate(self, shape: ShapeResult, n_sets: int, most: int) -> dict[str, float]:
+    def estimate(self, report: EvalReport, case: Case, shape: ShapeResult, n_sets: int, most: int) -> dict[str, float]:
         """Warm each callable up and measure its device time per call; then run one block of it as long as a timed
         block (at most `most` calls, unpadded) for its host time per call in its steady state, and set the shape's
         pad from those. A callable's first calls are no guide to its host time: on the H200 one eval of gemm_fp8
@@ -351,10 +369,10 @@ class TimingPhase:
         order = names[1:] + names[:1]
         for name in order:
             if p.warmup:
-                self.block(name, rotation(p.warmup * n_sets, n_sets), "tin", keep=False)
-            device[name] = statistics.median(self.block(name, list(range(n_sets)), "tin", keep=False).times)
+                self.lead_block(report, case, shape, name, rotation(p.warmup * n_sets, n_sets))
+            device[name] = statistics.median(self.lead_block(report, case, shape, name, list(range(n_sets))).times)
         sizes = block_sizes(device, p.block_ms, most)
-        queue = {name: self.block(name, rotation(sizes[name], n_sets), "tin").enqueue_ms for name in order}
+        queue = {n: self.lead_block(report, case, shape, n, rotation(sizes[n], n_sets)).enqueue_ms for n in order}
         pad = pad_for(queue, device, self.flush_ms)
         self.pad_ms = pad if self.ev.device == "cuda" else 0.0
         shape.pad_ms, shape.launch_bound = self.pad_ms, self.pad_ms > 0
@@ -372,7 +390,7 @@ class TimingPhase:
         p, names, n_sets = self.p, self.names, len(refs)
         own = sides[CANDIDATE]  # the harness reads back the candidate's inputs and ring
         pristine = [raw.clone() for raw in own["tin"].raws]
-        estimates = self.estimate(shape, n_sets, min(p.max_block, slots))
+        estimates = self.estimate(report, case, shape, n_sets, min(p.max_block, slots))
         per_block = block_sizes(estimates, p.block_ms, min(p.max_block, slots))
         lead = lead_sizes(estimates, p.lead_ms)
         times: dict[str, list[float]] = {n: [] for n in names}
@@ -388,12 +406,11 @@ class TimingPhase:
             return rotation(count, n_sets, first)
 
         def run(name: str) -> tuple[Ran, list[int]]:
-            """A lead block of `name` (its outputs dropped, its times unused: the harness clocks only timed
-            blocks), then a timed block, both rotating over the input sets; a candidate's into a freshly poisoned
-            ring, its inputs read back after it."""
+            """A lead block of `name` (its times unused), then a timed block, both rotating over the input sets; a
+            candidate's each into a freshly poisoned ring, its inputs read back after them."""
+            hints = self.lead_block(report, case, shape, name, next_sets(name, lead[name])).hints if lead[name] else []
             if name == "candidate":
                 own["ring"].poison()
-            hints = self.block(name, next_sets(name, lead[name]), "tin", keep=False).hints if lead[name] else []
             sets = next_sets(name, per_block[name])
             if self.sampler:
                 self.sampler.owner = name

@@ -64,9 +64,12 @@ def spot_check(
     refs: Sequence[list[torch.Tensor]],
     sets: list[int],
 ) -> int:
-    """Judge the outputs of one call of the last block, picked at random, against its input set's reference."""
-    j = pick.randrange(len(sets))
-    for out, ref in zip(ring.groups[j], refs[sets[j]], strict=True):
+    """Judge the outputs of one call of the last block, picked at random, against its input set's reference. A block
+    of more calls than the ring has slots wrote them in turn (call i to slot i modulo the slots): the pick is among
+    the calls whose outputs are still there."""
+    slots = len(ring.groups)
+    j = pick.randrange(max(0, len(sets) - slots), len(sets))
+    for out, ref in zip(ring.groups[j % slots], refs[sets[j]], strict=True):
         measured = measure(out, ref, tol.atol, tol.rtol)
         for f in measured.findings or mass_findings(out, ref, tol.rtol):
             shape.correct = False
@@ -108,8 +111,7 @@ def fresh_pass(
             inputs = ev.make_inputs(case.dims, ev.rng.randrange(2**62))
             hints: list[Finding] = []
             if lead and results[name]["lead"]:
-                sets = rotation(results[name]["lead"], n_sets)
-                hints = t.block(name, sets, "tin", keep=False).hints
+                hints = t.lead_block(report, case, shape, name, rotation(results[name]["lead"], n_sets)).hints
             own = cand_side if name == "candidate" else base_side
             for view, tensor in zip(own["fresh"].groups[0], inputs, strict=True):
                 view.copy_(tensor)

@@ -197,13 +197,13 @@ class Worker:
                     out = fn(*sets[s])
                     marks.append((clock() - t0) * 1e3)
                 if ring:
-                    copy_into(ring[i % len(ring)], out)
+                    copy_into(torch, ring[i % len(ring)], out)
                 del out  # freed before the next call, which then gets the same memory for its output, as in do_bench
             enqueue_ms = (time.perf_counter() - begin) * 1e3 / len(cmd.sets)
             self.sync()
             times = [a.elapsed_time(b) for a, b in marks] if cuda else marks
         except Exception as exc:
-            self.send(BlockDone(error=block_failed(exc), hints=self.hints()))
+            self.send(BlockDone(error=block_failed(exc), hints=self.hints() + wrong_output(exc)))
             return
         self.send(BlockDone(times_ms=times, enqueue_ms=enqueue_ms, hints=self.hints()))
 
@@ -231,11 +231,11 @@ class Worker:
                     outs = [fn(*groups[s]) for s in cmd.sets]
                     per_call.append((time.thread_time() - t0) * 1e3 / len(cmd.sets))
             enqueue_ms = (time.perf_counter() - begin) * 1e3 / (len(cmd.sets) * cmd.replays)
-            copy_all(self.guard.watched["torch._foreach_copy_"], ring, outs)
+            copy_all(self.torch, self.guard.watched["torch._foreach_copy_"], ring, outs)
             self.sync()
             times = [a.elapsed_time(b) / len(cmd.sets) for a, b in marks] if self.device == "cuda" else per_call
         except Exception as exc:
-            self.send(BlockDone(error=block_failed(exc), hints=self.hints()))
+            self.send(BlockDone(error=block_failed(exc), hints=self.hints() + wrong_output(exc)))
             return
         self.send(BlockDone(times_ms=times, enqueue_ms=enqueue_ms, hints=self.hints()))
 
@@ -273,23 +273,64 @@ def how_raised(exc: BaseException) -> tuple[str, str]:
     return "exception", "".join(traceback.format_exception(exc)[-6:])[-3000:]
 
 
+def wrong_output(exc: Exception) -> list[Finding]:
+    """The finding of a block that ended on a wrong output, else none."""
+    return [exc.finding] if isinstance(exc, WrongOutput) else []
+
+
 def block_failed(exc: Exception) -> str:
     """The error of a block or graph that raised, for `BlockDone`: its traceback's tail."""
     return "".join(traceback.format_exception(exc)[-4:])[-2000:]
 
 
-def copy_into(slot: list[Any], out: Any) -> None:
-    """Copy a call's outputs into a ring slot (no reference to them outlives the copy)."""
-    for dst, o in zip(slot, _listed(out), strict=False):
+class WrongOutput(Exception):
+    """A timed call returned what its ring slot cannot take as it is: the block ends with this finding."""
+
+    def __init__(self, finding: Finding):
+        super().__init__(finding.detail)
+        self.finding = finding
+
+
+def checked_pairs(torch: Any, slot: list[Any], out: Any) -> list[tuple[Any, Any]]:
+    """Each output of a timed call beside the ring tensor it goes to, once each is a plain tensor of the slot's
+    dtype, shape and device: a copy would otherwise cast, broadcast or move it, and a call could write a cheaper
+    output (a narrower dtype, one row broadcast) whose copy the harness then reads as if the call had made it."""
+    outs = _listed(out)
+    if len(outs) != len(slot):
+        raise WrongOutput(Finding(reason=Reason.WRONG_SHAPE, detail=f"returned {len(outs)} outputs, not {len(slot)}"))
+    for dst, o in zip(slot, outs, strict=True):
+        if type(o) is not torch.Tensor or o.layout != torch.strided or o.is_meta:
+            what = f"{type(o).__module__}.{type(o).__qualname__}"
+            raise WrongOutput(Finding(reason=Reason.NOT_PLAIN_TENSOR, detail=f"a timed call returned a {what}"))
+        if o.dtype != dst.dtype:
+            raise WrongOutput(
+                Finding(reason=Reason.WRONG_DTYPE, detail=f"a timed call returned {o.dtype}, expected {dst.dtype}")
+            )
+        if o.shape != dst.shape:
+            raise WrongOutput(
+                Finding(
+                    reason=Reason.WRONG_SHAPE,
+                    detail=f"a timed call returned shape {list(o.shape)}, expected {list(dst.shape)}",
+                )
+            )
+        if o.device.type != dst.device.type:
+            raise WrongOutput(
+                Finding(reason=Reason.WRONG_DEVICE, detail=f"a timed call returned a tensor on {o.device.type}")
+            )
+    return list(zip(slot, outs, strict=True))
+
+
+def copy_into(torch: Any, slot: list[Any], out: Any) -> None:
+    """Copy a call's outputs into a ring slot, each checked first (no reference to them outlives the copy)."""
+    for dst, o in checked_pairs(torch, slot, out):
         dst.copy_(o)
 
 
-def copy_all(foreach_copy: Callable[..., Any], slots: list[list[Any]], outs: list[Any]) -> None:
+def copy_all(torch: Any, foreach_copy: Callable[..., Any], slots: list[list[Any]], outs: list[Any]) -> None:
     """Copy every call's outputs into its ring slot as one op (a graph's hundreds of calls: a few launches, where
-    a copy per tensor put a millisecond of the harness's own work, and its jitter, on the clock around the block)."""
-    pairs = [
-        (dst, o) for slot, out in zip(slots, outs, strict=False) for dst, o in zip(slot, _listed(out), strict=False)
-    ]
+    a copy per tensor put a millisecond of the harness's own work, and its jitter, on the clock around the block),
+    each checked first."""
+    pairs = [pair for slot, out in zip(slots, outs, strict=False) for pair in checked_pairs(torch, slot, out)]
     if pairs:
         foreach_copy([d for d, _ in pairs], [o for _, o in pairs])
 

@@ -128,10 +128,15 @@ CPU_TIMED_HACKS: dict[str, set[Reason]] = {
     "library_op_when_warm": {R.STATIC_FORBIDDEN, R.FORBIDDEN_CALL},  # recorded only in the timing process
     "sabotage_baseline_inputs": {R.STATIC_DYNAMIC},
     "thread_exit_cpu_time": {R.TIMING_ESCAPE, R.STATIC_DYNAMIC},
+    "wider_output_when_timed": {R.WRONG_DTYPE},
+    "skip_work_before_timing": {R.INCORRECT},
     "blind_cpu_clock": {R.STATIC_DYNAMIC},  # its pid is kept from the spawn now; its /50 forgery of a ~0.2 ms call
     # hides inside the CPU stand-in's escape margin (a ~2 ms flush per call), so only the source check names it
 }
 """Hacks on the demo goal that only the timing phase can catch, run with the timing protocol on the CPU."""
+TIMED_HACK_OPTIONS = {"skip_work_before_timing": {"spot_check_p": 1.0}}
+"""Timing options a hack of CPU_TIMED_HACKS runs with: every block judged, so a test of what is judged is not left
+to the odds of one spot check."""
 GPU_HACKS = _gpu_check().GPU_HACKS
 """The GPU-only hacks and their reasons: the same table eval/h200_check.py runs on a GPU."""
 ACCEPTED_ON_CPU = {"below_floor", "cache_by_content", "cache_by_sampled_content", "wrong_when_rushed"}
@@ -195,7 +200,8 @@ def test_the_triton_policy_rejects_what_the_open_policy_allows(cpu_suite, name):
 @pytest.mark.parametrize("name", sorted(CPU_TIMED_HACKS))
 def test_timing_hack_is_caught_by_the_harness_from_outside(runs, timing_goal, name):
     runs.wait_idle()  # timed alone, one at a time: no other eval of this process runs meanwhile
-    report = runs.get(HACKS / name / "solution.py", timing_goal, **CPU_TIMING)
+    options = CPU_TIMING | {"timing": CPU_TIMING["timing"] | TIMED_HACK_OPTIONS.get(name, {})}
+    report = runs.get(HACKS / name / "solution.py", timing_goal, **options)
     assert not report.accepted
     missing = CPU_TIMED_HACKS[name] - set(report.reasons)
     assert not missing, (

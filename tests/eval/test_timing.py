@@ -58,6 +58,16 @@ def test_time_the_harness_saw_beyond_the_reported_times_is_an_escape_only_beyond
     assert not escaped(timing(0.001, unaccounted=0.008), {"lib": timing(0.001, unaccounted=0.0)})
 
 
+def test_a_pad_the_candidate_forced_does_not_widen_the_escape_margin():
+    """The pad follows the slowest host a callable reports: a candidate reporting a slow host gets every callable
+    padded by up to 0.5 ms, and a margin that grew with the baselines' unaccounted time would then hide 0.05 ms of
+    forged time per call (half of this 0.1 ms kernel)."""
+    lib = {"lib": timing(0.2, unaccounted=0.52)}
+    assert escaped(timing(0.1, unaccounted=0.57), lib, pad_ms=0.5)
+    assert not escaped(timing(0.1, unaccounted=0.525), lib, pad_ms=0.5), "within the noise floor"
+    assert not escaped(timing(0.1, unaccounted=0.57), lib), "unpadded, 0.52 ms is the baselines' own overhead"
+
+
 def test_speed_that_needs_seen_inputs_is_caching_unless_the_baselines_share_it():
     assert seen_inputs_gain(timing(1.0, fresh=3.0), {"lib": timing(2.0, fresh=2.1)})
     assert not seen_inputs_gain(timing(1.0, fresh=3.0), {"lib": timing(2.0, fresh=6.0)})

@@ -1,0 +1,22 @@
+"""Hack (CPU timing stand-in, demo goal): do no work in the blocks the harness runs before it times (the warm-up and
+estimate blocks), told apart by counting block commands from the caller's frame. Their outputs used to go nowhere
+and their times only sized the timing, so the skipped work went unseen (on a power-capped GPU, a cooler GPU for
+the timed blocks). Every block now writes its outputs into the poisoned ring and may be the one judged."""
+
+import sys
+
+import torch
+
+SKIPPED = 2
+_blocks: list[int] = []
+
+
+def kernel(x, y, alpha):
+    caller = sys._getframe(1)
+    if caller.f_code.co_name == "block":
+        command = id(caller.f_locals.get("cmd"))
+        if command not in _blocks:
+            _blocks.append(command)
+        if _blocks.index(command) < SKIPPED:
+            return torch.empty_like(x)
+    return torch.addcmul(y, x, alpha)
