@@ -12,9 +12,10 @@ from types import ModuleType
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jg_mcp.errors import GoalError, GoalNotFound
+from jg_mcp.models import Strict
 from jg_mcp.schema_errors import first_problem
 
 REPO_GOALS = Path(__file__).resolve().parent.parent / "goals"
@@ -24,11 +25,13 @@ REFERENCE_FILE = "reference.py"
 resource too); the audit flags any later change to it."""
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+class Frozen(Strict):
+    """A part of a goal: fixed once loaded."""
+
+    model_config = ConfigDict(frozen=True)
 
 
-class Shape(Strict):
+class Shape(Frozen):
     name: str
     """A label naming where the shape comes from, e.g. `llama3_8b_prefill_qkv`."""
     dims: dict[str, int]
@@ -43,7 +46,7 @@ class Shape(Strict):
         return dims
 
 
-class DimRange(Strict):
+class DimRange(Frozen):
     min: int = Field(ge=1)
     """Smallest value the eval may draw."""
     max: int = Field(ge=1)
@@ -60,21 +63,21 @@ class DimRange(Strict):
         return None
 
 
-class Tolerance(Strict):
+class Tolerance(Frozen):
     atol: float = Field(ge=0)
     """Absolute tolerance against the float32 reference."""
     rtol: float = Field(ge=0)
     """Relative tolerance against the float32 reference: |out - ref| <= atol + rtol * |ref|."""
 
 
-class Output(Strict):
+class Output(Frozen):
     name: str
     """Name of the output, as the objective refers to it."""
     dtype: Literal["bfloat16", "float16", "float32", "float8_e4m3fn", "int32", "int64"]
     """The dtype the solution must return for this output."""
 
 
-class Baseline(Strict):
+class Baseline(Frozen):
     function: str
     """Name of the callable in the goal module; called with the reference's arguments."""
     devices: list[Literal["cpu", "cuda"]] = ["cuda", "cpu"]
@@ -83,7 +86,7 @@ class Baseline(Strict):
     """The library code this baseline stands for, e.g. `torch._scaled_mm (cuBLASLt), rowwise scales`."""
 
 
-class Hardware(Strict):
+class Hardware(Frozen):
     name: str
     """The GPU the goal targets, e.g. `NVIDIA H200 SXM (sm_90)`."""
     peak_tflops: float = Field(gt=0)
@@ -92,19 +95,19 @@ class Hardware(Strict):
     """HBM bandwidth, TB/s, used for % of roofline and the physical floor."""
 
 
-class SolutionSpec(Strict):
+class SolutionSpec(Frozen):
     file: str = "solution.py"
     """Workspace-relative file that holds the solution."""
     function: str = "kernel"
     """Name of the function in that file; it takes the reference's positional arguments."""
 
 
-class Budget(Strict):
+class Budget(Frozen):
     wall_clock_minutes: int = Field(gt=0)
     """Wall-clock time the agent is given for the session."""
 
 
-class Goal(Strict):
+class Goal(Frozen):
     name: str = Field(pattern=r"^[a-z0-9_]+$")
     """Identifier, equal to the file stem: `gemm_fp8`."""
     title: str

@@ -21,7 +21,9 @@ import itertools
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from jg_mcp.models import Strict
 
 SPENT_PREFIX = "budget spent"
 """Start of the close reason and of the error every tool call past the budget gets."""
@@ -31,8 +33,7 @@ MIN_GRANT_S = 1.0
 """The shortest timeout run_command accepts: a command that would be granted less is refused."""
 
 
-class Budget(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+class Budget(Strict):
     wall_clock_minutes: float | None = Field(default=None, gt=0)
     """Wall-clock minutes from the session's first request; None: unlimited."""
     max_tool_calls: int | None = Field(default=None, ge=1)

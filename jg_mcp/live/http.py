@@ -41,7 +41,7 @@ import uvicorn
 from mcp.server import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import model_validator
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -53,6 +53,7 @@ from jg_mcp.live.connections import SESSION_ID, ConnectionPool, Hold, end_withou
 from jg_mcp.live.recording import note_refused
 from jg_mcp.live.shares import Conn, Over, ShareLimits, Shares, Ticket, check
 from jg_mcp.live.stdio import Refused
+from jg_mcp.models import Strict
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 PORT = re.compile(r"[0-9]{1,5}")
@@ -247,10 +248,9 @@ def listen(host: str, port: int) -> socket.socket:
         raise JgError(f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc}") from None
 
 
-class HttpLimits(BaseModel):
+class HttpLimits(Strict):
     """How many sessions and connections the server holds, for how long, and how they are shared."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     max_sessions: int = 32
     """Sessions live at once; a request that would open another gets 503."""
     first_call_s: float = 120

@@ -10,9 +10,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from jg_mcp.models import Strict
 
-class Finding(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+class Finding(Strict):
     area: Literal["integrity", "policy", "eval"]
     kind: str
     """What was found. Integrity: invalid line, edited, deleted, reordered, duplicated, truncated, cut short,
