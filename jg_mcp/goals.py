@@ -102,7 +102,7 @@ class SolutionSpec(Frozen):
     """Name of the function in that file; it takes the reference's positional arguments."""
 
 
-class Budget(Frozen):
+class GoalBudget(Frozen):
     wall_clock_minutes: int = Field(gt=0)
     """Wall-clock time the agent is given for the session."""
 
@@ -138,7 +138,7 @@ class Goal(Frozen):
     """Dotted names of APIs a solution may not call, e.g. `torch._scaled_mm`."""
     solution: SolutionSpec = SolutionSpec()
     """Where the solution lives in the workspace and what it is called."""
-    budget: Budget
+    budget: GoalBudget
     """Time the agent is given."""
     flops: str
     """Name of the callable in the goal module: (dims) -> floating-point operations of one call."""

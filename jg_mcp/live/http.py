@@ -2,7 +2,7 @@
 those is `jg_mcp.live.connections`), shared fairly among sessions and token holders (`jg_mcp.live.shares`).
 
 Requests pass three gates before the MCP SDK sees them: Host and Origin must name this
-server exactly, with at most a port of digits (DNS-rebinding protection, `Names`; a foreign
+server exactly, with at most a port of digits (DNS-rebinding protection, `HostNames`; a foreign
 Origin gets 403, a foreign Host 421), the
 `Authorization: Bearer` token must be one of the server's (401 otherwise; each line of the token file is the token
 of one holder), and the request must use a
@@ -113,7 +113,7 @@ def host_names(host: str, allowed_hosts: list[str] | None = None) -> list[str]:
 
 
 def security_settings(host: str, allowed_hosts: list[str] | None = None) -> TransportSecuritySettings:
-    """The SDK's Host and Origin allow-lists for `host_names`, which its app checks after the Gate's `Names`
+    """The SDK's Host and Origin allow-lists for `host_names`, which its app checks after the Gate's `HostNames`
     (stricter: the SDK's `name:*` takes any text after `name:` for a port)."""
     names = host_names(host, allowed_hosts)
     return TransportSecuritySettings(
@@ -123,7 +123,7 @@ def security_settings(host: str, allowed_hosts: list[str] | None = None) -> Tran
     )
 
 
-class Names:
+class HostNames:
     """The Host and Origin headers that name this server: one of `names` exactly, alone or with a port of digits
     (Origin: after `http://`, and nothing after the port). The SDK's own check takes `name:*` for `name:` and any
     text, so Host `127.0.0.1:18765.evil.com`, `localhost:evil` and Origin `http://127.0.0.1:80.evil.com` (a
@@ -156,7 +156,7 @@ class Gate:
     (`jg_mcp.live.shares`); then the body, read within its budget and examined, and a note of each session's first
     tool call; then the session's share of tool calls in flight."""
 
-    def __init__(self, app: ASGIApp, tokens: list[str], names: Names, pool: ConnectionPool, shares: Shares):
+    def __init__(self, app: ASGIApp, tokens: list[str], names: HostNames, pool: ConnectionPool, shares: Shares):
         self.app = app
         self.expected = [f"Bearer {token}".encode() for token in tokens]
         self.names = names
@@ -294,7 +294,7 @@ async def serve_http(
         max_sessions=limits.max_sessions,
     )
     shares = Shares(limits.shares, pool, limits.max_sessions, limits.max_connections, len(tokens))
-    app = Gate(sdk, tokens, Names(host_names(host, allowed_hosts)), pool, shares)
+    app = Gate(sdk, tokens, HostNames(host_names(host, allowed_hosts)), pool, shares)
     config = uvicorn.Config(
         app,
         log_level="warning",

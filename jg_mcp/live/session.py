@@ -84,7 +84,7 @@ def command_setting(box: Sandbox) -> tuple[dict[str, str], dict[str, Any] | None
     return box.env, box.limits.model_dump() if box.limits is not None else None
 
 
-class Worker:
+class JobQueue:
     """Runs a session's workspace jobs (scans, writes) one at a time, in order, on a daemon thread that lives
     while there are jobs.
 
@@ -215,7 +215,7 @@ class Session:
         self.scan_lock = threading.RLock()
         """Held while the workspace is scanned and its changes recorded, and around write_file's write and
         record, so one call's file changes stay together and the scan's previous state is not shared."""
-        self.worker = Worker(f"jg-scan-{self.run_id}")
+        self.worker = JobQueue(f"jg-scan-{self.run_id}")
         """Runs the scans and writes of tool calls (`in_turn`), and the final scan, in order."""
         self.readers = anyio.CapacityLimiter(READ_THREADS)
         """The threads this session's read-only tool calls may hold (never anyio's default limiter)."""

@@ -1,4 +1,4 @@
-"""What an audit reports (audit.json): its findings (Finding), what the session did (Summary, with its
+"""What an audit reports (audit.json): its findings (AuditFinding), what the session did (Summary, with its
 CommandRun and FileWrite rows) and the report itself (AuditReport).
 
 jg_mcp.record.audit makes them; jg_mcp.record.audit_policy checks the session's rules into findings.
@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from jg_mcp.models import Strict
 
 
-class Finding(Strict):
+class AuditFinding(Strict):
     area: Literal["integrity", "policy", "eval"]
     kind: str
     """What was found. Integrity: invalid line, edited, deleted, reordered, duplicated, truncated, cut short,
@@ -86,7 +86,7 @@ class AuditReport(BaseModel):
     head_sha256: str
     """sha256 of the last complete line: keep it elsewhere to detect a later edit of that line."""
     closed: bool
-    findings: list[Finding]
+    findings: list[AuditFinding]
     summary: Summary | None = None
     """None when the hash chain is broken (nothing after the break can be trusted)."""
     eval_report: str | None = None
