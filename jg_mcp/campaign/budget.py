@@ -19,11 +19,16 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from jg_mcp.models import Strict
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
+
+    from jg_mcp.live.recording import SessionPool
 
 SPENT_PREFIX = "budget spent"
 """Start of the close reason and of the error every tool call past the budget gets."""
@@ -109,7 +114,7 @@ class BudgetState:
 class Budgets:
     """One `BudgetState` per session of a server (one over stdio, one per client over HTTP)."""
 
-    def __init__(self, budget: Budget, pool: Any, clock=time.monotonic):
+    def __init__(self, budget: Budget, pool: SessionPool, clock=time.monotonic):
         self.budget = budget
         self.pool = pool
         self.clock = clock
@@ -188,7 +193,7 @@ class BudgetCloser:
         return result
 
 
-def install(server: Any, pool: Any, budget: Budget, clock=time.monotonic) -> Budgets:
+def install(server: MCPServer, pool: SessionPool, budget: Budget, clock=time.monotonic) -> Budgets:
     """Wrap a built server's middleware chain with the budget (around the transcript middleware)."""
     from jg_mcp.live.recording import TranscriptMiddleware
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 import anyio
 import pytest
 from mcp import Client
@@ -34,8 +32,7 @@ def axpy():
 def make(axpy, tmp_path, condition="goal-only", **limits):
     session = Session(axpy, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr", condition=condition)
     pool = SingleSession(session)
-    args = argparse.Namespace(condition=condition, budget_minutes=None, max_tool_calls=None, max_command_seconds=None)
-    server = serving.apply(build_server(axpy, pool), axpy, pool, args)
+    server = serving.apply(build_server(axpy, pool), axpy, pool, condition, budget.Budget())
     return session, pool, server
 
 
