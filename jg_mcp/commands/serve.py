@@ -22,7 +22,7 @@ from jg_mcp.live import workspace_fs
 from jg_mcp.live.protections import unsandboxed
 from jg_mcp.live.sandbox import MODES, Bwrap, NoSandbox, Sandbox, SandboxLimits
 from jg_mcp.live.sandbox_probe import choose
-from jg_mcp.live.session import CLOSE_WAIT_S, Session, new_run_id
+from jg_mcp.live.session import CLOSE_WAIT_S, Session, SessionConfig, new_run_id
 from jg_mcp.record.conditions import NAMES
 from jg_mcp.record.keys import read_key
 
@@ -250,8 +250,7 @@ class Sessions:
             self.template.for_workspace(ws) if self.mode == "bwrap" else NoSandbox(protections=self.unsandboxed)
         )
         try:
-            session = Session(
-                self.loaded,
+            config = SessionConfig(
                 workspace_dir=ws,
                 transcripts_dir=self.config.transcripts,
                 runs_dir=self.config.runs,
@@ -259,10 +258,9 @@ class Sessions:
                 run_id=run_id,
                 sandbox=self.mode,
                 condition=self.config.condition,
-                wrap=sandbox,
-                transcript_key=self.key,
                 workspace_bytes=self.workspace_bytes,
             )
+            session = Session.open(self.loaded, config, wrap=sandbox, transcript_key=self.key)
         except BaseException:
             sandbox.release()
             raise

@@ -20,10 +20,11 @@ from jg_mcp.errors import PathRefused
 from jg_mcp.goal_text import instruction, render_markdown
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.gpu import GpuReport
+from jg_mcp.live.jobs import outcome
 from jg_mcp.live.paging import NotText, PageStopped, SkipTooFar, read_page
 from jg_mcp.live.recording import SessionPool, TranscriptMiddleware
 from jg_mcp.live.runner import CommandResult, RunnerClosed
-from jg_mcp.live.session import Session, outcome
+from jg_mcp.live.session import Session
 from jg_mcp.live.stdio import serve_stdio
 from jg_mcp.live.walk import shown
 from jg_mcp.record.events import sha256_bytes

@@ -10,7 +10,7 @@ from jg_mcp.campaign import budget, serving
 from jg_mcp.commands.demo import SOLUTION
 from jg_mcp.goals import load_goal
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session
+from jg_mcp.live.session import Session, SessionConfig
 from jg_mcp.record import audit, conditions
 from jg_mcp.record.reading import read_transcript
 from tests.support import DEMO_GOAL
@@ -30,7 +30,9 @@ def axpy():
 
 
 def make(axpy, tmp_path, condition="goal-only", **limits):
-    session = Session(axpy, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr", condition=condition)
+    session = Session.open(
+        axpy, SessionConfig(workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr", condition=condition)
+    )
     pool = SingleSession(session)
     server = serving.apply(build_server(axpy, pool), axpy, pool, condition, budget.Budget())
     return session, pool, server
