@@ -37,7 +37,7 @@ from jg_mcp.eval.ops import forbidden_ops
 from jg_mcp.eval.options import EvalOptions
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.policy_open import open_check
-from jg_mcp.eval.process import CandidateGone, WorkerProcess
+from jg_mcp.eval.process import CandidateGone, WorkerLaunch, WorkerProcess
 from jg_mcp.eval.proctree import sweep
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Environment, EvalReport, Finding, SourceRecord, TimingMethod
@@ -313,9 +313,10 @@ class Evaluation:
         covers = self.covers if sandboxed else ()
         proc = self.spare.pop(role, sandboxed, self.device, cache_env, covers) if self.spare else None
         if proc is None:
-            proc = WorkerProcess(
+            launch = WorkerLaunch(
                 role, self.work, sandboxed, self.token, self.o.timeout_s, self.device, cache_env, covers=covers
             )
+            proc = WorkerProcess.spawn(launch)
         proc.timeout_s, proc.deadline = self.o.timeout_s, self.deadline
         proc.native = self.native if role == "candidate" else None
         proc.start(setup)
