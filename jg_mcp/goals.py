@@ -23,6 +23,9 @@ DEMO_GOALS = Path(__file__).resolve().parent / "demo_goal"
 REFERENCE_FILE = "reference.py"
 """Where a session puts a read-only copy of the goal's module in the workspace (served as the reference
 resource too); the audit flags any later change to it."""
+SEED_BITS = 62
+"""Seeds for a goal's input maker are drawn below 2**SEED_BITS: non-negative and within a signed 64-bit integer, so
+every generator (torch's, numpy's, Python's) takes one as it is."""
 
 
 class Frozen(Strict):

@@ -25,6 +25,9 @@ from jg_mcp.models import Strict
 if TYPE_CHECKING:
     from jg_mcp.campaign.agent_account import AgentAccount
 
+REASON_CHARS = 300
+"""How much of the last line of an agent's or a run's log a failure reason quotes."""
+
 
 class Launch(Strict):
     """How an agent process is started: recorded verbatim in run.json."""

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 KNOWLEDGE_FILE = Path(__file__).resolve().parent.parent / "knowledge" / "kernel_notes.md"
 EVALUATE_TIMEOUT_S = 1800
+STDERR_TAIL_CHARS = 4000
+"""How much of the end of an eval's stderr the `evaluate` tool returns when the eval reached no verdict."""
 
 
 def run_eval(goal_yaml: Path, workspace: Path, timeout_s: float = EVALUATE_TIMEOUT_S) -> tuple[int | None, str]:
@@ -55,7 +57,7 @@ def run_eval(goal_yaml: Path, workspace: Path, timeout_s: float = EVALUATE_TIMEO
             return None, f"the eval did not finish within {timeout_s:.0f}s"
         if md.is_file():
             return proc.returncode, md.read_text()
-        return None, f"the eval reached no verdict (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+        return None, f"the eval reached no verdict (exit {proc.returncode}):\n{proc.stderr[-STDERR_TAIL_CHARS:]}"
 
 
 def install(server: MCPServer, loaded: LoadedGoal, pool: SessionPool, condition: str) -> None:

@@ -35,7 +35,7 @@ from jg_mcp.eval.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, filter_fi
 from jg_mcp.eval.messages import WORKER_MESSAGE, Bind, Bound, Setup, Started, WorkerError
 from jg_mcp.eval.native import NativeScan
 from jg_mcp.eval.proctree import carrying, descendant, resume, stop_all, tree
-from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.reasons import ERROR_TAIL_CHARS, Reason
 from jg_mcp.eval.report import Finding
 from jg_mcp.live import lifeline
 
@@ -249,12 +249,9 @@ class WorkerProcess:
             self.find_pid()
             return message if wanted is Started else self.recv()
         if isinstance(message, WorkerError) and self.ready:
-            raise CandidateGone(
-                Finding(
-                    reason=Reason.EXCEPTION,
-                    detail=f"the worker code in the process failed after the candidate ran: {message.error[-1500:]}",
-                )
-            )
+            error = message.error[-ERROR_TAIL_CHARS:]
+            what = f"the worker code in the process failed after the candidate ran: {error}"
+            raise CandidateGone(Finding(reason=Reason.EXCEPTION, detail=what))
         return message
 
     def expect(self, kind: type[M]) -> M:

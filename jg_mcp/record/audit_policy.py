@@ -20,6 +20,8 @@ from jg_mcp.record.audit_report import AuditFinding, Summary
 from jg_mcp.record.events import Notice
 from jg_mcp.record.steps import END, BlobError, Record, read_blob, state_at
 
+QUOTED_CHARS = 300
+"""How much of a refused call's error text its finding quotes."""
 NETWORK = re.compile(
     r"\b(curl|wget|ssh|scp|sftp|rsync|telnet|ftp|nc|ncat|netcat)\b|\bpip3?\s+(install|download)\b"
     r"|\buv\s+(pip|add|sync|run\s+--with)\b|\bconda\s+install\b|\bapt(-get)?\s+install\b|\bnpm\s+(install|i|ci)\b"
@@ -145,7 +147,7 @@ def check_policy(record: Record, summary: Summary, goal: LoadedGoal | None) -> l
         if c.cancelled:
             add("cancelled", "warning", c.line, f"step {c.step}: {c.tool} was {c.text}")
         elif c.is_error:
-            add("refused", "warning", c.line, f"step {c.step}: {c.tool} was refused: {c.text[:300]}")
+            add("refused", "warning", c.line, f"step {c.step}: {c.tool} was refused: {c.text[:QUOTED_CHARS]}")
         if c.duration_ms is None:
             add("no response", "warning", c.line, f"step {c.step}: {c.tool} has no recorded response")
         for what in command_findings(str(c.arguments.get("command", "")), workspace) if c.tool == "run_command" else []:
