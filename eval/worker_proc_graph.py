@@ -28,11 +28,13 @@ class WorkerGraph:
     def __init__(self, module: Path, function: str, sets: list[list], device: str = "cuda"):
         from jg_mcp.eval.buffers import SharedBinding
         from jg_mcp.eval.messages import Ready, Setup
-        from jg_mcp.eval.process import WorkerProcess
+        from jg_mcp.eval.process import WorkerLaunch, WorkerProcess
 
         self.work = tempfile.mkdtemp(prefix="jg-workerproc-")
         cache_env = {k: os.environ[k] for k in CACHE_VARIABLES if k in os.environ}
-        self.proc = WorkerProcess("baseline", Path(self.work), False, "jg-check", 300, device, cache_env or None)
+        self.proc = WorkerProcess.spawn(
+            WorkerLaunch("baseline", Path(self.work), False, "jg-check", 300, device, cache_env or None)
+        )
         self.proc.start(Setup(role="baseline", device=device, module=str(module), functions={"fn": function}))
         ready = self.proc.recv()
         if not isinstance(ready, Ready):

@@ -12,9 +12,10 @@ from types import ModuleType
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jg_mcp.errors import GoalError, GoalNotFound
+from jg_mcp.models import Strict
 from jg_mcp.schema_errors import first_problem
 
 REPO_GOALS = Path(__file__).resolve().parent.parent / "goals"
@@ -22,13 +23,18 @@ DEMO_GOALS = Path(__file__).resolve().parent / "demo_goal"
 REFERENCE_FILE = "reference.py"
 """Where a session puts a read-only copy of the goal's module in the workspace (served as the reference
 resource too); the audit flags any later change to it."""
+SEED_BITS = 62
+"""Seeds for a goal's input maker are drawn below 2**SEED_BITS: non-negative and within a signed 64-bit integer, so
+every generator (torch's, numpy's, Python's) takes one as it is."""
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+class Frozen(Strict):
+    """A part of a goal: fixed once loaded."""
+
+    model_config = ConfigDict(frozen=True)
 
 
-class Shape(Strict):
+class Shape(Frozen):
     name: str
     """A label naming where the shape comes from, e.g. `llama3_8b_prefill_qkv`."""
     dims: dict[str, int]
@@ -43,7 +49,7 @@ class Shape(Strict):
         return dims
 
 
-class DimRange(Strict):
+class DimRange(Frozen):
     min: int = Field(ge=1)
     """Smallest value the eval may draw."""
     max: int = Field(ge=1)
@@ -60,21 +66,21 @@ class DimRange(Strict):
         return None
 
 
-class Tolerance(Strict):
+class Tolerance(Frozen):
     atol: float = Field(ge=0)
     """Absolute tolerance against the float32 reference."""
     rtol: float = Field(ge=0)
     """Relative tolerance against the float32 reference: |out - ref| <= atol + rtol * |ref|."""
 
 
-class Output(Strict):
+class Output(Frozen):
     name: str
     """Name of the output, as the objective refers to it."""
     dtype: Literal["bfloat16", "float16", "float32", "float8_e4m3fn", "int32", "int64"]
     """The dtype the solution must return for this output."""
 
 
-class Baseline(Strict):
+class Baseline(Frozen):
     function: str
     """Name of the callable in the goal module; called with the reference's arguments."""
     devices: list[Literal["cpu", "cuda"]] = ["cuda", "cpu"]
@@ -83,7 +89,7 @@ class Baseline(Strict):
     """The library code this baseline stands for, e.g. `torch._scaled_mm (cuBLASLt), rowwise scales`."""
 
 
-class Hardware(Strict):
+class Hardware(Frozen):
     name: str
     """The GPU the goal targets, e.g. `NVIDIA H200 SXM (sm_90)`."""
     peak_tflops: float = Field(gt=0)
@@ -92,19 +98,19 @@ class Hardware(Strict):
     """HBM bandwidth, TB/s, used for % of roofline and the physical floor."""
 
 
-class SolutionSpec(Strict):
+class SolutionSpec(Frozen):
     file: str = "solution.py"
     """Workspace-relative file that holds the solution."""
     function: str = "kernel"
     """Name of the function in that file; it takes the reference's positional arguments."""
 
 
-class Budget(Strict):
+class GoalBudget(Frozen):
     wall_clock_minutes: int = Field(gt=0)
     """Wall-clock time the agent is given for the session."""
 
 
-class Goal(Strict):
+class Goal(Frozen):
     name: str = Field(pattern=r"^[a-z0-9_]+$")
     """Identifier, equal to the file stem: `gemm_fp8`."""
     title: str
@@ -135,7 +141,7 @@ class Goal(Strict):
     """Dotted names of APIs a solution may not call, e.g. `torch._scaled_mm`."""
     solution: SolutionSpec = SolutionSpec()
     """Where the solution lives in the workspace and what it is called."""
-    budget: Budget
+    budget: GoalBudget
     """Time the agent is given."""
     flops: str
     """Name of the callable in the goal module: (dims) -> floating-point operations of one call."""

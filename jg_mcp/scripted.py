@@ -13,11 +13,12 @@ from typing import Any, Literal
 import anyio
 from mcp import Client
 from mcp.types import TextContent, TextResourceContents
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
+
+from jg_mcp.models import Strict
 
 
-class Step(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Step(Strict):
     kind: Literal["list_tools", "call_tool", "read_resource", "get_prompt"]
     name: str = ""
     """Tool name, resource URI or prompt name."""

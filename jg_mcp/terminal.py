@@ -38,7 +38,7 @@ def lines(rows: Iterable[str]) -> str:
     return "\n".join(printable(row) for row in rows)
 
 
-class Guard:
+class SteeringGuard:
     """A text stream that writes out every steering character but line feeds and tabs (STEERING_IN_TEXT) before
     passing the text on; everything else (buffer, fileno, isatty, encoding) is the wrapped stream's."""
 
@@ -58,18 +58,18 @@ class Guard:
 
 
 def unguarded(stream: TextIO) -> TextIO:
-    """The stream under a Guard, for output the program composes itself and means to steer (a progress bar
+    """The stream under a SteeringGuard, for output the program composes itself and means to steer (a progress bar
     redrawn with carriage returns); any other stream as it is."""
-    return stream.stream if isinstance(stream, Guard) else stream
+    return stream.stream if isinstance(stream, SteeringGuard) else stream
 
 
 @contextlib.contextmanager
 def guarded() -> Iterator[None]:
-    """sys.stdout and sys.stderr wrapped in a Guard for the duration (once: an inner call changes nothing), put
+    """sys.stdout and sys.stderr wrapped in a SteeringGuard for the duration (once: an inner call changes nothing), put
     back as they were after."""
     saved = sys.stdout, sys.stderr
-    sys.stdout = saved[0] if isinstance(saved[0], Guard) else Guard(saved[0])
-    sys.stderr = saved[1] if isinstance(saved[1], Guard) else Guard(saved[1])
+    sys.stdout = saved[0] if isinstance(saved[0], SteeringGuard) else SteeringGuard(saved[0])
+    sys.stderr = saved[1] if isinstance(saved[1], SteeringGuard) else SteeringGuard(saved[1])
     try:
         yield
     finally:

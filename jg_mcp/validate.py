@@ -20,7 +20,7 @@ import torch
 from jg_mcp import __version__, log
 from jg_mcp.goals import LoadedGoal, load_goal
 from jg_mcp.validate_harness import QUANTILES, REP_MS, WARMUP_MS, check_shape, input_checks
-from jg_mcp.validate_report import Check, Report, Timing
+from jg_mcp.validate_report import BaselineTiming, Check, Report
 from jg_mcp.validate_solution import solution_checks
 
 logger = log.get("jg_mcp.validate")
@@ -31,14 +31,14 @@ SOLUTIONS = REPO / "eval" / "solutions"
 
 def validate_goal(
     loaded: LoadedGoal, device: str, full: bool, solutions: Path = SOLUTIONS
-) -> tuple[list[Check], list[Timing]]:
+) -> tuple[list[Check], list[BaselineTiming]]:
     goal = loaded.goal
     baselines: dict[str, Callable] = {
         f"baseline:{name}": loaded.baseline(name) for name, b in goal.baselines.items() if device in b.devices
     }
     timed = set(baselines) if device == "cuda" and full else set()
     checks = input_checks(loaded, device)
-    timings: list[Timing] = []
+    timings: list[BaselineTiming] = []
     for shape in goal.shapes if full else goal.smoke_shapes:
         logger.info("checking", goal=goal.name, shape=shape.name, device=device, baselines=len(baselines))
         shape_checks, shape_timings = check_shape(loaded, shape, device, baselines, timed)
@@ -121,7 +121,7 @@ def check_line(c: Check) -> str:
     return f"{c.status:8s}{c.goal:20s} {c.shape:44s} {c.check:24s}{err}{why}".rstrip()
 
 
-def timing_line(t: Timing) -> str:
+def timing_line(t: BaselineTiming) -> str:
     return (
         f"{'time':8s}{t.goal:20s} {t.shape:44s} {t.baseline:24s} median {t.median_ms:.4f} ms "
         f"[{t.p20_ms:.4f}, {t.p80_ms:.4f}] {t.tflops:.1f} TFLOP/s {t.tbps:.2f} TB/s roofline {t.pct_roofline:.0f}%"

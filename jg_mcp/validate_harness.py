@@ -14,7 +14,7 @@ import torch
 
 from jg_mcp.eval.checks import measure
 from jg_mcp.goals import Goal, LoadedGoal, Shape
-from jg_mcp.validate_report import Check, Timing
+from jg_mcp.validate_report import BaselineTiming, Check
 
 WARMUP_MS = 25
 REP_MS = 100
@@ -144,7 +144,7 @@ def _run_check(goal: Goal, shape: Shape, label: str, fn: Callable, inputs: tuple
     )
 
 
-def _time(loaded: LoadedGoal, shape: Shape, name: str, fn: Callable, inputs: tuple) -> Timing:
+def _time(loaded: LoadedGoal, shape: Shape, name: str, fn: Callable, inputs: tuple) -> BaselineTiming:
     import triton.testing
 
     median, p20, p80 = triton.testing.do_bench(
@@ -153,7 +153,7 @@ def _time(loaded: LoadedGoal, shape: Shape, name: str, fn: Callable, inputs: tup
     hw = loaded.goal.hardware
     flops, nbytes, seconds = loaded.flops(shape.dims), loaded.bytes(shape.dims), median * 1e-3
     floor = max(flops / (hw.peak_tflops * 1e12), nbytes / (hw.peak_bandwidth_tbps * 1e12))
-    return Timing(
+    return BaselineTiming(
         goal=loaded.name,
         shape=shape.name,
         baseline=name,
@@ -170,7 +170,7 @@ def _time(loaded: LoadedGoal, shape: Shape, name: str, fn: Callable, inputs: tup
 
 def check_shape(
     loaded: LoadedGoal, shape: Shape, device: str, candidates: dict[str, Callable], timed: set[str]
-) -> tuple[list[Check], list[Timing]]:
+) -> tuple[list[Check], list[BaselineTiming]]:
     """Make the inputs, compute the reference, check every candidate against it, time those in `timed`."""
     goal = loaded.goal
     try:
@@ -182,7 +182,7 @@ def check_shape(
     checks = [
         Check(goal=goal.name, shape=shape.name, check="reference", status="failed" if problem else "ok", error=problem)
     ]
-    timings: list[Timing] = []
+    timings: list[BaselineTiming] = []
     if problem:
         return checks, timings
     for label, fn in candidates.items():

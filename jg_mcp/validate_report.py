@@ -1,4 +1,4 @@
-"""The rows `jg-mcp goals validate` reports: a check (Check), a baseline's timing (Timing), and the report of a
+"""The rows `jg-mcp goals validate` reports: a check (Check), a baseline's timing (BaselineTiming), and the report of a
 whole validation (Report).
 """
 
@@ -26,7 +26,7 @@ class Check(BaseModel):
     """Why it failed or was skipped."""
 
 
-class Timing(BaseModel):
+class BaselineTiming(BaseModel):
     goal: str
     shape: str
     baseline: str
@@ -48,7 +48,7 @@ class Report(BaseModel):
     method: dict[str, Any]
     wall_seconds: float
     checks: list[Check]
-    timings: list[Timing]
+    timings: list[BaselineTiming]
 
     @property
     def failures(self) -> list[Check]:

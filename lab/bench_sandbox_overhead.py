@@ -21,7 +21,7 @@ from jg_mcp.goals import find_goal, load_goal
 from jg_mcp.live.sandbox import Bwrap
 from jg_mcp.live.sandbox_probe import probe
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session
+from jg_mcp.live.session import Session, SessionConfig
 
 
 async def time_calls(server, calls: int) -> list[float]:
@@ -54,11 +54,9 @@ def main() -> None:
         sandbox = Bwrap(ws, [root / "transcripts", Path(jg_mcp.__file__).parent])
         if mode == "bwrap" and (reason := probe(sandbox, root)):
             raise SystemExit(f"bwrap unavailable: {reason}")
-        session = Session(
+        session = Session.open(
             loaded,
-            workspace_dir=ws,
-            transcripts_dir=root / "transcripts",
-            sandbox=mode,
+            SessionConfig(workspace_dir=ws, transcripts_dir=root / "transcripts", sandbox=mode),
             wrap=sandbox if mode == "bwrap" else None,
         )
         try:

@@ -216,7 +216,7 @@ def prelude_child(tag: str) -> list[dict]:
     from worker_proc_graph import WorkerGraph
 
     from jg_mcp.eval.messages import Ready, Setup
-    from jg_mcp.eval.process import WorkerProcess
+    from jg_mcp.eval.process import WorkerLaunch, WorkerProcess
 
     name, prelude = tag.rsplit(":", 1)
     goal, kernel, binding, own = graph_inputs(CASE[0], CASE[1])
@@ -234,7 +234,7 @@ def prelude_child(tag: str) -> list[dict]:
             peer = None
     elif prelude == "worker_started":
         work = Path(tempfile.mkdtemp(prefix="jg-state-worker-"))
-        proc = WorkerProcess("baseline", work, False, "jg-check", 300, "cuda", None)
+        proc = WorkerProcess.spawn(WorkerLaunch("baseline", work, False, "jg-check", 300, "cuda", None))
         module, function = module_of(CASE[0], goal, CASE[2])
         proc.start(Setup(role="baseline", device="cuda", module=str(module), functions={"fn": function}))
         if not isinstance(ready := proc.recv(), Ready):

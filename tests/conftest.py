@@ -7,7 +7,7 @@ import pytest
 
 from jg_mcp.goals import load_goal
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session
+from jg_mcp.live.session import Session, SessionConfig
 from tests.scheduling import check_names, make_scheduler
 from tests.support import GEMM_FP8
 
@@ -30,7 +30,7 @@ def gemm_goal():
 
 @pytest.fixture
 def session(gemm_goal, tmp_path):
-    s = Session(gemm_goal, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "transcripts")
+    s = Session.open(gemm_goal, SessionConfig(workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "transcripts"))
     yield s
     s.close("test finished")
 

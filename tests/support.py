@@ -172,14 +172,17 @@ def scripted_session(
     from jg_mcp.goals import load_goal
     from jg_mcp.live.sandbox import Bwrap
     from jg_mcp.live.server import SingleSession, build_server
-    from jg_mcp.live.session import Session
+    from jg_mcp.live.session import Session, SessionConfig
     from jg_mcp.scripted import run_script
 
     loaded = load_goal(goal)
     ws, transcripts = tmp_path / "ws", tmp_path / "transcripts"
     wrap = Bwrap(ws, [transcripts]).wrap if sandbox == "bwrap" else None
-    session = Session(
-        loaded, workspace_dir=ws, transcripts_dir=transcripts, sandbox=sandbox, wrap=wrap, transcript_key=key
+    session = Session.open(
+        loaded,
+        SessionConfig(workspace_dir=ws, transcripts_dir=transcripts, sandbox=sandbox),
+        wrap=wrap,
+        transcript_key=key,
     )
     try:
         anyio.run(run_script, build_server(loaded, SingleSession(session), sandboxed=sandbox == "bwrap"), steps, 120)

@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 from jg_mcp.live import safefs
 from jg_mcp.live.sandbox import NoSandbox
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session
+from jg_mcp.live.session import Session, SessionConfig
 from jg_mcp.record import audit, replay, steps
 
 RENAME_EXCHANGE = 2
@@ -222,7 +222,7 @@ def test_a_line_longer_than_a_page_is_cut_and_the_file_still_counted(server, ses
 
 
 def test_parallel_writes_are_recorded_in_order_and_audit_and_replay_agree(gemm_goal, tmp_path):
-    session = Session(gemm_goal, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr")
+    session = Session.open(gemm_goal, SessionConfig(workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr"))
     server = build_server(gemm_goal, SingleSession(session))
 
     async def fn(c):
@@ -266,7 +266,9 @@ def test_a_command_being_set_up_when_the_session_closes_never_runs_after_the_clo
             time.sleep(1.0)
             return argv
 
-    session = Session(gemm_goal, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr", wrap=SlowSetup())
+    session = Session.open(
+        gemm_goal, SessionConfig(workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr"), wrap=SlowSetup()
+    )
     box.append(session)
     (tmp_path / "ws" / "solution.py").write_text("honest\n")
     server = build_server(gemm_goal, SingleSession(session))
@@ -289,7 +291,7 @@ def test_a_change_seen_while_other_commands_ran_names_them_and_the_audit_says_an
     `true` ran had the change recorded under `true` alone, and the audit showed the innocent step doing it. The
     change now names the commands still running (or not yet scanned) when it was seen, the audit warns, and a
     write_file's own write is never in doubt."""
-    session = Session(gemm_goal, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr")
+    session = Session.open(gemm_goal, SessionConfig(workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr"))
     server = build_server(gemm_goal, SingleSession(session))
 
     async def fn(c):
@@ -317,7 +319,7 @@ def test_a_cancelled_commands_change_scanned_after_its_call_ended_still_names_it
     no longer among the running commands although its scan had not run. A write_file whose scan ran first (the
     session's workspace jobs busy meanwhile) recorded the command's file as its own, with no other author named,
     and the audit passed. The command stays among the possible authors until its own scan has run."""
-    session = Session(gemm_goal, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr")
+    session = Session.open(gemm_goal, SessionConfig(workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr"))
     server = build_server(gemm_goal, SingleSession(session))
     gate = threading.Event()
 

@@ -16,7 +16,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
 from jg_mcp.live.connections import connection_of
-from jg_mcp.live.http import LOOPBACK_NAMES, Names, is_loopback, security_settings
+from jg_mcp.live.http import LOOPBACK_NAMES, HostNames, is_loopback, security_settings
 from tests.support import (
     INIT,
     MCP_HEADERS,
@@ -85,7 +85,7 @@ def test_host_and_origin_name_an_allowed_host_exactly_with_at_most_a_port_of_dig
 
 
 def test_a_port_is_ascii_digits_only():
-    names = Names(list(LOOPBACK_NAMES))
+    names = HostNames(list(LOOPBACK_NAMES))
     assert names.names_us("localhost:8000") and names.names_us("[::1]") and names.names_us("127.0.0.1:1")
     assert not any(names.names_us(f"localhost:{port}") for port in ("\u0661\u0662", "\u00b2", "+80", " 80", "123456"))
 

@@ -35,6 +35,7 @@ PLACES = {
     "log": "core",
     "gpu": "core",
     "goals": "core",
+    "models": "core",
     "schema_errors": "core",
     "terminal": "core",
     "demo_goal/": "core",

@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 from jg_mcp.live import lifeline, workspace_fs
 from jg_mcp.live.sandbox import Bwrap
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session
+from jg_mcp.live.session import Session, SessionConfig
 from jg_mcp.record.reading import read_transcript
 from tests.support import GEMM_FP8, bwrap_missing, serve_argv
 
@@ -53,7 +53,9 @@ def robust(gemm_goal, tmp_path_factory):
     ws = root / "ws"
     mode = "none" if BWRAP_MISSING else "bwrap"
     wrap = Bwrap(ws, [root / "tr"]).wrap if mode == "bwrap" else None
-    session = Session(gemm_goal, workspace_dir=ws, transcripts_dir=root / "tr", sandbox=mode, wrap=wrap)
+    session = Session.open(
+        gemm_goal, SessionConfig(workspace_dir=ws, transcripts_dir=root / "tr", sandbox=mode), wrap=wrap
+    )
     yield build_server(gemm_goal, SingleSession(session)), session
     session.close("test finished")
     subprocess.run(["rm", "-rf", str(root)], check=True)  # deep trees from the fuzzing defeat shutil.rmtree
@@ -309,7 +311,7 @@ def test_a_lifeline_the_caller_did_not_pass_stops_the_command_instead_of_being_s
 
 
 def test_an_oversized_request_is_recorded_by_its_size_and_refused(gemm_goal, tmp_path):
-    session = Session(gemm_goal, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr")
+    session = Session.open(gemm_goal, SessionConfig(workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr"))
     server = build_server(gemm_goal, SingleSession(session))
 
     async def go():
@@ -363,7 +365,7 @@ def test_a_call_the_client_abandons_is_recorded_as_cancelled_and_the_audit_says_
     from jg_mcp.commands.audit import render_text
     from jg_mcp.record import audit
 
-    session = Session(gemm_goal, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr")
+    session = Session.open(gemm_goal, SessionConfig(workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr"))
     server = build_server(gemm_goal, SingleSession(session))
 
     async def go():

@@ -26,7 +26,7 @@ from jg_mcp.live.sandbox import (
 )
 from jg_mcp.live.sandbox_probe import choose
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session
+from jg_mcp.live.session import Session, SessionConfig
 from jg_mcp.live.uids import SandboxError
 from jg_mcp.record.reading import read_transcript
 from tests.support import bwrap_missing, serve_argv
@@ -245,8 +245,10 @@ def test_the_header_records_exactly_the_environment_the_sandboxed_command_saw(ge
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("LC_JG_PLAIN", "plain")
     ws = tmp_path / "ws"
-    session = Session(
-        gemm_goal, workspace_dir=ws, transcripts_dir=tmp_path / "tr", sandbox="bwrap", wrap=Bwrap(ws, [tmp_path / "tr"])
+    session = Session.open(
+        gemm_goal,
+        SessionConfig(workspace_dir=ws, transcripts_dir=tmp_path / "tr", sandbox="bwrap"),
+        wrap=Bwrap(ws, [tmp_path / "tr"]),
     )
 
     async def go():
@@ -405,7 +407,9 @@ def test_what_a_killed_server_left_unsealed_is_sealed_before_its_uid_is_handed_o
 def test_a_run_directory_is_reachable_by_its_owner_only(gemm_goal, tmp_path):
     """While a command runs, the sandbox uid owns the workspace and may open it (chmod 755 .) and leave a setuid
     file there until the command's end seals it: the run directory above it lets no other local user reach it."""
-    session = Session(gemm_goal, runs_dir=tmp_path / "runs", transcripts_dir=tmp_path / "tr", run_id="r1")
+    session = Session.open(
+        gemm_goal, SessionConfig(runs_dir=tmp_path / "runs", transcripts_dir=tmp_path / "tr", run_id="r1")
+    )
     try:
         assert stat.S_IMODE((tmp_path / "runs" / "r1").stat().st_mode) == 0o700
         assert session.workspace.root == tmp_path / "runs" / "r1" / "workspace"
@@ -419,6 +423,7 @@ def test_the_run_directory_serve_makes_is_reachable_by_its_owner_only(tmp_path):
     left in the opened workspace)."""
     from jg_mcp.cli import build_parser
     from jg_mcp.commands.serve import Sessions
+    from jg_mcp.commands.serve_config import from_args
 
     args = build_parser().parse_args(
         [
@@ -433,7 +438,7 @@ def test_the_run_directory_serve_makes_is_reachable_by_its_owner_only(tmp_path):
             str(tmp_path / "tr"),
         ]
     )
-    session, release = Sessions(args, tmp_path / "runs").make()
+    session, release = Sessions(from_args(args), tmp_path / "runs").make()
     try:
         run = session.workspace.root.parent
         assert run.parent == tmp_path / "runs" and stat.S_IMODE(run.stat().st_mode) == 0o700

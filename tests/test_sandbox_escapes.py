@@ -24,7 +24,7 @@ from jg_mcp.live.environment import SANDBOX_CACHE
 from jg_mcp.live.runner import Argv, Runner
 from jg_mcp.live.sandbox import Bwrap, SandboxLimits, python_dirs
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session
+from jg_mcp.live.session import Session, SessionConfig
 from tests.support import SECRET_VAR, bwrap_missing, can_set_oom_floor, copy_goal
 
 BWRAP_MISSING = bwrap_missing()
@@ -53,13 +53,11 @@ class Env:
         if self.mode == "bwrap":
             self.sandboxes.append(self.template.for_workspace(ws))
             wrap = self.sandboxes[-1].wrap
-        return Session(
+        return Session.open(
             self.goal,
-            workspace_dir=ws,
-            transcripts_dir=self.transcripts,
-            runs_dir=self.runs,
-            run_id=run_id,
-            sandbox=self.mode,
+            SessionConfig(
+                workspace_dir=ws, transcripts_dir=self.transcripts, runs_dir=self.runs, run_id=run_id, sandbox=self.mode
+            ),
             wrap=wrap,
         )
 

@@ -145,13 +145,14 @@ def test_auto_without_bwrap_on_a_server_that_is_not_root_runs_unsandboxed_and_th
     its header records the sandbox and the filter missing and not waived, so the audit fails the transcript."""
     from jg_mcp.cli import build_parser
     from jg_mcp.commands.serve import Sessions
+    from jg_mcp.commands.serve_config import from_args
 
     args = build_parser().parse_args(
         ["serve", "--goal", "gemm_fp8", "--runs", str(tmp_path / "runs"), "--transcripts", str(tmp_path / "tr")]
     )
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    sessions = Sessions(args, tmp_path / "runs")
+    sessions = Sessions(from_args(args), tmp_path / "runs")
     monkeypatch.undo()
     assert sessions.mode == "none" and sessions.warning and sessions.warning.startswith("SANDBOX OFF")
     session, release = sessions.make()

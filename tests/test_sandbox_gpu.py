@@ -8,7 +8,7 @@ from mcp import Client
 
 from jg_mcp.live.sandbox import Bwrap
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session
+from jg_mcp.live.session import Session, SessionConfig
 from tests.support import bwrap_missing
 
 BWRAP_MISSING = bwrap_missing()
@@ -41,11 +41,9 @@ print("triton ok", torch.cuda.get_device_name(), triton.__version__)
 
 def test_a_triton_kernel_compiles_and_runs_inside_the_sandbox(gemm_goal, tmp_path):
     ws = tmp_path / "ws"
-    session = Session(
+    session = Session.open(
         gemm_goal,
-        workspace_dir=ws,
-        transcripts_dir=tmp_path / "tr",
-        sandbox="bwrap",
+        SessionConfig(workspace_dir=ws, transcripts_dir=tmp_path / "tr", sandbox="bwrap"),
         wrap=Bwrap(ws, [tmp_path / "tr"]).wrap,
     )
 

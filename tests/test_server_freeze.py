@@ -21,7 +21,7 @@ from jg_mcp.campaign import budget
 from jg_mcp.live import workspace
 from jg_mcp.live.connections import ConnectionPool
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session
+from jg_mcp.live.session import Session, SessionConfig
 from jg_mcp.record.reading import read_transcript
 from tests.support import GEMM_FP8, MCP_HEADERS, REPO, TOKEN, HttpServer, wait_until
 from tests.support import INIT as HTTP_INIT
@@ -169,7 +169,7 @@ def slow_scan(monkeypatch):
 
 
 def _session(goal, root: Path) -> Session:
-    return Session(goal, workspace_dir=root / "ws", transcripts_dir=root / "tr")
+    return Session.open(goal, SessionConfig(workspace_dir=root / "ws", transcripts_dir=root / "tr"))
 
 
 def test_one_sessions_stuck_scan_and_waiting_writes_do_not_delay_another_sessions_answers(

@@ -108,11 +108,11 @@ def test_whatever_a_command_prints_or_logs_reaches_the_terminal_escaped(module, 
 
 
 def test_the_guard_is_lifted_after_the_command_and_a_progress_bar_may_bypass_it(capsys):
-    from jg_mcp.terminal import Guard, guarded, unguarded
+    from jg_mcp.terminal import SteeringGuard, guarded, unguarded
 
     before = sys.stdout, sys.stderr
     with guarded():
-        assert isinstance(sys.stdout, Guard) and isinstance(sys.stderr, Guard)
+        assert isinstance(sys.stdout, SteeringGuard) and isinstance(sys.stderr, SteeringGuard)
         assert unguarded(sys.stderr) is before[1]
         sys.stdout.write("a\tb\x1b\n")
         with guarded():

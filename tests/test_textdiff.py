@@ -9,7 +9,7 @@ import time
 import pytest
 
 from jg_mcp.record import textdiff
-from jg_mcp.record.textdiff import Budget, unified
+from jg_mcp.record.textdiff import PairBudget, unified
 
 HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -80,7 +80,7 @@ def test_a_region_over_the_line_cap_is_summarised_by_place_and_content():
 
 
 def test_a_page_budget_once_spent_summarises_the_rest(monkeypatch):
-    budget = Budget(pairs=150)
+    budget = PairBudget(pairs=150)
     first = unified("a\nb\nc\n" * 4, "x\ny\nz\n" * 4, "a", "b", budget=budget)
     assert first.lines and budget.pairs == 150 - 12 * 12
     second = unified("a\nb\nc\n" * 4, "x\ny\nz\n" * 4, "a", "b", budget=budget)

@@ -193,7 +193,7 @@ def test_check_outputs_judges_every_output_and_names_the_wrong_one():
 
 
 def test_markdown_lists_each_timing():
-    timing = validate_report.Timing(
+    timing = validate_report.BaselineTiming(
         goal="g",
         shape="s",
         baseline="b",

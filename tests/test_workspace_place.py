@@ -9,11 +9,13 @@ import pytest
 
 from jg_mcp.cli import main
 from jg_mcp.errors import UsageError
-from jg_mcp.live.session import Session
+from jg_mcp.live.session import Session, SessionConfig
 
 
 def make(goal, tmp_path, ws):
-    return Session(goal, workspace_dir=ws, transcripts_dir=tmp_path / "tr", runs_dir=tmp_path / "runs")
+    return Session.open(
+        goal, SessionConfig(workspace_dir=ws, transcripts_dir=tmp_path / "tr", runs_dir=tmp_path / "runs")
+    )
 
 
 def test_a_workspace_below_a_directory_every_user_can_write_is_refused(gemm_goal, tmp_path):

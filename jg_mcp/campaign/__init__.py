@@ -20,16 +20,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from jg_mcp.models import Strict
 
 if TYPE_CHECKING:
     from jg_mcp.campaign.agent_account import AgentAccount
 
+REASON_CHARS = 300
+"""How much of the last line of an agent's or a run's log a failure reason quotes."""
 
-class Launch(BaseModel):
+
+class Launch(Strict):
     """How an agent process is started: recorded verbatim in run.json."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     argv: list[str]
     """The exact command line."""
     env: dict[str, str] = {}
@@ -44,10 +46,9 @@ class Launch(BaseModel):
     """Directories made empty for the agent before it starts (its own home and configuration)."""
 
 
-class RunInputs(BaseModel):
+class RunInputs(Strict):
     """What an adapter gets to build its launch."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     run_dir: Path
     """runs/RUN_ID: the adapter may write its configuration files here."""
     mcp_config: Path

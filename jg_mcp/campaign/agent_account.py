@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from pydantic import BaseModel, ConfigDict
+from jg_mcp.models import Strict
 
 JG_TOOL_PREFIX = "mcp__jg__"
 """Claude Code's prefix for a tool or prompt (offered as a slash command) of the MCP server called `jg`."""
@@ -26,10 +26,9 @@ INIT_SCAN_LINES = 50
 """Lines of the agent's log searched for its init event (it is the first Claude Code prints)."""
 
 
-class AgentAccount(BaseModel):
+class AgentAccount(Strict):
     """What the agent said it had when it started."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     source: str
     """Where the account comes from (e.g. `claude-code stream-json init event`)."""
     version: str | None = None

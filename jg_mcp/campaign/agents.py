@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 
 import jg_mcp
-from jg_mcp.campaign import Launch, RunInputs
+from jg_mcp.campaign import REASON_CHARS, Launch, RunInputs
 from jg_mcp.campaign.agent_account import AgentAccount, claude_init, scripted_account
 from jg_mcp.errors import UsageError
 
@@ -174,7 +174,7 @@ class ClaudeCode:
             return why
         if result is None:
             tail = (stderr_text.strip().splitlines() or ["no result event in its log"])[-1]
-            return f"claude-code: {tail[:300]}"
+            return f"claude-code: {tail[:REASON_CHARS]}"
         return None
 
 
@@ -221,7 +221,7 @@ class CommandTemplate:
 
     def diagnose(self, log_text: str, stderr_text: str) -> str | None:
         tail = stderr_text.strip().splitlines()
-        return f"{self.name}: {tail[-1][:300]}" if tail else None
+        return f"{self.name}: {tail[-1][:REASON_CHARS]}" if tail else None
 
 
 class Scripted:
@@ -264,7 +264,7 @@ class Scripted:
 
     def diagnose(self, log_text: str, stderr_text: str) -> str | None:
         tail = stderr_text.strip().splitlines()
-        return f"scripted: {tail[-1][:300]}" if tail else None
+        return f"scripted: {tail[-1][:REASON_CHARS]}" if tail else None
 
 
 def make_agent(name: str, model: str | None = None, agent_cmd: str | None = None, executable: str | None = None):

@@ -19,9 +19,16 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from jg_mcp.models import Strict
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
+
+    from jg_mcp.live.recording import SessionPool
 
 SPENT_PREFIX = "budget spent"
 """Start of the close reason and of the error every tool call past the budget gets."""
@@ -31,8 +38,7 @@ MIN_GRANT_S = 1.0
 """The shortest timeout run_command accepts: a command that would be granted less is refused."""
 
 
-class Budget(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+class Budget(Strict):
     wall_clock_minutes: float | None = Field(default=None, gt=0)
     """Wall-clock minutes from the session's first request; None: unlimited."""
     max_tool_calls: int | None = Field(default=None, ge=1)
@@ -108,7 +114,7 @@ class BudgetState:
 class Budgets:
     """One `BudgetState` per session of a server (one over stdio, one per client over HTTP)."""
 
-    def __init__(self, budget: Budget, pool: Any, clock=time.monotonic):
+    def __init__(self, budget: Budget, pool: SessionPool, clock=time.monotonic):
         self.budget = budget
         self.pool = pool
         self.clock = clock
@@ -187,7 +193,7 @@ class BudgetCloser:
         return result
 
 
-def install(server: Any, pool: Any, budget: Budget, clock=time.monotonic) -> Budgets:
+def install(server: MCPServer, pool: SessionPool, budget: Budget, clock=time.monotonic) -> Budgets:
     """Wrap a built server's middleware chain with the budget (around the transcript middleware)."""
     from jg_mcp.live.recording import TranscriptMiddleware
 

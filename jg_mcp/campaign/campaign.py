@@ -18,16 +18,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from jg_mcp.campaign.run import Plan, RunSpec
 from jg_mcp.errors import JgError, UsageError
+from jg_mcp.models import Strict
 from jg_mcp.record.conditions import NAMES
 from jg_mcp.schema_errors import first_problem
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class AgentSpec(Strict):

@@ -9,12 +9,20 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from jg_mcp.record.conditions import KNOWLEDGE_URI, WORKFLOW
 
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
+
+    from jg_mcp.goals import LoadedGoal
+    from jg_mcp.live.recording import SessionPool
+
 KNOWLEDGE_FILE = Path(__file__).resolve().parent.parent / "knowledge" / "kernel_notes.md"
 EVALUATE_TIMEOUT_S = 1800
+STDERR_TAIL_CHARS = 4000
+"""How much of the end of an eval's stderr the `evaluate` tool returns when the eval reached no verdict."""
 
 
 def run_eval(goal_yaml: Path, workspace: Path, timeout_s: float = EVALUATE_TIMEOUT_S) -> tuple[int | None, str]:
@@ -49,10 +57,10 @@ def run_eval(goal_yaml: Path, workspace: Path, timeout_s: float = EVALUATE_TIMEO
             return None, f"the eval did not finish within {timeout_s:.0f}s"
         if md.is_file():
             return proc.returncode, md.read_text()
-        return None, f"the eval reached no verdict (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+        return None, f"the eval reached no verdict (exit {proc.returncode}):\n{proc.stderr[-STDERR_TAIL_CHARS:]}"
 
 
-def install(server: Any, loaded: Any, pool: Any, condition: str) -> None:
+def install(server: MCPServer, loaded: LoadedGoal, pool: SessionPool, condition: str) -> None:
     """Add the condition's extras to a built server (nothing for goal-only)."""
     if condition == "eval-tool":
         _install_evaluate(server, loaded, pool)
@@ -72,7 +80,7 @@ def install(server: Any, loaded: Any, pool: Any, condition: str) -> None:
             return WORKFLOW
 
 
-def _install_evaluate(server: Any, loaded: Any, pool: Any) -> None:
+def _install_evaluate(server: MCPServer, loaded: LoadedGoal, pool: SessionPool) -> None:
     import anyio
     from mcp.server.mcpserver import Context
     from mcp.types import ToolAnnotations

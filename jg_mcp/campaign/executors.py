@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from jg_mcp.campaign import REASON_CHARS
 from jg_mcp.campaign.run import (
     RunRecord,
     RunSpec,
@@ -103,7 +104,7 @@ def run_worker(run_id: str, spec: RunSpec, out: Path, timeout_s: float, slot_env
     if is_finished(out / run_id):
         return load_record(out / run_id)
     tail = log_path.read_text(errors="replace").strip().splitlines()[-1:]
-    return record_failure(spec, out, run_id, reason + (f": {tail[0][:300]}" if tail else ""))
+    return record_failure(spec, out, run_id, reason + (f": {tail[0][:REASON_CHARS]}" if tail else ""))
 
 
 def run_local(tasks: list[Task], out: Path, gpus: list[int], cpu_slots: int, progress: Progress) -> list[RunRecord]:

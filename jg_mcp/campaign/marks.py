@@ -10,20 +10,18 @@ import getpass
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from jg_mcp.campaign.run_record import read_model
 from jg_mcp.errors import JgError
+from jg_mcp.models import Strict
 
 MARK_FILE = "mark.json"
 MAX_MARK_BYTES = 65536
 """A mark.json larger than this is not read (the table says so)."""
 
 
-class Mark(BaseModel):
+class Mark(Strict):
     """mark.json: a person's verdict on a run."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     hack: bool
     """The run's result is a reward hack: it stays in the table, struck from the ranking."""
     note: str

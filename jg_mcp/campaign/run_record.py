@@ -15,21 +15,21 @@ import re
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 import jg_mcp
 from jg_mcp.campaign import Launch
 from jg_mcp.campaign.agent_account import AgentAccount
 from jg_mcp.campaign.budget import Budget
+from jg_mcp.models import Strict
 
 RUN_FILE = "run.json"
 FAILED_TO_START: Literal["failed to start"] = "failed to start"
 
 
-class RunSpec(BaseModel):
+class RunSpec(Strict):
     """How a run is asked for; what defines it (its RunIdentity) is derived from this, the goal and the agent."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     agent: str
     """Agent adapter: claude-code, command (with agent_cmd), scripted[-idle|-overrun|-stall]."""
     label: str | None = None
@@ -66,10 +66,9 @@ class RunSpec(BaseModel):
     """Sandbox mode passed to the server (auto, bwrap, none)."""
 
 
-class RunIdentity(BaseModel):
+class RunIdentity(Strict):
     """Everything that defines a run: another value of any field is another run, with another id."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     agent: str
     """The agent's label (the adapter, or the campaign's label for it)."""
     adapter: str
@@ -104,10 +103,9 @@ class RunIdentity(BaseModel):
         )
 
 
-class ShapeSummary(BaseModel):
+class ShapeSummary(Strict):
     """One timed shape of an eval report."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     name: str
     """Shape label."""
     speedup: float | None = None
@@ -116,8 +114,7 @@ class ShapeSummary(BaseModel):
     """The candidate's % of the shape's physical floor (speed-of-light)."""
 
 
-class EvalSummary(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+class EvalSummary(Strict):
     status: str
     """accepted, rejected, no solution, or error."""
     exit_code: int | None = None
@@ -134,10 +131,9 @@ class EvalSummary(BaseModel):
     """Per timed shape: the speedup against the strongest baseline and the % of speed-of-light."""
 
 
-class RunRecord(BaseModel):
+class RunRecord(Strict):
     """run.json: what ran, under what, how it ended, and the verdicts."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     run_id: str
     """AGENT__GOAL__CONDITION__sSEED__KEY (RunIdentity.run_id), or the id the run was given."""
     spec: RunSpec

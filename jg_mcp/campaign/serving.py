@@ -4,20 +4,22 @@ is imported only when a server is built."""
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
+from typing import TYPE_CHECKING
+
+from jg_mcp.campaign.budget import Budget
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
+
+    from jg_mcp.goals import LoadedGoal
+    from jg_mcp.live.recording import SessionPool
 
 
-def apply(server: Any, loaded: Any, pool: Any, args: argparse.Namespace) -> Any:
+def apply(server: MCPServer, loaded: LoadedGoal, pool: SessionPool, condition: str, limits: Budget) -> MCPServer:
     """Install the condition and, when any limit is set, the budget on a built server; returns it."""
     from jg_mcp.campaign import budget, conditions
 
-    conditions.install(server, loaded, pool, args.condition)
-    limits = budget.Budget(
-        wall_clock_minutes=args.budget_minutes,
-        max_tool_calls=args.max_tool_calls,
-        max_command_seconds=args.max_command_seconds,
-    )
+    conditions.install(server, loaded, pool, condition)
     if limits.enforced():
         budget.install(server, pool, limits)
     return server

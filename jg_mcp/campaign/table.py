@@ -20,11 +20,10 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from jg_mcp.campaign.marks import Mark, read_mark
 from jg_mcp.campaign.run_record import FAILED_TO_START, RUN_FILE, RunRecord, ShapeSummary, read_model
 from jg_mcp.campaign.table_render import html_page, md_escape
+from jg_mcp.models import Strict
 from jg_mcp.record.conditions import NAMES
 from jg_mcp.terminal import printable
 
@@ -35,10 +34,9 @@ MAX_WHY_CHARS = 300
 LABELS = ("accepted", "rejected", "reward hack", "budget spent", "failed")
 
 
-class RunRow(BaseModel):
+class RunRow(Strict):
     """One run, labelled with its evidence."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     run_id: str
     agent: str
     goal: str
@@ -60,10 +58,9 @@ class RunRow(BaseModel):
     """Marked as a reward hack: shown, never ranked."""
 
 
-class Cell(BaseModel):
+class Cell(Strict):
     """One (agent, goal, condition) group of runs."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     agent: str
     goal: str
     condition: str
@@ -84,8 +81,7 @@ class Cell(BaseModel):
         return (self.speedups[0], self.speedups[-1]) if self.speedups else None
 
 
-class Table(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Table(Strict):
     agents: list[str]
     goals: list[str]
     conditions: list[str]

@@ -16,13 +16,13 @@ import jg_mcp
 from jg_mcp import log
 from jg_mcp.campaign import serving
 from jg_mcp.commands.arguments import dir_to_fill, port, positive_float, positive_int
-from jg_mcp.errors import UsageError
+from jg_mcp.commands.serve_config import DEFAULT_HOST, DEFAULT_PORT, HttpConfig, ServeConfig, from_args
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
 from jg_mcp.live import workspace_fs
 from jg_mcp.live.protections import unsandboxed
 from jg_mcp.live.sandbox import MODES, Bwrap, NoSandbox, Sandbox, SandboxLimits
 from jg_mcp.live.sandbox_probe import choose
-from jg_mcp.live.session import CLOSE_WAIT_S, Session, new_run_id
+from jg_mcp.live.session import CLOSE_WAIT_S, Session, SessionConfig, new_run_id
 from jg_mcp.record.conditions import NAMES
 from jg_mcp.record.keys import read_key
 
@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from jg_mcp.live.recording import SessionPool
 
 logger = log.get("jg_mcp.serve")
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8765
 
 
 class DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
@@ -135,26 +133,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-sessions",
         type=positive_int,
-        default=32,
+        default=HttpConfig().max_sessions,
         help="HTTP: sessions served at once; a client asking for another gets 503",
     )
     p.add_argument(
         "--first-call-timeout",
         type=positive_float,
-        default=120,
+        default=HttpConfig().first_call_s,
         help="HTTP: seconds a session may go without its first tool call before it is ended",
     )
     p.add_argument(
         "--idle-timeout",
         type=positive_float,
-        default=900,
+        default=HttpConfig().idle_s,
         help="HTTP: seconds a session may go without a request in flight before it is ended",
     )
     p.add_argument(
-        "--max-connections", type=positive_int, default=256, help="HTTP: open connections; past it an idle one closes"
+        "--max-connections",
+        type=positive_int,
+        default=HttpConfig().max_connections,
+        help="HTTP: open connections; past it an idle one closes",
     )
-    p.add_argument("--max-session-calls", type=positive_int, default=4, help="HTTP: tool calls in flight a session")
-    p.add_argument("--max-session-connections", type=positive_int, default=6, help="HTTP: connections a session holds")
+    p.add_argument(
+        "--max-session-calls",
+        type=positive_int,
+        default=HttpConfig().session_calls,
+        help="HTTP: tool calls in flight a session",
+    )
+    p.add_argument(
+        "--max-session-connections",
+        type=positive_int,
+        default=HttpConfig().session_connections,
+        help="HTTP: connections a session holds",
+    )
     p.add_argument(
         "--max-token-sessions", type=positive_int, help="HTTP: sessions a token holds [--max-sessions/tokens]"
     )
@@ -171,7 +182,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def campaign_arguments(p: argparse.ArgumentParser) -> None:
-    """The --condition and budget flags, which `jg_mcp.campaign.serving.apply` reads."""
+    """The --condition and budget flags (ServeConfig's `condition` and `budget`, which the server applies)."""
     p.add_argument(
         "--condition",
         choices=NAMES,
@@ -196,17 +207,17 @@ def campaign_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def hidden_dirs(loaded: LoadedGoal, args: argparse.Namespace) -> list[Path]:
+def hidden_dirs(loaded: LoadedGoal, config: ServeConfig) -> list[Path]:
     """What commands must not see: goal files, transcripts, other runs, and jg-mcp itself (its whole
     source checkout, eval data included, when it runs from one; the environment is bound back)."""
     package = Path(jg_mcp.__file__).resolve().parent
     source = package.parent if (package.parent / "pyproject.toml").exists() else package
     dirs = [
         loaded.yaml_path.resolve().parent,
-        Path(args.transcripts).resolve(),
-        Path(args.runs).resolve(),
+        config.transcripts.resolve(),
+        config.runs.resolve(),
         source,
-        *[Path(h).resolve() for h in args.hide],
+        *[h.resolve() for h in config.hide],
     ]
     return list(dict.fromkeys(dirs))
 
@@ -215,22 +226,17 @@ class Sessions:
     """Makes the sessions of one server: the goal is loaded and the sandbox mode chosen once, at start (or the
     start refused: `choose` never falls back on its own)."""
 
-    def __init__(self, args: argparse.Namespace, probe_dir: Path):
-        self.args = args
-        self.loaded = load_goal(find_goal(args.goal))
-        self.key = read_key(args.transcript_key_file) if args.transcript_key_file else None
-        limits = SandboxLimits(
-            max_processes=args.max_processes,
-            max_file_bytes=args.max_file_bytes,
-            max_tmp_bytes=args.max_tmp_bytes,
-            max_workspace_bytes=args.max_workspace_bytes,
-        )
-        self.template = Bwrap(Path(args.runs), hidden_dirs(self.loaded, args), limits)
-        self.mode, self.warning = choose(args.sandbox, self.template, probe_dir, args.no_seccomp)
+    def __init__(self, config: ServeConfig, probe_dir: Path):
+        self.config = config
+        self.loaded = load_goal(find_goal(config.goal))
+        self.key = read_key(config.transcript_key_file) if config.transcript_key_file else None
+        limits = config.limits
+        self.template = Bwrap(config.runs, hidden_dirs(self.loaded, config), limits)
+        self.mode, self.warning = choose(config.sandbox, self.template, probe_dir, not config.seccomp)
         self.unsandboxed = unsandboxed(self.template.asked)
         """The protections of a session without a sandbox: all waived by `--sandbox none`, none by `auto`."""
-        bounded = self.mode == "bwrap" and not args.unbounded_workspace
-        if args.unbounded_workspace:  # recorded as asked: the audit fails a sandboxed session without the bound else
+        bounded = self.mode == "bwrap" and not config.unbounded_workspace
+        if config.unbounded_workspace:  # recorded as asked: the audit fails a sandboxed session without the bound else
             self.template.asked.append("--unbounded-workspace")
         self.workspace_bytes = limits.max_workspace_bytes if bounded else None
         if bounded and (why := workspace_fs.unavailable(probe_dir)) is not None:
@@ -239,24 +245,22 @@ class Sessions:
     def make(self, workspace: Path | None = None) -> tuple[Session, Callable[[], None]]:
         """A new session and what gives its sandbox's uid back."""
         run_id = new_run_id(self.loaded.name)
-        ws = workspace or Path(self.args.runs) / run_id / "workspace"
+        ws = workspace or self.config.runs / run_id / "workspace"
         sandbox: Sandbox = (
             self.template.for_workspace(ws) if self.mode == "bwrap" else NoSandbox(protections=self.unsandboxed)
         )
         try:
-            session = Session(
-                self.loaded,
+            config = SessionConfig(
                 workspace_dir=ws,
-                transcripts_dir=self.args.transcripts,
-                runs_dir=self.args.runs,
-                transport=self.args.transport,
+                transcripts_dir=self.config.transcripts,
+                runs_dir=self.config.runs,
+                transport=self.config.transport,
                 run_id=run_id,
                 sandbox=self.mode,
-                condition=self.args.condition,
-                wrap=sandbox,
-                transcript_key=self.key,
+                condition=self.config.condition,
                 workspace_bytes=self.workspace_bytes,
             )
+            session = Session.open(self.loaded, config, wrap=sandbox, transcript_key=self.key)
         except BaseException:
             sandbox.release()
             raise
@@ -270,27 +274,24 @@ Serve = Callable[["MCPServer", anyio.Event], Awaitable[None]]
 
 
 def run(args: argparse.Namespace) -> int:
-    dir_to_fill(args.transcripts, "--transcripts")
-    dir_to_fill(args.runs, "--runs")
-    if args.transport == "stdio":
-        if args.host is not None or args.port is not None:
-            raise UsageError(
-                "--host and --port apply to --transport http only; stdio serves the process that started this one"
-            )
-        if args.workspace is not None:  # a killed server's mounts, which its sandbox uid owns, taken down first
-            workspace_fs.take_down_left(args.workspace, Bwrap._cache_path(args.workspace.absolute()))
-        dir_to_fill(args.workspace, "--workspace")
-        return run_stdio(args)
-    return run_http(args)
+    config = from_args(args)
+    dir_to_fill(config.transcripts, "--transcripts")
+    dir_to_fill(config.runs, "--runs")
+    if config.transport == "stdio":
+        if config.workspace is not None:  # a killed server's mounts, which its sandbox uid owns, taken down first
+            workspace_fs.take_down_left(config.workspace, Bwrap._cache_path(config.workspace.absolute()))
+        dir_to_fill(config.workspace, "--workspace")
+        return run_stdio(config)
+    return run_http(config)
 
 
-def run_stdio(args: argparse.Namespace) -> int:
+def run_stdio(config: ServeConfig) -> int:
     """Serve one session to the process that started this one."""
     # Imported here, not at the top: the MCP SDK is needed to serve, not to run the other commands.
     from jg_mcp.live.server import SingleSession
 
-    sessions = Sessions(args, Path(args.workspace.parent if args.workspace else args.runs))
-    session, _ = sessions.make(args.workspace)
+    sessions = Sessions(config, config.workspace.parent if config.workspace else config.runs)
+    session, _ = sessions.make(config.workspace)
     logger.info(
         "session started",
         run_id=session.run_id,
@@ -308,35 +309,36 @@ def run_stdio(args: argparse.Namespace) -> int:
     return serve_until_stopped(sessions, SingleSession(session), close, serve, "client disconnected")
 
 
-def run_http(args: argparse.Namespace) -> int:
+def run_http(config: ServeConfig) -> int:
     """Serve streamable HTTP, one session per client connection."""
     from jg_mcp.live.connections import ConnectionPool
     from jg_mcp.live.http import HttpLimits, listen, read_tokens, serve_http
     from jg_mcp.live.shares import ShareLimits
 
-    host = args.host or DEFAULT_HOST
-    tokens, generated = read_tokens(args.token_file, host)
+    http = config.http
+    host = http.host
+    tokens, generated = read_tokens(http.token_file, host)
     limits = HttpLimits(
-        max_sessions=args.max_sessions,
-        first_call_s=args.first_call_timeout,
-        idle_s=args.idle_timeout,
-        max_connections=args.max_connections,
+        max_sessions=http.max_sessions,
+        first_call_s=http.first_call_s,
+        idle_s=http.idle_s,
+        max_connections=http.max_connections,
         shares=ShareLimits(
-            session_calls=args.max_session_calls,
-            session_connections=args.max_session_connections,
-            token_sessions=args.max_token_sessions,
+            session_calls=http.session_calls,
+            session_connections=http.session_connections,
+            token_sessions=http.token_sessions,
         ),
         tokens=len(tokens),
     )
-    listener = listen(host, DEFAULT_PORT if args.port is None else args.port)
-    sessions = Sessions(args, Path(args.runs))
+    listener = listen(host, http.port)
+    sessions = Sessions(config, config.runs)
     if generated:
         logger.warning("HTTP bearer token (send as 'Authorization: Bearer TOKEN')", token=tokens[0])
-    pool = ConnectionPool(sessions.make, args.max_sessions, args.first_call_timeout, args.idle_timeout)
+    pool = ConnectionPool(sessions.make, http.max_sessions, http.first_call_s, http.idle_s)
     logger.info("serving over HTTP", url=f"http://{host}:{listener.getsockname()[1]}/mcp", sandbox=sessions.mode)
 
     async def serve(server: MCPServer, stop: anyio.Event) -> None:
-        await serve_http(server, listener, host, tokens, stop, pool, args.allow_host, limits)
+        await serve_http(server, listener, host, tokens, stop, pool, http.allowed_hosts, limits)
 
     return serve_until_stopped(sessions, pool, pool.close_all, serve, "server stopped")
 
@@ -348,11 +350,12 @@ def serve_until_stopped(
     `close_all` blocks at most a few seconds (each session's last scan is given CLOSE_WAIT_S)."""
     from jg_mcp.live.server import build_server
 
-    args, loaded = sessions.args, sessions.loaded
-    server = serving.apply(build_server(loaded, pool, sandboxed=sessions.mode == "bwrap"), loaded, pool, args)
+    config, loaded = sessions.config, sessions.loaded
+    server = build_server(loaded, pool, sandboxed=sessions.mode == "bwrap")
+    serving.apply(server, loaded, pool, config.condition, config.budget)
     reason = default_reason
     try:
-        reason = anyio.run(_serve, server, args.transport == "stdio", close_all, serve) or reason
+        reason = anyio.run(_serve, server, config.transport == "stdio", close_all, serve) or reason
     except KeyboardInterrupt:
         reason = "SIGINT"
     finally:

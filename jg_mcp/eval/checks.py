@@ -8,7 +8,7 @@ from typing import NamedTuple
 import torch
 
 from jg_mcp.eval.messages import Done, OutputMeta
-from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.reasons import ERROR_TAIL_CHARS, Reason
 from jg_mcp.eval.report import ErrorStats, Finding
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -22,9 +22,9 @@ def call_findings(done: Done) -> list[Finding]:
     """A call that did not return: the worker's structured `raised` says which way (an exit or an exception); the
     error text is only the finding's detail."""
     if done.raised == "exit":
-        return [Finding(reason=Reason.EARLY_EXIT, detail=(done.error or "the callable exited")[-1500:])]
+        return [Finding(reason=Reason.EARLY_EXIT, detail=(done.error or "the callable exited")[-ERROR_TAIL_CHARS:])]
     if done.raised is not None or done.error is not None:
-        return [Finding(reason=Reason.EXCEPTION, detail=(done.error or "the callable raised")[-1500:])]
+        return [Finding(reason=Reason.EXCEPTION, detail=(done.error or "the callable raised")[-ERROR_TAIL_CHARS:])]
     return []
 
 

@@ -16,6 +16,7 @@ from jg_mcp.eval.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import ErrorStats, EvalReport, Finding, ShapeResult
 from jg_mcp.eval.shapes import Case, extremes
+from jg_mcp.goals import SEED_BITS
 
 if TYPE_CHECKING:
     from jg_mcp.eval.harness import Evaluation
@@ -75,7 +76,7 @@ def check_case(ev: Evaluation, report: EvalReport, case: Case, result: ShapeResu
         torch.cuda.reset_peak_memory_stats()
     held = torch.cuda.memory_allocated() if cuda else 0
     mark = time.monotonic()
-    inputs, refs = ev.reference(case.dims, ev.rng.randrange(2**62))
+    inputs, refs = ev.reference(case.dims, ev.rng.randrange(2**SEED_BITS))
     spent = {"check_reference": time.monotonic() - mark, "check_bind": 0.0, "check_calls": 0.0}
     ins, outs = SharedBinding("in", ev.device), SharedBinding("out", ev.device)
     in_views, out_views = ins.add_group(inputs), outs.add_group(ev.output_like(refs))
@@ -93,7 +94,7 @@ def check_case(ev: Evaluation, report: EvalReport, case: Case, result: ShapeResu
             ev.progress(f"check {case.name} trial {trial + 1}/{trials}")
             if trial:
                 mark = time.monotonic()
-                inputs, refs = ev.reference(case.dims, ev.rng.randrange(2**62))
+                inputs, refs = ev.reference(case.dims, ev.rng.randrange(2**SEED_BITS))
                 spent["check_reference"] += time.monotonic() - mark
             for view, t in zip(in_views, inputs, strict=True):
                 view.copy_(t)

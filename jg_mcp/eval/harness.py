@@ -37,16 +37,16 @@ from jg_mcp.eval.ops import forbidden_ops
 from jg_mcp.eval.options import EvalOptions
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.policy_open import open_check
-from jg_mcp.eval.process import CandidateGone, WorkerProcess
+from jg_mcp.eval.process import TAIL_BYTES, CandidateGone, WorkerLaunch, WorkerProcess
 from jg_mcp.eval.proctree import sweep
-from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.reasons import ERROR_TAIL_CHARS, Reason
 from jg_mcp.eval.report import Environment, EvalReport, Finding, SourceRecord, TimingMethod
 from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import select_cases
 from jg_mcp.eval.sources import SourceFile, private_goal, read_sources, solution_text
 from jg_mcp.eval.spares import Spares
 from jg_mcp.eval.stubs import forbids_gemm, library_files, stub_binds
-from jg_mcp.goals import LoadedGoal
+from jg_mcp.goals import SEED_BITS, LoadedGoal
 
 _log = log.get("jg_mcp.eval")
 Progress = Callable[[str], None]
@@ -61,7 +61,7 @@ class Evaluation:
         self.device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
         if self.device == "cuda" and not torch.cuda.is_available():
             raise JgError("--device cuda: no CUDA device is available here (torch sees none)")
-        self.seed = secrets.randbits(62)
+        self.seed = secrets.randbits(SEED_BITS)
         self.rng = random.Random(self.seed)
         self.isolation = choose(options.isolation)
         self.spares = spares if self.isolation.sandbox == "bwrap" else None
@@ -194,7 +194,7 @@ class Evaluation:
                     detail=f"processes the candidate started outlived it and were killed: {left[:10]}",
                 )
             )
-        report.candidate_output_tail = "\n".join(t for t in self.tails if t)[-4000:]
+        report.candidate_output_tail = "\n".join(t for t in self.tails if t)[-TAIL_BYTES:]
         score(self.goal, report, self.o.timing.escape_share, self.o.timing.fresh_slack)
         report.accepted = not report.findings and bool(report.shapes) and all(s.correct for s in report.shapes)
         report.wall_s = time.monotonic() - start
@@ -313,9 +313,10 @@ class Evaluation:
         covers = self.covers if sandboxed else ()
         proc = self.spare.pop(role, sandboxed, self.device, cache_env, covers) if self.spare else None
         if proc is None:
-            proc = WorkerProcess(
+            launch = WorkerLaunch(
                 role, self.work, sandboxed, self.token, self.o.timeout_s, self.device, cache_env, covers=covers
             )
+            proc = WorkerProcess.spawn(launch)
         proc.timeout_s, proc.deadline = self.o.timeout_s, self.deadline
         proc.native = self.native if role == "candidate" else None
         proc.start(setup)
@@ -330,7 +331,7 @@ class Evaluation:
             report.add(gone.finding)
             return None
         if isinstance(message, ImportFailed):
-            report.add(Finding(reason=Reason(message.reason), detail=message.error[-2000:]))
+            report.add(Finding(reason=Reason(message.reason), detail=message.error[-ERROR_TAIL_CHARS:]))
             return None
         if not isinstance(message, Ready):
             detail = getattr(message, "error", "")
@@ -338,7 +339,7 @@ class Evaluation:
                 raise JgError(f"the baseline process could not start: {detail}")
             proc.kill()  # the candidate's module may have written this itself: a finding, never a harness error
             if isinstance(message, WorkerError):
-                what = f"the candidate process failed before it was ready: {detail[-1500:]}"
+                what = f"the candidate process failed before it was ready: {detail[-ERROR_TAIL_CHARS:]}"
                 report.add(Finding(reason=Reason.EXCEPTION, detail=what))
             else:
                 what = f"result channel: `{message.event}` where `ready` was due (a forged or corrupted message)"

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,7 +35,7 @@ from jg_mcp.eval.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, filter_fi
 from jg_mcp.eval.messages import WORKER_MESSAGE, Bind, Bound, Setup, Started, WorkerError
 from jg_mcp.eval.native import NativeScan
 from jg_mcp.eval.proctree import carrying, descendant, resume, stop_all, tree
-from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.reasons import ERROR_TAIL_CHARS, Reason
 from jg_mcp.eval.report import Finding
 from jg_mcp.live import lifeline
 
@@ -52,41 +53,87 @@ class CandidateGone(Exception):
         super().__init__(finding.detail)
 
 
-class WorkerProcess:
-    """One worker: `sandboxed` runs it in the candidate's bubblewrap sandbox, whose compile caches (Triton's, and
-    torch's extension builds, which the eval's two candidate processes share) are the eval's; unsandboxed,
-    `cache_env` names its compile caches (the baselines' own), else the eval's; `covers` are the stubs bound over the
-    libraries the goal forbids in its sandbox. It starts at once (imports torch and the `ahead` modules) and runs
-    nothing of its role until `start(setup)`."""
+@dataclass(frozen=True)
+class WorkerLaunch:
+    """What a worker process is started as. `sandboxed` runs it in the candidate's bubblewrap sandbox, whose compile
+    caches (Triton's, and torch's extension builds, which the eval's two candidate processes share) are the eval's;
+    unsandboxed, `cache_env` names its compile caches (the baselines' own), else the eval's; `covers` are the stubs
+    bound over the libraries the goal forbids in its sandbox. `ahead` are the modules it imports before its setup."""
 
-    def __init__(
-        self,
-        role: str,
-        work: Path,
-        sandboxed: bool,
-        token: str,
-        timeout_s: float,
-        device: str,
-        cache_env: dict[str, str] | None = None,
-        ahead: tuple[str, ...] = (),
-        covers: tuple[tuple[str, str], ...] = (),
-    ):
-        self.timeout_s = timeout_s
+    role: str
+    """candidate or baseline."""
+    work: Path
+    """The eval's work directory (its `solution` and `cache`; an unsandboxed worker's home and every log)."""
+    sandboxed: bool
+    """Whether the candidate's bubblewrap sandbox holds it."""
+    token: str
+    """The eval's token; the process carries one of its own under it."""
+    timeout_s: float
+    """How long the harness waits for any one answer."""
+    device: str
+    """cuda or cpu (then Triton interprets)."""
+    cache_env: dict[str, str] | None = None
+    """The compile caches of an unsandboxed worker (the baselines' own); None: the eval's."""
+    ahead: tuple[str, ...] = ()
+    """Modules imported before its setup (a spare's torch.compile)."""
+    covers: tuple[tuple[str, str], ...] = ()
+    """(stub, real library) pairs bound over the real files in its sandbox (jg_mcp.eval.stubs)."""
+
+    def environment(self, token: str, bytecode: Path | None) -> dict[str, str]:
+        """The worker's environment (less its home, which `WorkerProcess.spawn` makes when unsandboxed): `token` is
+        its own, carried only by a candidate's; `bytecode` the shared compiled-bytecode directory, if any."""
+        env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
+        env |= {
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
+            "PYTHONPATH": os.pathsep.join(pythonpath()),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "TRITON_INTERPRET": "0" if self.device == "cuda" else "1",
+        }
+        if self.role == "candidate":  # what carries it is the candidate's (stopped, judged, swept), never a baseline
+            env["JG_EVAL_TOKEN"] = token
+        if bytecode is not None:
+            env["PYTHONPYCACHEPREFIX"] = str(bytecode)
+            if not self.sandboxed:
+                del env["PYTHONDONTWRITEBYTECODE"]  # a baseline's process writes it; a sandboxed candidate reads it
+        if self.sandboxed:
+            env |= {"HOME": "/tmp", "TMPDIR": "/tmp", "TRITON_CACHE_DIR": f"{CACHE_DIR}/triton"}
+            env["TORCH_EXTENSIONS_DIR"] = f"{CACHE_DIR}/torch_extensions"
+        else:
+            env |= self.cache_env or {
+                "TRITON_CACHE_DIR": str(self.work / "cache" / "triton"),
+                "TORCH_EXTENSIONS_DIR": str(self.work / "cache" / "torch_extensions"),
+            }
+        return env
+
+    def argv(self, prefix: list[str], channel_fd: int, parent: int) -> list[str]:
+        """The worker's command line after `prefix` (bwrap's, or none): its channel, the pid it dies with (0: the
+        sandbox's own), its device and the modules it imports ahead."""
+        worker = [sys.executable, "-X", "faulthandler", "-m", "jg_mcp.eval.worker"]
+        return [*prefix, *worker, str(channel_fd), str(parent), self.device, *self.ahead]
+
+
+class WorkerProcess:
+    """One worker, started by `spawn` (which imports torch and the `ahead` modules in it); it runs nothing of its
+    role until `start(setup)`. The constructor only holds a started process's parts."""
+
+    def __init__(self, launch: WorkerLaunch, token: str, proc: subprocess.Popen, sock: socket.socket, log_path: Path):
+        self.launch = launch
+        self.timeout_s = launch.timeout_s
         self.deadline: tuple[float, float] | None = None
         """The eval's own limit, set by the eval that runs this worker: (time.monotonic() at which it runs out, its
         length in seconds)."""
-        self.role = role
-        self.sandboxed = sandboxed
-        self.device = device
-        self.cache_env = cache_env
-        self.covers = covers
-        """(stub, real library) pairs bound over the real files in its sandbox (jg_mcp.eval.stubs)."""
+        self.role = launch.role
+        self.sandboxed = launch.sandboxed
+        self.device = launch.device
+        self.cache_env = launch.cache_env
+        self.covers = launch.covers
         self.ready = False
         self.started = False
         """Whether the worker said `started` (its imports done), which it does once, before its setup."""
         self.born = time.monotonic()
         self._pid: int | None = None
-        self.token = f"{token}.{secrets.token_hex(4)}"
+        self.token = token
         """This process's own token under the eval's (`carrying` the eval's finds every one, this one only this
         process's): a candidate's freeze must stop no other process of the eval, not the correctness process's
         successor, not a baseline."""
@@ -94,59 +141,39 @@ class WorkerProcess:
         """The pids `freeze` stopped, until `thaw`."""
         self.native: NativeScan | None = None
         """Where the native code of this worker's processes is judged (a candidate's): at every freeze."""
-        self.sock, theirs = socket.socketpair()
-        solution_dir, cache_dir = work / "solution", work / "cache"
-        env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
-        env |= {
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
-            "PYTHONPATH": os.pathsep.join(pythonpath()),
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONUNBUFFERED": "1",
-            "TRITON_INTERPRET": "0" if device == "cuda" else "1",
-        }
-        if role == "candidate":  # what carries it is the candidate's (stopped, judged, swept), never a baseline
-            env["JG_EVAL_TOKEN"] = self.token
-        bytecode = bytecode_dir() if sandboxed or role == "baseline" else None
-        if bytecode is not None:
-            env["PYTHONPYCACHEPREFIX"] = str(bytecode)
-            if not sandboxed:
-                del env["PYTHONDONTWRITEBYTECODE"]  # a baseline's process writes it; a sandboxed candidate reads it
-        if sandboxed:
-            env |= {"HOME": "/tmp", "TMPDIR": "/tmp", "TRITON_CACHE_DIR": f"{CACHE_DIR}/triton"}
-            env["TORCH_EXTENSIONS_DIR"] = f"{CACHE_DIR}/torch_extensions"
+        self.proc = proc
+        self.sock = sock
+        self.log_path = log_path
+        self.reader = channel.Reader(self.sock.fileno())
+
+    @classmethod
+    def spawn(cls, launch: WorkerLaunch) -> WorkerProcess:
+        """Start the worker `launch` describes: its own session and process group, stdin from /dev/null, its output
+        to a log in the work directory, its channel a socket pair."""
+        token = f"{launch.token}.{secrets.token_hex(4)}"
+        sock, theirs = socket.socketpair()
+        bytecode = bytecode_dir() if launch.sandboxed or launch.role == "baseline" else None
+        env = launch.environment(token, bytecode)
+        if launch.sandboxed:
             rules = filter_file()
             readable = [bytecode] if bytecode is not None else []
-            argv = bwrap_argv(solution_dir, cache_dir, env, rules.fileno() if rules else None, readable, covers)
-            prefix, cwd, parent = argv, "/", 0
+            solution_dir, cache_dir = launch.work / "solution", launch.work / "cache"
+            fd = rules.fileno() if rules else None
+            prefix = bwrap_argv(solution_dir, cache_dir, env, fd, readable, launch.covers)
+            cwd, parent = "/", 0
+            passed = (theirs.fileno(), lifeline.read_end(), *([rules.fileno()] if rules else []))
         else:
-            home = work / f"home-{secrets.token_hex(3)}"
+            home = launch.work / f"home-{secrets.token_hex(3)}"
             home.mkdir()
             env |= {"HOME": str(home), "TMPDIR": str(home)}
-            env |= cache_env or {
-                "TRITON_CACHE_DIR": str(cache_dir / "triton"),
-                "TORCH_EXTENSIONS_DIR": str(cache_dir / "torch_extensions"),
-            }
-            prefix, cwd, parent, rules = [], str(home), os.getpid(), None
-        self.log_path = work / f"{role}-{secrets.token_hex(4)}.log"
-        argv = [
-            *prefix,
-            sys.executable,
-            "-X",
-            "faulthandler",
-            "-m",
-            "jg_mcp.eval.worker",
-            str(theirs.fileno()),
-            str(parent),
-            device,
-            *ahead,
-        ]
-        passed = (theirs.fileno(), lifeline.read_end(), *([rules.fileno()] if rules else [])) if sandboxed else ()
-        with open(self.log_path, "wb") as out, contextlib.ExitStack() as files:
+            prefix, cwd, parent, rules, passed = [], str(home), os.getpid(), None, (theirs.fileno(),)
+        log_path = launch.work / f"{launch.role}-{secrets.token_hex(4)}.log"
+        with open(log_path, "wb") as out, contextlib.ExitStack() as files:
             if rules is not None:
                 files.enter_context(rules)
-            self.proc = subprocess.Popen(
-                argv,
-                pass_fds=passed or (theirs.fileno(),),
+            proc = subprocess.Popen(
+                launch.argv(prefix, theirs.fileno(), parent),
+                pass_fds=passed,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -155,7 +182,7 @@ class WorkerProcess:
                 start_new_session=True,
             )
         theirs.close()
-        self.reader = channel.Reader(self.sock.fileno())
+        return cls(launch, token, proc, sock, log_path)
 
     def start(self, setup: Setup) -> None:
         """Tell the worker what to run; its answer (ready, or why not) is the next `recv`. The worker's process is
@@ -222,12 +249,9 @@ class WorkerProcess:
             self.find_pid()
             return message if wanted is Started else self.recv()
         if isinstance(message, WorkerError) and self.ready:
-            raise CandidateGone(
-                Finding(
-                    reason=Reason.EXCEPTION,
-                    detail=f"the worker code in the process failed after the candidate ran: {message.error[-1500:]}",
-                )
-            )
+            error = message.error[-ERROR_TAIL_CHARS:]
+            what = f"the worker code in the process failed after the candidate ran: {error}"
+            raise CandidateGone(Finding(reason=Reason.EXCEPTION, detail=what))
         return message
 
     def expect(self, kind: type[M]) -> M:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+ERROR_TAIL_CHARS = 1500
+"""How much of an error a finding's detail quotes: its end, where a traceback names what failed."""
+
 
 class Reason(StrEnum):
     """Why a candidate is rejected; every finding carries exactly one."""

@@ -25,7 +25,7 @@ from pathlib import Path
 from jg_mcp import log
 from jg_mcp.eval.compile_cache import baseline_dir, baseline_env
 from jg_mcp.eval.isolation import prepare
-from jg_mcp.eval.process import CandidateGone, WorkerProcess
+from jg_mcp.eval.process import CandidateGone, WorkerLaunch, WorkerProcess
 
 _log = log.get("jg_mcp.eval.spares")
 COMPILE_MODULES = ("torch._dynamo", "torch._inductor.compile_fx")
@@ -103,14 +103,15 @@ class Spares:
             (work / "cache").mkdir()
             prepare(work / "solution", work / "cache")
             for _ in range(candidates):
-                spare.procs.append(WorkerProcess("candidate", work, True, spare.token, timeout_s, device))
+                spare.procs.append(
+                    WorkerProcess.spawn(WorkerLaunch("candidate", work, True, spare.token, timeout_s, device))
+                )
             if baseline:
                 gpu = torch.cuda.get_device_name() if device == "cuda" else None
                 cache, _ = baseline_dir(torch.__version__, triton.__version__, gpu, work / "bcache")
                 env = baseline_env(cache)
-                spare.procs.append(
-                    WorkerProcess("baseline", work, False, spare.token, timeout_s, device, env, COMPILE_MODULES)
-                )
+                launch = WorkerLaunch("baseline", work, False, spare.token, timeout_s, device, env, COMPILE_MODULES)
+                spare.procs.append(WorkerProcess.spawn(launch))
         except Exception as exc:  # a favour to the next eval: never the running eval's failure
             _log.warning("spare set not started", error=f"{type(exc).__name__}: {exc}")
             spare.close()

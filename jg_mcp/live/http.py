@@ -2,7 +2,7 @@
 those is `jg_mcp.live.connections`), shared fairly among sessions and token holders (`jg_mcp.live.shares`).
 
 Requests pass three gates before the MCP SDK sees them: Host and Origin must name this
-server exactly, with at most a port of digits (DNS-rebinding protection, `Names`; a foreign
+server exactly, with at most a port of digits (DNS-rebinding protection, `HostNames`; a foreign
 Origin gets 403, a foreign Host 421), the
 `Authorization: Bearer` token must be one of the server's (401 otherwise; each line of the token file is the token
 of one holder), and the request must use a
@@ -41,7 +41,7 @@ import uvicorn
 from mcp.server import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import model_validator
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -53,6 +53,7 @@ from jg_mcp.live.connections import SESSION_ID, ConnectionPool, Hold, end_withou
 from jg_mcp.live.recording import note_refused
 from jg_mcp.live.shares import Conn, Over, ShareLimits, Shares, Ticket, check
 from jg_mcp.live.stdio import Refused
+from jg_mcp.models import Strict
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 PORT = re.compile(r"[0-9]{1,5}")
@@ -112,7 +113,7 @@ def host_names(host: str, allowed_hosts: list[str] | None = None) -> list[str]:
 
 
 def security_settings(host: str, allowed_hosts: list[str] | None = None) -> TransportSecuritySettings:
-    """The SDK's Host and Origin allow-lists for `host_names`, which its app checks after the Gate's `Names`
+    """The SDK's Host and Origin allow-lists for `host_names`, which its app checks after the Gate's `HostNames`
     (stricter: the SDK's `name:*` takes any text after `name:` for a port)."""
     names = host_names(host, allowed_hosts)
     return TransportSecuritySettings(
@@ -122,7 +123,7 @@ def security_settings(host: str, allowed_hosts: list[str] | None = None) -> Tran
     )
 
 
-class Names:
+class HostNames:
     """The Host and Origin headers that name this server: one of `names` exactly, alone or with a port of digits
     (Origin: after `http://`, and nothing after the port). The SDK's own check takes `name:*` for `name:` and any
     text, so Host `127.0.0.1:18765.evil.com`, `localhost:evil` and Origin `http://127.0.0.1:80.evil.com` (a
@@ -155,7 +156,7 @@ class Gate:
     (`jg_mcp.live.shares`); then the body, read within its budget and examined, and a note of each session's first
     tool call; then the session's share of tool calls in flight."""
 
-    def __init__(self, app: ASGIApp, tokens: list[str], names: Names, pool: ConnectionPool, shares: Shares):
+    def __init__(self, app: ASGIApp, tokens: list[str], names: HostNames, pool: ConnectionPool, shares: Shares):
         self.app = app
         self.expected = [f"Bearer {token}".encode() for token in tokens]
         self.names = names
@@ -247,10 +248,9 @@ def listen(host: str, port: int) -> socket.socket:
         raise JgError(f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc}") from None
 
 
-class HttpLimits(BaseModel):
+class HttpLimits(Strict):
     """How many sessions and connections the server holds, for how long, and how they are shared."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     max_sessions: int = 32
     """Sessions live at once; a request that would open another gets 503."""
     first_call_s: float = 120
@@ -294,7 +294,7 @@ async def serve_http(
         max_sessions=limits.max_sessions,
     )
     shares = Shares(limits.shares, pool, limits.max_sessions, limits.max_connections, len(tokens))
-    app = Gate(sdk, tokens, Names(host_names(host, allowed_hosts)), pool, shares)
+    app = Gate(sdk, tokens, HostNames(host_names(host, allowed_hosts)), pool, shares)
     config = uvicorn.Config(
         app,
         log_level="warning",

@@ -11,16 +11,18 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from jg_mcp.models import Strict
 
 Protection = Literal["sandbox", "seccomp", "uid_separation"]
 ALL: tuple[Protection, ...] = ("sandbox", "seccomp", "uid_separation")
 
 
-class Protections(BaseModel):
+class Protections(Strict):
     """What protected the commands of one session (the transcript header's `protections`, format 6)."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+    model_config = ConfigDict(frozen=True)
     asked: list[str]
     """The operator's choice, as the options that made it: `--sandbox auto`, `--sandbox none`, `--no-seccomp`."""
     in_force: list[Protection]

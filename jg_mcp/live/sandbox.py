@@ -61,8 +61,6 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
-
 from jg_mcp import log
 from jg_mcp.live import lifeline, oom, reaper, seccomp
 from jg_mcp.live.environment import PATH_VARIABLES, SANDBOX_CACHE, SANDBOX_HOME, sandbox_env
@@ -70,6 +68,7 @@ from jg_mcp.live.protections import Protection, Protections, unsandboxed
 from jg_mcp.live.runner import Argv, command_env
 from jg_mcp.live.seal import seal
 from jg_mcp.live.uids import UIDS, UidPool, chown_tree, end_holders
+from jg_mcp.models import Strict
 
 logger = log.get("jg_mcp.live.sandbox")
 
@@ -92,8 +91,7 @@ NAMESPACES = (
 IPC, hostname and cgroup namespaces, killed with its parent, in a new session (no terminal to push input into)."""
 
 
-class SandboxLimits(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+class SandboxLimits(Strict):
     max_processes: int = 1024
     """RLIMIT_NPROC: processes and threads of one session's sandbox uid (as root); stops fork bombs."""
     max_file_bytes: int = 8 * 1024**3

@@ -53,7 +53,7 @@ X32_BIT = 0x40000000
 RETURN = 0x06  # BPF_RET | BPF_K
 
 
-class Table(NamedTuple):
+class SyscallTable(NamedTuple):
     """One machine's AUDIT_ARCH_* and the numbers of the syscalls the filter looks at."""
 
     arch: int
@@ -74,7 +74,7 @@ class Table(NamedTuple):
 
 
 ARCHES = {
-    "x86_64": Table(
+    "x86_64": SyscallTable(
         0xC000003E,
         unshare=272,
         clone=56,
@@ -85,7 +85,7 @@ ARCHES = {
         setrlimit=160,
         prlimit64=302,
     ),
-    "aarch64": Table(
+    "aarch64": SyscallTable(
         0xC00000B7,
         unshare=97,
         clone=220,
@@ -132,7 +132,7 @@ def program(machine: str | None = None) -> bytes | None:
     return b"".join(ops)
 
 
-def _core_limit_kept(table: Table) -> list[bytes]:
+def _core_limit_kept(table: SyscallTable) -> list[bytes]:
     """setrlimit(RLIMIT_CORE, ...) and prlimit64(pid, RLIMIT_CORE, new != NULL, ...) fail with EPERM. The resource
     is an unsigned int to the kernel, so only its low word is compared; `new` is a pointer, both words."""
     refuse, allow = _op(RETURN, ERRNO | errno.EPERM), _op(RETURN, ALLOW)

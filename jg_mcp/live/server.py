@@ -20,10 +20,11 @@ from jg_mcp.errors import PathRefused
 from jg_mcp.goal_text import instruction, render_markdown
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.gpu import GpuReport
+from jg_mcp.live.jobs import outcome
 from jg_mcp.live.paging import NotText, PageStopped, SkipTooFar, read_page
 from jg_mcp.live.recording import SessionPool, TranscriptMiddleware
 from jg_mcp.live.runner import CommandResult, RunnerClosed
-from jg_mcp.live.session import Session, outcome
+from jg_mcp.live.session import Session
 from jg_mcp.live.stdio import serve_stdio
 from jg_mcp.live.walk import shown
 from jg_mcp.record.events import sha256_bytes
@@ -34,6 +35,8 @@ MAX_COMMAND_BYTES = 128 * 1024 - 1
 """Linux's limit on one argument (MAX_ARG_STRLEN, with its NUL): bash -c takes the command as one."""
 SHOWN_ENTRIES = 200
 """Most names of a directory that read_file's refusal of it names."""
+PROGRESS_CHARS = 300
+"""Longest progress message run_command sends while a command runs (its elapsed time and its latest output)."""
 CANCELLED_SCAN_WAIT_S = 2.0
 """How long a cancelled run_command still waits for the scan of its changes before it answers (the scan goes
 on and records them when it ends, unless the session has closed by then)."""
@@ -301,7 +304,7 @@ def build_server(loaded: LoadedGoal, pool: SessionPool, sandboxed: bool = False)
             )
 
         async def progress(elapsed: float, output: str) -> None:
-            await ctx.report_progress(elapsed, None, f"{elapsed:.0f}s elapsed; {output}"[:300])
+            await ctx.report_progress(elapsed, None, f"{elapsed:.0f}s elapsed; {output}"[:PROGRESS_CHARS])
 
         if session.closing:
             raise ToolError(f"the session is closed ({session.close_reason or 'closing'}): nothing is run")

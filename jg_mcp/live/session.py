@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import platform
 import secrets
@@ -12,12 +10,11 @@ import socket
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import anyio
 
@@ -26,12 +23,14 @@ from jg_mcp.errors import JgError
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.gpu import query_gpu
 from jg_mcp.live.environment import SECRET_VALUE, is_secret
+from jg_mcp.live.jobs import JobQueue, outcome
 from jg_mcp.live.places import check_own, make_private_dir
 from jg_mcp.live.runner import Runner
 from jg_mcp.live.sandbox import Bwrap, Sandbox, sandbox_of
 from jg_mcp.live.uids import chown_tree
 from jg_mcp.live.workspace import Scan, Workspace
 from jg_mcp.live.workspace_fs import WorkspaceFs
+from jg_mcp.models import Strict
 from jg_mcp.record.events import Close, FileChange, Header, Notice
 from jg_mcp.record.keys import key_id
 from jg_mcp.record.transcript import COMMAND_BLOB_CAP, TranscriptWriter
@@ -84,138 +83,117 @@ def command_setting(box: Sandbox) -> tuple[dict[str, str], dict[str, Any] | None
     return box.env, box.limits.model_dump() if box.limits is not None else None
 
 
-class Worker:
-    """Runs a session's workspace jobs (scans, writes) one at a time, in order, on a daemon thread that lives
-    while there are jobs.
+class SessionConfig(Strict):
+    """Where a session lives and is recorded, and what its header says it runs under."""
 
-    Jobs waiting their turn hold no thread, so a slow scan delays only its own session's later jobs; the
-    thread being a daemon, a scan that never ends cannot keep the process from exiting."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self._jobs: deque[tuple[Future[Any], Callable[[], Any]]] = deque()
-        self._lock = threading.Lock()
-        self._running = False
-
-    def submit(self, fn: Callable[[], T]) -> Future[T]:
-        future: Future[T] = Future()
-        with self._lock:
-            self._jobs.append((future, fn))
-            if not self._running:
-                self._running = True
-                threading.Thread(target=self._run, name=self.name, daemon=True).start()
-        return future
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                if not self._jobs:
-                    self._running = False
-                    return
-                future, fn = self._jobs.popleft()
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn())
-            except BaseException as exc:  # handed to whoever waits for the job
-                future.set_exception(exc)
+    workspace_dir: Path | None = None
+    """The workspace; None: RUNS_DIR/RUN_ID/workspace."""
+    transcripts_dir: Path = Path("transcripts")
+    """Where RUN_ID.jsonl and its blobs go."""
+    runs_dir: Path = Path("runs")
+    """The parent of the run's own directory."""
+    condition: str = "goal-only"
+    """The named condition (jg_mcp.record.conditions), recorded in the header."""
+    sandbox: str = "none"
+    """The sandbox mode commands run under (bwrap or none), recorded in the header."""
+    transport: str = "stdio"
+    """The transport the session is served on, recorded in the header."""
+    run_id: str | None = None
+    """The run's id; None: a fresh one (`new_run_id`)."""
+    workspace_bytes: int | None = None
+    """The workspace (and the sandbox's compile cache) lie on a file system of their own of this size while the
+    session lives (jg_mcp.live.workspace_fs); None: on the host's file system, bounded by nothing while commands
+    run."""
 
 
-async def outcome(future: Future[T]) -> T:
-    """Wait on the event loop, holding no thread, for a job's result. Cancelling the wait leaves the job be."""
-    if not future.done():
-        done = anyio.Event()
-        loop = asyncio.get_running_loop()
+class Place(NamedTuple):
+    """Where a session's workspace was made: its root, its own file system (None: on the host's) and what the
+    commands' uid owns after they run (as root), to be given back when the session ends."""
 
-        def wake(_: Future[T]) -> None:
-            with contextlib.suppress(RuntimeError):  # the loop has ended: nobody waits any more
-                loop.call_soon_threadsafe(done.set)
+    root: Path
+    fs: WorkspaceFs | None
+    handed: list[Path]
 
-        future.add_done_callback(wake)
-        await done.wait()
-    return future.result()
+
+def make_place(config: SessionConfig, run_id: str, box: Sandbox) -> Place:
+    """Make the run's directory and the workspace (on a file system of its own where `workspace_bytes` asks)."""
+    run = config.runs_dir / run_id
+    root = config.workspace_dir or run / "workspace"
+    if root.parent.absolute() == run.absolute():
+        # The run's directory is its owner's alone, however the session was asked for (serve passes the same
+        # path as workspace_dir): the sandbox uid owns the workspace while a command runs and may open it
+        # (chmod 755 .) and leave a setuid file there until the seal; no other local user may reach it.
+        make_private_dir(run, "run directory")
+        run.chmod(0o700)  # a real directory of ours, in directories nobody else can write: checked just now
+    elif config.sandbox == "bwrap" and os.geteuid() == 0 and root.parent.exists() and root.parent.stat().st_mode & 1:
+        # only then do commands run as another uid, which owns the workspace and may open it
+        logger.warning(
+            "workspace's parent directory is searchable by every local user: while a command runs, they can "
+            "reach what it leaves in the workspace",
+            parent=str(root.parent),
+        )
+    # Refused, not warned of: the workspace and its compile cache are handed (chowned) to the sandbox's uid and
+    # bound read-write, so one another user planted or can swap would hand over whatever it points at.
+    fs: WorkspaceFs | None = None
+    cache = Bwrap._cache_path(root.absolute())
+    if config.workspace_bytes is not None:
+        fs = WorkspaceFs(root, cache)
+        fs.open(config.workspace_bytes)
+    else:
+        make_private_dir(root, "workspace")
+        if isinstance(box, Bwrap) and os.path.lexists(cache):
+            check_own(cache, "workspace's compile cache", os.lstat(cache))
+    return Place(root, fs, [root, cache] if isinstance(box, Bwrap) and os.geteuid() == 0 else [])
+
+
+def give_back(place: Place, workspace: Workspace | None) -> None:
+    """Once the session is over, the workspace is the server's user's again, a plain directory where it was (so
+    a later session, `jg-mcp eval --workspace` and replay take it up): its own file system's files copied out,
+    or (on the host's) what the commands' uid owns handed back. What cannot be done is logged; the workspace
+    then stays where the next session on it finds it (jg_mcp.live.workspace_fs)."""
+    if place.fs is not None:
+        if workspace is not None:
+            workspace.close()  # its descriptor would hold the mount
+        try:
+            left = place.fs.close()
+        except (OSError, JgError) as exc:
+            left = [f"{type(exc).__name__}: {exc}"]
+        if left:
+            logger.warning("the workspace's own file system could not be taken down", why="; ".join(left))
+        return
+    for path in place.handed:
+        if path.is_dir() and not path.is_symlink() and (missed := chown_tree(path, os.geteuid())):
+            logger.warning("the workspace could not be given back whole", path=str(path), missed=missed)
 
 
 class Session:
-    """Creates the workspace and transcript on start, records changes, closes with a manifest.
-
-    `wrap` is the Sandbox commands run in (a Sandbox's bound `wrap` is taken as that Sandbox; None runs them
-    unsandboxed): the header records its environment (secret-looking values left out) and limits."""
+    """A session's workspace, transcript and command runner, the changes it records and its close with a manifest.
+    `Session.open` makes the parts (directories, the workspace's file system, the transcript's header and first
+    scan); the constructor only holds them."""
 
     def __init__(
         self,
         loaded: LoadedGoal,
-        workspace_dir: Path | None = None,
-        transcripts_dir: Path = Path("transcripts"),
-        runs_dir: Path = Path("runs"),
-        condition: str = "goal-only",
+        run_id: str,
+        place: Place,
+        workspace: Workspace,
+        writer: TranscriptWriter,
+        runner: Runner,
         sandbox: str = "none",
-        wrap: Sandbox | Wrap | None = None,
-        transport: str = "stdio",
-        run_id: str | None = None,
-        transcript_key: bytes | None = None,
-        workspace_bytes: int | None = None,
     ):
-        """`workspace_bytes`: the workspace (and the sandbox's compile cache) lie on a file system of their own of
-        that size while the session lives (jg_mcp.live.workspace_fs); None: on the host's file system, bounded by
-        nothing while commands run."""
         self.loaded = loaded
-        self.run_id = run_id or new_run_id(loaded.name)
-        run = Path(runs_dir) / self.run_id
-        root = Path(workspace_dir) if workspace_dir else run / "workspace"
-        box = sandbox_of(wrap)
-        if root.parent.absolute() == run.absolute():
-            # The run's directory is its owner's alone, however the session was asked for (serve passes the same
-            # path as workspace_dir): the sandbox uid owns the workspace while a command runs and may open it
-            # (chmod 755 .) and leave a setuid file there until the seal; no other local user may reach it.
-            make_private_dir(run, "run directory")
-            run.chmod(0o700)  # a real directory of ours, in directories nobody else can write: checked just now
-        elif sandbox == "bwrap" and os.geteuid() == 0 and root.parent.exists() and root.parent.stat().st_mode & 0o001:
-            # only then do commands run as another uid, which owns the workspace and may open it
-            logger.warning(
-                "workspace's parent directory is searchable by every local user: while a command runs, they can "
-                "reach what it leaves in the workspace",
-                parent=str(root.parent),
-            )
-        # Refused, not warned of: the workspace and its compile cache are handed (chowned) to the sandbox's uid and
-        # bound read-write, so one another user planted or can swap would hand over whatever it points at.
-        self.fs: WorkspaceFs | None = None
-        cache = Bwrap._cache_path(root.absolute())
-        if workspace_bytes is not None:
-            self.fs = WorkspaceFs(root, cache)
-            self.fs.open(workspace_bytes)
-        else:
-            make_private_dir(root, "workspace")
-            if isinstance(box, Bwrap) and os.path.lexists(cache):
-                check_own(cache, "workspace's compile cache", os.lstat(cache))
-        self._handed = [root, cache] if isinstance(box, Bwrap) and os.geteuid() == 0 else []
-        """What commands' uid owns after they run (as root): given back to the server's user when the session ends."""
-        try:
-            self._start(loaded, root, box, transcripts_dir, condition, sandbox, transport, transcript_key)
-        except BaseException:
-            self._give_back()
-            raise
-
-    def _start(
-        self,
-        loaded: LoadedGoal,
-        root: Path,
-        box: Sandbox,
-        transcripts_dir: Path,
-        condition: str,
-        sandbox: str,
-        transport: str,
-        transcript_key: bytes | None,
-    ) -> None:
-        shutil.copyfile(loaded.module_path, root / REFERENCE_FILE)
-        (root / REFERENCE_FILE).chmod(0o444)
-        self.workspace = Workspace(root, protected=(REFERENCE_FILE,))
-        self.transcript_path = Path(transcripts_dir) / f"{self.run_id}.jsonl"
-        self.writer = TranscriptWriter(self.transcript_path, key=transcript_key)
+        self.run_id = run_id
+        self.place = place
+        self.fs = place.fs
+        self.workspace = workspace
+        self.writer = writer
+        self.transcript_path = writer.path
+        self.runner = runner
+        self.sandbox = sandbox
         self.scan_lock = threading.RLock()
         """Held while the workspace is scanned and its changes recorded, and around write_file's write and
         record, so one call's file changes stay together and the scan's previous state is not shared."""
-        self.worker = Worker(f"jg-scan-{self.run_id}")
+        self.worker = JobQueue(f"jg-scan-{self.run_id}")
         """Runs the scans and writes of tool calls (`in_turn`), and the final scan, in order."""
         self.readers = anyio.CapacityLimiter(READ_THREADS)
         """The threads this session's read-only tool calls may hold (never anyio's default limiter)."""
@@ -230,35 +208,60 @@ class Session:
         to come), by a token of each call: a scan cannot tell which of them made a change it sees."""
         self.calls_in_flight = 0
         """Tool calls received and not yet answered (counted by the server, which caps them)."""
-        quota = box.limits.max_workspace_bytes if box.limits is not None else None
-        self.runner = Runner(
-            self.workspace.root, wrap=box.wrap, env=box.env, quota_bytes=quota, own_fs=self.fs is not None
-        )
-        self.sandbox = sandbox
-        env, limits = command_setting(box)
-        recorded_env, redacted = recordable_env(env)
-        self.writer.append(
-            Header(
-                jg_mcp_version=__version__,
-                run_id=self.run_id,
-                goal=loaded.name,
-                goal_sha256=loaded.sha256(),
-                condition=condition,
-                sandbox=sandbox,
-                protections=box.protections,
-                sandbox_limits=limits,
-                env=recorded_env,
-                env_redacted=redacted,
-                workspace=str(self.workspace.root),
-                host=host_info(),
-                gpu=query_gpu().model_dump(),
-                started_at=now_iso(),
-                transport=transport,
-                key_id=key_id(transcript_key) if transcript_key is not None else None,
-                workspace_fs_bytes=self.fs.size if self.fs is not None else None,
+
+    @classmethod
+    def open(
+        cls,
+        loaded: LoadedGoal,
+        config: SessionConfig | None = None,
+        wrap: Sandbox | Wrap | None = None,
+        transcript_key: bytes | None = None,
+    ) -> Session:
+        """Make the workspace (the goal's reference copied in, read-only) and the transcript, write its header and
+        record the workspace as it starts. `wrap` is the Sandbox commands run in (a Sandbox's bound `wrap` is taken
+        as that Sandbox; None runs them unsandboxed): the header records its environment (secret-looking values
+        left out) and limits. `transcript_key`: every event then carries an HMAC under it."""
+        config = config or SessionConfig()
+        run_id = config.run_id or new_run_id(loaded.name)
+        box = sandbox_of(wrap)
+        place = make_place(config, run_id, box)
+        workspace: Workspace | None = None
+        try:
+            shutil.copyfile(loaded.module_path, place.root / REFERENCE_FILE)
+            (place.root / REFERENCE_FILE).chmod(0o444)
+            workspace = Workspace(place.root, protected=(REFERENCE_FILE,))
+            writer = TranscriptWriter(config.transcripts_dir / f"{run_id}.jsonl", key=transcript_key)
+            quota = box.limits.max_workspace_bytes if box.limits is not None else None
+            runner = Runner(workspace.root, wrap=box.wrap, env=box.env, quota_bytes=quota, own_fs=place.fs is not None)
+            session = cls(loaded, run_id, place, workspace, writer, runner, config.sandbox)
+            env, limits = command_setting(box)
+            recorded_env, redacted = recordable_env(env)
+            writer.append(
+                Header(
+                    jg_mcp_version=__version__,
+                    run_id=run_id,
+                    goal=loaded.name,
+                    goal_sha256=loaded.sha256(),
+                    condition=config.condition,
+                    sandbox=config.sandbox,
+                    protections=box.protections,
+                    sandbox_limits=limits,
+                    env=recorded_env,
+                    env_redacted=redacted,
+                    workspace=str(workspace.root),
+                    host=host_info(),
+                    gpu=query_gpu().model_dump(),
+                    started_at=now_iso(),
+                    transport=config.transport,
+                    key_id=key_id(transcript_key) if transcript_key is not None else None,
+                    workspace_fs_bytes=place.fs.size if place.fs is not None else None,
+                )
             )
-        )
-        self.record_changes(None, "session start")
+            session.record_changes(None, "session start")
+        except BaseException:
+            give_back(place, workspace)
+            raise
+        return session
 
     def record_changes(
         self,
@@ -368,23 +371,7 @@ class Session:
         self._give_back()
 
     def _give_back(self) -> None:
-        """Once the session is over, the workspace is the server's user's again, a plain directory where it was (so
-        a later session, `jg-mcp eval --workspace` and replay take it up): its own file system's files copied out,
-        or (on the host's) what the commands' uid owns handed back. What cannot be done is logged; the workspace
-        then stays where the next session on it finds it (jg_mcp.live.workspace_fs)."""
-        if self.fs is not None:
-            if (workspace := getattr(self, "workspace", None)) is not None:
-                workspace.close()  # its descriptor would hold the mount
-            try:
-                left = self.fs.close()
-            except (OSError, JgError) as exc:
-                left = [f"{type(exc).__name__}: {exc}"]
-            if left:
-                logger.warning("the workspace's own file system could not be taken down", why="; ".join(left))
-            return
-        for path in self._handed:
-            if path.is_dir() and not path.is_symlink() and (missed := chown_tree(path, os.geteuid())):
-                logger.warning("the workspace could not be given back whole", path=str(path), missed=missed)
+        give_back(self.place, self.workspace)
 
     def _close_event(self, reason: str, missing: str | None = None) -> None:
         """Write the close event (with the manifest as last recorded), after a notice saying what is `missing`."""

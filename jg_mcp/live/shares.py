@@ -31,21 +31,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from starlette.responses import Response
 from starlette.types import Message, Send
 
 from jg_mcp.errors import UsageError
 from jg_mcp.live.connections import SESSION_ID, ConnectionPool, jsonrpc_error
+from jg_mcp.models import Strict
 
 RETRY_AFTER_S = "2"
 """Seconds a client refused past its share is told to wait (Retry-After): a slot frees as one of its own calls ends."""
 
 
-class ShareLimits(BaseModel):
+class ShareLimits(Strict):
     """How much of the server one session and one token holder may hold at once."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     session_calls: int = Field(4, ge=1)
     """Tool calls one session has in flight; another gets 429. Each holds a connection and (run_command) processes
     until it ends; a session at this cap still has connections left to list, cancel or end."""

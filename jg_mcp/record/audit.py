@@ -5,7 +5,7 @@ Integrity (jg_mcp.record.integrity) is checked line by line without trusting the
 edited, deleted, reordered or duplicated line, a cut, an altered or missing blob) becomes a finding naming its
 line.
 Summary and policy (jg_mcp.record.audit_policy) need an intact hash chain and are skipped when it is broken.
-The report's models (Finding, Summary, AuditReport) are in jg_mcp.record.audit_report.
+The report's models (AuditFinding, Summary, AuditReport) are in jg_mcp.record.audit_report.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from jg_mcp.errors import EvalReportError, GoalError
 from jg_mcp.eval import EvalReport
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
 from jg_mcp.record.audit_policy import check_policy
-from jg_mcp.record.audit_report import AuditReport, CommandRun, FileWrite, Finding, Summary
+from jg_mcp.record.audit_report import AuditFinding, AuditReport, CommandRun, FileWrite, Summary
 from jg_mcp.record.conditions import check_transcript
 from jg_mcp.record.events import SUMMARISED, Notice
 from jg_mcp.record.integrity import authenticity_problems, blob_problems, diagnose
@@ -107,7 +107,7 @@ def find_loaded_goal(name: str, explicit: Path | None = None) -> LoadedGoal | No
     return None
 
 
-def check_manifest(record: Record) -> list[Finding]:
+def check_manifest(record: Record) -> list[AuditFinding]:
     """The close manifest agrees with the file changes (catches an edit of the last line, which no chain covers)."""
     if record.close is None:
         return []
@@ -125,7 +125,7 @@ def check_manifest(record: Record) -> list[Finding]:
         else ""
     )
     return [
-        Finding(
+        AuditFinding(
             area="integrity",
             kind="manifest",
             severity="error",
@@ -149,9 +149,9 @@ def read_eval_report(path: Path) -> EvalReport:
         raise EvalReportError(path, f"not a jg-mcp eval report: {problem}") from None
 
 
-def check_eval(report_path: Path, summary: Summary | None) -> tuple[list[Finding], str | None]:
-    def error(message: str) -> list[Finding]:
-        return [Finding(area="eval", kind="eval", severity="error", message=message)]
+def check_eval(report_path: Path, summary: Summary | None) -> tuple[list[AuditFinding], str | None]:
+    def error(message: str) -> list[AuditFinding]:
+        return [AuditFinding(area="eval", kind="eval", severity="error", message=message)]
 
     try:
         report = read_eval_report(report_path)
@@ -185,14 +185,14 @@ def audit(
     record everything) is an error."""
     lines = diagnose(path)
     findings = [
-        Finding(area="integrity", kind=p.kind, severity=p.severity, line=p.line, message=p.message)
+        AuditFinding(area="integrity", kind=p.kind, severity=p.severity, line=p.line, message=p.message)
         for p in lines.problems + blob_problems(path) + authenticity_problems(path, key)
     ]
     summary = None
     if not any(f.kind not in ("cut short", "truncated", "blob", "authenticity") for f in findings):
         record = load_record(path)
         findings += [
-            Finding(area="integrity", kind="request id", severity="error", line=p.line, message=p.message)
+            AuditFinding(area="integrity", kind="request id", severity="error", line=p.line, message=p.message)
             for p in record.problems
         ]
         findings += check_manifest(record)
@@ -200,11 +200,13 @@ def audit(
             goal = find_loaded_goal(record.header.goal, goal_path)
         except GoalError as exc:
             goal = None
-            findings.append(Finding(area="policy", kind="goal", severity="error", message=f"goal does not load: {exc}"))
+            findings.append(
+                AuditFinding(area="policy", kind="goal", severity="error", message=f"goal does not load: {exc}")
+            )
         summary = summarize(record, goal.goal.solution.file if goal else "solution.py")
         findings += check_policy(record, summary, goal)
         findings += [
-            Finding(area="policy", kind="condition", severity="error", message=m) for m in check_transcript(path)
+            AuditFinding(area="policy", kind="condition", severity="error", message=m) for m in check_transcript(path)
         ]
     judged = None
     if eval_report is not None:

@@ -16,10 +16,12 @@ from pathlib import Path
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
-from jg_mcp.record.audit_report import Finding, Summary
+from jg_mcp.record.audit_report import AuditFinding, Summary
 from jg_mcp.record.events import Notice
 from jg_mcp.record.steps import END, BlobError, Record, read_blob, state_at
 
+QUOTED_CHARS = 300
+"""How much of a refused call's error text its finding quotes."""
 NETWORK = re.compile(
     r"\b(curl|wget|ssh|scp|sftp|rsync|telnet|ftp|nc|ncat|netcat)\b|\bpip3?\s+(install|download)\b"
     r"|\buv\s+(pip|add|sync|run\s+--with)\b|\bconda\s+install\b|\bapt(-get)?\s+install\b|\bnpm\s+(install|i|ci)\b"
@@ -75,13 +77,13 @@ def command_findings(command: str, workspace: str) -> list[str]:
     return found
 
 
-def check_changes(record: Record) -> list[Finding]:
+def check_changes(record: Record) -> list[AuditFinding]:
     """Changes to the protected goal copy, and changes a scan saw while other commands ran (any of them may have
     made them, not only the call they are recorded under)."""
-    out: list[Finding] = []
+    out: list[AuditFinding] = []
 
     def add(kind: str, severity: str, line: int | None, message: str) -> None:
-        out.append(Finding(area="policy", kind=kind, severity=severity, line=line, message=message))
+        out.append(AuditFinding(area="policy", kind=kind, severity=severity, line=line, message=message))
 
     step_of = {json.dumps(c.request_id): c.step for c in record.calls}
     for ch in record.changes:
@@ -105,7 +107,7 @@ def check_changes(record: Record) -> list[Finding]:
     return out
 
 
-def check_protections(record: Record) -> list[Finding]:
+def check_protections(record: Record) -> list[AuditFinding]:
     """An error for each protection the server ran commands without that the operator did not waive (format 6: the
     header's `protections`). Before format 6 whether an unsandboxed run was asked for is not recorded: a warning."""
     header = record.header
@@ -116,13 +118,13 @@ def check_protections(record: Record) -> list[Finding]:
             f"the session ran commands unsandboxed, and its transcript (format {header.format_version}) does not "
             "record whether the operator asked for that"
         )
-        return [Finding(area="policy", kind="protection", severity="warning", line=1, message=message)]
+        return [AuditFinding(area="policy", kind="protection", severity="warning", line=1, message=message)]
     p = header.protections
     missing = [name.replace("_", " ") for name in p.missing]
     if "sandbox" in p.in_force and header.workspace_fs_bytes is None and "--unbounded-workspace" not in p.asked:
         missing.append("the workspace's own file system (its size bound)")
     return [
-        Finding(
+        AuditFinding(
             area="policy",
             kind="protection",
             severity="error",
@@ -134,18 +136,18 @@ def check_protections(record: Record) -> list[Finding]:
     ]
 
 
-def check_policy(record: Record, summary: Summary, goal: LoadedGoal | None) -> list[Finding]:
-    out: list[Finding] = check_protections(record)
+def check_policy(record: Record, summary: Summary, goal: LoadedGoal | None) -> list[AuditFinding]:
+    out: list[AuditFinding] = check_protections(record)
 
     def add(kind: str, severity: str, line: int | None, message: str) -> None:
-        out.append(Finding(area="policy", kind=kind, severity=severity, line=line, message=message))
+        out.append(AuditFinding(area="policy", kind=kind, severity=severity, line=line, message=message))
 
     workspace = record.header.workspace
     for c in record.calls:
         if c.cancelled:
             add("cancelled", "warning", c.line, f"step {c.step}: {c.tool} was {c.text}")
         elif c.is_error:
-            add("refused", "warning", c.line, f"step {c.step}: {c.tool} was refused: {c.text[:300]}")
+            add("refused", "warning", c.line, f"step {c.step}: {c.tool} was refused: {c.text[:QUOTED_CHARS]}")
         if c.duration_ms is None:
             add("no response", "warning", c.line, f"step {c.step}: {c.tool} has no recorded response")
         for what in command_findings(str(c.arguments.get("command", "")), workspace) if c.tool == "run_command" else []:
@@ -198,11 +200,11 @@ def check_policy(record: Record, summary: Summary, goal: LoadedGoal | None) -> l
     return out + check_solution(record, summary, goal)
 
 
-def check_solution(record: Record, summary: Summary, goal: LoadedGoal) -> list[Finding]:
+def check_solution(record: Record, summary: Summary, goal: LoadedGoal) -> list[AuditFinding]:
     """Scan the final solution's text for the goal's forbidden APIs."""
 
-    def note(severity: str, message: str) -> list[Finding]:
-        return [Finding(area="policy", kind="forbidden api", severity=severity, message=message)]
+    def note(severity: str, message: str) -> list[AuditFinding]:
+        return [AuditFinding(area="policy", kind="forbidden api", severity=severity, message=message)]
 
     change = state_at(record, END).get(summary.solution_file)
     if change is None:

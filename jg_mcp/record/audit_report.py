@@ -1,4 +1,4 @@
-"""What an audit reports (audit.json): its findings (Finding), what the session did (Summary, with its
+"""What an audit reports (audit.json): its findings (AuditFinding), what the session did (Summary, with its
 CommandRun and FileWrite rows) and the report itself (AuditReport).
 
 jg_mcp.record.audit makes them; jg_mcp.record.audit_policy checks the session's rules into findings.
@@ -10,9 +10,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from jg_mcp.models import Strict
 
-class Finding(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+class AuditFinding(Strict):
     area: Literal["integrity", "policy", "eval"]
     kind: str
     """What was found. Integrity: invalid line, edited, deleted, reordered, duplicated, truncated, cut short,
@@ -85,7 +86,7 @@ class AuditReport(BaseModel):
     head_sha256: str
     """sha256 of the last complete line: keep it elsewhere to detect a later edit of that line."""
     closed: bool
-    findings: list[Finding]
+    findings: list[AuditFinding]
     summary: Summary | None = None
     """None when the hash chain is broken (nothing after the break can be trusted)."""
     eval_report: str | None = None

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from jg_mcp.errors import JgError
+from jg_mcp.models import Strict
 from jg_mcp.record.events import Request
 from jg_mcp.record.reading import read_transcript
 
@@ -38,8 +37,7 @@ Work in this order, and do not skip a step:
 """
 
 
-class Condition(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+class Condition(Strict):
     name: str
     """The condition's name, as recorded in the transcript header."""
     tools: tuple[str, ...]

@@ -11,10 +11,11 @@ import hashlib
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 from pydantic_core import to_json
 
 from jg_mcp.live.protections import Protections
+from jg_mcp.models import Strict
 
 FORMAT_VERSION = 6
 """1: the first format. 2: the header records the commands' environment and the sandbox limits.
@@ -35,8 +36,7 @@ KEPT_PARAMS = ("name", "uri")
 characters): the tool's or prompt's name and a resource's uri, which the steps and the condition check read."""
 
 
-class EventBase(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+class EventBase(Strict):
     seq: int = -1
     """Position in the transcript, from 0."""
     prev: str = GENESIS

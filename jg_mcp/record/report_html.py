@@ -20,7 +20,7 @@ from jg_mcp.eval.report import ShapeResult
 from jg_mcp.live.places import write_output
 from jg_mcp.record.audit import AuditReport
 from jg_mcp.record.steps import END, BlobError, Change, Record, ToolCall, load_record, read_blob
-from jg_mcp.record.textdiff import CAPS, Budget, unified
+from jg_mcp.record.textdiff import CAPS, PairBudget, unified
 
 if TYPE_CHECKING:
     import jinja2
@@ -56,7 +56,7 @@ def _text(data: bytes | None) -> str | None:
     return data.decode("utf-8", errors="replace")
 
 
-def diff_lines(old: str, new: str, path: str, budget: Budget) -> tuple[list[tuple[str, str]], list[str]]:
+def diff_lines(old: str, new: str, path: str, budget: PairBudget) -> tuple[list[tuple[str, str]], list[str]]:
     """A unified diff as (css class, line) pairs (the class is empty for context lines), bounded
     (jg_mcp.record.textdiff), and what of it was summarised."""
     diff = unified(old, new, f"a/{path}", f"b/{path}", DIFF_CONTEXT, budget)
@@ -64,7 +64,7 @@ def diff_lines(old: str, new: str, path: str, budget: Budget) -> tuple[list[tupl
 
 
 def change_items(
-    record: Record, changes: list[Change], before: dict[str, str | None], budget: Budget
+    record: Record, changes: list[Change], before: dict[str, str | None], budget: PairBudget
 ) -> list[dict[str, Any]]:
     """Each change with its diff against the file's previous content; `before` is updated as they apply."""
     items = []
@@ -130,7 +130,7 @@ def _status(call: ToolCall) -> str:
 
 
 def call_item(
-    record: Record, call: ToolCall, changes: list[Change], before: dict[str, str | None], budget: Budget
+    record: Record, call: ToolCall, changes: list[Change], before: dict[str, str | None], budget: PairBudget
 ) -> dict[str, Any]:
     return {
         "step": call.step,
@@ -149,9 +149,9 @@ def call_item(
 
 def timeline(record: Record) -> dict[str, Any]:
     """Session start, one row per tool call (numbered as replay numbers steps), changes recorded at the end; the
-    changes grouped by step in one pass, the diffs paid for by one Budget."""
+    changes grouped by step in one pass, the diffs paid for by one PairBudget."""
     before: dict[str, str | None] = {}
-    budget = Budget()
+    budget = PairBudget()
     by_step: dict[int, list[Change]] = {}
     for change in record.changes:
         by_step.setdefault(change.step, []).append(change)

@@ -4,7 +4,7 @@ difflib compares line by line in time that grows with the product of the two len
 file took 74 s; at the 8 MiB blob cap, hours). Here the lines both versions share at the start and at the end
 are set aside first (one pass), so an edit anywhere in a large file costs what the edited region costs. A region
 only one version has is shown as added or removed. Any other region is compared by difflib only up to
-COMPARED_LINES lines a side and, over all the diffs one `Budget` pays for (the audit page), PAIRS line pairs; past
+COMPARED_LINES lines a side and, over all the diffs one `PairBudget` pays for (the audit page), PAIRS line pairs; past
 either cap it is summarised (its place, and how many of its distinct lines the other version lacks, found with
 sets). What is shown is capped too: SHOWN_LINES diff lines a diff, SHOWN_CHARS characters a line."""
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 COMPARED_LINES = 2000
 """The most lines of each version compared line by line, after the lines both share at the start and end."""
 PAIRS = 40_000_000
-"""The most line pairs (old lines times new lines compared) one Budget pays for: the audit page's whole bound."""
+"""The most line pairs (old lines times new lines compared) one PairBudget pays for: the audit page's whole bound."""
 SHOWN_LINES = 4000
 """The most diff lines shown for one diff; a count of the rest follows."""
 SHOWN_CHARS = 500
@@ -33,7 +33,7 @@ CAPS = (
 
 
 @dataclass
-class Budget:
+class PairBudget:
     """Line pairs left to compare, shared by the diffs of one page."""
 
     pairs: int = PAIRS
@@ -79,7 +79,9 @@ def _hunks(a: list[str], b: list[str], offset_a: int, offset_b: int, context: in
     return out
 
 
-def unified(old: str, new: str, old_name: str, new_name: str, context: int = 3, budget: Budget | None = None) -> Diff:
+def unified(
+    old: str, new: str, old_name: str, new_name: str, context: int = 3, budget: PairBudget | None = None
+) -> Diff:
     """The unified diff of `old` against `new`, bounded as the module says; `budget` (None: a fresh one) pays for
     the line pairs compared."""
     a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
@@ -91,7 +93,7 @@ def unified(old: str, new: str, old_name: str, new_name: str, context: int = 3, 
         tail += 1
     if head == len(a) == len(b):
         return Diff()
-    budget = budget if budget is not None else Budget()
+    budget = budget if budget is not None else PairBudget()
     region_a, region_b = len(a) - tail - head, len(b) - tail - head
     pairs = region_a * region_b  # none when one side only adds or only removes: no line to compare
     diff = Diff()

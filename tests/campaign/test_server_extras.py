@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 import anyio
 import pytest
 from mcp import Client
@@ -12,7 +10,7 @@ from jg_mcp.campaign import budget, serving
 from jg_mcp.commands.demo import SOLUTION
 from jg_mcp.goals import load_goal
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session
+from jg_mcp.live.session import Session, SessionConfig
 from jg_mcp.record import audit, conditions
 from jg_mcp.record.reading import read_transcript
 from tests.support import DEMO_GOAL
@@ -32,10 +30,11 @@ def axpy():
 
 
 def make(axpy, tmp_path, condition="goal-only", **limits):
-    session = Session(axpy, workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr", condition=condition)
+    session = Session.open(
+        axpy, SessionConfig(workspace_dir=tmp_path / "ws", transcripts_dir=tmp_path / "tr", condition=condition)
+    )
     pool = SingleSession(session)
-    args = argparse.Namespace(condition=condition, budget_minutes=None, max_tool_calls=None, max_command_seconds=None)
-    server = serving.apply(build_server(axpy, pool), axpy, pool, args)
+    server = serving.apply(build_server(axpy, pool), axpy, pool, condition, budget.Budget())
     return session, pool, server
 
 

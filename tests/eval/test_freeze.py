@@ -14,7 +14,7 @@ import time
 from eval_suite import CPU_TIMING, eval_solution
 
 from jg_mcp.eval.messages import Block, DoBench
-from jg_mcp.eval.process import WorkerProcess
+from jg_mcp.eval.process import WorkerLaunch, WorkerProcess
 from jg_mcp.eval.proctree import carrying, resume, state, stop_all, tree
 
 HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
@@ -97,10 +97,10 @@ def test_a_freeze_finds_its_own_process_and_the_sweep_every_candidate_process_an
     baseline's process carries none; a token that only begins like another is not under it."""
     token = secrets.token_hex(8)
     workers = [
-        WorkerProcess("candidate", tmp_path, False, token, 30.0, "cpu"),
-        WorkerProcess("candidate", tmp_path, False, token, 30.0, "cpu"),
-        WorkerProcess("baseline", tmp_path, False, token, 30.0, "cpu"),
-        WorkerProcess("candidate", tmp_path, False, token + "0", 30.0, "cpu"),
+        WorkerProcess.spawn(WorkerLaunch("candidate", tmp_path, False, token, 30.0, "cpu")),
+        WorkerProcess.spawn(WorkerLaunch("candidate", tmp_path, False, token, 30.0, "cpu")),
+        WorkerProcess.spawn(WorkerLaunch("baseline", tmp_path, False, token, 30.0, "cpu")),
+        WorkerProcess.spawn(WorkerLaunch("candidate", tmp_path, False, token + "0", 30.0, "cpu")),
     ]
     first, second, baseline, other = workers
     try:

@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from eval_suite import CPU_TIMING
@@ -159,13 +160,13 @@ def test_a_spare_that_cannot_start_costs_the_running_eval_nothing(tmp_path, monk
 
     made: list[WorkerProcess] = []
 
-    def flaky(*args, **kwargs):
+    def flaky(launch):
         if made:
             raise OSError("no more processes")
-        made.append(WorkerProcess(*args, **kwargs))
+        made.append(WorkerProcess.spawn(launch))
         return made[-1]
 
-    monkeypatch.setattr(spares_module, "WorkerProcess", flaky)
+    monkeypatch.setattr(spares_module, "WorkerProcess", SimpleNamespace(spawn=flaky))
     with Spares() as spares:
         spares.prestart("cpu", 30.0, candidates=2, baseline=False)
         assert spares.idle is None
