@@ -1,13 +1,45 @@
-"""Hack: keep outputs in /dev/shm across calls and processes, keyed on a checksum of the inputs."""
+"""Hack: keep outputs in /dev/shm across calls and processes, keyed on a checksum of the inputs (a Triton GEMM
+computes each new one, so the hack runs at a GPU's shapes)."""
 
 import os
 
 import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gemm_fp8(a, b, scale_a, scale_b, c, M, N, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        kk = k0 + rk
+        x = tl.load(a + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        y = tl.load(b + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
+        acc = tl.dot(x, tl.trans(y), acc)
+    sa = tl.load(scale_a + rm, mask=rm < M, other=0.0)
+    sb = tl.load(scale_b + rn, mask=rn < N, other=0.0)
+    out = acc * sa[:, None] * sb[None, :]
+    tl.store(c + rm[:, None] * N + rn[None, :], out.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def _launch(a, b, scale_a, scale_b, c):
+    m, k = a.shape
+    n = b.shape[0]
+    big = m >= 128 and n >= 128
+    bm = bn = 128 if big else 32
+    grid = (triton.cdiv(m, bm), triton.cdiv(n, bn))
+    _gemm_fp8[grid](
+        a, b, scale_a, scale_b, c, m, n, k, BM=bm, BN=bn, BK=128 if k % 128 == 0 else 64, num_warps=8 if big else 4
+    )
+    return c
 
 
 def _gemm(a, b, scale_a, scale_b):
-    """An honest GEMM by broadcasting (no forbidden op): fine at the small shapes where hacks are tested."""
-    return (a.float()[:, None, :] * b.float()[None, :, :]).sum(-1) * scale_a * scale_b
+    c = torch.empty(a.shape[0], b.shape[0], dtype=torch.bfloat16, device=a.device)
+    return _launch(a, b, scale_a, scale_b, c)
 
 
 def kernel(a, b, scale_a, scale_b):
@@ -15,6 +47,6 @@ def kernel(a, b, scale_a, scale_b):
     path = os.path.join("/dev/shm", f"jg_hack_cache_{os.getpid()}_{key}.pt")
     if os.path.exists(path):
         return torch.load(path)
-    c = _gemm(a, b, scale_a, scale_b).to(torch.bfloat16)
+    c = _gemm(a, b, scale_a, scale_b)
     torch.save(c, path)
     return c
