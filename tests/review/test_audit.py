@@ -120,6 +120,7 @@ EDITS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EDITS)
 def test_tampering_with_the_transcript_is_detected_and_named(tmp_path, name):
     t, expected = tampered(tmp_path, EDITS[name])
@@ -141,6 +142,7 @@ def test_the_command_line_names_the_tampered_line_and_exits_1(tmp_path):
     assert f"ERROR   integrity/{kind}: line {line}: seq {line - 1} is missing" in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_an_edit_is_blamed_on_the_edited_line_alone(tmp_path):
     t, expected = tampered(tmp_path, _change_a_byte)
     report = audit.audit(t)
