@@ -19,6 +19,7 @@ DEMO_READERS = frozenset(
         "tests/commands/test_demo.py",
         "tests/review/test_replay.py",
         "tests/review/test_report_html.py",
+        "tests/test_readme.py",
     }
 )
 TIMED_ON_THE_CPU = (
