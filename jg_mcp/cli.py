@@ -4,7 +4,7 @@ Exit codes, the same for every subcommand (README, "Exit status"): 0 success (or
 failure (a JgError: rejected, failed checks, a malformed goal, transcript or campaign file), 2 a usage error
 (a UsageError, or argparse's own: a missing or bad argument, a named file or directory that does not exist), 3 an
 eval without a verdict (a NoVerdict: the harness or the host failed).
-Either is a short message on stderr, never a traceback; tests/test_cli_contract.py holds every command to it.
+Either is a short message on stderr, never a traceback; tests/commands/test_cli_contract.py holds every command to it.
 """
 
 from __future__ import annotations

@@ -14,7 +14,13 @@ from collections.abc import Iterable
 import pytest
 
 DEMO_READERS = frozenset(
-    {"tests/test_audit.py", "tests/test_demo.py", "tests/test_replay.py", "tests/test_report_html.py"}
+    {
+        "tests/review/test_audit.py",
+        "tests/commands/test_demo.py",
+        "tests/review/test_replay.py",
+        "tests/review/test_report_html.py",
+        "tests/test_readme.py",
+    }
 )
 TIMED_ON_THE_CPU = (
     "tests/eval/test_hacks.py::test_timing_hack_is_caught_by_the_harness_from_outside",

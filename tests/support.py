@@ -112,9 +112,11 @@ class DemoRun:
 @functools.cache
 def demo() -> DemoRun:
     """`jg-mcp demo` run once per test process and shared: test_demo asserts on what it printed, the replay,
-    audit and page tests read the transcript and workspace it left (they copy before they tamper)."""
-    out = Path(tempfile.mkdtemp(prefix="jg-mcp-test-demo-"))
-    atexit.register(shutil.rmtree, out, True)
+    audit and page tests read the transcript and workspace it left (they copy before they tamper). Its --out is a
+    folder two levels below one of ours that the demo makes itself, as a user's first run does."""
+    root = Path(tempfile.mkdtemp(prefix="jg-mcp-test-demo-"))
+    atexit.register(shutil.rmtree, root, True)
+    out = root / "new" / "demo"
     proc = subprocess.Popen(
         [sys.executable, "-m", "jg_mcp", "demo", "--out", str(out)],
         stdout=subprocess.PIPE,

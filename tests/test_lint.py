@@ -26,6 +26,7 @@ GATES = {
 """The same commands as .ci/run, run as modules of this interpreter's environment."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gate", GATES)
 def test_the_gate_passes(gate):
     done = subprocess.run(
@@ -56,6 +57,7 @@ def test_no_test_module_imports_from_another_test_module_or_from_conftest():
     assert not found, "import shared helpers from tests/support.py instead:\n" + "\n".join(found)
 
 
+@pytest.mark.slow
 def test_a_hung_test_fails_with_its_stack_instead_of_stalling_the_suite(request, tmp_path):
     """A hang once stalled CI past its 90 minutes and printed nothing that named the test: the suite's `timeout`
     (pytest-timeout) fails it instead, and the rest of the suite still runs in the time CI has."""

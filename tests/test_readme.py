@@ -216,6 +216,7 @@ def test_every_jg_mcp_command_shown_parses(command):
     assert args.func is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prefix", sorted(HELP_ONLY))
 def test_commands_that_install_use_only_options_their_tool_has(prefix):
     shown = [c for c in commands() if c.startswith(prefix)]
@@ -227,6 +228,7 @@ def test_commands_that_install_use_only_options_their_tool_has(prefix):
             assert option in text, f"`{command}`: {option} is not in `{' '.join(HELP_ONLY[prefix])}`"
 
 
+@pytest.mark.slow
 def test_goals_list_and_show_as_written():
     listed = sh(starting(f"{JG} goals list")[0])
     assert listed.returncode == 0, listed.stderr
@@ -235,6 +237,7 @@ def test_goals_list_and_show_as_written():
     assert shown.returncode == 0 and shown.stdout.startswith("# Goal: FP8"), shown.stderr
 
 
+@pytest.mark.slow
 def test_the_campaign_dry_run_as_written():
     """The shipped example names agents and GPUs this machine may lack: the dry run says which, and exits 1 when
     any is missing (a campaign that cannot start is no result), 0 when all are there."""
@@ -266,6 +269,7 @@ def test_the_goal_only_claude_code_invocation_as_written_has_only_the_four_tools
     assert [s["status"] for s in init["mcp_servers"] if s["name"] == "jg"] == ["connected"]
 
 
+@pytest.mark.slow
 def test_the_gpu_checks_commands_as_written():
     """The GPU check's help, and the committed runs read by h200_runs.py and h200_spread.py."""
     for command in [*starting(f"{PY} eval/h200_check.py"), *starting(f"{PY} eval/h200_runs.py")]:

@@ -88,7 +88,7 @@ def connection_of(request_session: ServerSession) -> Connection:
     its private `_connection`, with no public accessor (python-sdk issue #2098; its own tests read
     it so). The public alternatives fall short: the `mcp-session-id` header of `request_context.request`
     is absent on `initialize`, which opens the session, and only the Connection's exit_stack learns
-    every way a session ends (DELETE, idle timeout, a crash). tests/test_http.py checks this attribute,
+    every way a session ends (DELETE, idle timeout, a crash). tests/live/test_http.py checks this attribute,
     so an SDK upgrade that moves it fails there; then use the public accessor it brings."""
     connection = getattr(request_session, "_connection", None)
     if not isinstance(connection, Connection):

@@ -9,6 +9,7 @@ from jg_mcp.errors import JgError
 from tests.support import jg
 
 
+@pytest.mark.slow
 def test_a_misspelt_top_level_key_is_one_line_naming_it_first_with_a_suggestion(tmp_path):
     campaign = tmp_path / "c.yaml"
     campaign.write_text("agentz: [{adapter: scripted}]\ngoals: [axpy]\n")

@@ -7,7 +7,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.support import DEMO_GOAL, jg
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_campaigns_default_runs_directory_through_another_users_link_is_refused(tmp_path):

@@ -89,6 +89,7 @@ def test_tool_call_cap_counts_calls_and_run_command_timeout_is_cut_to_what_is_le
     assert read_transcript(session.transcript_path).events[-1].reason.startswith("budget spent")
 
 
+@pytest.mark.slow
 def test_eval_tool_condition_serves_an_evaluate_tool_that_runs_the_eval(axpy, tmp_path):
     session, _, server = make(axpy, tmp_path, "eval-tool")
 

@@ -116,6 +116,7 @@ def test_markdown_csv_and_html_show_median_spread_count_per_shape_sol_and_the_st
     assert '<tr class="struck"><td>claude__gemm__goal-only__s4__0123456789</td>' in page
 
 
+@pytest.mark.slow
 def test_a_runs_directory_with_a_marked_hack_keeps_its_evidence_and_links_it(tmp_path):
     runs = tmp_path / "runs"
     for r in RECORDS[:5]:
@@ -144,6 +145,7 @@ def test_a_runs_directory_with_a_marked_hack_keeps_its_evidence_and_links_it(tmp
     assert refused.returncode == 1 and "not a run directory" in refused.stderr
 
 
+@pytest.mark.slow
 def test_the_table_takes_linear_time_in_its_runs():
     def seconds(n: int) -> float:
         many = [
@@ -158,6 +160,7 @@ def test_the_table_takes_linear_time_in_its_runs():
     assert large < 8 * small + 0.5, (small, large)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is installed by .ci/setup")
 def test_the_chart_is_not_clipped_at_a_normal_page_width_in_a_real_browser(tmp_path):
     """Every label's text fits in the SVG (the layout is sized from the labels), and chromium renders the page at

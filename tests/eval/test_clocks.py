@@ -54,6 +54,7 @@ def test_each_sample_is_labelled_with_the_owner_of_its_time_and_summarised_by_ow
     assert sampler.summary("c") is None and sampler.summary().samples == len(sampler.samples)
 
 
+@pytest.mark.slow
 def test_the_timing_keeps_each_callables_own_clocks(tmp_path, monkeypatch):
     """An eval labels the samples of each callable's timed blocks with its name (the sampler here reads a clock that
     says whose block runs), and reports them per callable beside the shape's."""

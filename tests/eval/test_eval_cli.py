@@ -20,6 +20,7 @@ def _workspace(tmp_path, solution):
     return ws
 
 
+@pytest.mark.slow
 def test_accepted_solution_exits_0_and_writes_both_reports(tmp_path, capsys):
     ws = _workspace(tmp_path, SOLUTIONS / "gemm_fp8" / "solution.py")
     out_json, out_md = tmp_path / "r.json", tmp_path / "r.md"
@@ -33,6 +34,7 @@ def test_accepted_solution_exits_0_and_writes_both_reports(tmp_path, capsys):
     assert "ACCEPTED" in out_md.read_text()
 
 
+@pytest.mark.slow
 def test_rejected_solution_exits_1_and_names_the_reason(tmp_path, capsys):
     ws = _workspace(tmp_path, HACKS / "forbidden_direct" / "solution.py")
     argv = ["eval", "--goal", "gemm_fp8", "--workspace", str(ws), "--shapes", "smoke", "--domain-shapes", "0"]
@@ -40,6 +42,7 @@ def test_rejected_solution_exits_1_and_names_the_reason(tmp_path, capsys):
     assert "REJECTED: static_forbidden, forbidden_call" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_whole_eval_is_limited_by_total_timeout_whatever_each_answer_may_take(tmp_path, capsys):
     ws = _workspace(tmp_path, HACKS / "hang" / "solution.py")
     argv = ["eval", "--goal", "gemm_fp8", "--workspace", str(ws), "--shapes", "smoke", "--domain-shapes", "0"]
@@ -65,6 +68,7 @@ def test_workspace_without_a_solution_is_a_failure(tmp_path):
     assert main(["eval", "--goal", "gemm_fp8", "--workspace", str(tmp_path), "--device", "cpu"]) == 1
 
 
+@pytest.mark.slow
 def test_a_goal_whose_reference_is_below_float32_is_refused(tmp_path, capsys):
     goal_dir = tmp_path / "goals"
     goal_dir.mkdir()
@@ -102,6 +106,7 @@ def kernel(gate, up):
 '''
 
 
+@pytest.mark.slow
 def test_candidate_text_cannot_steer_the_terminal_or_forge_the_verdict(tmp_path, capsys):
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -156,6 +161,7 @@ def test_an_eval_that_fails_without_a_verdict_exits_3_never_1_a_rejection(tmp_pa
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_the_policy_and_the_isolation_chosen_on_the_command_line_judge_and_are_reported(tmp_path):
     ws = _workspace(tmp_path, SOLUTIONS / "gemm_fp8" / "solution.py")
     out = tmp_path / "r.json"

@@ -11,6 +11,8 @@ from jg_mcp.eval.correctness import EXTREME_TRIALS
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.goals import DEMO_GOALS
 
+pytestmark = pytest.mark.slow
+
 HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
 WRONG_ABOVE = '''import torch
 

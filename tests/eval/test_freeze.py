@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from eval_suite import CPU_TIMING, eval_solution
 
 from jg_mcp.eval.messages import Block, DoBench
@@ -90,6 +91,7 @@ def test_no_candidate_process_runs_while_a_baseline_is_timed(tmp_path, timing_go
     assert all(states == {"T"} for states in checked), checked
 
 
+@pytest.mark.slow
 def test_a_freeze_finds_its_own_process_and_the_sweep_every_candidate_process_and_no_baseline(tmp_path):
     """Unsandboxed, a candidate's processes are found by the token in their environment. Each worker has one of
     its own under the eval's: with one for all, the correctness process's freeze stopped the timing process (which

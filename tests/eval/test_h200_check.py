@@ -89,6 +89,7 @@ def test_a_miss_names_the_callable_whose_time_moved_between_the_processes_that_m
     assert tables.misses(results, {})[2:] == ["- axpy n16m: do_bench -5.1%; none of the known causes"]
 
 
+@pytest.mark.slow
 def test_the_check_writes_its_parts_and_a_second_call_finishes_what_the_first_left(tmp_path, monkeypatch):
     check = load_h200_check()
     ran: list[str] = []
@@ -220,6 +221,7 @@ def test_each_callables_spread_is_set_beside_the_spread_of_their_ratio():
     assert "- do_bench: the ratio spread less than the more moving of its two times at 0/1 shapes" in text
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(bwrap_problem() is not None, reason="spares need bubblewrap")
 def test_with_spares_each_eval_of_the_check_takes_the_processes_the_one_before_started(tmp_path, monkeypatch):
     """By default the check's evals share one Spares, the second eval takes the set the first started, the count
@@ -252,6 +254,7 @@ def test_with_spares_each_eval_of_the_check_takes_the_processes_the_one_before_s
     assert given[2] is None and "spares_taken" not in json.loads((tmp_path / "b" / "check.json").read_text())
 
 
+@pytest.mark.slow
 def test_an_eval_publishes_the_secret_seeds_of_its_timed_inputs(tmp_path):
     """Drawn afresh by each eval (no candidate can know them beforehand), one per input set of each timed shape."""
     from eval_suite import CPU_TIMING, cpu_timing_goal

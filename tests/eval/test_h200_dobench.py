@@ -365,6 +365,7 @@ def test_the_variant_parts_measure_only_the_shapes_the_eval_timed_under_graphs(m
     assert dob.graph_lead(report, types.SimpleNamespace(timed_by="calls", candidate=None)) == 0
 
 
+@pytest.mark.slow
 def test_the_part_dobench_workerproc_times_each_graph_in_a_process_started_as_the_eval_starts_its_workers(tmp_path):
     """eval/worker_proc_graph.py starts a real worker process (jg_mcp/eval/process.py), which imports the
     callable's module, maps the input sets this process holds and runs the eval's graph messages: a capture, then

@@ -73,6 +73,7 @@ def _wait_for(predicate, timeout_s: float):
     return predicate()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_a_killed_harness_leaves_nothing_the_candidate_started(tmp_path, mode):
     tag = f"{300 + os.getpid() % 97}.{len(mode)}{int(time.time()) % 1000}"
@@ -99,6 +100,7 @@ def test_a_killed_harness_leaves_nothing_the_candidate_started(tmp_path, mode):
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_a_daemon_the_candidate_leaves_cannot_rewrite_the_report(tmp_path, mode):
     report = eval_solution(
@@ -118,6 +120,7 @@ def test_a_daemon_the_candidate_leaves_cannot_rewrite_the_report(tmp_path, mode)
         assert report.isolation.missing and Reason.THREADS_LEFT in report.reasons
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
 def test_the_sandboxed_candidate_cannot_reach_the_goal_it_is_judged_by(tmp_path):
     goals = tmp_path / "goals"
@@ -145,6 +148,7 @@ def kernel(x, y, alpha):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
 def test_directories_on_the_harness_path_are_not_shown_to_the_sandboxed_candidate(tmp_path, monkeypatch):
     """A script's own directory (often /tmp or a home) is on the harness's sys.path; the sandbox makes the
@@ -162,6 +166,7 @@ def test_directories_on_the_harness_path_are_not_shown_to_the_sandboxed_candidat
     assert "secret-report" not in details and "helper_pkg" not in details and str(tmp_path) not in details
 
 
+@pytest.mark.slow
 def test_a_wheelhouse_on_pythonpath_is_bound_whole_but_a_shared_place_is_not(tmp_path):
     """The GPU image's recipe: packages unpacked with `pip --target DIR` and DIR on PYTHONPATH. The sandbox must
     make DIR importable (else bubblewrap is unusable and the eval falls back to no sandbox), but a PYTHONPATH
@@ -179,6 +184,7 @@ def test_a_wheelhouse_on_pythonpath_is_bound_whole_but_a_shared_place_is_not(tmp
     assert problem == "None" or not BWRAP, problem
 
 
+@pytest.mark.slow
 def test_a_changed_goal_is_reported(tmp_path):
     report = eval_solution(
         SOLUTIONS / "gemm_fp8" / "solution.py",
@@ -192,6 +198,7 @@ def test_a_changed_goal_is_reported(tmp_path):
     assert report.goal_changed == "0" * 64 and report.goal_sha256 != "0" * 64
 
 
+@pytest.mark.slow
 def test_an_honest_kernel_is_accepted_while_other_processes_write_shared_places(tmp_path):
     stop = threading.Event()
 
@@ -237,6 +244,7 @@ def kernel(a, b, scale_a, scale_b):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
 def test_two_evals_at_once_do_not_see_each_other(tmp_path):
     """Each candidate leaves a mark in /dev/shm and /tmp and answers wrong if it finds one: sandboxed, neither
@@ -262,6 +270,7 @@ def test_two_evals_at_once_do_not_see_each_other(tmp_path):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("planted", ["link", "fifo"])
 def test_the_solution_is_read_once_beneath_the_workspace_never_through_a_link_or_a_special_file(tmp_path, planted):
     """The agent controls the workspace: a solution.py that is a link to a host file (which the harness, often root,
@@ -292,6 +301,7 @@ def _environ(pid: int) -> dict[str, str]:
     return dict(item.split("=", 1) for item in items if "=" in item)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
 def test_the_baselines_read_nothing_the_sandboxed_candidate_can_write(tmp_path, monkeypatch):
     """No directory bound writable into the candidate's sandbox is one the baseline process compiles into or
@@ -325,6 +335,7 @@ def test_the_baselines_read_nothing_the_sandboxed_candidate_can_write(tmp_path, 
     assert seen[0] == seen[1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
 def test_the_workers_bytecode_is_written_by_the_baselines_and_only_read_by_the_sandboxed_candidate(
     tmp_path, monkeypatch
@@ -422,6 +433,7 @@ def test_only_the_tail_of_a_worker_log_is_read_however_large_it_is(tmp_path):
     assert len(tail) == 4000 and tail.endswith("the end")
 
 
+@pytest.mark.slow
 def test_a_candidate_flooding_its_output_is_stopped_at_the_file_size_limit(tmp_path):
     """The worker's stdout is a file in the eval's work directory: the candidate's process may not make it (or any
     file) larger than MAX_FILE_BYTES, so the harness's disk is bounded whatever it writes."""
@@ -447,6 +459,7 @@ def kernel(x, y, alpha):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not BWRAP or shutil.which("unshare") is None, reason="no bubblewrap or no unshare")
 def test_the_sandboxed_candidate_cannot_make_a_user_namespace(tmp_path):
     """In a user namespace of its own the candidate could mount a tmpfs of any size (host memory, charged to no
@@ -481,6 +494,7 @@ def kernel(x, y, alpha):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not BWRAP or platform.machine() not in ("x86_64", "aarch64"), reason="no bubblewrap or filter")
 def test_the_sandboxed_candidate_cannot_reach_the_kernel_keyrings(tmp_path):
     """Keyrings are not namespaced: every candidate runs as one uid, whose user keyring would carry keys from one
@@ -494,6 +508,7 @@ def test_the_sandboxed_candidate_cannot_reach_the_kernel_keyrings(tmp_path):
     assert "keyrings add_key=ENOSYS request_key=ENOSYS keyctl=ENOSYS" in details, details
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
 def test_where_bwrap_cannot_load_the_seccomp_filter_the_operator_may_keep_the_sandbox_without_it(tmp_path, monkeypatch):
     """A host that cannot load the filter refuses `auto` and `bwrap` (jg_mcp.eval.isolation.choose); with
@@ -532,6 +547,7 @@ def kernel(x, y, alpha):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
 def test_the_sandboxed_candidate_has_bounded_tmpfs_and_as_root_a_process_cap(tmp_path):
     """The candidate's /tmp and /dev/shm are memory: unbounded, they could take the host's (the harness's too);
@@ -549,6 +565,7 @@ def test_the_sandboxed_candidate_has_bounded_tmpfs_and_as_root_a_process_cap(tmp
         assert int(seen["nproc"]) == MAX_PROCESSES, seen
 
 
+@pytest.mark.slow
 def test_a_candidate_slow_on_every_call_is_stopped_by_the_eval_time_limit(tmp_path):
     """Each call answers well within the per-answer timeout, so only a limit on the whole eval ends it: without
     one, seconds a call over every shape and trial keep this eval going for 30 s and more."""
@@ -580,6 +597,7 @@ def kernel(x, y, alpha):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not BWRAP or os.geteuid() != 0, reason="no bubblewrap, or not root")
 def test_the_sandboxed_candidate_is_what_the_oom_killer_takes_first(tmp_path):
     """A candidate exhausting the host's memory must not get the harness killed in its place: it starts with the

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from eval_suite import GOALS, SOLUTIONS
 
+pytestmark = pytest.mark.slow
+
 KNOWN_GOOD = sorted(
     p.parent.name for p in SOLUTIONS.glob("*/solution.py") if (GOALS / f"{p.parent.name}.yaml").is_file()
 )

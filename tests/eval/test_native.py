@@ -98,6 +98,7 @@ def _write(root, text):
     return root / "solution.py"
 
 
+@pytest.mark.slow
 @needs_gxx
 def test_an_aten_kernel_called_through_a_namespace_alias_is_rejected_by_its_built_symbol(tmp_path):
     report = eval_solution(_write(tmp_path / "src", ALIAS_MM), "gemm_fp8", tmp_path / "runs", device="cpu", **SLOW)
@@ -154,6 +155,7 @@ def _launcher_outside_the_system(root, monkeypatch):
     return copy
 
 
+@pytest.mark.slow
 def test_the_sandbox_launcher_is_trusted_by_identity_and_a_copy_of_it_is_judged(tmp_path, monkeypatch):
     launcher = _launcher_outside_the_system(tmp_path, monkeypatch)
     copy = tmp_path / "elsewhere" / "bwrap"
@@ -185,6 +187,7 @@ def test_an_honest_eval_passes_the_native_check_with_bwrap_installed_outside_the
     assert not [f.detail for f in report.findings if f.reason == Reason.FORBIDDEN_CALL]
 
 
+@pytest.mark.slow
 def test_the_launchers_own_libraries_beside_it_are_trusted_and_a_copy_elsewhere_is_judged(tmp_path, monkeypatch):
     """A GPU host without bubblewrap's libraries gets them unpacked beside it and found through LD_LIBRARY_PATH: the
     launcher's process maps them, and judged as the candidate's code they failed every honest kernel on an H100

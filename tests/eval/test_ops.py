@@ -67,6 +67,7 @@ def test_the_classes_an_honest_kernel_uses_are_in_no_family(name):
     assert not any(in_family(name, family) for family in FAMILIES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", [CDIST_GEMM, HSPMM_GEMM], ids=["cdist", "hspmm"])
 def test_a_library_gemm_through_a_distance_or_a_sparse_product_is_rejected(tmp_path, source):
     solution = tmp_path / "src" / "solution.py"

@@ -225,6 +225,7 @@ def test_plain_annotations_and_constant_getattr_are_not_alarms():
     assert reasons(src) == set()
 
 
+@pytest.mark.slow
 def test_forbidden_ops_run_in_another_thread_are_recorded():
     """The recorder's process-wide kernels see every thread, not just the calling one (a hint: in the worker they
     run in the candidate's process). In a process of its own: the kernels stay registered for its life. The op is
@@ -267,6 +268,7 @@ def test_a_composite_op_is_recorded_by_what_it_runs_even_under_inference_mode(ca
     assert torch.allclose(out, a @ b, atol=1e-5) and recorder.seen, "a matrix product ran unrecorded"
 
 
+@pytest.mark.slow
 def test_the_recorders_mode_does_not_import_torch_compile():
     """A TorchDispatchMode subclass's `__torch_dispatch__` is wrapped to keep Dynamo out, and that wrapper imports
     torch._dynamo at its first call: 1.2 s here, seconds more on the H200 host, in every candidate's first checked
@@ -369,6 +371,7 @@ def test_a_source_above_the_size_bound_is_refused_before_parsing():
     assert [f.reason for f in found] == [Reason.SYNTAX] and "MiB" in found[0].detail
 
 
+@pytest.mark.slow
 def test_the_static_check_is_linear_in_the_source():
     """Each `+` of a chain once re-folded the whole chain below it, looking for a constant string: quadratic in a
     chain's length (16 MiB of 320-deep `x+x+...` chains took 812 s). Judged by how the time grows, not by a

@@ -76,6 +76,7 @@ def test_every_largest_value_case_of_a_shipped_goal_has_inputs_and_a_reference(p
             assert goal.reference(*goal.make_inputs(case.dims, 1, "cpu")) is not None, case
 
 
+@pytest.mark.slow
 def test_a_softmax_that_normalises_only_the_first_32768_columns_is_rejected_at_the_vocabulary_row(tmp_path):
     solution = tmp_path / "head_only" / "solution.py"
     solution.parent.mkdir()

@@ -39,12 +39,14 @@ def _eval(tmp_path, data: bytes) -> tuple[int, EvalReport]:
     return rc, EvalReport.model_validate(json.loads(out.read_text()))
 
 
+@pytest.mark.slow
 def test_a_utf7_coding_cookie_hiding_code_in_a_comment_is_rejected_naming_the_encoding(tmp_path):
     rc, report = _eval(tmp_path, UTF7_DESYNC)
     assert rc == 1 and not report.accepted
     assert any(f.reason == Reason.SYNTAX and "utf-7" in f.detail for f in report.findings), report.findings
 
 
+@pytest.mark.slow
 def test_an_honest_solution_with_a_utf8_bom_is_accepted(tmp_path):
     rc, report = _eval(tmp_path, b"\xef\xbb\xbf" + (SOLUTIONS / "swiglu" / "solution.py").read_bytes())
     assert [f.reason for f in report.findings] == [] and report.accepted and rc == 0

@@ -107,6 +107,7 @@ def test_evals_in_a_row_take_the_processes_started_ahead_and_reach_the_same_verd
     assert all(r.phases["spares_wait"] >= 0.3 for r in reports), "the wait for the spares is a phase of its own"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("why", ["died", "waited too long"])
 def test_a_spare_set_that_died_or_waited_too_long_is_thrown_away(tmp_path, why):
     with Spares(max_idle_s=0.0 if why == "waited too long" else 600.0) as spares:
@@ -122,6 +123,7 @@ def test_a_spare_set_that_died_or_waited_too_long_is_thrown_away(tmp_path, why):
         assert not work.exists()
 
 
+@pytest.mark.slow
 def test_unsandboxed_evals_start_no_spares(tmp_path):
     """Without bubblewrap a spare would be within reach of the running eval's candidate (same user, same pid
     namespace): none is made."""
@@ -130,12 +132,14 @@ def test_unsandboxed_evals_start_no_spares(tmp_path):
         assert spares.idle is None
 
 
+@pytest.mark.slow
 def test_a_forged_started_message_is_tampering(tmp_path):
     report = run(tmp_path, FORGE_STARTED, DEMO_GOAL, None)
     assert not report.accepted and Reason.TAMPERED in report.reasons, report.findings
     assert any("`started` a second time" in f.detail for f in report.findings)
 
 
+@pytest.mark.slow
 def test_an_eval_that_cannot_start_leaves_neither_its_spares_nor_its_work(tmp_path):
     """A goal that does not load fails the eval before it runs: the spare set it took and its work directory are
     gone all the same (nothing idles until the harness exits)."""
@@ -153,6 +157,7 @@ def test_an_eval_that_cannot_start_leaves_neither_its_spares_nor_its_work(tmp_pa
         assert all(gone(p) for p in pids) and not work.exists()
 
 
+@pytest.mark.slow
 def test_a_spare_that_cannot_start_costs_the_running_eval_nothing(tmp_path, monkeypatch):
     """Starting the next eval's set is a favour to that eval: when a process of it cannot start (here the second),
     the running eval goes on to its verdict, what was started is ended and its directory removed."""

@@ -54,6 +54,7 @@ def _call(argv: list[str], lib: Path) -> list[str]:
     return done.stdout.split()
 
 
+@pytest.mark.slow
 @needs_cc
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 def test_a_stub_bound_over_a_library_fails_every_call_and_keeps_its_versions(real, tmp_path):
@@ -80,6 +81,7 @@ def test_cublas_is_stubbed_for_the_goals_that_forbid_a_gemm(goal):
     assert forbids_gemm(forbidden) == gemm_like
 
 
+@pytest.mark.slow
 def test_the_candidates_sandbox_binds_each_stub_over_its_library(tmp_path):
     (tmp_path / "solution").mkdir()
     (tmp_path / "cache").mkdir()

@@ -25,6 +25,7 @@ def assert_escaped(text: str) -> None:
     assert "\\x1b]52;c;" in text, "the text is shown, escaped, not dropped"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(bool(bwrap_missing()), reason=str(bwrap_missing()))
 def test_osc52_in_a_rerun_commands_text_and_output_never_reaches_the_terminal_raw(tmp_path):
     """`replay --rerun` logged each command before running it, and the log line printed the agent's command raw:

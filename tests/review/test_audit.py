@@ -53,6 +53,7 @@ def kinds(report: audit.AuditReport) -> set[tuple[str, int | None]]:
     return {(f.kind, f.line) for f in report.findings if f.severity == "error"}
 
 
+@pytest.mark.slow
 def test_the_demo_session_audits_clean_with_a_full_summary():
     done = jg("audit", demo_run(), "--json", demo_dir() / "audit.json")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -119,6 +120,7 @@ EDITS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EDITS)
 def test_tampering_with_the_transcript_is_detected_and_named(tmp_path, name):
     t, expected = tampered(tmp_path, EDITS[name])
@@ -131,6 +133,7 @@ def test_tampering_with_the_transcript_is_detected_and_named(tmp_path, name):
         assert f"integrity/{kind}: line {line}:" in text, text
 
 
+@pytest.mark.slow
 def test_the_command_line_names_the_tampered_line_and_exits_1(tmp_path):
     t, expected = tampered(tmp_path, _delete_line)
     done = jg("audit", t)
@@ -139,6 +142,7 @@ def test_the_command_line_names_the_tampered_line_and_exits_1(tmp_path):
     assert f"ERROR   integrity/{kind}: line {line}: seq {line - 1} is missing" in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_an_edit_is_blamed_on_the_edited_line_alone(tmp_path):
     t, expected = tampered(tmp_path, _change_a_byte)
     report = audit.audit(t)
@@ -146,6 +150,7 @@ def test_an_edit_is_blamed_on_the_edited_line_alone(tmp_path):
     assert f"line {next(iter(expected))[1]} was altered" in report.findings[0].message
 
 
+@pytest.mark.slow
 def test_a_changed_stored_blob_is_detected_and_named(tmp_path):
     t = copy_transcript(demo_run(), tmp_path / "t")
     record_line = next(
@@ -164,6 +169,7 @@ def test_a_changed_stored_blob_is_detected_and_named(tmp_path):
     assert any("missing" in f.message for f in audit.audit(t).findings if f.kind == "blob")
 
 
+@pytest.mark.slow
 def test_audit_eval_report_accepts_the_same_solution_and_catches_a_swapped_one(tmp_path, capsys):
     final = sha256_bytes((demo_dir() / "workspace" / "solution.py").read_bytes())
     goal_sha = load_goal(DEMO_GOAL).sha256()
@@ -309,6 +315,7 @@ def test_files_the_scan_could_not_record_fail_the_audit_and_pycache_is_named(tmp
     assert any("a/__pycache__/m.pyc" in m and "not recorded" in m for m in warnings), warnings
 
 
+@pytest.mark.slow
 def test_serve_with_a_transcript_key_then_audit_with_it_catches_a_rechained_edit(tmp_path):
     from mcp import StdioServerParameters
 
@@ -374,6 +381,7 @@ def test_the_text_report_says_in_words_what_has_no_value(tmp_path):
     assert "the transcript has no solution.py at the end of the session" in text
 
 
+@pytest.mark.slow
 def test_a_malformed_eval_report_is_one_line_naming_the_file_not_a_traceback(tmp_path, capsys):
     broken, partial = tmp_path / "broken.json", tmp_path / "partial.json"
     broken.write_text("{not json")
@@ -417,6 +425,7 @@ def test_printable_writes_out_every_steering_character_and_keeps_the_rest():
     assert lines(["one\ntwo", "three"]) == "one\\ntwo\nthree"
 
 
+@pytest.mark.slow
 def test_a_final_solution_the_transcript_could_not_store_fails_the_audit(tmp_path, monkeypatch):
     """An agent that fills the transcript's blob budget first gets its final solution recorded by hash only: its
     text cannot be checked for forbidden APIs, so the audit cannot pass it."""

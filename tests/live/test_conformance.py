@@ -17,7 +17,7 @@ import pytest
 from tests.support import TOKEN, HttpServer
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / "tests" / "tools"
 NODE_MODULES = REPO / ".tools" / "conformance" / "node_modules"
 GENERIC = [

@@ -15,8 +15,10 @@ import pytest
 
 from jg_mcp.cli import build_parser
 
+pytestmark = pytest.mark.slow
+
 JG_MCP = Path(sys.executable).with_name("jg-mcp")
-EXAMPLE = Path(__file__).resolve().parent.parent / "transcripts" / "examples" / "demo-axpy.jsonl"
+EXAMPLE = Path(__file__).resolve().parents[2] / "transcripts" / "examples" / "demo-axpy.jsonl"
 """A recorded session of 7 tools/calls."""
 
 CASES: dict[str, tuple[list[str], str]] = {

@@ -149,6 +149,7 @@ def kernel(q, k, positions, cos_sin_cache):
 '''
 
 
+@pytest.mark.slow
 def test_a_rope_kernel_that_ignores_its_table_is_rejected(tmp_path):
     (tmp_path / "rope").mkdir()
     (tmp_path / "rope" / "solution.py").write_text(TABLE_FREE_ROPE)
@@ -165,6 +166,7 @@ def test_reference_agrees_with_every_cpu_baseline_at_smoke_shapes(goal):
         assert [c.status for c in checks] == ["ok"] * (1 + len(cpu)), [c.error for c in checks]
 
 
+@pytest.mark.slow
 def test_shipped_solution_passes_under_the_interpreter(goal):
     checks = validate_solution.solution_checks(goal, SOLUTIONS / goal.name, "cpu", full=False)
     assert [c.shape for c in checks] == [s.name for s in goal.goal.smoke_shapes]

@@ -17,6 +17,7 @@ def subcommands() -> list[str]:
     return sorted(action.choices)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", subcommands())
 def test_every_subcommand_has_help(command):
     proc = jg(command, "--help")
@@ -35,6 +36,7 @@ def description(help_text: str) -> str:
     return " ".join(kept)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "says"),
     [
@@ -50,6 +52,7 @@ def test_help_describes_what_the_command_does(args, says):
     assert all(phrase in text for phrase in says), text
 
 
+@pytest.mark.slow
 def test_the_command_list_says_the_demo_also_evaluates_and_audits():
     words = " ".join(jg("--help").stdout.split())
     assert "demo run a recorded end-to-end session with a scripted client, then eval and audit it" in words, words
@@ -59,21 +62,25 @@ def test_the_core_commands_exist():
     assert {"serve", "goals", "gpu", "demo"} <= set(subcommands())
 
 
+@pytest.mark.slow
 def test_goals_show_prints_the_goal():
     proc = jg("goals", "show", "gemm_fp8")
     assert proc.returncode == 0 and proc.stdout.startswith("# Goal: FP8")
 
 
+@pytest.mark.slow
 def test_a_misspelt_goal_name_gets_a_suggestion():
     proc = jg("goals", "show", "gemm_fp9")
     assert proc.returncode == 2 and proc.stderr.endswith("no such goal file; did you mean 'gemm_fp8'?\n")
 
 
+@pytest.mark.slow
 def test_the_demo_goal_is_found_by_name():
     proc = jg("goals", "show", "axpy")
     assert proc.returncode == 0 and proc.stdout.startswith("# Goal: Demo"), proc.stderr
 
 
+@pytest.mark.slow
 def test_eval_on_cuda_without_a_gpu_is_one_line_not_a_traceback(tmp_path):
     import torch
 
@@ -147,11 +154,13 @@ def test_gpu_description_never_prints_none():
     assert describe(GpuReport(available=False)) == "No GPU: NVML reports none"
 
 
+@pytest.mark.slow
 def test_gpu_reports_without_crashing():
     proc = jg("gpu", "--json")
     assert proc.returncode == 0 and '"available"' in proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["--help"], ["eval", "--help"], ["gpu"], ["goals", "list"]])
 def test_commands_other_than_serve_and_demo_run_without_the_mcp_sdk(args):
     """GPU nodes often lack the MCP SDK: the eval, goals and gpu commands must still start there."""
@@ -166,6 +175,7 @@ HEAVY = {"torch", "triton", "numpy", "mcp"}
 LIST_MODULES = "import atexit, runpy, sys; atexit.register(lambda: print(*sorted(sys.modules), file=sys.stderr)); "
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["--help"], ["goals", "--help"]])
 def test_help_imports_no_heavy_package(args):
     """Every command module is imported to build the parser: one that imports torch, triton or the MCP SDK

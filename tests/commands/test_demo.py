@@ -78,21 +78,14 @@ def test_the_demo_marks_its_deliberate_moves_as_expected_and_says_what_to_try_ne
     assert (run.out / "replay-3" / "solution.py").is_file() and not (run.out / "replay-3" / "check.py").exists()
 
 
-def test_the_demo_warns_of_no_directory_it_made_itself(tmp_path):
+def test_the_demo_warns_of_no_directory_it_made_itself():
     """The demo makes its --out folder its owner's alone, so the server has no searchable parent to warn about (it
-    did, on every run as root with bubblewrap, of the folder the demo had just made)."""
-    out = tmp_path / "new" / "demo"
-    done = subprocess.run(
-        [sys.executable, "-m", "jg_mcp", "demo", "--out", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "warning" not in done.stderr.lower(), done.stderr
-    assert out.stat().st_mode & 0o777 == 0o700
+    did, on every run as root with bubblewrap, of the folder the demo had just made). The shared run's --out did
+    not exist before it (tests.support.demo)."""
+    run = demo()
+    assert run.code == 0, "\n".join(run.lines)[-3000:] + run.stderr[-3000:]
+    assert "warning" not in run.stderr.lower(), run.stderr
+    assert run.out.stat().st_mode & 0o777 == 0o700
 
 
 def test_the_committed_example_was_recorded_with_the_sandbox_on_in_the_current_formats():

@@ -44,6 +44,7 @@ def files(root: Path) -> dict[str, bytes]:
     return {rel: (root / rel).read_bytes() for rel in Workspace(root).scan().states}
 
 
+@pytest.mark.slow
 def test_replay_to_the_end_reproduces_the_demo_workspace_byte_for_byte(tmp_path):
     done = jg("replay", demo_run(), "--to", tmp_path / "r")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -54,6 +55,7 @@ def test_replay_to_the_end_reproduces_the_demo_workspace_byte_for_byte(tmp_path)
     assert "4 files" in done.stdout
 
 
+@pytest.mark.slow
 def test_rerun_reports_every_demo_command_as_matching(tmp_path):
     # The demo's server got the MCP stdio client's small default environment; the re-run gets the one it
     # recorded, whatever the reviewer's is.
@@ -66,6 +68,7 @@ def test_rerun_reports_every_demo_command_as_matching(tmp_path):
     assert files(tmp_path / "r") == files(demo_dir() / "workspace")
 
 
+@pytest.mark.slow
 def test_a_step_is_the_nth_tool_call_and_step_zero_is_the_session_start(tmp_path):
     record = steps.load_record(demo_run())
     assert [c.tool for c in record.calls] == [
@@ -92,6 +95,7 @@ def test_a_step_is_the_nth_tool_call_and_step_zero_is_the_session_start(tmp_path
         replay_command(demo_run(), tmp_path / "y", step=8)
 
 
+@pytest.mark.slow
 def test_replay_refuses_a_directory_that_is_not_empty(tmp_path):
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "keep.txt").write_text("mine")
@@ -148,6 +152,7 @@ def test_rerun_tells_output_that_changes_from_an_exit_code_that_changes(tmp_path
     assert "Timings" in out and "exit code differs" in out and "output differs" in out
 
 
+@pytest.mark.slow
 def test_rerun_where_bubblewrap_cannot_run_fails_unless_sandbox_none_is_passed(tmp_path):
     """A reviewer re-running an agent's commands on a machine without bubblewrap had them run unsandboxed, with
     the reviewer's privileges, after a warning only. Now the re-run fails (exit 1) saying how to opt in."""
@@ -170,6 +175,7 @@ def _rebuilt(transcript: Path, dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.slow
 def test_replay_refuses_a_tampered_transcript_naming_the_line(tmp_path):
     t = copy_transcript(demo_run(), tmp_path / "t")
     lines = t.read_bytes().split(b"\n")
@@ -179,6 +185,7 @@ def test_replay_refuses_a_tampered_transcript_naming_the_line(tmp_path):
         steps.load_record(t)
 
 
+@pytest.mark.slow
 def test_a_transcript_declaring_an_older_format_version_reads(tmp_path):
     t = copy_transcript(demo_run(), tmp_path / "t")
     lines = t.read_bytes().split(b"\n")[:-1]
@@ -190,6 +197,7 @@ def test_a_transcript_declaring_an_older_format_version_reads(tmp_path):
     assert files(tmp_path / "r") == files(demo_dir() / "workspace")
 
 
+@pytest.mark.slow
 def test_a_transcript_of_a_newer_format_is_refused_as_newer_even_with_fields_this_reader_lacks(tmp_path):
     t = copy_transcript(demo_run(), tmp_path / "t")
     lines = t.read_bytes().split(b"\n")[:-1]
@@ -213,6 +221,7 @@ def test_the_committed_example_transcript_stays_readable_and_rebuilds(tmp_path):
     assert env is None and "did not record the commands' environment" in notes[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sandbox", ["none", "bwrap"])
 def test_rerun_uses_the_recorded_environment_not_the_reviewers(tmp_path, monkeypatch, sandbox):
     if sandbox == "bwrap" and BWRAP_MISSING:
@@ -271,6 +280,7 @@ def test_replay_never_writes_through_a_link_left_in_the_destination(tmp_path):
     assert any("d/x.txt" in p and "symbolic link" in p for p in report.problems), report.problems
 
 
+@pytest.mark.slow
 def test_rerun_of_a_command_that_timed_out_says_so_in_words(tmp_path, capsys):
     transcript, _ = scripted_session(tmp_path, [call("run_command", command="sleep 30", timeout_s=1)])
     assert replay_command(transcript, tmp_path / "cli", rerun=True) in (0, 1)
@@ -278,6 +288,7 @@ def test_rerun_of_a_command_that_timed_out_says_so_in_words(tmp_path, capsys):
     assert "no exit" in out and "None" not in out, out
 
 
+@pytest.mark.slow
 def test_rerun_of_a_command_leaving_an_8_mib_file_that_differs_finishes_in_bounded_time(tmp_path):
     """The re-run's file diff was difflib's, quadratic in the file: two 8 MiB versions that differ on every other
     line took hours. Now it is summarised, saying where and why, in time linear in the files."""

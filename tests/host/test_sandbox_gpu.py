@@ -16,6 +16,7 @@ BWRAP_MISSING = bwrap_missing()
 torch = pytest.importorskip("torch")
 pytestmark = [
     pytest.mark.gpu,
+    pytest.mark.slow,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
     pytest.mark.skipif(BWRAP_MISSING is not None, reason=BWRAP_MISSING or ""),
 ]

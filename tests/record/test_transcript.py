@@ -124,6 +124,7 @@ def recorded(tmp_path, monkeypatch, sandbox: str, command: str):
     return transcript, read.events[0], response
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sandbox", ["none", "bwrap"])
 def test_the_header_records_the_environment_commands_see(tmp_path, monkeypatch, sandbox):
     _, head, response = recorded(tmp_path, monkeypatch, sandbox, "compgen -e")
@@ -281,6 +282,7 @@ w.append(Notice(level="info", message="after"))
 """
 
 
+@pytest.mark.slow
 def test_a_disk_that_refuses_writes_mid_line_leaves_every_event_once_in_order_and_says_so(tmp_path):
     """A full disk (here the file size limit: EFBIG after a short write) refuses the transcript's writes for a
     while: nothing cut or repeated stays in the file, the events kept meanwhile are written in order once

@@ -43,6 +43,7 @@ def test_a_wrong_baseline_fails_naming_goal_shape_and_error(tmp_path, capsys):
     assert f"elements outside atol {tol.atol} + rtol {tol.rtol}" in err and "1 goals" in out
 
 
+@pytest.mark.slow
 def test_a_wrong_reference_fails_against_baselines_and_solution(tmp_path, capsys):
     path = goal_copy(tmp_path, "swiglu", "(1.0 + torch.exp(-gd))", "(1.0 + torch.exp(-1.1 * gd))")
     rc, _, err = validate_cli(capsys, path)
@@ -85,6 +86,7 @@ def solution(tmp_path, goal, source):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_a_wrong_solution_fails_with_its_dtype_named(tmp_path, capsys):
     folder = solution(tmp_path, "softmax", "def kernel(x):\n    return x.float().exp()\n")
     rc, _, err = validate_cli(capsys, "softmax", "--solutions", folder)
@@ -92,6 +94,7 @@ def test_a_wrong_solution_fails_with_its_dtype_named(tmp_path, capsys):
     assert "softmax at shape tiny, solution:interpreted: wrong_dtype: dtype float32, expected bfloat16" in err
 
 
+@pytest.mark.slow
 def test_a_crashing_solution_is_a_failure_at_every_shape(tmp_path, capsys):
     """A call that raised is an exception, and its outputs are still read (what the candidate's process says about
     how a call ended never skips a measurement): every shape fails, none is skipped."""
@@ -102,12 +105,14 @@ def test_a_crashing_solution_is_a_failure_at_every_shape(tmp_path, capsys):
     assert "skipped swiglu" not in out
 
 
+@pytest.mark.slow
 def test_a_solution_that_does_not_import_is_a_failure_naming_the_error(tmp_path, capsys):
     rc, _, err = validate_cli(capsys, "softmax", "--solutions", solution(tmp_path, "softmax", "def kernel(x:\n"))
     assert rc == 1 and "softmax at shape *, solution:interpreted: syntax_error: line 1: " in err
     assert "softmax at shape *, solution:interpreted: import_error: " in err and "SyntaxError" in err
 
 
+@pytest.mark.slow
 def test_a_correct_solution_calling_a_forbidden_api_is_rejected_by_the_eval_policies(tmp_path, capsys):
     source = "import torch\n\n\ndef kernel(x):\n    return torch.softmax(x.float(), dim=-1).to(x.dtype)\n"
     rc, out, err = validate_cli(capsys, "softmax", "--solutions", solution(tmp_path, "softmax", source))
@@ -115,6 +120,7 @@ def test_a_correct_solution_calling_a_forbidden_api_is_rejected_by_the_eval_poli
     assert "torch.softmax" in err and "at shape tiny, solution:interpreted: forbidden_call: ran forbidden" in err
 
 
+@pytest.mark.slow
 def test_the_shipped_solution_is_evaluated_by_the_eval_at_the_smoke_shapes(monkeypatch, capsys):
     seen = []
 
@@ -131,6 +137,7 @@ def test_the_shipped_solution_is_evaluated_by_the_eval_at_the_smoke_shapes(monke
     assert [line.split()[2] for line in out.splitlines() if "solution:interpreted" in line] == ["tiny", "ragged"]
 
 
+@pytest.mark.slow
 def test_json_report_records_checks_and_versions(tmp_path, capsys):
     rc, out, _ = validate_cli(capsys, "rope", "--json", tmp_path / "r.json", "--markdown", tmp_path / "r.md")
     assert rc == 0 and "0 failed" in out

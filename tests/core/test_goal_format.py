@@ -94,6 +94,7 @@ def test_name_must_match_file(tmp_path):
     assert info.value.field == "name"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["unknown key", "missing callable"])
 def test_cli_prints_one_line_and_exits_1(tmp_path, case):
     edit, field, _ = CASES[case]
@@ -107,6 +108,7 @@ def test_cli_prints_one_line_and_exits_1(tmp_path, case):
     assert len(lines) == 1 and field in lines[0] and str(path) in lines[0]
 
 
+@pytest.mark.slow
 def test_serve_with_bad_goal_exits_1_with_message(tmp_path):
     path = copy_goal(tmp_path)
     _edit(path, lambda d: d.pop("shapes"))

@@ -251,6 +251,7 @@ def test_a_command_waiting_for_a_slot_never_starts_once_the_session_closes(tmp_p
     assert not (tmp_path / "late").exists()
 
 
+@pytest.mark.slow
 def test_the_wait_for_a_slot_counts_against_the_commands_timeout(tmp_path):
     """A budget grants a command seconds from its call: a command that queued for a slot gets only what is left
     of its timeout, and none at all when the wait took it all."""

@@ -26,6 +26,8 @@ from jg_mcp.record.reading import read_transcript
 from tests.support import GEMM_FP8, MCP_HEADERS, REPO, TOKEN, HttpServer, wait_until
 from tests.support import INIT as HTTP_INIT
 
+pytestmark = pytest.mark.slow
+
 SLOW_MARK = "slow-scan"
 """A workspace holding a file of this name scans slowly (the scan blocks) in these tests."""
 STUCK_MARK = "scan-stuck"
@@ -123,7 +125,6 @@ def _ended_honestly(transcript, reason: str) -> None:
     assert any("scan did not finish" in n for n in notices), notices
 
 
-@pytest.mark.slow
 def test_a_stuck_scan_with_many_writes_waiting_leaves_the_stdio_server_answering_and_eof_ends_it(stdio):
     server = stdio()
     server.stick_a_scan()
@@ -140,7 +141,6 @@ def test_a_stuck_scan_with_many_writes_waiting_leaves_the_stdio_server_answering
     _ended_honestly(server.transcript(), "client disconnected")
 
 
-@pytest.mark.slow
 def test_sigterm_ends_a_stdio_server_within_seconds_while_a_scan_is_stuck(stdio):
     server = stdio()
     server.stick_a_scan()
@@ -259,7 +259,6 @@ def _live(session: Session, release):
     return Live(session, release, time.monotonic(), time.monotonic())
 
 
-@pytest.mark.slow
 def test_a_request_with_a_lone_surrogate_escape_is_answered_with_an_error_and_recorded(stdio):
     server = stdio()
     line = json.dumps(
@@ -285,7 +284,6 @@ def test_a_request_with_a_lone_surrogate_escape_is_answered_with_an_error_and_re
     assert response.is_error and "surrogate" in response.error
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("depth", [300, 5000])
 def test_a_request_the_json_rpc_parser_cannot_read_is_answered_with_its_id_and_recorded(stdio, depth):
     """Arguments nested deeper than the SDK's parser reads made it drop the request: no answer (the client waited
@@ -308,7 +306,6 @@ def test_a_request_the_json_rpc_parser_cannot_read_is_answered_with_its_id_and_r
     assert request.method == "tools/call" and response.is_error and "cannot read" in response.error
 
 
-@pytest.mark.slow
 def test_an_http_request_with_a_lone_surrogate_escape_is_answered_with_its_id_and_recorded(tmp_path):
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {TOKEN}"}
     with HttpServer(tmp_path, "--sandbox", "none") as server:

@@ -57,6 +57,7 @@ def test_every_shown_diff_turns_the_old_version_into_the_new(seed):
     assert diff.lines[:2] == (["--- a\n", "+++ b\n"] if old != new else [])
 
 
+@pytest.mark.slow
 def test_an_edit_deep_in_a_large_file_costs_what_the_edit_costs():
     old = [f"line {i}\n" for i in range(1_000_000)]
     new = old[:700_000] + ["inserted\n"] + old[700_001:]
@@ -95,6 +96,7 @@ def test_shown_lines_and_characters_are_capped_and_say_so(monkeypatch):
     assert long.lines[-1] == "+" + "y" * 499 + "... (501 more characters)\n"
 
 
+@pytest.mark.slow
 def test_a_new_large_file_is_shown_as_added_up_to_the_shown_lines():
     diff = unified("", "".join(f"{i}\n" for i in range(1_000_000)), "a", "b")
     assert diff.lines[2] == "@@ -0,0 +1,1000000 @@\n" and diff.lines[3] == "+0\n"

@@ -172,6 +172,7 @@ def test_the_blob_store_stops_at_its_budget_of_blobs_and_says_so_once(tmp_path):
     assert len(notices) == 1 and "3 blobs" in notices[0].message
 
 
+@pytest.mark.slow
 def test_a_session_past_its_budget_records_a_bounded_number_of_changes_per_command_and_audits_and_replays(
     tmp_path, monkeypatch
 ):

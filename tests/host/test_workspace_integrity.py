@@ -20,7 +20,7 @@ from jg_mcp.live import walk, workspace
 from jg_mcp.live.runner import Argv, Runner, quota_notice
 from jg_mcp.live.workspace import Workspace
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 A = b"import torch\n# clean, reviewed version ..........................\n"
 B = b"import os\nos.system('id')  # hidden payload .....................\n"
 

@@ -101,6 +101,7 @@ def race(tmp_path, session, server, resolver):
     return server, root, outside
 
 
+@pytest.mark.slow
 def test_a_directory_swapped_for_a_link_never_lets_read_file_read_outside(race):
     server, root, _ = race
 
@@ -119,6 +120,7 @@ def test_a_directory_swapped_for_a_link_never_lets_read_file_read_outside(race):
     assert "inside" in seen and any("symbolic link" in s for s in seen), "both outcomes happened: the race ran"
 
 
+@pytest.mark.slow
 def test_a_directory_swapped_for_a_link_never_lets_write_file_write_outside(race):
     server, root, outside = race
 
@@ -161,6 +163,7 @@ def test_fifos_devices_and_links_to_them_are_refused_without_hanging(server, ses
     assert command.structured_content["exit_code"] == 0, "the scan after the command passed the FIFO by"
 
 
+@pytest.mark.slow
 def test_the_workspace_scan_passes_a_fifo_swapped_in_for_a_file(server, session, resolver):
     root = session.workspace.root
     os.mkfifo(root / "p")
@@ -251,6 +254,7 @@ def test_an_unexpected_os_error_reaches_the_agent_as_a_message(server):
     assert r.is_error and "cannot write" in r.content[0].text and "File name too long" in r.content[0].text
 
 
+@pytest.mark.slow
 def test_a_command_being_set_up_when_the_session_closes_never_runs_after_the_close_event(gemm_goal, tmp_path):
     """A red-team find: a run_command admitted just before the close (a budget spent by a parallel call) was set up
     while the close scanned and wrote its manifest, then started: it rewrote solution.py after the close event,
@@ -286,6 +290,7 @@ def test_a_command_being_set_up_when_the_session_closes_never_runs_after_the_clo
     assert audit.audit(session.transcript_path).ok
 
 
+@pytest.mark.slow
 def test_a_change_seen_while_other_commands_ran_names_them_and_the_audit_says_any_may_have_made_it(gemm_goal, tmp_path):
     """A scan sees what changed, not who changed it: a red-team command that rewrote solution.py while an innocent
     `true` ran had the change recorded under `true` alone, and the audit showed the innocent step doing it. The
@@ -314,6 +319,7 @@ def test_a_change_seen_while_other_commands_ran_names_them_and_the_audit_says_an
     assert f"steps {evil_step} also ran" in findings[0].message
 
 
+@pytest.mark.slow
 def test_a_cancelled_commands_change_scanned_after_its_call_ended_still_names_it(gemm_goal, tmp_path):
     """A red-team find: a cancelled run_command waits for its scan only CANCELLED_SCAN_WAIT_S, and it was then
     no longer among the running commands although its scan had not run. A write_file whose scan ran first (the

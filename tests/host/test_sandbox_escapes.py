@@ -27,6 +27,8 @@ from jg_mcp.live.server import SingleSession, build_server
 from jg_mcp.live.session import Session, SessionConfig
 from tests.support import SECRET_VAR, bwrap_missing, can_set_oom_floor, copy_goal
 
+pytestmark = pytest.mark.slow
+
 BWRAP_MISSING = bwrap_missing()
 
 

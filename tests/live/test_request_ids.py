@@ -1,4 +1,4 @@
-"""Request ids over HTTP (stdio: tests/test_stdio.py): one request per id in flight, a request reusing the id of
+"""Request ids over HTTP (stdio: tests/live/test_stdio.py): one request per id in flight, a request reusing the id of
 one still unanswered is refused, and the transcript credits each call with what it did; an id over the length
 limit is refused before its call runs.
 

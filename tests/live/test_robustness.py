@@ -25,6 +25,8 @@ from jg_mcp.live.session import Session, SessionConfig
 from jg_mcp.record.reading import read_transcript
 from tests.support import GEMM_FP8, bwrap_missing, serve_argv
 
+pytestmark = pytest.mark.slow
+
 BWRAP_MISSING = bwrap_missing()
 CALL_LIMIT_S = 60
 json_values = st.recursive(
@@ -187,7 +189,6 @@ def _wait_for(predicate, seconds: float) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.slow
 def test_a_stdio_client_that_disconnects_mid_call_has_its_command_killed_and_recorded(tmp_path):
     marker = f"jg-disconnect-{uuid.uuid4().hex}"
     proc = _stdio_server(tmp_path, "auto")
@@ -209,7 +210,6 @@ def test_a_stdio_client_that_disconnects_mid_call_has_its_command_killed_and_rec
     assert command.cancelled and command.exit_code is None
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("sandbox", ["bwrap", "none"])
 def test_sigkill_mid_command_leaves_a_readable_prefix_and_only_bwrap_takes_the_command_down(tmp_path, sandbox):
     if sandbox == "bwrap" and BWRAP_MISSING:
@@ -256,7 +256,6 @@ time.sleep(600)
 """
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(bool(BWRAP_MISSING), reason=BWRAP_MISSING or "")
 @pytest.mark.parametrize("sandbox", ["live", "eval"])
 def test_a_parent_killed_while_bwrap_starts_leaves_no_sandbox_running(tmp_path, sandbox):
@@ -335,7 +334,6 @@ def test_an_oversized_request_is_recorded_by_its_size_and_refused(gemm_goal, tmp
     assert session.transcript_path.stat().st_size < 1 << 20, "the content was not recorded"
 
 
-@pytest.mark.slow
 def test_a_stdio_message_over_the_limit_is_refused_unread_and_the_server_keeps_serving(tmp_path):
     from jg_mcp.live.stdio import LINE_LIMIT_BYTES
 

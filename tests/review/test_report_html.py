@@ -221,6 +221,7 @@ def png_size(data: bytes) -> tuple[int, int]:
     return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
+@pytest.mark.slow
 def test_the_page_fetches_nothing_and_carries_its_own_style_and_script(tmp_path):
     page = write_page(tmp_path, demo_run()).read_text()
     tags = parse(page)
@@ -242,6 +243,7 @@ def test_agent_controlled_text_is_escaped_not_interpreted(tmp_path):
     assert "x&lt;b&gt;bold&lt;/b&gt;.py" in page
 
 
+@pytest.mark.slow
 def test_the_eval_chart_draws_one_bar_per_shape_and_baseline(tmp_path):
     final = sha256_bytes((demo_dir() / "workspace" / "solution.py").read_bytes())
     data = eval_report(final, load_goal(DEMO_GOAL).sha256(), speedup=1.25)
@@ -261,6 +263,7 @@ def test_the_eval_chart_draws_one_bar_per_shape_and_baseline(tmp_path):
     assert "ACCEPTED" in page
 
 
+@pytest.mark.slow
 def test_a_tampered_transcript_gets_a_page_of_findings_without_a_timeline(tmp_path):
     t = copy_transcript(demo_run(), tmp_path / "t")
     lines = t.read_bytes().split(b"\n")
@@ -270,6 +273,7 @@ def test_a_tampered_transcript_gets_a_page_of_findings_without_a_timeline(tmp_pa
     assert "FAILED" in page and "integrity/reordered (line 5)" in page and "<details" not in page
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_chromium_renders_the_demo_page_and_a_row_expands_on_click(tmp_path, browser):
     page = write_page(tmp_path, demo_run())
@@ -295,6 +299,7 @@ def test_chromium_renders_the_demo_page_and_a_row_expands_on_click(tmp_path, bro
     assert browser.console_problems() == []
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_chromium_runs_no_injected_script_from_the_transcript(tmp_path, browser):
     browser.open(write_page(tmp_path, injected_session(tmp_path)))
@@ -305,6 +310,7 @@ def test_chromium_runs_no_injected_script_from_the_transcript(tmp_path, browser)
     assert browser.console_problems() == []
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_committed_example_page_renders_in_chromium(browser):
     assert EXAMPLE_PNG.stat().st_size > 20_000 and png_size(EXAMPLE_PNG.read_bytes())[0] >= 1000
@@ -340,6 +346,7 @@ open("big.txt", "w").write("".join(lines))
 every other line, the case that makes a line-by-line diff quadratic."""
 
 
+@pytest.mark.slow
 def test_two_8_mib_versions_of_a_text_file_make_a_page_in_bounded_time_saying_what_it_summarised(tmp_path):
     """The page's diff was quadratic and unbounded: two versions of a 511 KiB file took 74 s, two at the 8 MiB blob
     cap hours. Now the page is made in time linear in the files, states its caps, and says what it summarised."""
@@ -360,6 +367,7 @@ def test_two_8_mib_versions_of_a_text_file_make_a_page_in_bounded_time_saying_wh
     assert "Diffs set aside the lines both versions share" in text, "the page states its caps"
 
 
+@pytest.mark.slow
 def test_an_edit_in_a_large_file_is_shown_as_a_hunk_at_its_true_line(tmp_path):
     old = "".join(f"line {i}\n" for i in range(200_000))
     new = old.replace("line 123456\n", "edited 123456\n")
