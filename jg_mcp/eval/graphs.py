@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from jg_mcp.eval.buffers import SharedBinding
 from jg_mcp.eval.memory import free_bytes, graph_ring_bytes, nbytes
-from jg_mcp.eval.messages import Graph, Release
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import EvalReport, GraphTiming, Timing
 from jg_mcp.eval.sizing import MAX_LEAD_CALLS, iqm, rotation
 from jg_mcp.eval.timing_checks import check_inputs, spot_check
+from jg_mcp.eval.wire.buffers import SharedBinding
+from jg_mcp.eval.wire.messages import Graph, Release
 
 if TYPE_CHECKING:
     from jg_mcp.eval.shapes import Case

@@ -53,19 +53,19 @@ from typing import TYPE_CHECKING
 import torch
 
 from jg_mcp.errors import JgError
-from jg_mcp.eval.buffers import OutOfDeviceMemory, SharedBinding
 from jg_mcp.eval.checks import call_findings
 from jg_mcp.eval.clocks import ClockSampler, device_sampler
 from jg_mcp.eval.graphs import time_under_graphs
 from jg_mcp.eval.memory import plan_shape, unfit
-from jg_mcp.eval.messages import Block, BlockDone, Done, Graph, Release, Warm
 from jg_mcp.eval.options import TimingParams
-from jg_mcp.eval.process import CandidateGone, WorkerProcess
+from jg_mcp.eval.processes.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import EvalReport, Finding, ShapeResult, Timing, TimingMethod
 from jg_mcp.eval.scoring import escaped, graph_findings, seen_inputs_gain
 from jg_mcp.eval.sizing import block_sizes, flush_time_ms, lead_sizes, pad_for, rotation, summarize, waits_for_gpu
 from jg_mcp.eval.timing_checks import check_inputs, fresh_pass, spot_check
+from jg_mcp.eval.wire.buffers import OutOfDeviceMemory, SharedBinding
+from jg_mcp.eval.wire.messages import Block, BlockDone, Done, Graph, Release, Warm
 
 if TYPE_CHECKING:
     from jg_mcp.eval.harness import Evaluation

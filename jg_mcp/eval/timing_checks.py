@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from jg_mcp.eval.buffers import SharedBinding
 from jg_mcp.eval.checks import mass_findings, measure
-from jg_mcp.eval.messages import Benched, DoBench
-from jg_mcp.eval.process import CandidateGone
+from jg_mcp.eval.processes.process import CandidateGone
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import EvalReport, Finding, ShapeResult, Timing
 from jg_mcp.eval.sizing import rotation
+from jg_mcp.eval.wire.buffers import SharedBinding
+from jg_mcp.eval.wire.messages import Benched, DoBench
 
 if TYPE_CHECKING:
     from jg_mcp.eval.shapes import Case
