@@ -22,9 +22,10 @@ def worker_state() -> tuple[Any, Any]:
     """The op recorder (installed, no op forbidden: a baseline's setup) and the guard a worker holds."""
     import torch
 
-    from jg_mcp.eval import channel, worker_commands
-    from jg_mcp.eval.guard import Guard
-    from jg_mcp.eval.ops import OpRecorder
+    from jg_mcp.eval.candidate import worker_commands
+    from jg_mcp.eval.candidate.guard import Guard
+    from jg_mcp.eval.candidate.recorder import OpRecorder
+    from jg_mcp.eval.wire import channel
 
     recorder = OpRecorder(set())
     recorder.install()
@@ -38,8 +39,8 @@ def eval_pattern(n_sets: int, lead: int, rounds: int, replays: int) -> list[tupl
     report version 10 (the smallest multiple of `n_sets` from 64), which the graph-state probes in lab/ used;
     the eval now sizes its graphs by `graph_replay_ms` too."""
     from jg_mcp.eval.graphs import graph_calls
-    from jg_mcp.eval.messages import Graph
     from jg_mcp.eval.sizing import rotation
+    from jg_mcp.eval.wire.messages import Graph
 
     order = rotation(graph_calls(n_sets, 64), n_sets)
     steps = [(1, False)] + [step for _ in range(rounds) for step in ((lead, False), (replays, True))]
@@ -54,7 +55,7 @@ def eval_code_graph_times(
     (`device`), the worker's stand-in: the same calls one by one, timed by the thread's CPU clock."""
     import torch
 
-    from jg_mcp.eval.worker_commands import Worker
+    from jg_mcp.eval.candidate.worker_commands import Worker
 
     recorder, guard = worker_state()
     replies: list[Any] = []

@@ -32,8 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from jg_mcp.eval import EvalOptions, EvalReport, evaluate  # noqa: E402
+from jg_mcp.eval.processes.spares import Spares  # noqa: E402
 from jg_mcp.eval.reasons import Reason  # noqa: E402
-from jg_mcp.eval.spares import Spares  # noqa: E402
 
 sys.path.insert(0, str(REPO / "eval"))
 from h200_dobench import VARIANT_ENV, check_dobench  # noqa: E402
@@ -92,7 +92,7 @@ ISOLATION = "bwrap"
 """The candidate's sandbox in every eval of the check (--isolation)."""
 SPARES: Spares | None = None
 """Unless --no-spares, every eval of the check takes the worker processes the eval before it started
-(jg_mcp/eval/spares.py); the last eval's are ended before the demo, which starts processes of its own."""
+(jg_mcp/eval/processes/spares.py); the last eval's are ended before the demo, which starts processes of its own."""
 
 
 def run_eval(solution: Path, goal: str, **options) -> EvalReport:

@@ -1,6 +1,6 @@
 """The independent measurement eval/h200_check.py compares the eval's speedups with. do_bench runs in one fresh
 process (not the eval's workers) whose torch.compile and Triton caches are the baselines'
-(jg_mcp/eval/compile_cache.py), for the solution and for the baseline the eval found strongest at each timed
+(jg_mcp/eval/processes/compile_cache.py), for the solution and for the baseline the eval found strongest at each timed
 shape, its calls rotating over the eval's own timed input sets, made again in its process from the seeds the report
 publishes (at 5-45 us shapes do_bench on one set moved by up to 18% between repeats), each measured four times in the
 order solution, baseline, baseline, solution, twice over; its ratio (of the two callables' medians over their four)
@@ -47,7 +47,7 @@ sys.path.insert(0, str(REPO))
 
 from jg_mcp.eval import EvalReport  # noqa: E402
 from jg_mcp.eval.clocks import device_sampler  # noqa: E402
-from jg_mcp.eval.compile_cache import baseline_env, bytecode_dir  # noqa: E402
+from jg_mcp.eval.processes.compile_cache import baseline_env, bytecode_dir  # noqa: E402
 
 sys.path.insert(0, str(REPO / "eval"))
 from h200_tables import speedups  # noqa: E402
@@ -136,8 +136,8 @@ def dobench_one(
     from independent_graph import graph_burst_times, graph_times
     from worker_proc_graph import WorkerGraph
 
+    from jg_mcp.eval.candidate.worker_commands import padded_do_bench
     from jg_mcp.eval.sizing import iqm
-    from jg_mcp.eval.worker_commands import padded_do_bench
 
     goal, kernel = known_good(goal_name)
     out: dict[str, dict[str, dict[str, list[float]]]] = {}
@@ -237,10 +237,10 @@ def placed(goal_name: str, shape_name: str, seeds: list[int], sets: list[list]) 
 
 def dedicated(sets: list[list]) -> tuple[Any, list[list]]:
     """Copies of the input sets with each tensor in an allocation of its own, where the eval's processes read their
-    inputs (shared buffers, one per tensor; jg_mcp/eval/buffers.py), and the binding that holds them. Measured on
+    inputs (shared buffers, one per tensor; jg_mcp/eval/wire/buffers.py), and the binding that holds them. Measured on
     the H200 (run 29) beside the same graph on the caching allocator's memory: no difference over 0.3% at any
     graph-timed shape but the cuBLASLt baseline at gemm_fp8's decode shape (1.3%)."""
-    from jg_mcp.eval.buffers import SharedBinding
+    from jg_mcp.eval.wire.buffers import SharedBinding
 
     binding = SharedBinding("independent", "cuda")
     return binding, [binding.add_copy(group) for group in sets]
@@ -307,10 +307,10 @@ def graph_lead(report: EvalReport, shape: Any) -> int:
 
 
 def cleared_env() -> dict[str, str]:
-    """The environment the eval gives its workers (jg_mcp/eval/process.py: the variables of KEPT_ENV and a path),
-    for the part `dobench_cleared`: does the host's environment (an allocator setting, say) move the independent
+    """The environment the eval gives its workers (jg_mcp/eval/processes/process.py: the variables of KEPT_ENV and a
+    path), for the part `dobench_cleared`: does the host's environment (an allocator setting, say) move the independent
     measurement?"""
-    from jg_mcp.eval.process import KEPT_ENV
+    from jg_mcp.eval.processes.process import KEPT_ENV
 
     env = {k: os.environ[k] for k in (*KEPT_ENV, "PATH", "PYTHONPATH", "HOME") if k in os.environ}
     return env | {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}

@@ -1,5 +1,5 @@
 """Input sets made and held by another process and mapped into this one, as the eval's workers map the harness's
-buffers (jg_mcp/eval/buffers.py: a dedicated cudaMalloc allocation per tensor, opened here with
+buffers (jg_mcp/eval/wire/buffers.py: a dedicated cudaMalloc allocation per tensor, opened here with
 cudaIpcOpenMemHandle). h200_check's part `dobench_mapped` times its independent graph on them: does memory mapped
 from another process change a graph's time?
 
@@ -23,8 +23,8 @@ class Imported:
     """The input sets of one shape, held by a child process and mapped here; `groups` as SharedBinding's."""
 
     def __init__(self, goal: str, shape: str, seeds: list[int]):
-        from jg_mcp.eval.buffers import MappedBinding
-        from jg_mcp.eval.messages import Bind
+        from jg_mcp.eval.wire.buffers import MappedBinding
+        from jg_mcp.eval.wire.messages import Bind
 
         spec = json.dumps({"goal": goal, "shape": shape, "seeds": seeds})
         self.holder = subprocess.Popen(
@@ -52,7 +52,7 @@ def hold(spec: dict) -> None:
     them until stdin closes."""
     import torch
 
-    from jg_mcp.eval.buffers import SharedBinding
+    from jg_mcp.eval.wire.buffers import SharedBinding
     from jg_mcp.goals import load_goal
 
     goal = load_goal(REPO / "goals" / f"{spec['goal']}.yaml")

@@ -2,11 +2,11 @@
 eval/h200_dobench.py). The eval's own `Worker.graph`, timed in the independent measurement's process, matched the
 independent graph within 0.1% and stayed 2-14% above the eval's graph times, so the gap is in the process that runs the
 graph, not in the code (docs/decisions/2026-12-03-graph-state-across-processes.md). Here a worker process
-(jg_mcp/eval/process.py's `WorkerProcess`, unsandboxed, the baselines' compile caches) imports the callable's module,
-maps input sets this process holds, as it maps the harness's, and captures and times its graph in the eval's pattern (a
-capture, then rounds of a lead and the timed replays); nothing else of an eval runs (no correctness calls, no per-call
-timing, no other worker). Its times matched the eval's within 0.6% at the five graph-timed shapes of rope, softmax and
-fused_add_rmsnorm, every callable.
+(jg_mcp/eval/processes/process.py's `WorkerProcess`, unsandboxed, the baselines' compile caches) imports the callable's
+module, maps input sets this process holds, as it maps the harness's, and captures and times its graph in the eval's
+pattern (a capture, then rounds of a lead and the timed replays); nothing else of an eval runs (no correctness calls, no
+per-call timing, no other worker). Its times matched the eval's within 0.6% at the five graph-timed shapes of rope,
+softmax and fused_add_rmsnorm, every callable.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ class WorkerGraph:
     (`device`) the worker's stand-in runs the graph's calls one by one."""
 
     def __init__(self, module: Path, function: str, sets: list[list], device: str = "cuda"):
-        from jg_mcp.eval.buffers import SharedBinding
-        from jg_mcp.eval.messages import Ready, Setup
-        from jg_mcp.eval.process import WorkerLaunch, WorkerProcess
+        from jg_mcp.eval.processes.process import WorkerLaunch, WorkerProcess
+        from jg_mcp.eval.wire.buffers import SharedBinding
+        from jg_mcp.eval.wire.messages import Ready, Setup
 
         self.work = tempfile.mkdtemp(prefix="jg-workerproc-")
         cache_env = {k: os.environ[k] for k in CACHE_VARIABLES if k in os.environ}
@@ -50,7 +50,7 @@ class WorkerGraph:
         `eval_pattern`; the gap between lead and timed replays is the message's round trip, as in the eval)."""
         from eval_code_graph import eval_pattern
 
-        from jg_mcp.eval.messages import BlockDone
+        from jg_mcp.eval.wire.messages import BlockDone
 
         times: list[float] = []
         for message, timed in eval_pattern(self.n_sets, lead, rounds, replays):
@@ -62,7 +62,7 @@ class WorkerGraph:
         return times
 
     def close(self) -> None:
-        from jg_mcp.eval.messages import Release
+        from jg_mcp.eval.wire.messages import Release
 
         self.proc.send(Release(names=["gin"]))
         self.proc.recv()

@@ -9,7 +9,7 @@ rotating over three input sets, the eval's pad after each L2 flush). Modes:
 - `fixed`: the same, with `torch._inductor.config.triton.autotune_pointwise = False` set for the whole process
   (what the goals now pass as an option; run before e9d1ec5 this was the only difference);
 - `shared`: the goal's options, every process of the mode on one cache (the first compiles, the rest load it), as
-  every eval and do_bench on one host does (jg_mcp/eval/compile_cache.py);
+  every eval and do_bench on one host does (jg_mcp/eval/processes/compile_cache.py);
 - `filtered`: `shared`'s arrangement on a cache of its own, with Inductor's reduction configs filtered to one by
   its heuristic (`test_configs.force_filter_reduction_configs`, where this torch has it), no first-run benchmark.
 
@@ -78,7 +78,7 @@ def measure(shapes: list[tuple[str, str, float]], mode: str) -> dict:
     import torch
     from h200_dobench import known_good
 
-    from jg_mcp.eval.worker_commands import padded_do_bench
+    from jg_mcp.eval.candidate.worker_commands import padded_do_bench
 
     out: dict = {"unset": configure(mode), "times": {}, "addresses": {}}
     for goal_name, shape_name, pad in shapes:

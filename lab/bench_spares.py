@@ -1,4 +1,4 @@
-"""Benchmark (not a test): what spares (jg_mcp/eval/spares.py) save when evals run one after another.
+"""Benchmark (not a test): what spares (jg_mcp/eval/processes/spares.py) save when evals run one after another.
 
 Evaluates the known-good solutions one after another, once without spares and once with, the two passes in the
 order A B B A over two rounds (a machine that warms up or fills its page cache favours neither), and prints per
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from jg_mcp.eval import EvalOptions, evaluate  # noqa: E402
-from jg_mcp.eval.spares import Spares  # noqa: E402
+from jg_mcp.eval.processes.spares import Spares  # noqa: E402
 
 GOALS = sorted(p.parent.name for p in (REPO / "eval" / "solutions").glob("*/solution.py"))
 

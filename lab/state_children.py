@@ -215,8 +215,8 @@ def prelude_child(tag: str) -> list[dict]:
     from offset_probe import graph_inputs, steady_us
     from worker_proc_graph import WorkerGraph
 
-    from jg_mcp.eval.messages import Ready, Setup
-    from jg_mcp.eval.process import WorkerLaunch, WorkerProcess
+    from jg_mcp.eval.processes.process import WorkerLaunch, WorkerProcess
+    from jg_mcp.eval.wire.messages import Ready, Setup
 
     name, prelude = tag.rsplit(":", 1)
     goal, kernel, binding, own = graph_inputs(CASE[0], CASE[1])

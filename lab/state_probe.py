@@ -87,7 +87,7 @@ def launch(start: str, tag: str, cache: Path) -> subprocess.CompletedProcess:
     """One child process started the `start` way (STARTS), its compile caches at `cache`."""
     from h200_dobench import cleared_env
 
-    from jg_mcp.eval.compile_cache import baseline_env
+    from jg_mcp.eval.processes.compile_cache import baseline_env
 
     mode = {"eval": "--eval-child", "workerproc": "--worker-child"}.get(start, "--child")
     argv = [sys.executable, __file__, mode, tag]

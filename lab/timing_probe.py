@@ -105,8 +105,8 @@ def eval_side(plan: dict[str, list[str]]) -> dict:
 
 
 def db(fn, sets: list[list], pad_ms: float) -> float:
-    """do_bench's median (jg_mcp.eval.worker_commands.padded_do_bench)."""
-    from jg_mcp.eval.worker_commands import padded_do_bench
+    """do_bench's median (jg_mcp.eval.candidate.worker_commands.padded_do_bench)."""
+    from jg_mcp.eval.candidate.worker_commands import padded_do_bench
 
     return statistics.median(padded_do_bench(fn, sets, pad_ms))
 
@@ -134,8 +134,8 @@ def loop(fn, sets: list[list], pad_ms: float, rounds: int, flush, lead: bool = T
     previous one's)."""
     import torch
 
+    from jg_mcp.eval.candidate.worker_commands import PAD_CYCLES_PER_MS
     from jg_mcp.eval.options import TimingParams
-    from jg_mcp.eval.worker_commands import PAD_CYCLES_PER_MS
 
     p = TimingParams()
     pad = int(pad_ms * PAD_CYCLES_PER_MS)
@@ -177,7 +177,7 @@ def loop(fn, sets: list[list], pad_ms: float, rounds: int, flush, lead: bool = T
 
 
 def dedicated(tensors: list) -> tuple[object, list]:
-    from jg_mcp.eval.buffers import SharedBinding
+    from jg_mcp.eval.wire.buffers import SharedBinding
 
     binding = SharedBinding("probe", "cuda")
     return binding, binding.add_copy(tensors)
@@ -223,7 +223,7 @@ def process_side(plan: dict[str, dict[str, float]], started: float, repeats: int
     t2 = time.monotonic()
     import triton  # noqa: F401
 
-    import jg_mcp.eval.worker  # noqa: F401
+    import jg_mcp.eval.candidate.worker  # noqa: F401
 
     t3 = time.monotonic()
     from h200_check import known_good
@@ -292,7 +292,7 @@ def ipc_cost(count: int = 128, nbytes: int = 1 << 20) -> dict:
     """Allocating and exporting `count` buffers here, opening and closing them in a child process."""
     import torch
 
-    from jg_mcp.eval.buffers import SharedBinding
+    from jg_mcp.eval.wire.buffers import SharedBinding
 
     a = time.monotonic()
     binding = SharedBinding("ipc", "cuda")
@@ -302,7 +302,7 @@ def ipc_cost(count: int = 128, nbytes: int = 1 << 20) -> dict:
     alloc = time.monotonic() - a
     child = (
         "import sys,time,json,torch; sys.path.insert(0, sys.argv[1]); torch.cuda.init(); torch.empty(1,device='cuda');"
-        "from jg_mcp.eval.messages import Bind; from jg_mcp.eval.buffers import MappedBinding;"
+        "from jg_mcp.eval.wire.messages import Bind; from jg_mcp.eval.wire.buffers import MappedBinding;"
         "b=Bind.model_validate_json(sys.stdin.read()); a=time.monotonic(); m=MappedBinding(b, []);"
         "o=time.monotonic()-a; a=time.monotonic(); m.close(); print(json.dumps([o, time.monotonic()-a]))"
     )
@@ -362,7 +362,7 @@ def main() -> int:
     import torch
     import triton
 
-    from jg_mcp.eval.compile_cache import baseline_dir, baseline_env
+    from jg_mcp.eval.processes.compile_cache import baseline_dir, baseline_env
 
     cache, _ = baseline_dir(torch.__version__, triton.__version__, torch.cuda.get_device_name(), Path("/tmp/probe"))
     env = dict(os.environ) | baseline_env(cache)

@@ -76,6 +76,10 @@ PLACES = {
     "record/": "record",
     "live/": "live",
     "eval/": "eval",
+    "eval/candidate/": "eval",
+    "eval/wire/": "eval",
+    "eval/native/": "eval",
+    "eval/processes/": "eval",
     "validate": "eval",
     "validate_harness": "eval",
     "validate_report": "eval",
@@ -188,6 +192,25 @@ def runs_back_up(found: list[Edge], places: dict[str, str]) -> list[str]:
     return wrong
 
 
+CANDIDATE_SIDE = ("eval/candidate/", "eval/wire/")
+"""What runs inside the candidate's process (eval/candidate/) and the wire both sides share (eval/wire/): of the eval
+they import only each other, never the judge's side (harness, timing, checks, ...), whose code would then run where
+the candidate's can reach it."""
+
+
+def reaches_the_judge(found: list[Edge], places: dict[str, str]) -> list[str]:
+    """Each import from the candidate's side into the eval outside it (a lower layer is fine)."""
+    wrong = []
+    for edge in found:
+        if not f"{place(edge.importer)}/".startswith(CANDIDATE_SIDE):
+            continue
+        layer = layer_of(edge.imported, places)
+        assert layer is not None
+        if RANKS[layer] >= RANKS["eval"] and not f"{place(edge.imported)}/".startswith(CANDIDATE_SIDE):
+            wrong.append(f"{edge.importer} imports {edge.imported} at line {edge.line}")
+    return wrong
+
+
 def a_circle(found: list[Edge]) -> list[str] | None:
     """One circle of imports as the path that closes it (its first module again at the end), or None."""
     after: dict[str, list[str]] = {}
@@ -225,6 +248,26 @@ def test_no_import_runs_back_up():
 def test_no_imports_form_a_circle():
     circle = a_circle(edges(modules(PACKAGE)))
     assert circle is None, "imports form a circle: " + " -> ".join(circle or [])
+
+
+def test_the_candidates_side_imports_nothing_of_the_judge():
+    wrong = reaches_the_judge(edges(modules(PACKAGE)), PLACES)
+    assert not wrong, "the candidate's side imports the judge's:\n" + "\n".join(wrong)
+
+
+def test_the_trust_side_check_catches_the_worker_importing_the_harness():
+    found = [
+        Edge("pkg.eval.candidate.worker", "pkg.eval.harness", 3),
+        Edge("pkg.eval.candidate.worker", "pkg.eval.wire.messages", 4),
+        Edge("pkg.eval.candidate.worker", "pkg.eval.ops", 5),
+        Edge("pkg.eval.wire.buffers", "pkg.eval.timing", 6),
+        Edge("pkg.eval.harness", "pkg.eval.candidate.worker", 7),
+    ]
+    places = {"eval/": "eval", "eval/ops": "policy"}
+    assert reaches_the_judge(found, places) == [
+        "pkg.eval.candidate.worker imports pkg.eval.harness at line 3",
+        "pkg.eval.wire.buffers imports pkg.eval.timing at line 6",
+    ]
 
 
 def test_the_checker_catches_a_lazy_up_import_and_a_circle_but_not_type_checking(tmp_path):

@@ -1,10 +1,11 @@
 """The re-verification harness: `evaluate(EvalOptions(...)) -> EvalReport`.
 
-Modules: harness (orchestration), sources (the solution and goal, read once), process (a worker process from
-outside), worker (from inside), spares (worker processes started ahead), channel (the wire), policy (static and
-runtime API policy), guard (tamper checks), checks (output validity), shapes (which shapes), timing (how times
-are taken), scoring (speedups, floor), report (schema), clocks (NVML while timing). `evaluate` is imported on
-first use: the harness brings torch, and the report schema and static policy do not need it.
+Cut by trust side: here the judge (harness: orchestration; correctness, timing, graphs: the phases; checks: output
+validity; scoring: speedups, floor; report: schema; policy: the static API policy; shapes, clocks, memory, sizing);
+`candidate/` what runs inside the candidate's process (worker, guard, the op recorder); `wire/` what crosses between
+the processes (messages, channel, buffers); `native/` the candidate's sources and native code; `processes/` the
+worker processes seen from outside (process, sandbox, spares). `evaluate` is imported on first use: the harness
+brings torch, and the report schema and static policy do not need it.
 """
 
 from typing import Any

@@ -7,9 +7,9 @@ from typing import NamedTuple
 
 import torch
 
-from jg_mcp.eval.messages import Done, OutputMeta
 from jg_mcp.eval.reasons import ERROR_TAIL_CHARS, Reason
 from jg_mcp.eval.report import ErrorStats, Finding
+from jg_mcp.eval.wire.messages import Done, OutputMeta
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 JUDGE_CHUNK = 1 << 24

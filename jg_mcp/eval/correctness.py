@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from jg_mcp.eval.buffers import OutOfDeviceMemory, SharedBinding
 from jg_mcp.eval.checks import call_findings, mass_findings, measure, metadata_findings
 from jg_mcp.eval.memory import free_bytes, per_byte
-from jg_mcp.eval.messages import Call, Done, Release
-from jg_mcp.eval.process import CandidateGone, WorkerProcess
+from jg_mcp.eval.processes.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import ErrorStats, EvalReport, Finding, ShapeResult
 from jg_mcp.eval.shapes import Case, extremes
+from jg_mcp.eval.wire.buffers import OutOfDeviceMemory, SharedBinding
+from jg_mcp.eval.wire.messages import Call, Done, Release
 from jg_mcp.goals import SEED_BITS
 
 if TYPE_CHECKING:

@@ -34,21 +34,22 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from jg_mcp.eval.buffers import SharedBinding
 from jg_mcp.eval.memory import free_bytes, graph_ring_bytes, nbytes
-from jg_mcp.eval.messages import Graph, Release
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.report import EvalReport
+from jg_mcp.eval.report import EvalReport, GraphTiming, Timing
 from jg_mcp.eval.sizing import MAX_LEAD_CALLS, iqm, rotation
 from jg_mcp.eval.timing_checks import check_inputs, spot_check
+from jg_mcp.eval.wire.buffers import SharedBinding
+from jg_mcp.eval.wire.messages import Graph, Release
 
 if TYPE_CHECKING:
     from jg_mcp.eval.shapes import Case
-    from jg_mcp.eval.timing import TimingPhase
+    from jg_mcp.eval.timing import Ran, TimingPhase
 
 SIDES = ("candidate", "baseline")
 """Each process gets its own copy of the graph's input sets and ring, as in jg_mcp/eval/timing.py."""
@@ -104,17 +105,45 @@ class References(Sequence[list[torch.Tensor]]):
         return self.done[i]
 
 
+@dataclass
+class Replays:
+    """One callable's timed graph blocks, as the harness saw them."""
+
+    per_call: list[float] = field(default_factory=list)
+    """Each timed replay's reported time divided by its calls."""
+    device: list[float] = field(default_factory=list)
+    """Per timed block, its replays' reported times together."""
+    unaccounted: list[float] = field(default_factory=list)
+    """Per timed block, the harness's clock around it beyond `device`."""
+
+    def timing(self, calls: int, sets: int, fresh_ms: float) -> GraphTiming:
+        """The callable's graph time, with its fresh replay's time per call."""
+        ts = self.per_call
+        return GraphTiming(
+            median_ms=statistics.median(ts),
+            iqm_ms=iqm(ts),
+            q10_ms=min(ts) if len(ts) < 10 else statistics.quantiles(ts, n=10)[0],
+            q90_ms=max(ts) if len(ts) < 10 else statistics.quantiles(ts, n=10)[-1],
+            replays=len(ts),
+            calls=calls,
+            sets=sets,
+            unaccounted_ms=statistics.median(self.unaccounted),
+            block_ms=statistics.median(self.device),
+            fresh_ms=fresh_ms,
+        )
+
+
 class GraphTimer:
     """One shape's graph timing (see the module's docstring)."""
 
-    def __init__(self, t: TimingPhase, report: EvalReport, case: Case, results: dict[str, Any]):
+    def __init__(self, t: TimingPhase, report: EvalReport, case: Case, results: dict[str, Timing]):
         self.t, self.report, self.case, self.results = t, report, case, results
         self.p, self.ev = t.p, t.ev
         self.shape = next(s for s in report.shapes if s.name == case.name)
         self.sides = {side: {n: SharedBinding(n, t.ev.device) for n in ("gin", "gring")} for side in SIDES}
 
     def wanted(self) -> bool:
-        fastest = min(r["median_ms"] for r in self.results.values())
+        fastest = min(r.median_ms for r in self.results.values())
         return self.p.graph_below_ms > 0 and fastest < self.p.graph_below_ms
 
     def run(self) -> None:
@@ -124,7 +153,7 @@ class GraphTimer:
         inputs = [ev.make_inputs(case.dims, seed) for seed in seeds]
         like = ev.output_like(ev.expected(inputs[0]))
         call_bytes = sum(t.numel() * t.element_size() for t in like)
-        baselines = [r["median_ms"] for n, r in self.results.items() if n != "candidate"]
+        baselines = [r.median_ms for n, r in self.results.items() if n != "candidate"]
         ring = graph_ring_bytes(p.ring_bytes, sum(nbytes(group) for group in inputs), free_bytes(ev.device))
         fit = ring // max(1, call_bytes)
         calls = replay_calls(n_sets, p.graph_calls, min(baselines, default=math.inf), p.graph_replay_ms, fit)
@@ -146,8 +175,8 @@ class GraphTimer:
             else:
                 timed = self.rounds(References(ev.expected, inputs))
                 fresh = self.fresh()
-                for name, entry in timed.items():
-                    self.results[name]["graph"] = entry | {"fresh_ms": fresh[name]}
+                for name, replays in timed.items():
+                    self.results[name].graph = replays.timing(len(self.sets), n_sets, fresh[name])
                 self.shape.timed_by, self.shape.graph_seeds = "graph", seeds
             for key, proc in (("candidate", self.t.cand), ("baseline", self.t.base)):
                 proc.send(Release(names=list(self.sides[key])))
@@ -173,17 +202,15 @@ class GraphTimer:
                     self.report.add(f.model_copy(update={"shape": self.case.name}))
         return None
 
-    def block(self, name: str, replays: int) -> Any:
+    def block(self, name: str, replays: int) -> Ran:
         return self.t.ran(name, *self.t.exchange(name, self.message(name, replays)), replays)
 
-    def rounds(self, refs: References) -> dict[str, dict[str, Any]]:
+    def rounds(self, refs: References) -> dict[str, Replays]:
         p, t, calls = self.p, self.t, len(self.sets)
         own = self.sides["candidate"]
         pristine = [raw.clone() for raw in own["gin"].raws]
-        per_call: dict[str, list[float]] = {n: [] for n in t.names}
-        device: dict[str, list[float]] = {n: [] for n in t.names}
-        unaccounted: dict[str, list[float]] = {n: [] for n in t.names}
-        lead = lead_replays([r["median_ms"] for r in self.results.values()], calls, p.lead_ms)
+        timed = {n: Replays() for n in t.names}
+        lead = lead_replays([r.median_ms for r in self.results.values()], calls, p.lead_ms)
         for turn in range(p.graph_rounds):
             for name in t.names if turn % 2 == 0 else t.names[::-1]:
                 if name == "candidate":
@@ -193,27 +220,14 @@ class GraphTimer:
                     spot_check(t.pick, self.ev.tol, self.report, self.case, self.shape, own["gring"], refs, self.sets)
                 if name == "candidate":
                     own["gring"].poison()
-                ran = self.block(name, p.graph_replays)
-                per_call[name] += ran.times
-                device[name].append(sum(ran.times) * calls)
-                unaccounted[name].append(ran.host_ms - device[name][-1])
+                ran, mine = self.block(name, p.graph_replays), timed[name]
+                mine.per_call += ran.times
+                mine.device.append(sum(ran.times) * calls)
+                mine.unaccounted.append(ran.host_ms - mine.device[-1])
                 if name == "candidate":
                     check_inputs(self.report, self.case, self.shape, hints + ran.hints, own["gin"], pristine)
                     spot_check(t.pick, self.ev.tol, self.report, self.case, self.shape, own["gring"], refs, self.sets)
-        return {
-            n: {
-                "median_ms": statistics.median(ts),
-                "iqm_ms": iqm(ts),
-                "q10_ms": min(ts) if len(ts) < 10 else statistics.quantiles(ts, n=10)[0],
-                "q90_ms": max(ts) if len(ts) < 10 else statistics.quantiles(ts, n=10)[-1],
-                "replays": len(ts),
-                "calls": calls,
-                "sets": len(refs),
-                "unaccounted_ms": statistics.median(unaccounted[n]),
-                "block_ms": statistics.median(device[n]),
-            }
-            for n, ts in per_call.items()
-        }
+        return timed
 
     def fresh(self) -> dict[str, float]:
         """One replay of each callable on input sets rewritten with inputs none has seen, the candidate's
@@ -242,7 +256,7 @@ class GraphTimer:
         return times
 
 
-def time_under_graphs(t: TimingPhase, report: EvalReport, case: Case, results: dict[str, Any]) -> None:
+def time_under_graphs(t: TimingPhase, report: EvalReport, case: Case, results: dict[str, Timing]) -> None:
     """Time the shape under CUDA graphs too, where it qualifies (`graph_below_ms`); adds `graph` to each result."""
     timer = GraphTimer(t, report, case, results)
     if timer.wanted():

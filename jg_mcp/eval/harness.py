@@ -26,26 +26,26 @@ import torch
 import jg_mcp
 from jg_mcp import log
 from jg_mcp.errors import JgError
-from jg_mcp.eval.builds import build_key, compiled_a_kernel, keep, place, restore
-from jg_mcp.eval.compile_cache import baseline_dir, baseline_env
-from jg_mcp.eval.compile_cache import root as cache_root
 from jg_mcp.eval.correctness import correctness
-from jg_mcp.eval.isolation import NOBODY, choose, prepare
-from jg_mcp.eval.messages import ImportFailed, Ready, Setup, WorkerError
-from jg_mcp.eval.native import BY_PATH, NativeScan
+from jg_mcp.eval.native.builds import build_key, compiled_a_kernel, keep, place, restore
+from jg_mcp.eval.native.native import BY_PATH, NativeScan
+from jg_mcp.eval.native.sources import SourceFile, private_goal, read_sources, solution_text
+from jg_mcp.eval.native.stubs import forbids_gemm, library_files, stub_binds
 from jg_mcp.eval.ops import forbidden_ops
 from jg_mcp.eval.options import EvalOptions
 from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.policy_open import open_check
-from jg_mcp.eval.process import TAIL_BYTES, CandidateGone, WorkerLaunch, WorkerProcess
-from jg_mcp.eval.proctree import sweep
+from jg_mcp.eval.processes.compile_cache import baseline_dir, baseline_env
+from jg_mcp.eval.processes.compile_cache import root as cache_root
+from jg_mcp.eval.processes.isolation import NOBODY, choose, prepare
+from jg_mcp.eval.processes.process import TAIL_BYTES, CandidateGone, WorkerLaunch, WorkerProcess
+from jg_mcp.eval.processes.proctree import sweep
+from jg_mcp.eval.processes.spares import Spares
 from jg_mcp.eval.reasons import ERROR_TAIL_CHARS, Reason
 from jg_mcp.eval.report import Environment, EvalReport, Finding, SourceRecord, TimingMethod
 from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import select_cases
-from jg_mcp.eval.sources import SourceFile, private_goal, read_sources, solution_text
-from jg_mcp.eval.spares import Spares
-from jg_mcp.eval.stubs import forbids_gemm, library_files, stub_binds
+from jg_mcp.eval.wire.messages import ImportFailed, Ready, Setup, WorkerError
 from jg_mcp.goals import SEED_BITS, LoadedGoal
 
 _log = log.get("jg_mcp.eval")
@@ -66,7 +66,8 @@ class Evaluation:
         self.isolation = choose(options.isolation)
         self.spares = spares if self.isolation.sandbox == "bwrap" else None
         self.spare = self.spares.take() if self.spares is not None else None
-        """The processes a previous eval started for this one (`jg_mcp.eval.spares`), with their work and token."""
+        """The processes a previous eval started for this one (`jg_mcp.eval.processes.spares`), with their work and
+        token."""
         self.token = self.spare.token if self.spare else secrets.token_hex(16)
         self.tails: list[str] = []
         self.procs: list[WorkerProcess] = []
@@ -230,7 +231,7 @@ class Evaluation:
 
     def stubbed(self, report: EvalReport) -> tuple[tuple[str, str], ...]:
         """Stubs for the cuBLAS files, where the goal forbids a GEMM and the candidate runs sandboxed on a GPU
-        (`jg_mcp.eval.stubs`); the report's isolation names each file covered."""
+        (`jg_mcp.eval.native.stubs`); the report's isolation names each file covered."""
         if self.device != "cuda" or self.isolation.sandbox != "bwrap" or not forbids_gemm(self.goal.goal.forbidden):
             return ()
         pairs = stub_binds(library_files(), cache_root() / "stubs")

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jg_mcp.eval.scoring import FRESH_SLACK
+from jg_mcp.eval.scoring import ESCAPE_SHARE, FRESH_SLACK
 
 
 class TimingParams(BaseModel):
@@ -70,7 +70,7 @@ class TimingParams(BaseModel):
     work done once per block outside the replays is a share of the block's time the harness's clock must see."""
     graph_rounds: int = Field(default=6, ge=2)
     """Rounds of graph blocks per shape (A B, then B A, ...)."""
-    escape_share: float = Field(default=0.15, gt=0)
+    escape_share: float = Field(default=ESCAPE_SHARE, gt=0)
     """Per call, how much more time the harness's clock may see beyond the candidate's reported times than beyond
     the baselines' (as a share of the larger of the candidate's median and the baselines' unaccounted time, and at
     least 0.01 ms) before it is TIMING_ESCAPE."""

@@ -1,5 +1,5 @@
 """Policy: what a solution's source may use, an allow-list checked in the harness before the candidate runs (the
-run-time record of forbidden operators is in jg_mcp.eval.ops).
+run-time record of forbidden operators is in jg_mcp.eval.candidate.recorder).
 
 The static pass refuses, each with its line and a sentence the agent can act on:
 - importing anything outside the allowed modules (torch, triton, math, ...), or using a member of one outside its

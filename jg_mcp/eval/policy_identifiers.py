@@ -40,12 +40,13 @@ function renamed after a forbidden op). `type(x).__name__` is the one other use 
 def main_guard(stmt: ast.AST) -> bool:
     """`if __name__ == "__main__":` exactly (either operand order), as a module-level statement: its body never runs
     when the eval imports the solution. The worker imports it by `importlib.util.spec_from_file_location("solution",
-    ...)` (jg_mcp.eval.worker_commands.Worker.load), so the module's `__name__` is "solution"; the file can make it
-    nothing else: binding `__name__` anywhere is refused (check_binding), and so is every way to reach the module's
-    globals (globals(), vars(), `__dict__`, setattr, sys.modules, frames). The body's syntax is still checked (a node
-    type the policy does not know, say a later Python's, could act at compile time on the whole module; refusing it
-    costs an honest self-test nothing), its names are not judged (a self-test calls the library op it is compared
-    against), and its imports bind nothing the rest of the file is judged by. An `else:` is judged as any code."""
+    ...)` (jg_mcp.eval.candidate.worker_commands.Worker.load), so the module's `__name__` is "solution"; the file can
+    make it nothing else: binding `__name__` anywhere is refused (check_binding), and so is every way to reach the
+    module's globals (globals(), vars(), `__dict__`, setattr, sys.modules, frames). The body's syntax is still checked
+    (a node type the policy does not know, say a later Python's, could act at compile time on the whole module;
+    refusing it costs an honest self-test nothing), its names are not judged (a self-test calls the library op it is
+    compared against), and its imports bind nothing the rest of the file is judged by. An `else:` is judged as any
+    code."""
     if not isinstance(stmt, ast.If) or not isinstance(stmt.test, ast.Compare):
         return False
     test = stmt.test

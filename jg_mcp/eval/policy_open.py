@@ -8,7 +8,7 @@ So the source check keeps only the rules that protect a verdict fact and that an
   compares the agent's kernel with the library's, so the library's kernel may not stand in for it;
 - importing a kernel library (flash-attn, FlashInfer, Liger, xformers, Transformer Engine, ...): the same fact, for
   kernels that live outside torch. The candidate's sandbox also hides these packages, so an import by any spelling
-  fails there (jg_mcp.eval.isolation.hidden_packages).
+  fails there (jg_mcp.eval.processes.isolation.hidden_packages).
 Everything else the Triton-only policy (`--policy triton`, jg_mcp.eval.policy) refuses in Python is either caught
 from outside (outputs, inputs, time, loaded native code, processes left behind) or, where it is still a hint, named
 as a gap in the threat model: a native library reaches all of it anyway.

@@ -140,7 +140,7 @@ NATIVE_BUILDS = "utils.cpp_extension"
 a class. A library built and loaded into the candidate's process runs with the interpreter's and torch's full powers
 (the Python C API reaches every module and callable, c10 switches off the dispatch keys the recorder sits at), which
 nothing the harness checks from outside can bound: a solution's compiled code is Triton's. The native check of the
-libraries a candidate maps (jg_mcp.eval.native) stays, as a second line."""
+libraries a candidate maps (jg_mcp.eval.native.native) stays, as a second line."""
 ENV_READS = {"os.environ.get", "os.getenv"}
 """What reads one environment variable, named by a constant string (visit_Call): all a solution may use of `os`."""
 DIRECT_CALLS = {"torch.compile", *ENV_READS}

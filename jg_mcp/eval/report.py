@@ -275,7 +275,7 @@ class Environment(Strict):
     interpreter: bool
     """True when Triton kernels ran in the Triton interpreter (no GPU)."""
     baseline_cache: str | None = None
-    """The baselines' torch.compile and Triton cache (jg_mcp.eval.compile_cache): every eval on this host with
+    """The baselines' torch.compile and Triton cache (jg_mcp.eval.processes.compile_cache): every eval on this host with
     this torch, Triton and GPU measures the baselines compiled there first."""
     baseline_cache_problem: str | None = None
     """Why the shared cache was not used (the baselines were compiled anew in this eval), if it was not."""

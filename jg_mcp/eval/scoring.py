@@ -6,6 +6,8 @@ from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import EvalReport, Finding, GraphTiming, Timing, geomean
 from jg_mcp.goals import LoadedGoal
 
+ESCAPE_SHARE = 0.15
+"""The default of TimingParams.escape_share (what it means is written there)."""
 FRESH_SLACK = 1.3
 """A candidate slower on never-seen inputs than on the timed input sets by this factor beyond what the baselines
 show, and by more time than twice the baselines' extra time on them (and FRESH_MIN_MS), is caching: its speed
@@ -49,7 +51,9 @@ def floor_ms(flops: float, nbytes: float, peak_tflops: float, peak_tbps: float) 
     return max(flops / (peak_tflops * 1e12), nbytes / (peak_tbps * 1e12)) * 1e3
 
 
-def escaped(candidate: Timing, baselines: dict[str, Timing], share: float = 0.15, pad_ms: float = 0.0) -> str | None:
+def escaped(
+    candidate: Timing, baselines: dict[str, Timing], share: float = ESCAPE_SHARE, pad_ms: float = 0.0
+) -> str | None:
     """Why the harness's clock contradicts the candidate's reported times, else None (see TimingParams.escape_share).
     The margin is a share of the candidate's median or of the baselines' own unaccounted time less the shape's pad:
     the pad follows the slowest host a callable reports, so a candidate could raise it at will, and a margin that
@@ -68,7 +72,7 @@ def escaped(candidate: Timing, baselines: dict[str, Timing], share: float = 0.15
     )
 
 
-def graph_escaped(candidate: GraphTiming, baselines: dict[str, GraphTiming], share: float = 0.15) -> str | None:
+def graph_escaped(candidate: GraphTiming, baselines: dict[str, GraphTiming], share: float = ESCAPE_SHARE) -> str | None:
     """Why the harness's clock contradicts the candidate's reported replay times, else None: per block, the time it
     saw beyond the replays may exceed the baselines' by at most `share` of the larger of the candidate's replays
     and the baselines' unaccounted time, and GRAPH_UNACCOUNTED_MIN_MS."""
@@ -114,7 +118,7 @@ def seen_inputs_gain(candidate: Timing, baselines: dict[str, Timing], slack: flo
 
 
 def graph_findings(
-    candidate: Timing, baselines: dict[str, Timing], share: float = 0.15, slack: float = FRESH_SLACK
+    candidate: Timing, baselines: dict[str, Timing], share: float = ESCAPE_SHARE, slack: float = FRESH_SLACK
 ) -> list[tuple[Reason, str]]:
     """What the graph timing says of the candidate: an escape, or speed that needs seen inputs (none without it)."""
     mine, theirs = candidate.graph, {n: b.graph for n, b in baselines.items() if b.graph is not None}
@@ -131,7 +135,7 @@ def timed_ms(t: Timing, graph: bool) -> float:
     return t.graph.median_ms if graph and t.graph is not None else t.median_ms
 
 
-def score(goal: LoadedGoal, report: EvalReport, escape_share: float = 0.15, slack: float = FRESH_SLACK) -> None:
+def score(goal: LoadedGoal, report: EvalReport, escape_share: float = ESCAPE_SHARE, slack: float = FRESH_SLACK) -> None:
     """Fill in per-shape speedups and rates, the geometric mean, and timing findings, in place."""
     hw = goal.goal.hardware
     tbps, basis = bandwidth_of(goal, report.environment.gpu)

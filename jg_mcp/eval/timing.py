@@ -48,24 +48,24 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from jg_mcp.errors import JgError
-from jg_mcp.eval.buffers import OutOfDeviceMemory, SharedBinding
 from jg_mcp.eval.checks import call_findings
 from jg_mcp.eval.clocks import ClockSampler, device_sampler
 from jg_mcp.eval.graphs import time_under_graphs
 from jg_mcp.eval.memory import plan_shape, unfit
-from jg_mcp.eval.messages import Block, BlockDone, Done, Graph, Release, Warm
 from jg_mcp.eval.options import TimingParams
-from jg_mcp.eval.process import CandidateGone, WorkerProcess
+from jg_mcp.eval.processes.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import EvalReport, Finding, ShapeResult, Timing, TimingMethod
 from jg_mcp.eval.scoring import escaped, graph_findings, seen_inputs_gain
 from jg_mcp.eval.sizing import block_sizes, flush_time_ms, lead_sizes, pad_for, rotation, summarize, waits_for_gpu
 from jg_mcp.eval.timing_checks import check_inputs, fresh_pass, spot_check
+from jg_mcp.eval.wire.buffers import OutOfDeviceMemory, SharedBinding
+from jg_mcp.eval.wire.messages import Block, BlockDone, Done, Graph, Release, Warm
 
 if TYPE_CHECKING:
     from jg_mcp.eval.harness import Evaluation
@@ -318,7 +318,7 @@ class TimingPhase:
                 proc.bind(sides[side]["tin"])
                 proc.bind(sides[side]["ring"])
 
-            def measure(careful: bool) -> dict[str, Any]:
+            def measure(careful: bool) -> dict[str, Timing]:
                 """The shape's timed rounds, then its fresh-input calls (each after a lead block when `careful`)."""
                 results = self.rounds(report, case, shape, sides, refs, slots)
                 begin = time.monotonic()
@@ -335,8 +335,8 @@ class TimingPhase:
                 shape.retimed = suspicion  # the graph timing's second run decides, as the per-call one's does
                 time_under_graphs(self, report, case, results)
             shape.input_seeds = seeds
-            shape.candidate = Timing.model_validate(results.pop("candidate"))
-            shape.baselines = {n: Timing.model_validate(r) for n, r in results.items()}
+            shape.candidate = results.pop(CANDIDATE)
+            shape.baselines = results
             for side, proc in ((CANDIDATE, self.cand), (BASELINE, self.base)):
                 proc.send(Release(names=list(sides[side])))
                 proc.recv()
@@ -345,13 +345,13 @@ class TimingPhase:
                 for b in bindings.values():
                     b.free()
 
-    def suspicion(self, results: dict[str, Any], graph: bool = False) -> str | None:
+    def suspicion(self, results: dict[str, Timing], graph: bool = False) -> str | None:
         """What the timing findings would say of these results (a timing escape or speed that needs seen inputs;
         with `graph`, of the CUDA-graph timing), else None: such a finding is reported only when a second timing
         of the shape (per call: every fresh call after a lead block) shows it too. Host noise or a power-capped
         clock can make one measurement look like either; a hack that depends on either shows it every time."""
-        cand = Timing.model_validate(results["candidate"])
-        bases = {n: Timing.model_validate(r) for n, r in results.items() if n != "candidate"}
+        cand = results[CANDIDATE]
+        bases = {n: r for n, r in results.items() if n != CANDIDATE}
         share, slack = self.p.escape_share, self.p.fresh_slack
         if graph:
             return next((detail for _, detail in graph_findings(cand, bases, share, slack)), None)
@@ -386,7 +386,7 @@ class TimingPhase:
         sides: dict[str, dict[str, SharedBinding]],
         refs: list[list[torch.Tensor]],
         slots: int,
-    ) -> dict[str, Any]:
+    ) -> dict[str, Timing]:
         p, names, n_sets = self.p, self.names, len(refs)
         own = sides[CANDIDATE]  # the harness reads back the candidate's inputs and ring
         pristine = [raw.clone() for raw in own["tin"].raws]
@@ -443,18 +443,23 @@ class TimingPhase:
             checked += spot_check(self.pick, self.ev.tol, report, case, shape, own["ring"], refs, run("candidate")[1])
         cuda = self.ev.device == "cuda"
 
-        def result(n: str) -> dict[str, Any]:
-            summary, enqueue = summarize(times[n]), statistics.median(queues[n])
-            clocks = self.sampler.summary(n, sampled) if self.sampler else None
-            waits = cuda and waits_for_gpu(enqueue, summary["median_ms"], self.flush_ms, self.pad_ms)
-            return summary | {
-                "host_median_ms": statistics.median(hosts[n]),
-                "block": per_block[n],
-                "lead": lead[n],
-                "unaccounted_ms": statistics.median(gaps[n]),
-                "enqueue_ms": enqueue,
-                "host_waits": waits,
-                "clocks": clocks.model_dump() if clocks else None,
-            }
+        def result(n: str) -> Timing:
+            spread, enqueue = summarize(times[n]), statistics.median(queues[n])
+            return Timing(
+                median_ms=spread["median_ms"],
+                iqm_ms=spread["iqm_ms"],
+                iqr_ms=spread["iqr_ms"],
+                q10_ms=spread["q10_ms"],
+                q90_ms=spread["q90_ms"],
+                reps=len(times[n]),
+                rel_se_median=spread["rel_se_median"],
+                host_median_ms=statistics.median(hosts[n]),
+                block=per_block[n],
+                lead=lead[n],
+                unaccounted_ms=statistics.median(gaps[n]),
+                enqueue_ms=enqueue,
+                host_waits=cuda and waits_for_gpu(enqueue, spread["median_ms"], self.flush_ms, self.pad_ms),
+                clocks=self.sampler.summary(n, sampled) if self.sampler else None,
+            )
 
         return {n: result(n) for n in names}

@@ -7,17 +7,17 @@ from __future__ import annotations
 import random
 import statistics
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from jg_mcp.eval.buffers import SharedBinding
 from jg_mcp.eval.checks import mass_findings, measure
-from jg_mcp.eval.messages import Benched, DoBench
-from jg_mcp.eval.process import CandidateGone
+from jg_mcp.eval.processes.process import CandidateGone
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.report import EvalReport, Finding, ShapeResult
+from jg_mcp.eval.report import EvalReport, Finding, ShapeResult, Timing
 from jg_mcp.eval.sizing import rotation
+from jg_mcp.eval.wire.buffers import SharedBinding
+from jg_mcp.eval.wire.messages import Benched, DoBench
 
 if TYPE_CHECKING:
     from jg_mcp.eval.shapes import Case
@@ -87,7 +87,7 @@ def fresh_pass(
     case: Case,
     shape: ShapeResult,
     sides: dict[str, dict[str, SharedBinding]],
-    results: dict[str, Any],
+    results: dict[str, Timing],
     lead: bool = False,
 ) -> None:
     """Single calls on inputs written into the callable's own fresh input set just before each call, so that no
@@ -110,8 +110,8 @@ def fresh_pass(
         for name in t.names if t.pick.random() < 0.5 else t.names[::-1]:
             inputs = ev.make_inputs(case.dims, ev.rng.randrange(2**62))
             hints: list[Finding] = []
-            if lead and results[name]["lead"]:
-                hints = t.lead_block(report, case, shape, name, rotation(results[name]["lead"], n_sets)).hints
+            if lead and results[name].lead:
+                hints = t.lead_block(report, case, shape, name, rotation(results[name].lead, n_sets)).hints
             own = cand_side if name == "candidate" else base_side
             for view, tensor in zip(own["fresh"].groups[0], inputs, strict=True):
                 view.copy_(tensor)
@@ -124,9 +124,9 @@ def fresh_pass(
                 check_inputs(report, case, shape, hints + ran.hints, own["fresh"], pristine)
                 spot_check(t.pick, ev.tol, report, case, shape, own["ring"], [ev.expected(inputs)], [0])
     for name, ts in times.items():
-        results[name]["fresh_median_ms"] = statistics.median(ts)
+        results[name].fresh_median_ms = statistics.median(ts)
     if ev.o.do_bench:
         t.cand.freeze()
         for name in t.names[1:]:
             t.base.send(DoBench(fn=name, inputs="tin", pad_ms=t.pad_ms))
-            results[name]["do_bench_ms"] = t.base.expect(Benched).median_ms
+            results[name].do_bench_ms = t.base.expect(Benched).median_ms

@@ -13,7 +13,7 @@ that window left an orphaned sandbox that ran its command to the end, unbounded.
   End of file there means the server is gone, and the command does not run (exit 125). Past that check, the
   server was alive after both bwrap processes had bound themselves to it, so its death takes them down.
 
-The eval's candidate sandbox (`jg_mcp.eval.isolation`) and a campaign's agent (`jg_mcp.campaign.supervise`, no
+The eval's candidate sandbox (`jg_mcp.eval.processes.isolation`) and a campaign's agent (`jg_mcp.campaign.supervise`, no
 sandbox: the two guards alone) start the same way.
 """
 

@@ -1,10 +1,10 @@
-"""The harness's shared buffers (jg_mcp/eval/buffers.py) on the CPU stand-in."""
+"""The harness's shared buffers (jg_mcp/eval/wire/buffers.py) on the CPU stand-in."""
 
 from __future__ import annotations
 
 import torch
 
-from jg_mcp.eval.buffers import POISON, SharedBinding
+from jg_mcp.eval.wire.buffers import POISON, SharedBinding
 
 
 def test_add_copy_lays_each_tensor_in_a_buffer_of_its_own_holding_its_values():

@@ -8,8 +8,8 @@ import tempfile
 
 import pytest
 
-from jg_mcp.eval import channel
-from jg_mcp.eval.process import parse
+from jg_mcp.eval.processes.process import parse
+from jg_mcp.eval.wire import channel
 
 
 def test_messages_round_trip():

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from jg_mcp.eval.checks import call_findings, mass_findings, measure, metadata_findings
-from jg_mcp.eval.messages import Done, OutputMeta
 from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.wire.messages import Done, OutputMeta
 
 
 def _poisoned(shape, dtype):

@@ -14,9 +14,9 @@ import time
 import pytest
 from eval_suite import CPU_TIMING, eval_solution
 
-from jg_mcp.eval.messages import Block, DoBench
-from jg_mcp.eval.process import WorkerLaunch, WorkerProcess
-from jg_mcp.eval.proctree import carrying, resume, state, stop_all, tree
+from jg_mcp.eval.processes.process import WorkerLaunch, WorkerProcess
+from jg_mcp.eval.processes.proctree import carrying, resume, state, stop_all, tree
+from jg_mcp.eval.wire.messages import Block, DoBench
 
 HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
 SPINNERS = """

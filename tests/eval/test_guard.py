@@ -8,7 +8,7 @@ import threading
 
 import torch
 
-from jg_mcp.eval.guard import Guard
+from jg_mcp.eval.candidate.guard import Guard
 from jg_mcp.eval.reasons import Reason
 
 

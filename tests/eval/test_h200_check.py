@@ -14,7 +14,7 @@ import pytest
 from eval_suite import REPO, load_h200_check
 
 from jg_mcp.eval import EvalOptions, evaluate
-from jg_mcp.eval.isolation import bwrap_problem
+from jg_mcp.eval.processes.isolation import bwrap_problem
 from tests.support import eval_report
 
 

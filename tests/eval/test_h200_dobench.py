@@ -66,7 +66,7 @@ def test_the_do_bench_cross_check_rotates_over_the_input_sets_call_by_call(monke
     each call's inputs (it needs CUDA events)."""
     import triton.testing
 
-    from jg_mcp.eval.worker_commands import padded_do_bench
+    from jg_mcp.eval.candidate.worker_commands import padded_do_bench
 
     seen: list[str] = []
 
@@ -167,7 +167,7 @@ def test_do_bench_times_the_very_inputs_the_eval_timed(monkeypatch):
     publishes (where inputs decide the work, other draws take other times), and only a report
     without them falls back to seeds 0..n-1. The goal's input maker and do_bench are recorded here (they need CUDA)."""
 
-    import jg_mcp.eval.worker_commands as worker
+    import jg_mcp.eval.candidate.worker_commands as worker
 
     dob = load_h200_dobench()
     made = known_good_recording_seeds(dob, monkeypatch)
@@ -186,7 +186,7 @@ def test_a_shape_the_eval_timed_under_graphs_is_measured_under_an_independent_gr
     outputs kept (as the eval's graphs do) after do_bench's warm-up, and the same graph timed in the eval's pattern
     is recorded beside it; do_bench is not used."""
 
-    import jg_mcp.eval.worker_commands as worker
+    import jg_mcp.eval.candidate.worker_commands as worker
 
     dob = load_h200_dobench()  # puts eval/ on the path
     import independent_graph
@@ -220,7 +220,7 @@ def test_the_variant_parts_time_each_graph_after_per_call_timing_or_with_no_cloc
     """Under JG_CHECK_HISTORY (the part `dobench_history`) each callable is timed per call right before its graph,
     as the eval does; under JG_CHECK_UNSAMPLED (`dobench_unsampled`) no clock sampler runs in the timed process.
     Each part's process gets its variable and the others' none."""
-    import jg_mcp.eval.worker_commands as worker
+    import jg_mcp.eval.candidate.worker_commands as worker
 
     dob = load_h200_dobench()  # puts eval/ on the path
     import independent_graph
@@ -253,7 +253,7 @@ def test_the_variant_parts_time_each_graph_after_per_call_timing_or_with_no_cloc
 def test_the_part_dobench_lean_keeps_only_the_graphs_copies_of_its_inputs(monkeypatch):
     """Under JG_CHECK_LEAN (the part `dobench_lean`) the sets made from the seeds are let go once the graph's
     copies are made: the per-call timing before a graph (JG_CHECK_HISTORY) then reads the copies too."""
-    import jg_mcp.eval.worker_commands as worker
+    import jg_mcp.eval.candidate.worker_commands as worker
 
     dob = load_h200_dobench()  # puts eval/ on the path
     import independent_graph
@@ -329,7 +329,7 @@ def test_the_part_dobench_evalcode_times_each_graph_also_with_the_eval_workers_o
 
 
 def test_the_eval_code_graph_runs_the_workers_graph_command_in_the_evals_pattern():
-    """eval/eval_code_graph.py drives jg_mcp/eval/worker_commands.py's `Worker.graph` itself (on the CPU its
+    """eval/eval_code_graph.py drives jg_mcp/eval/candidate/worker_commands.py's `Worker.graph` itself (on the CPU its
     stand-in: the graph's calls one by one): a capture, then rounds of a lead and the timed replays; only the timed
     replays' times come back, one per replay."""
     load_h200_check()  # puts eval/ on the path
@@ -367,7 +367,7 @@ def test_the_variant_parts_measure_only_the_shapes_the_eval_timed_under_graphs(m
 
 @pytest.mark.slow
 def test_the_part_dobench_workerproc_times_each_graph_in_a_process_started_as_the_eval_starts_its_workers(tmp_path):
-    """eval/worker_proc_graph.py starts a real worker process (jg_mcp/eval/process.py), which imports the
+    """eval/worker_proc_graph.py starts a real worker process (jg_mcp/eval/processes/process.py), which imports the
     callable's module, maps the input sets this process holds and runs the eval's graph messages: a capture, then
     rounds of a lead and the timed replays, whose times alone come back (here the CPU stand-in, which makes each
     call and appends its input's first value to a file, so the calls and their order are seen from outside)."""
@@ -448,7 +448,7 @@ def test_under_dobench_primed_a_worker_process_runs_each_graph_before_this_proce
     assert events[:6] == primed and events[6:] == [("graph",)] * 8
     assert out["median"] == {"candidate": [2.0] * 4, "torch_add": [2.0] * 4} and "graph_workerproc" not in out
     events.clear()
-    import jg_mcp.eval.worker_commands as commands
+    import jg_mcp.eval.candidate.worker_commands as commands
 
     monkeypatch.setattr(commands, "padded_do_bench", lambda fn, sets, pad: [3.0])
     per_call = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3}}

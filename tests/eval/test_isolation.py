@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 from eval_suite import GOALS, HACKS, SOLUTIONS, eval_solution
 
-from jg_mcp.eval import EvalOptions, compile_cache
-from jg_mcp.eval.compile_cache import baseline_dir
+from jg_mcp.eval import EvalOptions
+from jg_mcp.eval.candidate.worker import MAX_FILE_BYTES
 from jg_mcp.eval.harness import Evaluation
-from jg_mcp.eval.isolation import bwrap_problem, prepare
-from jg_mcp.eval.process import log_tail
+from jg_mcp.eval.processes import compile_cache
+from jg_mcp.eval.processes.compile_cache import baseline_dir
+from jg_mcp.eval.processes.isolation import bwrap_problem, prepare
+from jg_mcp.eval.processes.process import log_tail
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.worker import MAX_FILE_BYTES
 from tests.support import DEMO_GOAL, can_set_oom_floor
 
 BWRAP = bwrap_problem() is None
@@ -88,12 +89,12 @@ def test_a_killed_harness_leaves_nothing_the_candidate_started(tmp_path, mode):
     harness = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         assert _wait_for(lambda: _pids(tag.encode()), 120), "the candidate never ran"
-        workers = [p for p in _pids(b"jg_mcp.eval.worker") if _descends_from(p, harness.pid)]
+        workers = [p for p in _pids(b"jg_mcp.eval.candidate.worker") if _descends_from(p, harness.pid)]
         assert workers
         harness.send_signal(signal.SIGKILL)
         harness.wait()
         assert _wait_for(lambda: not _pids(tag.encode()), 15), "a process the candidate started outlived the harness"
-        assert _wait_for(lambda: not set(_pids(b"jg_mcp.eval.worker")) & set(workers), 15)
+        assert _wait_for(lambda: not set(_pids(b"jg_mcp.eval.candidate.worker")) & set(workers), 15)
     finally:
         harness.kill()
         for pid in _pids(tag.encode()):
@@ -175,7 +176,8 @@ def test_a_wheelhouse_on_pythonpath_is_bound_whole_but_a_shared_place_is_not(tmp
     (wheelhouse / "extra_pkg").mkdir(parents=True)
     (wheelhouse / "extra_pkg" / "__init__.py").write_text("")
     code = (
-        "from jg_mcp.eval.isolation import python_binds, bwrap_problem; print(python_binds()); print(bwrap_problem())"
+        "from jg_mcp.eval.processes.isolation import python_binds, bwrap_problem; "
+        "print(python_binds()); print(bwrap_problem())"
     )
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(wheelhouse), "/tmp"])}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
@@ -342,7 +344,7 @@ def test_the_workers_bytecode_is_written_by_the_baselines_and_only_read_by_the_s
 ):
     """Where torch has no bytecode of its own (the H200 image), the baselines' processes write it to a cache that
     the candidate's sandbox binds read-only: the candidate imports torch fast and can plant nothing there."""
-    import jg_mcp.eval.process as process
+    import jg_mcp.eval.processes.process as process
 
     monkeypatch.setenv("JG_MCP_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(compile_cache.importlib.util, "cache_from_source", lambda path: str(tmp_path / "none.pyc"))
@@ -440,7 +442,7 @@ def test_a_candidate_flooding_its_output_is_stopped_at_the_file_size_limit(tmp_p
     source = "import os\nwith open(1, 'wb', closefd=False) as f:\n    f.write(b'x' * ((256 << 20) + 1))\n"
     with open(tmp_path / "log", "wb") as log:
         done = subprocess.run(
-            [sys.executable, "-c", f"from jg_mcp.eval.worker import bound_files\nbound_files()\n{source}"],
+            [sys.executable, "-c", f"from jg_mcp.eval.candidate.worker import bound_files\nbound_files()\n{source}"],
             stdout=log,
             stderr=subprocess.PIPE,
             timeout=60,
@@ -511,9 +513,9 @@ def test_the_sandboxed_candidate_cannot_reach_the_kernel_keyrings(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
 def test_where_bwrap_cannot_load_the_seccomp_filter_the_operator_may_keep_the_sandbox_without_it(tmp_path, monkeypatch):
-    """A host that cannot load the filter refuses `auto` and `bwrap` (jg_mcp.eval.isolation.choose); with
+    """A host that cannot load the filter refuses `auto` and `bwrap` (jg_mcp.eval.processes.isolation.choose); with
     `bwrap-unfiltered` the candidate stays sandboxed without it, and the report names the protection missing."""
-    from jg_mcp.eval import isolation
+    from jg_mcp.eval.processes import isolation
     from jg_mcp.live import seccomp
 
     monkeypatch.setattr(seccomp, "program", lambda machine=None: b"\x06\x00\x00\x00\x00\x00")  # not 8-byte ops
@@ -552,7 +554,7 @@ def kernel(x, y, alpha):
 def test_the_sandboxed_candidate_has_bounded_tmpfs_and_as_root_a_process_cap(tmp_path):
     """The candidate's /tmp and /dev/shm are memory: unbounded, they could take the host's (the harness's too);
     as root its uid's processes are capped, so a fork bomb stops at the cap."""
-    from jg_mcp.eval.isolation import MAX_PROCESSES, TMP_BYTES
+    from jg_mcp.eval.processes.isolation import MAX_PROCESSES, TMP_BYTES
 
     (tmp_path / "src").mkdir()
     solution = tmp_path / "src" / "solution.py"

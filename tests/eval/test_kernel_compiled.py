@@ -1,11 +1,11 @@
 """The no_kernel check: whether the candidate compiled a Triton kernel is read from the eval's own Triton cache on
-the host, after its processes ended (jg_mcp.eval.builds.compiled_a_kernel)."""
+the host, after its processes ended (jg_mcp.eval.native.builds.compiled_a_kernel)."""
 
 from __future__ import annotations
 
 import os
 
-from jg_mcp.eval.builds import compiled_a_kernel
+from jg_mcp.eval.native.builds import compiled_a_kernel
 
 
 def test_a_cubin_anywhere_in_the_cache_counts_and_nothing_else_does(tmp_path):
@@ -52,8 +52,8 @@ def test_a_cuda_object_of_torchs_extension_builder_counts_as_a_kernel(tmp_path):
 
 
 def test_the_solutions_files_are_placed_under_their_paths_at_one_time(tmp_path):
-    from jg_mcp.eval.builds import SOURCE_TIME, place
-    from jg_mcp.eval.sources import SourceFile
+    from jg_mcp.eval.native.builds import SOURCE_TIME, place
+    from jg_mcp.eval.native.sources import SourceFile
 
     files = [SourceFile("kernels/main.py", b"import k\n"), SourceFile("kernels/k.cu", b"//\n")]
     place(files, tmp_path / "solution")

@@ -3,7 +3,7 @@ and `WorkerProcess.spawn` alone starts it."""
 
 from __future__ import annotations
 
-from jg_mcp.eval.process import WorkerLaunch
+from jg_mcp.eval.processes.process import WorkerLaunch
 
 
 def test_a_launch_describes_the_worker_and_starts_nothing(tmp_path):
@@ -15,5 +15,5 @@ def test_a_launch_describes_the_worker_and_starts_nothing(tmp_path):
     env = baseline.environment("tok.2", tmp_path / "bytecode")
     assert "JG_EVAL_TOKEN" not in env and env["TRITON_CACHE_DIR"] == "/c" and "PYTHONDONTWRITEBYTECODE" not in env
     assert baseline.argv(["prefix"], 5, 42)[0] == "prefix"
-    assert baseline.argv([], 5, 42)[-5:] == ["jg_mcp.eval.worker", "5", "42", "cuda", "m"]
+    assert baseline.argv([], 5, 42)[-5:] == ["jg_mcp.eval.candidate.worker", "5", "42", "cuda", "m"]
     assert list(tmp_path.iterdir()) == []

@@ -19,7 +19,7 @@ import pytest
 from eval_suite import CPU_TIMING, eval_solution
 
 from jg_mcp.eval import Reason
-from jg_mcp.eval.native import NativeScan
+from jg_mcp.eval.native.native import NativeScan
 
 GXX = shutil.which("g++")
 needs_gxx = pytest.mark.skipif(GXX is None, reason="no C++ compiler (g++): native code cannot be built here")
@@ -312,14 +312,14 @@ def libs(tmp_path_factory):
 
 
 def _problems(path, forbidden):
-    from jg_mcp.eval.elf import read_elf
-    from jg_mcp.eval.native_rules import Judge
+    from jg_mcp.eval.native.elf import read_elf
+    from jg_mcp.eval.native.native_rules import Judge
 
     return Judge(forbidden).problems(read_elf(path.read_bytes()))
 
 
 def test_the_reader_lists_what_the_loader_binds_by_name(libs):
-    from jg_mcp.eval.elf import read_elf
+    from jg_mcp.eval.native.elf import read_elf
 
     elf = read_elf(libs["needs_cublas"].read_bytes())
     assert "libcublas.so" in elf.needed and "libc.so.6" in elf.needed
@@ -334,7 +334,7 @@ def test_the_reader_ignores_section_headers_as_the_loader_does(libs):
     readelf's symbol tables use) changes nothing the harness reads."""
     import struct
 
-    from jg_mcp.eval.elf import read_elf
+    from jg_mcp.eval.native.elf import read_elf
 
     data = bytearray(libs["alias"].read_bytes())
     struct.pack_into("<Q", data, 0x28, 0)  # e_shoff
@@ -343,7 +343,7 @@ def test_the_reader_ignores_section_headers_as_the_loader_does(libs):
 
 
 def test_what_is_not_a_loadable_elf_file_is_an_error_never_a_crash(libs):
-    from jg_mcp.eval.elf import ElfError, read_elf
+    from jg_mcp.eval.native.elf import ElfError, read_elf
 
     data = libs["alias"].read_bytes()
     for bad in (b"", b"#!/bin/sh\n", data[:64], data[:4] + b"\x01" + data[5:], data[: len(data) // 3]):
@@ -381,7 +381,7 @@ def test_a_definition_under_a_library_name_is_bound_by_name_unless_hidden(libs):
 
 
 def test_operator_names_are_read_from_every_spelling_of_aten():
-    from jg_mcp.eval.native_rules import Judge
+    from jg_mcp.eval.native.native_rules import Judge
 
     axpy, gemm = Judge(AXPY_FORBIDDEN), Judge(GEMM_FORBIDDEN)
     assert "operator `add`" in axpy.symbol("_ZN2at4_ops10add_Tensor4callERKNS_6TensorES4_RKN3c106ScalarE")
@@ -503,7 +503,7 @@ def test_what_triton_builds_in_its_cache_may_load_by_name_but_never_calls_a_libr
 def test_the_cuda_driver_and_python_entry_points_a_launcher_binds_pass(name):
     """Triton's driver module and launchers bind the CUDA driver API (TMA descriptors on Hopper included:
     cuTensorMapEncodeTiled is not cuTENSOR) and the Python C API: never a library kernel."""
-    from jg_mcp.eval.native_rules import Judge
+    from jg_mcp.eval.native.native_rules import Judge
 
     assert Judge(GEMM_FORBIDDEN).symbol(name, libraries_only=True) is None
     assert Judge(GEMM_FORBIDDEN).symbol("cutensorContract", libraries_only=True)

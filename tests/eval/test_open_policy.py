@@ -15,8 +15,8 @@ from eval_suite import GOALS, HACKS, NATIVE, NATIVE_HACKS, REPO, eval_solution
 
 from jg_mcp.errors import JgError
 from jg_mcp.eval import Reason
+from jg_mcp.eval.native.sources import MAX_SOURCE_FILES, read_sources
 from jg_mcp.eval.policy_open import open_check, open_rules
-from jg_mcp.eval.sources import MAX_SOURCE_FILES, read_sources
 from jg_mcp.goal_text import render_markdown
 from jg_mcp.goals import load_goal
 
@@ -90,7 +90,7 @@ def test_an_eval_that_took_the_processes_started_ahead_keeps_its_build(tmp_path,
     """Evals in a row take the processes (and the work directory) the eval before started for them; the spare set's
     close removes that directory, so the build is kept before it (on an H100 no eval that took spares kept one)."""
     from jg_mcp.eval import EvalOptions, evaluate
-    from jg_mcp.eval.spares import Spares
+    from jg_mcp.eval.processes.spares import Spares
 
     monkeypatch.setenv("JG_MCP_CACHE", str(tmp_path / "cache"))  # a cache no other test kept a build in
     options = {"device": "cpu", "shapes": "smoke", "domain_shapes": 0, "timeout_s": 400.0, "isolation": "bwrap"}

@@ -10,7 +10,8 @@ import sys
 import pytest
 import torch
 
-from jg_mcp.eval.ops import OpRecorder, family_members, forbidden_ops, in_family
+from jg_mcp.eval.candidate.recorder import OpRecorder
+from jg_mcp.eval.ops import family_members, forbidden_ops, in_family
 from jg_mcp.eval.policy import policy_text, static_check
 from jg_mcp.eval.reasons import Reason
 
@@ -232,7 +233,8 @@ def test_forbidden_ops_run_in_another_thread_are_recorded():
     refused where it is recorded (at the backend key, before `linear` becomes an `addmm`)."""
     script = (
         "import threading, torch\n"
-        "from jg_mcp.eval.ops import OpRecorder, forbidden_ops\n"
+        "from jg_mcp.eval.candidate.recorder import OpRecorder\n"
+        "from jg_mcp.eval.ops import forbidden_ops\n"
         "r = OpRecorder(forbidden_ops(['torch.mm']))\n"
         "r.install()\n"
         "a = torch.ones(2, 2)\n"
@@ -259,7 +261,8 @@ def test_forbidden_ops_run_in_another_thread_are_recorded():
 def test_a_composite_op_is_recorded_by_what_it_runs_even_under_inference_mode(call):
     """Under inference_mode the dispatch mode sees a composite op (aten.linalg_matmul) by its own name, which no
     family lists: the recorder looks through it to the ops it is made of (aten.mm), whatever the spelling."""
-    from jg_mcp.eval.ops import OpRecorder, forbidden_ops
+    from jg_mcp.eval.candidate.recorder import OpRecorder
+    from jg_mcp.eval.ops import forbidden_ops
 
     recorder = OpRecorder(forbidden_ops(["torch.mm"]))
     a, b = torch.randn(4, 4), torch.randn(4, 4)
@@ -276,7 +279,8 @@ def test_the_recorders_mode_does_not_import_torch_compile():
     may have imported torch._dynamo first."""
     script = (
         "import sys, torch\n"
-        "from jg_mcp.eval.ops import OpRecorder, forbidden_ops\n"
+        "from jg_mcp.eval.candidate.recorder import OpRecorder\n"
+        "from jg_mcp.eval.ops import forbidden_ops\n"
         "r = OpRecorder(forbidden_ops(['torch.mm']))\n"
         "a = torch.ones(2, 2)\n"
         "with torch.inference_mode(), r:\n"
@@ -507,7 +511,7 @@ match _b:
         pass
 
 _sys = _imp("sys")
-_ops = _sys.modules["jg_mcp.eval.ops"]
+_ops = _sys.modules["jg_mcp.eval.candidate.recorder"]
 _ops.OpRecorder.record = lambda self, name: None  # the recorder sees every aten op and records none
 
 match _sys.modules["torch"]:  # the module under no name the scan knows

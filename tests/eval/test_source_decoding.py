@@ -10,9 +10,9 @@ import pytest
 from eval_suite import SOLUTIONS
 
 from jg_mcp.cli import main
+from jg_mcp.eval.native.sources import solution_text
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import EvalReport, Finding
-from jg_mcp.eval.sources import solution_text
 
 UTF7_DESYNC = b'''# -*- coding: utf-7 -*-
 """Red team a6: the harness's static check reads the bytes as UTF-8, the worker's import honours the coding cookie.

@@ -1,4 +1,4 @@
-"""Spares: the worker processes an eval starts ahead for the next one (jg_mcp/eval/spares.py)."""
+"""Spares: the worker processes an eval starts ahead for the next one (jg_mcp/eval/processes/spares.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 from eval_suite import CPU_TIMING
 
 from jg_mcp.eval import EvalOptions, EvalReport, evaluate
-from jg_mcp.eval.isolation import bwrap_problem
-from jg_mcp.eval.process import WorkerProcess
+from jg_mcp.eval.processes.isolation import bwrap_problem
+from jg_mcp.eval.processes.process import WorkerProcess
+from jg_mcp.eval.processes.spares import Spares
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.spares import Spares
 from tests.support import DEMO_GOAL
 
 pytestmark = pytest.mark.skipif(
@@ -161,7 +161,7 @@ def test_an_eval_that_cannot_start_leaves_neither_its_spares_nor_its_work(tmp_pa
 def test_a_spare_that_cannot_start_costs_the_running_eval_nothing(tmp_path, monkeypatch):
     """Starting the next eval's set is a favour to that eval: when a process of it cannot start (here the second),
     the running eval goes on to its verdict, what was started is ended and its directory removed."""
-    import jg_mcp.eval.spares as spares_module
+    import jg_mcp.eval.processes.spares as spares_module
 
     made: list[WorkerProcess] = []
 

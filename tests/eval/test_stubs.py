@@ -12,8 +12,8 @@ import pytest
 import yaml
 from eval_suite import GOALS
 
-from jg_mcp.eval.isolation import bwrap_argv, prepare
-from jg_mcp.eval.stubs import ERROR_STATUS, forbids_gemm, stub_for, stub_source
+from jg_mcp.eval.native.stubs import ERROR_STATUS, forbids_gemm, stub_for, stub_source
+from jg_mcp.eval.processes.isolation import bwrap_argv, prepare
 
 needs_cc = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("cc", "nm", "objdump")), reason="cc, nm and objdump are needed to stub"

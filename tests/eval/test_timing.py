@@ -169,8 +169,8 @@ def test_every_call_reads_another_input_set_than_the_call_before(tmp_path, timin
     off."""
     from eval_suite import CPU_TIMING, eval_solution
 
-    from jg_mcp.eval.messages import Block
-    from jg_mcp.eval.process import WorkerProcess
+    from jg_mcp.eval.processes.process import WorkerProcess
+    from jg_mcp.eval.wire.messages import Block
 
     sent: list[Block] = []
     real = WorkerProcess.send

@@ -125,7 +125,7 @@ def test_a_command_that_lowers_its_core_limit_and_crashes_never_reaches_the_core
 
 
 def test_the_eval_candidate_that_lowers_its_core_limit_and_crashes_never_reaches_the_core_helper(core_helper, tmp_path):
-    from jg_mcp.eval.isolation import bwrap_argv, filter_file, prepare, pythonpath
+    from jg_mcp.eval.processes.isolation import bwrap_argv, filter_file, prepare, pythonpath
     from jg_mcp.live import lifeline
 
     solution, cache = tmp_path / "solution", tmp_path / "cache"

@@ -216,7 +216,7 @@ def test_the_eval_refuses_a_broken_sandbox_instead_of_running_the_candidate_unsa
     """`isolation auto` fails closed like `--sandbox auto`: an installed bwrap that cannot sandbox, no bwrap as
     root, or a filter that cannot load raise one line (they used to give a plain process or drop the filter);
     `bwrap-unfiltered` is the operator's explicit word for the last."""
-    from jg_mcp.eval import isolation
+    from jg_mcp.eval.processes import isolation
 
     def choose(mode: str):
         isolation.bwrap_problem.cache_clear()

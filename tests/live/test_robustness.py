@@ -239,7 +239,7 @@ def test_sigkill_mid_command_leaves_a_readable_prefix_and_only_bwrap_takes_the_c
 SPAWN_THEN_WAIT = """
 import subprocess, sys, time
 from pathlib import Path
-from jg_mcp.eval.isolation import bwrap_argv, prepare
+from jg_mcp.eval.processes.isolation import bwrap_argv, prepare
 from jg_mcp.live import lifeline
 from jg_mcp.live.sandbox import Bwrap
 ws, command = Path(sys.argv[1]), ["/bin/bash", "-c", sys.argv[2]]

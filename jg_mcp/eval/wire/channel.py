@@ -1,7 +1,7 @@
 """The wire between harness and worker: length-prefixed JSON messages on a socket or pipe, with deadlines.
 
 No pickle: the harness never deserialises objects from a worker, only JSON, which it then validates against
-the typed messages of `jg_mcp.eval.messages`.
+the typed messages of `jg_mcp.eval.wire.messages`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A worker process as the harness sees it: start it (the candidate sandboxed), talk over a socket, judge silence.
 
-The worker is a fresh interpreter (`python -m jg_mcp.eval.worker`) in its own session and process group with
+The worker is a fresh interpreter (`python -m jg_mcp.eval.candidate.worker`) in its own session and process group with
 stdin from /dev/null and stdout/stderr captured to a log (a candidate's bounded in size by its file size limit; only
 its tail is ever read). Every message it sends is validated against the
 typed protocol; one that does not validate, or a wrong one at its turn, is a `tampered` finding. An ended or
@@ -29,14 +29,14 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from jg_mcp.errors import JgError
-from jg_mcp.eval import channel
-from jg_mcp.eval.compile_cache import bytecode_dir
-from jg_mcp.eval.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, filter_file, pythonpath
-from jg_mcp.eval.messages import WORKER_MESSAGE, Bind, Bound, Setup, Started, WorkerError
-from jg_mcp.eval.native import NativeScan
-from jg_mcp.eval.proctree import carrying, descendant, resume, stop_all, tree
+from jg_mcp.eval.native.native import NativeScan
+from jg_mcp.eval.processes.compile_cache import bytecode_dir
+from jg_mcp.eval.processes.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, filter_file, pythonpath
+from jg_mcp.eval.processes.proctree import carrying, descendant, resume, stop_all, tree
 from jg_mcp.eval.reasons import ERROR_TAIL_CHARS, Reason
 from jg_mcp.eval.report import Finding
+from jg_mcp.eval.wire import channel
+from jg_mcp.eval.wire.messages import WORKER_MESSAGE, Bind, Bound, Setup, Started, WorkerError
 from jg_mcp.live import lifeline
 
 M = TypeVar("M", bound=BaseModel)
@@ -77,7 +77,7 @@ class WorkerLaunch:
     ahead: tuple[str, ...] = ()
     """Modules imported before its setup (a spare's torch.compile)."""
     covers: tuple[tuple[str, str], ...] = ()
-    """(stub, real library) pairs bound over the real files in its sandbox (jg_mcp.eval.stubs)."""
+    """(stub, real library) pairs bound over the real files in its sandbox (jg_mcp.eval.native.stubs)."""
 
     def environment(self, token: str, bytecode: Path | None) -> dict[str, str]:
         """The worker's environment (less its home, which `WorkerProcess.spawn` makes when unsandboxed): `token` is
@@ -109,7 +109,7 @@ class WorkerLaunch:
     def argv(self, prefix: list[str], channel_fd: int, parent: int) -> list[str]:
         """The worker's command line after `prefix` (bwrap's, or none): its channel, the pid it dies with (0: the
         sandbox's own), its device and the modules it imports ahead."""
-        worker = [sys.executable, "-X", "faulthandler", "-m", "jg_mcp.eval.worker"]
+        worker = [sys.executable, "-X", "faulthandler", "-m", "jg_mcp.eval.candidate.worker"]
         return [*prefix, *worker, str(channel_fd), str(parent), self.device, *self.ahead]
 
 
@@ -266,7 +266,7 @@ class WorkerProcess:
         while no candidate code has run (at its setup or its `started`), never again afterwards: a candidate can
         rewrite its command line."""
         if self._pid is None:
-            self._pid = descendant(self.proc.pid, b"jg_mcp.eval.worker")
+            self._pid = descendant(self.proc.pid, b"jg_mcp.eval.candidate.worker")
 
     def cpu_ms(self) -> float:
         """CPU time the worker process has used, every thread including those that have ended, from the kernel's
@@ -346,7 +346,7 @@ class WorkerProcess:
 
     def close(self) -> str:
         """End the process and return the tail of what it printed (read from the end: the log may be as large as
-        the worker's file size limit, `jg_mcp.eval.worker.MAX_FILE_BYTES`)."""
+        the worker's file size limit, `jg_mcp.eval.candidate.worker.MAX_FILE_BYTES`)."""
         self.kill()
         self.sock.close()
         return log_tail(self.log_path, TAIL_BYTES)

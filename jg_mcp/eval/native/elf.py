@@ -1,6 +1,6 @@
 """An ELF64 file read as the dynamic loader reads it: its program headers and dynamic segment only (never the
 section headers, which the loader ignores and a file may strip or forge), for what the loader binds by name: the
-libraries it needs and the symbols its relocations bind. `jg_mcp.eval.native` judges a candidate's native code by
+libraries it needs and the symbols its relocations bind. `jg_mcp.eval.native.native` judges a candidate's native code by
 them. Every read is bounded by the file's own bytes: a malformed file raises ElfError, never anything else."""
 
 from __future__ import annotations

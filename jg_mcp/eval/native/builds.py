@@ -9,9 +9,9 @@ import os
 import shutil
 from pathlib import Path
 
-from jg_mcp.eval.compile_cache import copy_build, extensions_dir
+from jg_mcp.eval.native.sources import SourceFile
+from jg_mcp.eval.processes.compile_cache import copy_build, extensions_dir
 from jg_mcp.eval.report import SourceRecord
-from jg_mcp.eval.sources import SourceFile
 
 SOURCE_TIME = 946684800
 """The modification time of every copied source file (2000-01-01): the same in every eval, so a kept build of the

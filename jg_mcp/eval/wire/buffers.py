@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from jg_mcp.eval.messages import Bind, BufferRef, TensorSpec
+from jg_mcp.eval.wire.messages import Bind, BufferRef, TensorSpec
 
 POISON = 0xFF
 

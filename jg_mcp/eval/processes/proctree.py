@@ -1,7 +1,7 @@
 """The processes of a worker as the host sees them, from /proc, never from anything the worker says: its process
 tree, the processes carrying the eval's token (unsandboxed, what left the tree), stopping, resuming or killing them
 all (a forking process cannot outrun any of these: its children are found on the next look), and the files each
-has mapped as code (what `jg_mcp.eval.native` judges)."""
+has mapped as code (what `jg_mcp.eval.native.native` judges)."""
 
 from __future__ import annotations
 

@@ -44,8 +44,8 @@ UNSANDBOXED = [
     "filesystem view: the candidate can read what this user can (workspace, goals, earlier reports)",
     "private /tmp and /dev/shm: the candidate can write where other processes read",
     "network namespace: the candidate can reach the network",
-    "the baselines' compile and bytecode caches (jg_mcp/eval/compile_cache.py): the candidate can write kernels "
-    "and Python bytecode that this and later evals' baselines load",
+    "the baselines' compile and bytecode caches (jg_mcp/eval/processes/compile_cache.py): the candidate can write "
+    "kernels and Python bytecode that this and later evals' baselines load",
 ]
 
 
@@ -216,7 +216,7 @@ def bwrap_argv(
     for dev in gpu_devices():
         args += ["--dev-bind-try", dev, dev]
     args += hide_args(hidden_packages(), solution_dir.parent / BLOCKER)
-    for stub, real in covers:  # libraries the goal forbids, covered by stubs that fail (jg_mcp.eval.stubs)
+    for stub, real in covers:  # libraries the goal forbids, covered by stubs that fail (jg_mcp.eval.native.stubs)
         args += ["--ro-bind", stub, real]
     args += [
         "--perms",
@@ -288,7 +288,7 @@ def _bwrap_problem() -> str | None:
                 fds.append(files.enter_context(rules).fileno())
             argv = bwrap_argv(probe / "solution", probe / "cache", env, fds[1] if rules else None)
             done = subprocess.run(
-                [*argv, sys.executable, "-c", "import jg_mcp.eval.messages; print('ok')"],
+                [*argv, sys.executable, "-c", "import jg_mcp.eval.wire.messages; print('ok')"],
                 capture_output=True,
                 text=True,
                 timeout=60,

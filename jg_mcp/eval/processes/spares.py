@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jg_mcp import log
-from jg_mcp.eval.compile_cache import baseline_dir, baseline_env
-from jg_mcp.eval.isolation import prepare
-from jg_mcp.eval.process import CandidateGone, WorkerLaunch, WorkerProcess
+from jg_mcp.eval.processes.compile_cache import baseline_dir, baseline_env
+from jg_mcp.eval.processes.isolation import prepare
+from jg_mcp.eval.processes.process import CandidateGone, WorkerLaunch, WorkerProcess
 
-_log = log.get("jg_mcp.eval.spares")
+_log = log.get("jg_mcp.eval.processes.spares")
 COMPILE_MODULES = ("torch._dynamo", "torch._inductor.compile_fx")
 """What a spare baseline process imports ahead: torch.compile's, seconds of a compiled baseline's first call."""
 

@@ -43,17 +43,17 @@ import struct
 import subprocess
 from pathlib import Path
 
-from jg_mcp.eval.elf import read_elf
-from jg_mcp.eval.isolation import CACHE_DIR, launcher, python_binds
-from jg_mcp.eval.native_rules import Judge
-from jg_mcp.eval.proctree import CodeMapping, code_mappings
+from jg_mcp.eval.native.elf import read_elf
+from jg_mcp.eval.native.native_rules import Judge
+from jg_mcp.eval.processes.isolation import CACHE_DIR, launcher, python_binds
+from jg_mcp.eval.processes.proctree import CodeMapping, code_mappings
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
 from jg_mcp.live.sandbox import SYSTEM_DIRS
 
 MAX_LIBRARY_BYTES = 256 << 20
 """The largest library the harness reads; a larger one is not judged (a finding). The candidate's processes can
-write no larger file (`jg_mcp.eval.worker.MAX_FILE_BYTES`)."""
+write no larger file (`jg_mcp.eval.candidate.worker.MAX_FILE_BYTES`)."""
 MAX_CACHE_FILES = 20000
 """Files of the eval's cache looked at when libraries are judged by path (`NativeScan.by_path`)."""
 BY_PATH = (

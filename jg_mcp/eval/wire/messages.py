@@ -185,7 +185,7 @@ class OutputMeta(Strict):
 
 
 class Started(Strict):
-    """The worker's first message, before its setup: its imports are done (see `jg_mcp.eval.spares`)."""
+    """The worker's first message, before its setup: its imports are done (see `jg_mcp.eval.processes.spares`)."""
 
     event: Literal["started"] = "started"
 

@@ -100,7 +100,7 @@ def extensions_dir(key: str) -> Path | None:
     builds anew in every fresh build directory, so without this every eval of the same sources would pay it again.
     What is kept is what the candidate's sandbox built (and could have written anything into): it is handed only to
     evals of the very same sources, and every library a candidate loads is judged by what it binds
-    (jg_mcp.eval.native), wherever it came from."""
+    (jg_mcp.eval.native.native), wherever it came from."""
     path = root() / "extensions" / key
     return path if _private_dir(path) is None else None
 
