@@ -46,6 +46,7 @@ from jg_mcp.eval.sizing import MAX_LEAD_CALLS, iqm, rotation
 from jg_mcp.eval.timing_checks import check_inputs, spot_check
 from jg_mcp.eval.wire.buffers import SharedBinding
 from jg_mcp.eval.wire.messages import Graph, Release
+from jg_mcp.goals import SEED_BITS
 
 if TYPE_CHECKING:
     from jg_mcp.eval.shapes import Case
@@ -149,7 +150,7 @@ class GraphTimer:
     def run(self) -> None:
         p, ev, case = self.p, self.ev, self.case
         n_sets = graph_sets(ev.goal.bytes(case.dims), p.graph_bytes)
-        seeds = [ev.rng.randrange(2**62) for _ in range(n_sets)]
+        seeds = [ev.rng.randrange(2**SEED_BITS) for _ in range(n_sets)]
         inputs = [ev.make_inputs(case.dims, seed) for seed in seeds]
         like = ev.output_like(ev.expected(inputs[0]))
         call_bytes = sum(t.numel() * t.element_size() for t in like)
@@ -234,7 +235,7 @@ class GraphTimer:
         processes stopped while they are written; the candidate's outputs judged at FRESH_CHECKS calls."""
         t, ev = self.t, self.ev
         count = len(self.sides["candidate"]["gin"].groups)
-        inputs = [ev.make_inputs(self.case.dims, ev.rng.randrange(2**62)) for _ in range(count)]
+        inputs = [ev.make_inputs(self.case.dims, ev.rng.randrange(2**SEED_BITS)) for _ in range(count)]
         t.cand.freeze()
         for side in self.sides.values():
             for views, group in zip(side["gin"].groups, inputs, strict=True):

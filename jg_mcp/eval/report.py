@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from jg_mcp.eval.reasons import Reason
+from jg_mcp.models import Strict
 
 REPORT_VERSION = 11
 """2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, the block/fresh/spot-check timing parameters.
@@ -35,13 +36,15 @@ Reports of earlier versions still load (the new fields are optional; one without
 Triton-only policy)."""
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, ser_json_inf_nan="constants")
+class ReportModel(Strict):
+    """A model of the report (jg_mcp.models.Strict's rules)."""
+
+    model_config = ConfigDict(ser_json_inf_nan="constants")
     """NaN and inf (a worst element that is NaN) are written as JSON's NaN/Infinity constants, which Python and the
     report loader read back, rather than as null, which would not validate."""
 
 
-class Finding(Strict):
+class Finding(ReportModel):
     """One piece of evidence against the candidate."""
 
     reason: Reason
@@ -54,7 +57,7 @@ class Finding(Strict):
     """The trial it was seen in, if any."""
 
 
-class ErrorStats(Strict):
+class ErrorStats(ReportModel):
     """Error of one output against the reference at one shape (worst over trials)."""
 
     max_abs: float
@@ -73,7 +76,7 @@ class ErrorStats(Strict):
     """The first trial that failed, if any."""
 
 
-class ClockSummary(Strict):
+class ClockSummary(ReportModel):
     """What NVML saw of the GPU while one shape was timed (sampled about every 10 ms by the harness)."""
 
     samples: int
@@ -92,7 +95,7 @@ class ClockSummary(Strict):
     """Per slowdown reason seen (sw_power_cap, hw_slowdown, sw_thermal, ...), the fraction of samples it was active."""
 
 
-class GraphTiming(Strict):
+class GraphTiming(ReportModel):
     """Device time per call of one callable under a CUDA graph of `calls` calls rotating over `sets` input sets
     (jg_mcp/eval/graphs.py)."""
 
@@ -116,7 +119,7 @@ class GraphTiming(Strict):
     """Per call, one replay on input sets rewritten just before it, never seen by any callable."""
 
 
-class Timing(Strict):
+class Timing(ReportModel):
     """Device time of one callable at one shape."""
 
     median_ms: float
@@ -163,7 +166,7 @@ class Timing(Strict):
     """Its time under a CUDA graph, where the shape was timed so (`ShapeResult.timed_by`)."""
 
 
-class MemoryPlan(Strict):
+class MemoryPlan(ReportModel):
     """How a timed shape's buffers were sized to the GPU's free memory (jg_mcp/eval/memory.py)."""
 
     free_bytes: int | None
@@ -181,7 +184,7 @@ class MemoryPlan(Strict):
     """Whether `need_bytes` is within `budget_bytes` (always on the CPU)."""
 
 
-class ShapeResult(Strict):
+class ShapeResult(ReportModel):
     """Everything measured at one shape."""
 
     name: str
@@ -251,7 +254,7 @@ class ShapeResult(Strict):
     correctness phase runs; the baselines' reads as at least the candidate's), `time` (its timing)."""
 
 
-class Environment(Strict):
+class Environment(ReportModel):
     """Where the eval ran."""
 
     device: str
@@ -281,7 +284,7 @@ class Environment(Strict):
     """Why the shared cache was not used (the baselines were compiled anew in this eval), if it was not."""
 
 
-class TimingMethod(Strict):
+class TimingMethod(ReportModel):
     """How times were taken, stored with the result."""
 
     skipped: str | None = None
@@ -337,7 +340,7 @@ class TimingMethod(Strict):
     """Rounds of graph blocks (each callable's turn once, A B then B A)."""
 
 
-class Isolation(Strict):
+class Isolation(ReportModel):
     """How the candidate process was isolated."""
 
     sandbox: Literal["bwrap", "none"]
@@ -351,7 +354,7 @@ class Isolation(Strict):
     (version 11 on)."""
 
 
-class SourceRecord(Strict):
+class SourceRecord(ReportModel):
     """One file of the solution as the eval copied it out of the workspace."""
 
     path: str
@@ -362,7 +365,7 @@ class SourceRecord(Strict):
     """Size in bytes."""
 
 
-class EvalReport(Strict):
+class EvalReport(ReportModel):
     """The verdict on one solution for one goal."""
 
     version: int = REPORT_VERSION

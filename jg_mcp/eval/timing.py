@@ -66,6 +66,7 @@ from jg_mcp.eval.sizing import block_sizes, flush_time_ms, lead_sizes, pad_for, 
 from jg_mcp.eval.timing_checks import check_inputs, fresh_pass, spot_check
 from jg_mcp.eval.wire.buffers import OutOfDeviceMemory, SharedBinding
 from jg_mcp.eval.wire.messages import Block, BlockDone, Done, Graph, Release, Warm
+from jg_mcp.goals import SEED_BITS
 
 if TYPE_CHECKING:
     from jg_mcp.eval.harness import Evaluation
@@ -172,7 +173,7 @@ class TimingPhase:
             self.prepare_s = time.monotonic() - begin
 
     def warm(self, report: EvalReport, case: Case) -> None:
-        inputs = self.ev.make_inputs(case.dims, secrets.randbits(62))
+        inputs = self.ev.make_inputs(case.dims, secrets.randbits(SEED_BITS))
         own = {proc: SharedBinding("warm", self.ev.device) for proc in (self.cand, self.base)}
         walls = self.warm_walls.setdefault(case.name, {})
         try:
@@ -294,7 +295,7 @@ class TimingPhase:
 
     def time_case(self, report: EvalReport, case: Case, shape: ShapeResult) -> None:
         p, ev = self.p, self.ev
-        seeds = [ev.rng.randrange(2**62)]
+        seeds = [ev.rng.randrange(2**SEED_BITS)]
         made = [ev.reference(case.dims, seeds[0])]
         like = ev.output_like(made[0][1])
         shape.memory = plan = plan_shape(ev.device, made[0], like, shape.check_peak_bytes, p)
@@ -302,7 +303,7 @@ class TimingPhase:
             shape.timing_skipped = unfit(plan)
             report.notes.append(f"{case.name}: {shape.timing_skipped}")
             return
-        seeds += [ev.rng.randrange(2**62) for _ in range(plan.input_sets - 1)]
+        seeds += [ev.rng.randrange(2**SEED_BITS) for _ in range(plan.input_sets - 1)]
         made += [ev.reference(case.dims, seed) for seed in seeds[1:]]
         refs = [r for _, r in made]
         slots = plan.ring_slots

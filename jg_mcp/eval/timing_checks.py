@@ -18,6 +18,7 @@ from jg_mcp.eval.report import EvalReport, Finding, ShapeResult, Timing
 from jg_mcp.eval.sizing import rotation
 from jg_mcp.eval.wire.buffers import SharedBinding
 from jg_mcp.eval.wire.messages import Benched, DoBench
+from jg_mcp.goals import SEED_BITS
 
 if TYPE_CHECKING:
     from jg_mcp.eval.shapes import Case
@@ -101,14 +102,14 @@ def fresh_pass(
     cand_side, base_side = sides["candidate"], sides["baseline"]
     n_sets = len(cand_side["tin"].groups)
     if not cand_side["fresh"].groups:
-        first = ev.make_inputs(case.dims, ev.rng.randrange(2**62))
+        first = ev.make_inputs(case.dims, ev.rng.randrange(2**SEED_BITS))
         for side, proc in ((cand_side, t.cand), (base_side, t.base)):
             side["fresh"].add_group(first)
             proc.bind(side["fresh"])
     times: dict[str, list[float]] = {n: [] for n in t.names}
     for _ in range(p.fresh):
         for name in t.names if t.pick.random() < 0.5 else t.names[::-1]:
-            inputs = ev.make_inputs(case.dims, ev.rng.randrange(2**62))
+            inputs = ev.make_inputs(case.dims, ev.rng.randrange(2**SEED_BITS))
             hints: list[Finding] = []
             if lead and results[name].lead:
                 hints = t.lead_block(report, case, shape, name, rotation(results[name].lead, n_sets)).hints

@@ -10,19 +10,23 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import ConfigDict, Field, TypeAdapter
 
 from jg_mcp.eval.report import Finding
+from jg_mcp.models import Strict
 
 PROTOCOL_VERSION = 4
 """3: the worker says `started` before its setup. 4: `Done.raised` says how a call ended that did not return."""
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True, allow_inf_nan=False)
+class WireModel(Strict):
+    """A message between the harness and a worker (jg_mcp.models.Strict's rules): frozen, and no NaN or inf a
+    forged message could slip into a time."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
 
 
-class BufferRef(Strict):
+class BufferRef(WireModel):
     """Memory the harness allocated and shares: a memfd (CPU, its descriptor passed after the Bind message, in buffer
     order) or a CUDA IPC handle (GPU)."""
 
@@ -34,7 +38,7 @@ class BufferRef(Strict):
     """The cudaIpcMemHandle_t as hex, for `cuda_ipc`."""
 
 
-class TensorSpec(Strict):
+class TensorSpec(WireModel):
     """A tensor laid over a shared buffer."""
 
     buffer: int = Field(ge=0)
@@ -49,7 +53,7 @@ class TensorSpec(Strict):
     """Storage offset in elements."""
 
 
-class Setup(Strict):
+class Setup(WireModel):
     """The first message: what this worker runs."""
 
     op: Literal["setup"] = "setup"
@@ -66,7 +70,7 @@ class Setup(Strict):
     """aten operator names whose use during a checked call is recorded (a hint; the static policy decides)."""
 
 
-class Bind(Strict):
+class Bind(WireModel):
     """Map shared buffers and name the tensors laid over them."""
 
     op: Literal["bind"] = "bind"
@@ -78,14 +82,14 @@ class Bind(Strict):
     """Groups of tensors: one group per input set (the callable's positional arguments), output set or ring slot."""
 
 
-class Release(Strict):
+class Release(WireModel):
     """Unmap bindings (their memory is about to be freed)."""
 
     op: Literal["release"] = "release"
     names: list[str]
 
 
-class Call(Strict):
+class Call(WireModel):
     """Call a callable once on an input group, synchronise, copy its outputs into an output group."""
 
     op: Literal["call"] = "call"
@@ -100,7 +104,7 @@ class Call(Strict):
     reads as poison (a labelling hint: the harness judges the bytes in its own output buffers)."""
 
 
-class Block(Strict):
+class Block(WireModel):
     """Timed calls back to back: before each, zero the L2 flush buffer and hold the GPU for `pad_ms` (a sleep
     kernel, so that the call's launches are queued before it starts); CUDA events around each call; after each,
     copy its outputs into ring slot `i % slots` (unless there is no ring); synchronise once at the end."""
@@ -120,7 +124,7 @@ class Block(Strict):
     """GPU sleep between the flush and each call (CUDA only)."""
 
 
-class Graph(Strict):
+class Graph(WireModel):
     """Calls under a CUDA graph (GPU; on the CPU stand-in, the same calls one by one): capture one graph of the
     calls on `sets` in order (kept until its binding is released, so a graph is captured once per shape), then
     replay it `replays` times back to back, CUDA events around each replay; after the last, copy call i's outputs
@@ -140,7 +144,7 @@ class Graph(Strict):
     """Binding of the output ring, a slot per call (None: outputs not copied, as in a lead block)."""
 
 
-class DoBench(Strict):
+class DoBench(WireModel):
     """triton.testing.do_bench of one callable, its calls rotating over a binding's input groups as the eval's
     timed calls do (baseline role: the cross-check)."""
 
@@ -151,7 +155,7 @@ class DoBench(Strict):
     """GPU sleep after each of do_bench's L2 flushes, as in the eval's own blocks."""
 
 
-class Warm(Strict):
+class Warm(WireModel):
     """Call one callable once on one input group and discard the result (compilation, autotuning and caches
     before timing); answered with Done."""
 
@@ -160,7 +164,7 @@ class Warm(Strict):
     inputs: tuple[str, int]
 
 
-class Bye(Strict):
+class Bye(WireModel):
     op: Literal["bye"] = "bye"
 
 
@@ -168,7 +172,7 @@ Command = Annotated[Setup | Bind | Release | Call | Block | Graph | DoBench | Wa
 COMMAND: TypeAdapter[Setup | Bind | Release | Call | Block | Graph | DoBench | Warm | Bye] = TypeAdapter(Command)
 
 
-class OutputMeta(Strict):
+class OutputMeta(WireModel):
     """What one returned value was, as the worker saw it (a hint: the harness judges the bytes it reads)."""
 
     type: str
@@ -184,31 +188,31 @@ class OutputMeta(Strict):
     """Its bytes were copied into the harness's output buffer."""
 
 
-class Started(Strict):
+class Started(WireModel):
     """The worker's first message, before its setup: its imports are done (see `jg_mcp.eval.processes.spares`)."""
 
     event: Literal["started"] = "started"
 
 
-class Ready(Strict):
+class Ready(WireModel):
     event: Literal["ready"] = "ready"
     version: int
     hints: list[Finding] = []
     """What the worker's in-process guard saw at import (early findings, never a reason to accept)."""
 
 
-class ImportFailed(Strict):
+class ImportFailed(WireModel):
     event: Literal["import_failed"] = "import_failed"
     reason: Literal["import_error", "early_exit"]
     error: str
 
 
-class Bound(Strict):
+class Bound(WireModel):
     event: Literal["bound"] = "bound"
     name: str
 
 
-class Done(Strict):
+class Done(WireModel):
     """A Call finished."""
 
     event: Literal["done"] = "done"
@@ -221,7 +225,7 @@ class Done(Strict):
     hints: list[Finding] = []
 
 
-class BlockDone(Strict):
+class BlockDone(WireModel):
     event: Literal["block_done"] = "block_done"
     times_ms: list[float] = []
     """Device time of each call, from its CUDA event pair (of a graph: per replay, divided by its calls)."""
@@ -231,13 +235,13 @@ class BlockDone(Strict):
     hints: list[Finding] = []
 
 
-class Benched(Strict):
+class Benched(WireModel):
     event: Literal["benched"] = "benched"
     median_ms: float | None = None
     error: str | None = None
 
 
-class WorkerError(Strict):
+class WorkerError(WireModel):
     """The worker's own code failed (before the candidate was imported: a harness problem)."""
 
     event: Literal["worker_error"] = "worker_error"
