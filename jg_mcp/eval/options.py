@@ -5,15 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from jg_mcp.eval.scoring import ESCAPE_SHARE, FRESH_SLACK
+from jg_mcp.models import Strict
 
 
-class TimingParams(BaseModel):
+class TimingParams(Strict):
     """How shapes are timed (jg_mcp.eval.timing); a misspelt override is an error."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     warmup: int = Field(default=3, ge=0)
     """Untimed calls per input set and callable before timing."""
@@ -79,10 +78,8 @@ class TimingParams(BaseModel):
     factor, before it is CACHED_OUTPUT (see scoring.FRESH_SLACK)."""
 
 
-class EvalOptions(BaseModel):
+class EvalOptions(Strict):
     """What to evaluate and how."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     goal: Path
     """The goal's YAML file."""
