@@ -112,6 +112,12 @@ def made_a_tool_call(path: Path) -> bool:
     return False
 
 
+REFUSAL_S = 2.0
+"""How long after the server closed a session for its spent budget the agent is stopped: the close event is written
+while the refusal that caused it is still on its way, and an agent stopped at once may never read it (its own log
+would not say why it stopped)."""
+
+
 class Watch:
     """What the runner watches while the agent runs: the server's close event for a spent budget, the wall
     clock from the first request (for an agent that makes no call after its budget), and the hard deadline."""
@@ -123,12 +129,18 @@ class Watch:
         self.grace_s = grace_s
         self.start = time.monotonic()
         self.first_request: float | None = None
+        self.closed_at: float | None = None
+        """When the server's close for a spent budget was first seen (the agent is stopped REFUSAL_S after it)."""
 
     def reason_to_stop(self) -> str:
         found = transcripts(self.run_dir)
         closed = next((r for p in found if (r := close_reason(p))), None)
         if closed and closed.startswith(SPENT_PREFIX):
-            return f"{closed}; agent stopped"
+            if self.closed_at is None:
+                self.closed_at = time.monotonic()
+            if time.monotonic() - self.closed_at >= REFUSAL_S:
+                return f"{closed}; agent stopped"
+            return ""
         if self.first_request is None and found:
             self.first_request = first_request_time(found[0])
         if self.first_request is not None and time.time() > self.first_request + self.budget_s + self.grace_s:
