@@ -1,28 +1,22 @@
 """Timing under CUDA graphs, at shapes where the fastest callable takes a few microseconds per call
-(`graph_below_ms`): there a per-call loop's flush and events add microseconds to every call and its times move
-by 5-15% from one process to the next, where a CUDA graph of calls rotating over cold inputs repeated within 0.8%
-(eval/results/h200/probe_graph.json). Such a shape is first timed per call like every other (every check of
-jg_mcp/eval/timing.py runs there), then each callable in its own process captures one graph of `calls` calls
-rotating over `sets` input sets, the fewest whose calls move `graph_bytes` together (no flush: a set has left the
-L2 before it is read again; no pad: the graph queues every launch before the first runs). There are as many calls
-as fill a replay of `graph_replay_ms` at the fastest baseline's per-call time (`replay_calls`), so that the
-harness's own work in each block, which its clock sees too, is a small share of the block. Candidate and baselines
-take turns (A B, then B A), each turn a lead of untimed replays (the callable's own steady state; as many for every
-callable, sized by the slowest callable's per-call time, so a candidate that reports forged small times cannot make
-the harness replay its graph for minutes), then a timed
-block of `graph_replays` replays, CUDA events around each; a time is a replay's time divided by its calls. The
-speedups, rates and floor check then use these times for every callable alike (`ShapeResult.timed_by`).
+(`graph_below_ms`): there a per-call loop's launches and ring copies add microseconds to every call, where a CUDA
+graph of calls rotating over cold inputs repeated within 0.8% (eval/results/h200/probe_graph.json). Such a shape is
+first timed per call like every other (every check of jg_mcp/eval/timing.py runs there), then each callable in its
+own process captures one graph of `calls` calls rotating over `sets` input sets, the fewest whose calls move
+`graph_bytes` together (a set has left the L2 before it is read again). There are as many calls as fill a replay of
+`graph_replay_ms` at the fastest baseline's per-call time (`replay_calls`). Candidate and baselines take turns (A B,
+then B A), each turn a lead of untimed replays (the callable's own steady state; as many for every callable, sized
+by the slowest callable's per-call time), then a timed block of `graph_replays` replays, clocked by the harness as
+every block is (jg_mcp/eval/clock.py); a time is the block's time, less the calibrated ordering, divided by its
+calls. The speedups, rates and floor check then use these times for every callable alike (`ShapeResult.timed_by`).
 
 The candidate captures its own graph, so it can tell it is being captured and record other work than it runs
-eagerly. What the harness believes is what it checks from outside:
-- after each candidate block it reads back the outputs of the block's last replay (the worker copies call i's
-  outputs into ring slot i, poisoned before the block) and judges one call of its choosing, and reads back the
-  input sets;
-- its own clock around each block must not see more time beyond the replays' reported times than it sees for the
-  baselines (work done once per block outside the replays, such as computing the checked outputs after empty
-  replays, is a share of the block a few replays long: TIMING_ESCAPE);
-- after the timed rounds it rewrites every input set with inputs none has seen (the candidate's processes
-  stopped meanwhile) and times one replay of each callable: a candidate that is faster on the sets it has seen,
+eagerly. What the harness believes is what it observes from outside:
+- when each candidate block ends it reads a sample of every call's ring slot (the worker copies call i's outputs
+  into slot i after the last replay, before `done`; poisoned before the block), judges one call of its choosing
+  after, and reads back the input sets;
+- after the timed rounds it rewrites every input set with inputs none has seen (the candidate's, once its block's
+  gate has passed) and times one replay of each callable: a candidate that is faster on the sets it has seen,
   beyond what the baselines show, is caching (CACHED_OUTPUT), and those outputs are judged too;
 - the graph's time is held to the physical floor like any other.
 A callable that cannot be captured (one that waits on the host, say) leaves the shape timed per call, for every
@@ -33,7 +27,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +43,7 @@ from jg_mcp.eval.wire.messages import Graph, Release
 from jg_mcp.goals import SEED_BITS
 
 if TYPE_CHECKING:
+    from jg_mcp.eval.clock import Clocked
     from jg_mcp.eval.shapes import Case
     from jg_mcp.eval.timing import Ran, TimingPhase
 
@@ -111,11 +106,9 @@ class Replays:
     """One callable's timed graph blocks, as the harness saw them."""
 
     per_call: list[float] = field(default_factory=list)
-    """Each timed replay's reported time divided by its calls."""
-    device: list[float] = field(default_factory=list)
-    """Per timed block, its replays' reported times together."""
-    unaccounted: list[float] = field(default_factory=list)
-    """Per timed block, the harness's clock around it beyond `device`."""
+    """Per timed block, the harness's time of its replays divided by their calls."""
+    block: list[float] = field(default_factory=list)
+    """Per timed block, the harness's time of the whole block."""
 
     def timing(self, calls: int, sets: int, fresh_ms: float) -> GraphTiming:
         """The callable's graph time, with its fresh replay's time per call."""
@@ -128,8 +121,7 @@ class Replays:
             replays=len(ts),
             calls=calls,
             sets=sets,
-            unaccounted_ms=statistics.median(self.unaccounted),
-            block_ms=statistics.median(self.device),
+            block_ms=statistics.median(self.block),
             fresh_ms=fresh_ms,
         )
 
@@ -166,8 +158,7 @@ class GraphTimer:
             for side in self.sides.values():
                 for group in inputs:
                     side["gin"].add_copy(group)
-                for _ in self.sets:
-                    side["gring"].add_group(like)
+                side["gring"].add_ring(like, len(self.sets))
             for key, proc in (("candidate", self.t.cand), ("baseline", self.t.base)):
                 for binding in self.sides[key].values():
                     proc.bind(binding)
@@ -194,24 +185,34 @@ class GraphTimer:
     def capture(self) -> str | None:
         """Every callable captures its graph and replays it once; why not, where one could not."""
         for name in self.t.names:
-            done, _ = self.t.exchange(name, self.message(name, 1))
+            clocked = self.exchange(name, 1)
+            done = clocked.done
             if done.error is not None and not any(h.reason == Reason.FORBIDDEN_CALL for h in done.hints):
                 return f"{name} could not be captured in a CUDA graph: {done.error[-500:]}"
-            ran = self.t.ran(name, done, 0.0, 1)
+            ran = self.t.ran(name, clocked, 0.0)
             if name == "candidate":
                 for f in ran.hints:
                     self.report.add(f.model_copy(update={"shape": self.case.name}))
         return None
 
-    def block(self, name: str, replays: int) -> Ran:
-        return self.t.ran(name, *self.t.exchange(name, self.message(name, replays)), replays)
+    def exchange(self, name: str, replays: int, before_go: Callable[[], None] | None = None) -> Clocked:
+        ring = self.sides["candidate"]["gring"] if name == "candidate" else None
+        calls = len(self.sets) * replays
+        return self.t.exchange(name, self.message(name, replays), calls, ring, before_go)
+
+    def block(self, name: str, replays: int, before_go: Callable[[], None] | None = None) -> Ran:
+        """A block of `replays` replays, its time per call that of the replays alone: the ring copy after the last
+        replay is the same for every callable, a few microseconds in a block of milliseconds."""
+        clocked = self.exchange(name, replays, before_go)
+        calls = len(self.sets) * replays
+        return self.t.ran(name, clocked, self.t.cal.per_call(clocked.ms, calls, copies=0))
 
     def rounds(self, refs: References) -> dict[str, Replays]:
-        p, t, calls = self.p, self.t, len(self.sets)
+        p, t = self.p, self.t
         own = self.sides["candidate"]
         pristine = [raw.clone() for raw in own["gin"].raws]
         timed = {n: Replays() for n in t.names}
-        lead = lead_replays([r.median_ms for r in self.results.values()], calls, p.lead_ms)
+        lead = lead_replays([r.median_ms for r in self.results.values()], len(self.sets), p.lead_ms)
         for turn in range(p.graph_rounds):
             for name in t.names if turn % 2 == 0 else t.names[::-1]:
                 if name == "candidate":
@@ -222,36 +223,39 @@ class GraphTimer:
                 if name == "candidate":
                     own["gring"].poison()
                 ran, mine = self.block(name, p.graph_replays), timed[name]
-                mine.per_call += ran.times
-                mine.device.append(sum(ran.times) * calls)
-                mine.unaccounted.append(ran.host_ms - mine.device[-1])
+                mine.per_call.append(ran.per_call_ms)
+                mine.block.append(ran.ms)
                 if name == "candidate":
-                    check_inputs(self.report, self.case, self.shape, hints + ran.hints, own["gin"], pristine)
+                    check_inputs(self.report, self.case, self.shape, hints + ran.hints, own["gin"].raws, pristine)
                     spot_check(t.pick, self.ev.tol, self.report, self.case, self.shape, own["gring"], refs, self.sets)
         return timed
 
     def fresh(self) -> dict[str, float]:
-        """One replay of each callable on input sets rewritten with inputs none has seen, the candidate's
-        processes stopped while they are written; the candidate's outputs judged at FRESH_CHECKS calls."""
+        """One replay of each callable on input sets rewritten with inputs none has seen: the baselines' before
+        their turns, the candidate's by the harness once its block's gate has passed; the candidate's outputs judged
+        at FRESH_CHECKS calls."""
         t, ev = self.t, self.ev
         count = len(self.sides["candidate"]["gin"].groups)
         inputs = [ev.make_inputs(self.case.dims, ev.rng.randrange(2**SEED_BITS)) for _ in range(count)]
-        t.cand.freeze()
-        for side in self.sides.values():
+        own = self.sides["candidate"]
+
+        def write(side: dict[str, SharedBinding] = own) -> None:
             for views, group in zip(side["gin"].groups, inputs, strict=True):
                 for view, tensor in zip(views, group, strict=True):
                     view.copy_(tensor)
-        own = self.sides["candidate"]
-        pristine = [raw.clone() for raw in own["gin"].raws]
+
+        t.cand.freeze()
+        write(self.sides["baseline"])
         refs = References(ev.expected, inputs)
         times: dict[str, float] = {}
         for name in t.names if t.pick.random() < 0.5 else t.names[::-1]:
             if name == "candidate":
                 own["gring"].poison()
-            ran = self.block(name, 1)
-            times[name] = ran.times[0]
+            ran = self.block(name, 1, write if name == "candidate" else None)
+            times[name] = ran.per_call_ms
             if name == "candidate":
-                check_inputs(self.report, self.case, self.shape, ran.hints, own["gin"], pristine)
+                current = [v for views in own["gin"].groups for v in views]
+                check_inputs(self.report, self.case, self.shape, ran.hints, current, [x for g in inputs for x in g])
                 for _ in range(FRESH_CHECKS):
                     spot_check(t.pick, ev.tol, self.report, self.case, self.shape, own["gring"], refs, self.sets)
         return times

@@ -6,7 +6,7 @@ timed shape (131072 x 4096, 1 GiB of input) the timing phase with the default co
 three input sets with their float32 references in the harness (9 GiB), the candidate's pristine copies (3 GiB), the
 float64 reference's temporaries (about 14 GiB), the judge's float64 temporaries over a whole output (about 40 GiB;
 it judges in chunks now, checks.JUDGE_CHUNK), and in each of the two timing processes' shared buffers three input
-sets, an 8-slot output ring and a fresh set (12 GiB each), besides each process's flush buffer and its own outputs;
+sets, an 8-slot output ring and a fresh set (12 GiB each), besides each process's own outputs;
 and the harness's allocator kept what the correctness phase had cached, which cudaMalloc cannot use. Here the
 harness empties its own cache, measures what is free, and gives the shape at most SHARE of it, shrinking the ring
 and then the input sets (to MIN_INPUT_SETS and one slot at least); a shape that cannot fit even so is not timed,
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.report import MemoryPlan
+from jg_mcp.eval.sizing import cold_sets
 
 if TYPE_CHECKING:
     import torch
@@ -64,7 +65,7 @@ def free_bytes(device: str) -> int | None:
     return int(torch.cuda.mem_get_info()[0])
 
 
-def timed_need(inputs: int, outputs: int, references: int, work: int, flush: int, sets: int, slots: int) -> int:
+def timed_need(inputs: int, outputs: int, references: int, work: int, sets: int, slots: int) -> int:
     """Bytes one timed shape takes with `sets` input sets and `slots` ring slots, from the bytes of one input set,
     one output set (in the goal's dtypes) and one set's references:
     - the harness's allocator: every set's inputs and references, kept for the shape (`sets` x (inputs +
@@ -72,26 +73,27 @@ def timed_need(inputs: int, outputs: int, references: int, work: int, flush: int
       (making a set and its reference, judging a call's outputs);
     - the shared buffers, one copy per timing process: the input sets, the ring and the fresh set (2 x (sets x
       inputs + slots x outputs + inputs));
-    - in each of the two timing processes: its flush buffer and WORKER_OUTPUTS output sets."""
+    - in each of the two timing processes: WORKER_OUTPUTS output sets."""
     harness = sets * (inputs + references) + sets * inputs + work
     shared = 2 * (sets * inputs + slots * outputs + inputs)
-    return harness + shared + 2 * (flush + WORKER_OUTPUTS * outputs)
+    return harness + shared + 2 * WORKER_OUTPUTS * outputs
 
 
 def plan_timed(
     inputs: int, outputs: int, references: int, work: int | None, free: int | None, p: TimingParams
 ) -> MemoryPlan:
-    """The counts of a timed shape's buffers: the timing parameters' (`input_sets`, and as many ring slots as
+    """The counts of a timed shape's buffers: as many input sets as span `cold_bytes` (`sizing.cold_sets`), and as
+    many ring slots as
     `max_block` and `ring_bytes` allow), shrunk until `timed_need` is within SHARE of `free`: the ring halved to
     FEW_SLOTS, then the input sets down to MIN_INPUT_SETS, then the ring down to one slot. `work` is the harness's
     measured peak while it checked the shape (None: WORK_PER_BYTE times a set and its references). With no `free`
     (the CPU) the parameters' counts stand."""
-    sets = p.input_sets
+    sets = cold_sets(inputs, p.cold_bytes, p.input_sets)
     slots = max(1, min(p.max_block, p.ring_bytes // max(1, outputs)))
     temporaries = work if work is not None else WORK_PER_BYTE * (inputs + references)
 
     def need(s: int, r: int) -> int:
-        return timed_need(inputs, outputs, references, temporaries, p.flush_bytes, s, r)
+        return timed_need(inputs, outputs, references, temporaries, s, r)
 
     if free is None:
         return MemoryPlan(

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from jg_mcp.eval.scoring import ESCAPE_SHARE, FRESH_SLACK
+from jg_mcp.eval.scoring import FRESH_SLACK
 from jg_mcp.models import Strict
 
 
@@ -17,9 +17,9 @@ class TimingParams(Strict):
     warmup: int = Field(default=3, ge=0)
     """Untimed calls per input set and callable before timing."""
     min_reps: int = Field(default=20, ge=1)
-    """Fewest timed calls per callable."""
+    """Fewest timed calls per callable (over its timed blocks)."""
     max_reps: int = Field(default=2000, ge=1)
-    """Most timed calls per callable."""
+    """Most timed calls per callable (over its timed blocks)."""
     min_rounds: int = Field(default=4, ge=1)
     """Fewest rounds (each callable's block once) before the stopping rule is applied."""
     block_ms: float = Field(default=25.0, ge=0)
@@ -31,14 +31,17 @@ class TimingParams(Strict):
     max_block: int = Field(default=64, ge=1)
     """Most calls in one block."""
     target_rel_se: float = Field(default=0.01, gt=0)
-    """Stop when every callable's relative standard error of the median is under this."""
+    """Stop when every callable's relative standard error of the median (over its timed blocks' per-call times) is
+    under this."""
     budget_s: float = Field(default=1.5, gt=0)
     """Or when this much wall time per shape is spent."""
     input_sets: int = Field(default=3, ge=1)
-    """Input sets the timed calls (and their leads) rotate over call by call."""
+    """Fewest input sets the timed calls (and their leads) rotate over call by call (more where `cold_bytes`
+    needs them)."""
     fresh: int = Field(default=5, ge=0)
-    """Fresh-input calls per callable after timing, each on inputs written into the shared buffers just before it
-    (no callable can see them earlier) and timed alone: speed that needs seen inputs is caching."""
+    """Fresh-input calls per callable after timing, each on inputs the harness writes into the shared buffers once
+    the block's gate has passed (no callable can see them earlier), timed alone: speed that needs seen inputs is
+    caching."""
     spot_check_p: float = Field(default=0.25, ge=0, le=1)
     """Probability that a candidate block has one of its calls' outputs checked (at least `spot_checks` are)."""
     spot_checks: int = Field(default=2, ge=0)
@@ -46,8 +49,10 @@ class TimingParams(Strict):
     ring_bytes: int = Field(default=8 << 30, ge=1)
     """Most bytes of output ring per worker: a block has at most as many calls as ring slots, so any call's
     output can be the one checked."""
-    flush_bytes: int = Field(default=256 << 20, ge=0)
-    """L2 flush buffer zeroed before every timed call."""
+    cold_bytes: int = Field(default=256 << 20, ge=0)
+    """Bytes the timed input sets span together, at least (as many sets as that takes, up to sizing.MOST_SETS, as
+    memory allows): each set has left the L2 before a call reads it again, as an L2 flush before every call would
+    make it, with no flush for the candidate's process to skip."""
     graph_below_ms: float = Field(default=0.05, ge=0)
     """A shape whose fastest callable takes under this per call (per-call time, measured first) is timed under
     CUDA graphs too, and its speedups are the graphs' (jg_mcp/eval/graphs.py); 0: never. On the H200 (run 28) the
@@ -69,10 +74,6 @@ class TimingParams(Strict):
     work done once per block outside the replays is a share of the block's time the harness's clock must see."""
     graph_rounds: int = Field(default=6, ge=2)
     """Rounds of graph blocks per shape (A B, then B A, ...)."""
-    escape_share: float = Field(default=ESCAPE_SHARE, gt=0)
-    """Per call, how much more time the harness's clock may see beyond the candidate's reported times than beyond
-    the baselines' (as a share of the larger of the candidate's median and the baselines' unaccounted time, and at
-    least 0.01 ms) before it is TIMING_ESCAPE."""
     fresh_slack: float = Field(default=FRESH_SLACK, gt=1)
     """How many times slower on fresh inputs than on the timed sets the candidate may be, beyond the baselines'
     factor, before it is CACHED_OUTPUT (see scoring.FRESH_SLACK)."""

@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.models import Strict
 
-REPORT_VERSION = 11
+REPORT_VERSION = 12
 """2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, the block/fresh/spot-check timing parameters.
 3: `isolation`, `phases`, per-timing `unaccounted_ms`, `host_median_ms` measured by the harness's clock (optional).
 4: per-shape `pad_ms` and `launch_bound`, per-timing `lead` and `enqueue_ms`, the `lead_ms` timing parameter.
@@ -32,6 +32,9 @@ solution with its sha256 (the open policy copies the workspace's source files, n
 `isolation.stubbed`, the library files (cuBLAS for the GEMM goals) covered by failing stubs in the sandbox; shapes
 of kind `extreme` with `chosen`, per-shape `check_peak_bytes`, `memory` and `timing_skipped`: buffers are sized to
 the GPU's free memory, and the domain's largest corner is checked where it fits.
+12: every time is the harness's own (jg_mcp/eval/clock.py): per-shape `clock`, `ordering_ms` and `copy_ms`, per-timing
+`blocks` (its statistics are over the timed blocks' per-call times), the timing parameter `cold_bytes`; no flush or pad
+per call (`l2_flush_bytes` 0, `pad_ms` 0), and no `unaccounted_ms` or `host_median_ms`.
 Reports of earlier versions still load (the new fields are optional; one without `policy` was judged by the
 Triton-only policy)."""
 
@@ -111,10 +114,10 @@ class GraphTiming(ReportModel):
     """Calls in the graph."""
     sets: int
     """Input sets the calls rotate over."""
-    unaccounted_ms: float
-    """Median over timed blocks of the block's wall time by the harness's clock beyond the replays' reported times."""
+    unaccounted_ms: float | None = None
+    """Version 11 and earlier: the harness's clock around a block beyond the replays' reported times."""
     block_ms: float
-    """Median over timed blocks of the replays' reported times together."""
+    """Median over timed blocks of the harness's time of the block."""
     fresh_ms: float
     """Per call, one replay on input sets rewritten just before it, never seen by any callable."""
 
@@ -123,7 +126,8 @@ class Timing(ReportModel):
     """Device time of one callable at one shape."""
 
     median_ms: float
-    """Median of the per-call times."""
+    """Median of the per-call times (from version 12 one per timed block: the harness's time of the block, less
+    the calibrated ordering and copies, divided by its calls)."""
     iqm_ms: float | None = None
     """Interquartile mean (the mean of the middle half) of the per-call times; reported beside the median, which
     the speedups use (version 7)."""
@@ -135,26 +139,26 @@ class Timing(ReportModel):
     """90th percentile."""
     reps: int
     """Timed calls."""
+    blocks: int | None = None
+    """Timed blocks (version 12)."""
     rel_se_median: float
     """Relative standard error of the median (the stopping rule's statistic)."""
     host_median_ms: float | None = None
-    """The harness's own clock: median over blocks of the block's wall time divided by its calls (flush, call and
-    output copy each). Version 2 reports: a probe of call + synchronize in the candidate process."""
+    """Versions 3-11: the harness's wall clock per call around a block."""
     unaccounted_ms: float | None = None
-    """Median over blocks of the per-call wall time the harness saw beyond the device times reported for them."""
+    """Versions 3-11: the per-call wall time the harness saw beyond the device times the worker reported."""
     block: int = 1
     """Calls per block: this callable's back-to-back calls in each turn."""
     lead: int = 0
     """Calls of the lead block before each timed block (their times unused): they bring the GPU to this
     callable's steady state (the clock under its own power draw)."""
     enqueue_ms: float | None = None
-    """Host time per call to queue a block's calls (the worker's report, used to size the pad and for `host_waits`)."""
+    """Host time per call to queue a block's calls (the worker's report; it sizes the harness's gate)."""
     host_waits: bool = False
-    """The call waits for the GPU inside itself (a host synchronisation: `.item()`, `.tolist()`, a synchronize):
-    its host time per call is over the GPU's time before the call starts (flush and pad) plus half its own, which a
-    host that only queues work stays well under. Its time then includes the host's response to the GPU and moves
-    with the host (GPU only). A note, not a check: the host time is the worker's own report, bounded by the
-    harness's clock, so for the candidate it is what its process says."""
+    """The call waits for the GPU inside itself (a host synchronisation: `.item()`, `.tolist()`, a synchronize): the
+    GPU left the harness's gate before the worker said the block was queued, though the gate was long enough for
+    the block's queueing by its last report. Its time then includes the host's response to the GPU and moves with
+    the host (GPU only). A note, not a check."""
     fresh_median_ms: float | None = None
     """Median time of single calls on inputs written just before each call, never seen by any callable before."""
     do_bench_ms: float | None = None
@@ -234,11 +238,17 @@ class ShapeResult(ReportModel):
     clocks: ClockSummary | None = None
     """GPU clocks and power while this shape was timed (GPU only, where NVML answers)."""
     pad_ms: float = 0.0
-    """GPU sleep between the L2 flush and each timed call, the same for every callable of the shape (GPU only)."""
+    """Versions 4-11: GPU sleep between the L2 flush and each timed call (from version 12 the harness's gate hides
+    launches: no pad)."""
     launch_bound: bool = False
-    """Some callable needs about as much host time to queue a call as the GPU takes to run flush and call: without
-    the pad its time would depend on the host. With it, every time here is device time with launches hidden (as
-    under a CUDA graph), for every callable alike."""
+    """Versions 4-11: some callable needed the pad."""
+    clock: str | None = None
+    """Which clock timed the shape's blocks (version 12: the harness's own, jg_mcp/eval/clock.py)."""
+    ordering_ms: float | None = None
+    """What the clock saw of an empty block on the baselines' process: subtracted once from every block."""
+    copy_ms: float | None = None
+    """What the clock saw per call of a no-work callable on the baselines' process (the copy of one call's outputs
+    into its ring slot): subtracted once per call from every per-call block."""
     input_seeds: list[int] = []
     """The seeds of the timed input sets (the goal's `make_inputs(dims, seed)`): drawn in secret for this eval and
     published once its candidate has ended, so an independent measurement can time the same inputs (where the
@@ -311,7 +321,9 @@ class TimingMethod(ReportModel):
     budget_s: float = 0.0
     """Or when this much wall time per shape is spent."""
     l2_flush_bytes: int = 0
-    """Size of the buffer zeroed before each call."""
+    """Version 11 and earlier: size of the buffer zeroed before each call (none from version 12)."""
+    cold_bytes: int = 0
+    """Bytes the timed input sets span together, at least: a set has left the L2 before it is read again."""
     block_ms: float = 0.0
     """Device time of one block of back-to-back calls of one callable (0: one call per turn)."""
     lead_ms: float = 0.0

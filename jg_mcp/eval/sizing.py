@@ -1,58 +1,22 @@
-"""How a timed shape's calls are grouped and their times read: the pad that hides launches, the calls per lead
-and per timed block, the median, the interquartile mean and the median's standard error, and whether a callable's
-host waits for the GPU. Plain arithmetic on measured numbers; the protocol that measures them is
-jg_mcp/eval/timing.py."""
+"""How a timed shape's calls are grouped and their times read: the input sets they rotate over, the calls per lead
+and per timed block, the median, the interquartile mean and the median's standard error. Plain arithmetic on
+measured numbers; the protocol that measures them is jg_mcp/eval/timing.py."""
 
 from __future__ import annotations
 
 import math
 import statistics
 
-PAD_SHARE = 0.5
-"""A shape is launch-bound when a callable's host time to queue one call exceeds this share of the GPU's time for
-flush and call: the host could fall behind the GPU, and the launch would show in the call's time."""
-PAD_FACTOR = 1.5
-"""The pad is this multiple of the largest host time per call, so the GPU stays behind the host."""
-PAD_MAX_MS = 0.5
-"""The longest pad."""
+MOST_SETS = 64
+"""The most input sets the timed calls rotate over (`cold_sets`)."""
 MAX_LEAD_CALLS = 1024
 """The most calls in one lead block."""
 
 
-def pad_for(queue_ms: dict[str, float], device_ms: dict[str, float], flush_ms: float) -> float:
-    """The shape's pad: 0 unless some callable's host time per call (`queue_ms`, from a block as long as a timed
-    block, in the callable's steady state) is over PAD_SHARE of the GPU's time for flush and call, else PAD_FACTOR
-    times the largest host time per call, at most PAD_MAX_MS."""
-    if not any(q > PAD_SHARE * (flush_ms + device_ms[n]) for n, q in queue_ms.items()):
-        return 0.0
-    return round(min(PAD_MAX_MS, PAD_FACTOR * max(queue_ms.values())), 4)
-
-
-def flush_time_ms(flush_bytes: int) -> float:
-    """The GPU's time to zero a flush buffer of `flush_bytes` (the median of five), measured in this process."""
-    import torch
-
-    if flush_bytes == 0:
-        return 0.0
-    buf = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
-    times = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        buf.zero_()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def waits_for_gpu(enqueue_ms: float, median_ms: float, flush_ms: float, pad_ms: float) -> bool:
-    """Whether a callable's host waited for the GPU inside its calls: its host time per call is over the GPU's time
-    before each call starts (flush and pad) plus half the call's own. A host that only queues work stays under it
-    (the pad is sized so, and a shape without one has every host well ahead of the GPU); one that synchronises
-    inside the call cannot get ahead of the GPU at all. On the H200, grouped_gemm's `.tolist()` callables queued
-    1.0-3.6 ms per call against 0.6-1.9 ms of this bound, grouped_mm 0.07-0.13 ms."""
-    return enqueue_ms > flush_ms + pad_ms + 0.5 * median_ms
+def cold_sets(set_bytes: int, cold_bytes: int, least: int) -> int:
+    """Input sets for the timed calls to rotate over: the fewest that span `cold_bytes` together, at least `least`
+    and at most MOST_SETS."""
+    return max(least, min(MOST_SETS, math.ceil(cold_bytes / max(1, set_bytes))))
 
 
 def rotation(count: int, n_sets: int, first: int = 0) -> list[int]:
@@ -72,7 +36,18 @@ def iqm(times_ms: list[float]) -> float:
 
 def summarize(times_ms: list[float]) -> dict[str, float]:
     """Median, quartiles, interquartile mean and the relative standard error of the median (normal approximation,
-    IQR-based sigma)."""
+    IQR-based sigma). A single time has a spread of 0 and an infinite standard error."""
+    if len(times_ms) < 2:
+        t = times_ms[0]
+        return {
+            "median_ms": t,
+            "iqm_ms": t,
+            "iqr_ms": 0.0,
+            "q10_ms": t,
+            "q90_ms": t,
+            "reps": 1,
+            "rel_se_median": math.inf,
+        }  # noqa: E501
     q = statistics.quantiles(times_ms, n=20, method="inclusive")
     q25, q75 = statistics.quantiles(times_ms, n=4, method="inclusive")[0::2]
     med = statistics.median(times_ms)

@@ -31,13 +31,14 @@ def check_inputs(
     case: Case,
     shape: ShapeResult,
     hints: list[Finding],
-    inputs: SharedBinding,
+    current: list[torch.Tensor],
     pristine: list[torch.Tensor],
 ) -> None:
-    """After a candidate block: report the block's hints, and stop timing if an input set changed."""
+    """After a candidate block: report the block's hints, and stop timing if an input (`current`, as the harness
+    reads it now) differs from what the harness wrote (`pristine`)."""
     for f in hints:
         report.add(f.model_copy(update={"shape": case.name}))
-    if not all(torch.equal(raw, keep) for raw, keep in zip(inputs.raws, pristine, strict=True)):
+    if not all(torch.equal(now, keep) for now, keep in zip(current, pristine, strict=True)):
         shape.correct = False
         report.add(
             Finding(
@@ -91,11 +92,11 @@ def fresh_pass(
     results: dict[str, Timing],
     lead: bool = False,
 ) -> None:
-    """Single calls on inputs written into the callable's own fresh input set just before each call, so that no
-    callable (the candidate can read every buffer bound to it) sees them earlier; callables take turns call by call,
-    so host noise falls on all of them alike. Every candidate output is checked. With `lead`, each call
-    follows a lead block of its callable rotating over the timed sets, as its timed blocks did (on a
-    power-capped GPU a single call otherwise runs at whatever clock the harness's own work left)."""
+    """Single calls on inputs the harness writes into the callable's own fresh input set once the block's gate has
+    passed, so that no callable (the candidate can read every buffer bound to it) sees them before its call;
+    callables take turns call by call, so host noise falls on all of them alike. Every candidate output is checked.
+    With `lead`, each call follows a lead block of its callable rotating over the timed sets, as its timed blocks
+    did (on a power-capped GPU a single call otherwise runs at whatever clock the harness's own work left)."""
     p, ev = t.p, t.ev
     if p.fresh <= 0:
         return
@@ -114,20 +115,22 @@ def fresh_pass(
             if lead and results[name].lead:
                 hints = t.lead_block(report, case, shape, name, rotation(results[name].lead, n_sets)).hints
             own = cand_side if name == "candidate" else base_side
-            for view, tensor in zip(own["fresh"].groups[0], inputs, strict=True):
-                view.copy_(tensor)
-            pristine = [raw.clone() for raw in own["fresh"].raws]
+
+            def write(views: list[torch.Tensor] = own["fresh"].groups[0], tensors: list[torch.Tensor] = inputs) -> None:
+                for view, tensor in zip(views, tensors, strict=True):
+                    view.copy_(tensor)
+
             if name == "candidate":
                 own["ring"].poison(0)
-            ran = t.block(name, [0], "fresh")
-            times[name] += ran.times
+            ran = t.block(name, [0], "fresh", before_go=write)
+            times[name].append(ran.per_call_ms)
             if name == "candidate":
-                check_inputs(report, case, shape, hints + ran.hints, own["fresh"], pristine)
+                check_inputs(report, case, shape, hints + ran.hints, own["fresh"].groups[0], inputs)
                 spot_check(t.pick, ev.tol, report, case, shape, own["ring"], [ev.expected(inputs)], [0])
     for name, ts in times.items():
         results[name].fresh_median_ms = statistics.median(ts)
     if ev.o.do_bench:
         t.cand.freeze()
         for name in t.names[1:]:
-            t.base.send(DoBench(fn=name, inputs="tin", pad_ms=t.pad_ms))
+            t.base.send(DoBench(fn=name, inputs="tin"))
             results[name].do_bench_ms = t.base.expect(Benched).median_ms

@@ -91,21 +91,20 @@ CPU_TIMING = {
     "timing_on_cpu": True,
     "domain_shapes": 0,
     "timing": {
-        "flush_bytes": 48 << 20,
+        "cold_bytes": 48 << 20,
         "budget_s": 0.5,
         "lead_ms": 5.0,
         "min_reps": 10,
         "warmup": 2,
         "fresh": 8,
         "ring_bytes": 64 << 20,
-        "escape_share": 0.5,
         "fresh_slack": 2.0,
     },
 }
-"""Options of evals that run the timing protocol on the CPU (CPU time for device time; a flush larger than this
-machine's L3, as the GPU's flush is larger than its L2; a wider escape margin and fresh-input slack for a shared
-2-core machine, where an honest single call on fresh inputs ran 1.1x-2.2x its timed median and the caching hacks
-of test_hacks.py ran 37x-530x)."""
+"""Options of evals that run the timing protocol on the CPU (the worker's CPU clock for the harness's events; input
+sets spanning more than this machine's L3, as on the GPU they span more than its L2; a wider fresh-input slack for a
+shared 2-core machine, where an honest single call on fresh inputs ran 1.1x-2.2x its timed median and the caching
+hacks of test_hacks.py ran 37x-530x)."""
 
 
 def eval_solution(solution: Path, goal: str | Path, root: Path, whole: bool = False, **options) -> EvalReport:

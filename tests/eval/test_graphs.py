@@ -10,7 +10,7 @@ from eval_suite import CPU_TIMING, eval_solution
 from jg_mcp.eval.graphs import MOST_CALLS, graph_calls, graph_sets, lead_replays, replay_calls
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import GraphTiming
-from jg_mcp.eval.scoring import GRAPH_FRESH_MIN_MS, gained, graph_escaped
+from jg_mcp.eval.scoring import GRAPH_FRESH_MIN_MS, gained
 
 HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
 GRAPHED = CPU_TIMING | {
@@ -72,21 +72,6 @@ def kernel(x, y, alpha):
 """Fails on the graph's calls only, as a callable that cannot be captured fails its capture on the GPU."""
 
 
-def graph_timing(median: float, unaccounted: float, fresh: float | None = None, calls: int = 64) -> GraphTiming:
-    return GraphTiming(
-        median_ms=median,
-        iqm_ms=median,
-        q10_ms=median,
-        q90_ms=median,
-        replays=18,
-        calls=calls,
-        sets=4,
-        unaccounted_ms=unaccounted,
-        block_ms=3 * calls * median,
-        fresh_ms=fresh if fresh is not None else median,
-    )
-
-
 def test_a_graph_rotates_over_the_fewest_sets_that_leave_the_l2_and_reads_each_equally_often():
     assert graph_sets(5e6, 256 << 20) == 54
     assert graph_sets(1e9, 256 << 20) == 3, "at least three sets"
@@ -110,33 +95,6 @@ def test_a_graph_has_as_many_calls_as_fill_a_replay_at_the_fastest_baselines_tim
     assert replay_calls(50, 64, 1e-9, 4.0, fit=10**6) == 2000 <= MOST_CALLS, "at most MOST_CALLS, sets equally"
     assert replay_calls(50, 64, 0.008, 4.0, fit=320) == 300, "as many as the ring holds"
     assert replay_calls(50, 64, 0.008, 4.0, fit=10) == 100, "never under graph_calls (the ring check says no)"
-
-
-def test_the_harness_s_own_work_per_block_is_no_escape_in_a_graph_sized_by_time():
-    """Rope's 8b decode shape on the H200 (run 56's repeat): the solution 3.74 us per call in the graph, the fastest
-    baseline about 8 us per call, and the harness's clock saw 3.26 ms per block beyond the solution's replays, 2.03
-    and 2.45 ms beyond the baselines'. In a graph of 100 calls (1.1 ms of replays per block) that was an escape, in
-    both timings; sized to a 4 ms replay it is not, while work kept off the books still is."""
-    lib = graph_timing(0.0049, unaccounted=2.45, calls=500)
-    calls = replay_calls(50, 64, 0.008, 4.0, fit=10**6)
-    assert graph_escaped(graph_timing(0.00374, unaccounted=3.26, calls=100), {"lib": lib})
-    assert not graph_escaped(graph_timing(0.00374, unaccounted=3.26, calls=calls), {"lib": lib})
-    after = graph_timing(0.0015, unaccounted=2.45 + calls * 0.00374, calls=calls)
-    assert graph_escaped(after, {"lib": lib}), "empty replays, the checked outputs computed once after"
-    halved = graph_timing(0.00374 / 2, unaccounted=2.45 + 3 * calls * 0.00374 / 2, calls=calls)
-    assert graph_escaped(halved, {"lib": lib}), "times reported at half the replays' device time"
-
-
-def test_time_the_harness_saw_beyond_the_replays_is_an_escape_only_beyond_the_baselines():
-    honest, lib = graph_timing(0.0035, unaccounted=0.40), graph_timing(0.005, unaccounted=0.38)
-    assert not graph_escaped(honest, {"lib": lib})
-    computed_after = graph_timing(0.0002, unaccounted=0.40 + 64 * 0.007)
-    assert graph_escaped(computed_after, {"lib": lib}), "empty replays, the checked outputs computed once after"
-    half_after = graph_timing(0.00175, unaccounted=0.40 + 32 * 0.0035)
-    assert not graph_escaped(half_after, {"lib": lib}), "a share under GRAPH_UNACCOUNTED_MIN_MS"
-    long_block = graph_timing(0.01, unaccounted=0.9, calls=512)
-    assert not graph_escaped(long_block, {"lib": graph_timing(0.012, 0.3)}), "0.6 ms beside 15 ms of replays"
-    assert graph_escaped(long_block.model_copy(update={"unaccounted_ms": 3.0}), {"lib": graph_timing(0.012, 0.3)})
 
 
 def test_speed_on_seen_sets_under_a_graph_is_caching_unless_the_baselines_share_it():

@@ -1,5 +1,6 @@
-"""Timing: statistics, the physical floor, the rules that read the harness's clock, and the timing protocol run
-end to end on the CPU (host-clock stand-ins for CUDA events) with an honest candidate."""
+"""Timing: statistics, the physical floor, the harness's clock and its calibration, and the timing protocol run end
+to end on the CPU (the worker process's CPU clock, read by the harness, for its CUDA events) with an honest
+candidate."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 from eval_suite import REPO, timing
 
 from jg_mcp.eval.options import EvalOptions, TimingParams
-from jg_mcp.eval.scoring import escaped, floor_ms, seen_inputs_gain
-from jg_mcp.eval.sizing import block_sizes, iqm, pad_for, summarize
+from jg_mcp.eval.clock import Calibration
+from jg_mcp.eval.scoring import floor_ms, seen_inputs_gain
+from jg_mcp.eval.sizing import block_sizes, cold_sets, iqm, summarize
 
 AXPY = REPO / "jg_mcp" / "demo_goal" / "axpy.yaml"
 HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
@@ -49,80 +51,23 @@ def test_block_sizes_fill_the_block_time_within_bounds():
     assert block_sizes({"a": 1.0}, 0.0, 64) == {"a": 1}
 
 
-def test_time_the_harness_saw_beyond_the_reported_times_is_an_escape_only_beyond_the_baselines():
-    assert escaped(timing(1.0, unaccounted=0.9), {"lib": timing(2.0, unaccounted=0.1)})
-    assert not escaped(timing(1.0, unaccounted=0.12), {"lib": timing(2.0, unaccounted=0.1)})
-    assert not escaped(timing(1.0, unaccounted=0.5), {"lib": timing(2.0, unaccounted=0.45)})
-    assert escaped(timing(1.0, unaccounted=0.9), {}), "with no baseline timed the candidate's own clock still counts"
-    assert not escaped(timing(1.0, unaccounted=0.01), {})
-    assert not escaped(timing(0.001, unaccounted=0.008), {"lib": timing(0.001, unaccounted=0.0)})
+def test_a_block_is_credited_with_its_clock_less_the_calibrated_ordering_and_copies():
+    cal = Calibration(ordering_ms=0.3, copy_ms=0.01)
+    assert cal.per_call(25.3 + 64 * 0.01, 64) == pytest.approx(25.0 / 64)
+    assert cal.per_call(12.3, 3 * 100, copies=0) == pytest.approx(12.0 / 300), "a graph block: ordering alone"
+    assert cal.per_call(0.2, 10) > 0, "a block under its calibration is credited with almost nothing, never less"
 
 
-def test_a_pad_the_candidate_forced_does_not_widen_the_escape_margin():
-    """The pad follows the slowest host a callable reports: a candidate reporting a slow host gets every callable
-    padded by up to 0.5 ms, and a margin that grew with the baselines' unaccounted time would then hide 0.05 ms of
-    forged time per call (half of this 0.1 ms kernel)."""
-    lib = {"lib": timing(0.2, unaccounted=0.52)}
-    assert escaped(timing(0.1, unaccounted=0.57), lib, pad_ms=0.5)
-    assert not escaped(timing(0.1, unaccounted=0.525), lib, pad_ms=0.5), "within the noise floor"
-    assert not escaped(timing(0.1, unaccounted=0.57), lib), "unpadded, 0.52 ms is the baselines' own overhead"
+def test_the_timed_sets_span_the_cold_bytes_within_bounds():
+    assert cold_sets(64 << 20, 256 << 20, 3) == 4
+    assert cold_sets(1 << 30, 256 << 20, 3) == 3, "large sets: the least"
+    assert cold_sets(1000, 256 << 20, 3) == 64, "tiny sets: at most MOST_SETS"
 
 
 def test_speed_that_needs_seen_inputs_is_caching_unless_the_baselines_share_it():
     assert seen_inputs_gain(timing(1.0, fresh=3.0), {"lib": timing(2.0, fresh=2.1)})
     assert not seen_inputs_gain(timing(1.0, fresh=3.0), {"lib": timing(2.0, fresh=6.0)})
     assert not seen_inputs_gain(timing(1.0, fresh=1.2), {"lib": timing(2.0, fresh=2.0)})
-
-
-def test_the_pad_is_sized_by_the_slowest_host_only_when_the_host_could_fall_behind():
-    flush = 0.07
-    assert pad_for({"candidate": 0.02, "lib": 0.03}, {"candidate": 0.5, "lib": 0.6}, flush) == 0.0
-    assert pad_for({"candidate": 0.02, "lib": 0.06}, {"candidate": 0.005, "lib": 0.008}, flush) == 0.09
-    assert pad_for({"candidate": 0.02, "lib": 5.0}, {"candidate": 0.005, "lib": 0.008}, flush) == 0.5
-
-
-def test_the_pad_is_decided_on_a_block_as_long_as_a_timed_one(tmp_path, timing_goal, monkeypatch):
-    """On the H200 one eval of gemm_fp8 queued cuBLASLt at 0.2 ms per call in its first blocks (warm-up and
-    estimate, 3-9 calls) and 0.11 ms in its timed blocks: the first blocks padded that eval and not its repeat. The
-    pad is now decided on each callable's host time over one block as long as its timed blocks, run after its
-    warm-up and estimate blocks (on the CPU the rule runs and its pad is not applied)."""
-    from eval_suite import CPU_TIMING, eval_solution
-
-    from jg_mcp.eval import timing
-
-    blocks: list[tuple[str, int, float]] = []
-    decided: list[dict[str, float]] = []
-    real_block, real_pad = timing.TimingPhase.block, timing.pad_for
-
-    def block(self, name, sets, inputs):
-        ran = real_block(self, name, sets, inputs)
-        if inputs == "tin":
-            blocks.append((name, len(sets), ran.enqueue_ms))
-        return ran
-
-    def pad_for(queue, device, flush):
-        decided.append(dict(queue))
-        blocks.append(("pad decided", 0, 0.0))
-        return real_pad(queue, device, flush)
-
-    monkeypatch.setattr(timing.TimingPhase, "block", block)
-    monkeypatch.setattr(timing, "pad_for", pad_for)
-    (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "solution.py").write_text(HONEST)
-    report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **CPU_TIMING)
-    assert len(decided) >= len(report.shapes) >= 2  # a shape timed twice (a statistical finding) decides again
-    marks = [i for i, b in enumerate(blocks) if b[0] == "pad decided"]
-    for mark, queue in zip(marks, decided, strict=True):
-        names = sorted(queue)
-        settle = blocks[mark - len(names) : mark]
-        assert sorted(b[0] for b in settle) == names
-        assert queue == {b[0]: b[2] for b in settle}
-        warmup = report.timing.warmup_calls
-        for name, calls, _ in settle:
-            lead, timed = [b for b in blocks[mark:] if b[0] == name][:2]  # each timed block follows its lead
-            assert calls == timed[1] > 3, (name, calls, timed)
-            first = [b for b in blocks[:mark] if b[0] == name][-3:]
-            assert [b[1] for b in first] == [warmup * 3, 3, calls], first  # warm-up, estimate, the queue's block
 
 
 def test_a_misspelt_timing_override_is_an_error():
@@ -150,9 +95,10 @@ def test_an_honest_candidate_timed_on_the_cpu_is_accepted_with_every_measurement
     assert report.isolation.sandbox == "none" or isolation == "auto"
     for shape in report.shapes:
         cand = shape.candidate
-        assert cand is not None and cand.reps >= 10 and cand.fresh_median_ms and cand.unaccounted_ms is not None
-        assert cand.lead > 0 and cand.enqueue_ms is not None and shape.pad_ms == 0 and not cand.host_waits
-        assert set(shape.baselines) == {"torch_add"} and shape.baselines["torch_add"].host_median_ms
+        assert cand is not None and cand.reps >= 10 and cand.fresh_median_ms and cand.blocks and cand.blocks >= 4
+        assert cand.lead > 0 and cand.enqueue_ms is not None and not cand.host_waits
+        assert shape.clock and "CPU clock" in shape.clock and shape.ordering_ms is not None and shape.copy_ms
+        assert set(shape.baselines) == {"torch_add"}
         assert cand.q10_ms <= cand.iqm_ms <= cand.q90_ms, "the interquartile mean sits inside the spread"
         parts = {"check", "check_reference", "check_bind", "check_calls", "warm_candidate", "warm_baselines", "time"}
         assert set(shape.wall_s) == parts
@@ -170,7 +116,7 @@ def test_every_call_reads_another_input_set_than_the_call_before(tmp_path, timin
     from eval_suite import CPU_TIMING, eval_solution
 
     from jg_mcp.eval.processes.process import WorkerProcess
-    from jg_mcp.eval.wire.messages import Block
+    from jg_mcp.eval.wire.messages import NULL_FN, Block
 
     sent: list[Block] = []
     real = WorkerProcess.send
@@ -187,9 +133,16 @@ def test_every_call_reads_another_input_set_than_the_call_before(tmp_path, timin
     assert report.shapes and all(s.correct for s in report.shapes), [f.detail for f in report.findings]
     timed_sets = [block for block in sent if block.inputs == "tin"]
     assert sum(len(block.sets) > 1 for block in timed_sets) >= 4 * len(report.shapes)
+    counts = {s.memory.input_sets for s in report.shapes if s.memory}
+    assert counts and min(counts) > 3, "the sets span cold_bytes"
+
+    def rotates(sets: list[int]) -> bool:
+        return any(all(b == (a + 1) % n for a, b in zip(sets, sets[1:], strict=False)) for n in counts)
+
     for block in timed_sets:
-        assert all(b == (a + 1) % 3 for a, b in zip(block.sets, block.sets[1:], strict=False)), block.sets
+        assert rotates(block.sets), block.sets
     assert all(block.ring == "ring" for block in sent), "every block has the one form, its outputs kept"
+    assert all(block.fn == NULL_FN for block in sent if not block.sets), "only calibration blocks are empty"
     sizes = {
         (name, t.lead, t.block)
         for shape in report.shapes
@@ -200,7 +153,7 @@ def test_every_call_reads_another_input_set_than_the_call_before(tmp_path, timin
     pairs = [(a, b) for a, b in pairs if (a.fn, len(a.sets), len(b.sets)) in sizes]  # a lead, its timed block
     assert len(pairs) >= 2 * 4 * len(report.shapes)
     for lead, timed in pairs:
-        assert timed.sets[0] == (lead.sets[-1] + 1) % 3, (lead.sets, timed.sets)
+        assert rotates([lead.sets[-1], timed.sets[0]]), (lead.sets, timed.sets)
 
 
 NEEDS_ITS_OUTPUT_FREED = """
@@ -238,21 +191,6 @@ def test_a_timed_call_runs_with_the_previous_calls_output_freed_as_under_do_benc
     report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **CPU_TIMING)
     assert all(s.correct for s in report.shapes), [f.detail for f in report.findings]
     assert all(s.candidate is not None and s.candidate.reps >= 10 for s in report.shapes)
-
-
-def test_a_call_that_waits_for_the_gpu_is_told_from_one_that_only_queues():
-    """Host time per call, device median, flush and pad as measured on the H200 (eval/results/h200/runs/):
-    grouped_gemm's solution and matmul_loop call `.tolist()` inside the call; of every other callable at all 37
-    timed shapes, the nearest to the bound (rope's eager at decode_bs256) queued in under half of it."""
-    from jg_mcp.eval.sizing import waits_for_gpu
-
-    assert waits_for_gpu(1.0020, 0.2758, 0.085, 0.5)
-    assert waits_for_gpu(3.4240, 2.5455, 0.085, 0.5)
-    assert waits_for_gpu(2.0187, 1.3180, 0.085, 0.5)
-    assert not waits_for_gpu(0.1090, 0.1658, 0.085, 0.5)
-    assert not waits_for_gpu(0.3959, 0.0672, 0.085, 0.5)
-    assert not waits_for_gpu(0.1403, 1.2290, 0.085, 0.0)
-    assert not waits_for_gpu(0.1202, 0.2589, 0.085, 0.0)
 
 
 SLOW_ON_FIRST_FRESH = """

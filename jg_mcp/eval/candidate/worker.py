@@ -31,6 +31,7 @@ from jg_mcp.eval.wire.messages import (
     Block,
     Call,
     DoBench,
+    Gates,
     Graph,
     ImportFailed,
     Ready,
@@ -93,6 +94,7 @@ def watch_group() -> None:
 def serve(worker: Worker, reader: channel.Reader) -> int:
     handlers: dict[type, Callable[[Any], object]] = {
         Bind: worker.bind,
+        Gates: worker.gates,
         Release: worker.release,
         Call: worker.call,
         Block: worker.block,
@@ -141,6 +143,7 @@ def main(argv: list[str]) -> int:
         if setup.role == "candidate":
             bound_files()
         worker = Worker(sock, setup)
+        worker.reader = reader
     except Exception as exc:
         channel.send(fd, WorkerError(error=f"{type(exc).__name__}: {exc}").model_dump(mode="json"))
         return 1

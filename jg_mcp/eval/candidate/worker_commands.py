@@ -1,7 +1,8 @@
 """What a worker process does for the harness (jg_mcp/eval/candidate/worker.py runs it): the `Worker` answers each
-command (bind the harness's buffers, call a callable, time a block or a CUDA graph of its calls, do_bench) on tensors
-laid over memory the harness shares with it, and reports what it did with the hints its guard saw. For the candidate's
-role nothing it says is believed: the harness reads the buffers itself and checks the times against its own clock.
+command (bind the harness's buffers, call a callable, run a block or a CUDA graph of its calls behind the harness's
+gate, do_bench) on tensors laid over memory the harness shares with it, and reports what it did with the hints its
+guard saw. It reports no times: the harness clocks every block itself (jg_mcp/eval/clock.py), and for the
+candidate's role nothing the worker says is believed: the harness reads the buffers itself.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
 from jg_mcp.eval.wire import channel
 from jg_mcp.eval.wire.messages import (
+    COMMAND,
+    NULL_FN,
     Benched,
     Bind,
     Block,
@@ -28,15 +31,18 @@ from jg_mcp.eval.wire.messages import (
     Call,
     DoBench,
     Done,
+    Gates,
     Graph,
     OutputMeta,
+    Queued,
     Release,
+    Resume,
     Setup,
     Warm,
 )
 
-PAD_CYCLES_PER_MS = 2_500_000
-"""Cycles of `torch.cuda._sleep` per ms of pad: at least the pad at any SM clock up to 2.5 GHz."""
+RESUME_WAIT_S = 600
+"""How long a CPU block waits for the harness's `Resume`."""
 
 
 class Worker:
@@ -60,7 +66,11 @@ class Worker:
             torch.set_num_threads(1)  # the CPU stand-in: no thread pool spinning into the harness's CPU-time clock
         self.bound: dict[str, Any] = {}
         self.fns: dict[str, Any] = {}
-        self.flush: Any = None
+        self.reader: Any = None
+        """The command channel's reader (set by worker.main), for the `Resume` inside a CPU block."""
+        self.go: Any = None
+        self.done: Any = None
+        """The harness's interprocess events (`Gates`, GPU only)."""
         self.graphs: dict[tuple[str, str, tuple[int, ...]], tuple[Any, list[Any]]] = {}
         """Captured CUDA graphs and their outputs, by callable, input binding and sets (until the binding goes)."""
         self.recorder = OpRecorder(set(setup.forbidden_ops))
@@ -168,76 +178,82 @@ class Worker:
         self.sync()
         return metas
 
+    def gates(self, cmd: Gates) -> None:
+        torch = self.torch
+        device = torch.cuda.current_device()
+        self.go = torch.cuda.Event.from_ipc_handle(device, bytes.fromhex(cmd.go))
+        self.done = torch.cuda.Event.from_ipc_handle(device, bytes.fromhex(cmd.done))
+        self.send(Bound(name="gates"))
+
     def block(self, cmd: Block) -> None:
         torch = self.torch
         sets = self.bound[cmd.inputs].groups
         ring = self.bound[cmd.ring].groups if cmd.ring is not None else []
-        fn = self.fns[cmd.fn]
-        if self.flush is None or self.flush.numel() != cmd.flush_bytes:
-            self.flush = torch.empty(cmd.flush_bytes, dtype=torch.uint8, device=self.device)
-        cuda = self.device == "cuda"
-        event = self.guard.watched["torch.cuda.Event"]
-        pad = int(cmd.pad_ms * PAD_CYCLES_PER_MS) if cuda else 0
-        clock = time.thread_time  # the CPU stand-in measures CPU time, as the harness's clock of it does
-        marks: list[Any] = []
-        try:
-            begin = time.perf_counter()
+        fn = empty_outputs(torch, ring) if cmd.fn == NULL_FN else self.fns[cmd.fn]
+
+        def calls() -> None:
             for i, s in enumerate(cmd.sets):
-                self.flush.zero_()
-                if cuda:
-                    if pad:
-                        torch.cuda._sleep(pad)
-                    start, end = event(enable_timing=True), event(enable_timing=True)
-                    start.record()
-                    out = fn(*sets[s])
-                    end.record()
-                    marks.append((start, end))
-                else:
-                    t0 = clock()
-                    out = fn(*sets[s])
-                    marks.append((clock() - t0) * 1e3)
+                out = fn(*sets[s])
                 if ring:
                     copy_into(torch, ring[i % len(ring)], out)
                 del out  # freed before the next call, which then gets the same memory for its output, as in do_bench
-            enqueue_ms = (time.perf_counter() - begin) * 1e3 / len(cmd.sets)
-            self.sync()
-            times = [a.elapsed_time(b) for a, b in marks] if cuda else marks
-        except Exception as exc:
-            self.send(BlockDone(error=block_failed(exc), hints=self.hints() + wrong_output(exc)))
-            return
-        self.send(BlockDone(times_ms=times, enqueue_ms=enqueue_ms, hints=self.hints()))
+
+        self.gated(calls, len(cmd.sets))
 
     def graph(self, cmd: Graph) -> None:
+        torch = self.torch
         groups = self.bound[cmd.inputs].groups
         ring = self.bound[cmd.ring].groups if cmd.ring is not None else []
         fn = self.fns[cmd.fn]
+        watched = self.guard.watched
+        if self.device == "cuda":
+            try:
+                graph, outs = self.captured(cmd, fn, groups)
+            except Exception as exc:
+                self.send(BlockDone(error=block_failed(exc), hints=self.hints()))
+                return
+            replay = watched["torch.cuda.CUDAGraph.replay"]
+
+            def replays() -> None:
+                for _ in range(cmd.replays):
+                    replay(graph)
+                copy_all(torch, watched["torch._foreach_copy_"], ring, outs)
+
+        else:
+
+            def replays() -> None:
+                outs: list[Any] = []
+                for _ in range(cmd.replays):
+                    outs = [fn(*groups[s]) for s in cmd.sets]
+                copy_all(torch, watched["torch._foreach_copy_"], ring, outs)
+
+        self.gated(replays, len(cmd.sets) * cmd.replays)
+
+    def gated(self, work: Callable[[], None], calls: int) -> None:
+        """Run `work` (a block's calls) on the GPU behind the harness's `go`, `done` after it; answer `Queued`, then
+        `BlockDone` once it has finished (a failure answers `BlockDone` alone)."""
+        cuda = self.device == "cuda"
         try:
             begin = time.perf_counter()
-            if self.device == "cuda":
-                graph, outs = self.captured(cmd, fn, groups)
-                watched = self.guard.watched
-                replay, event = watched["torch.cuda.CUDAGraph.replay"], watched["torch.cuda.Event"]
-                marks = []
-                for _ in range(cmd.replays):
-                    start, end = event(enable_timing=True), event(enable_timing=True)
-                    start.record()
-                    replay(graph)
-                    end.record()
-                    marks.append((start, end))
-            else:
-                per_call: list[float] = []
-                for _ in range(cmd.replays):
-                    t0 = time.thread_time()
-                    outs = [fn(*groups[s]) for s in cmd.sets]
-                    per_call.append((time.thread_time() - t0) * 1e3 / len(cmd.sets))
-            enqueue_ms = (time.perf_counter() - begin) * 1e3 / (len(cmd.sets) * cmd.replays)
-            copy_all(self.torch, self.guard.watched["torch._foreach_copy_"], ring, outs)
-            self.sync()
-            times = [a.elapsed_time(b) / len(cmd.sets) for a, b in marks] if self.device == "cuda" else per_call
+            stream = self.guard.watched["torch.cuda.current_stream"]() if cuda else None
+            if stream is not None:
+                stream.wait_event(self.go)
+            work()
+            if stream is not None:
+                self.done.record(stream)
+            enqueue_ms = (time.perf_counter() - begin) * 1e3 / max(1, calls)
         except Exception as exc:
             self.send(BlockDone(error=block_failed(exc), hints=self.hints() + wrong_output(exc)))
             return
-        self.send(BlockDone(times_ms=times, enqueue_ms=enqueue_ms, hints=self.hints()))
+        self.send(Queued(enqueue_ms=enqueue_ms))
+        if not cuda and not isinstance(COMMAND.validate_python(self.reader.recv(RESUME_WAIT_S)), Resume):
+            raise ValueError("the harness sent another command where `resume` was due")
+        try:
+            self.sync()
+        except Exception as exc:
+            self.send(BlockDone(error=block_failed(exc), hints=self.hints()))
+            return
+        self.send(BlockDone(hints=self.hints()))
 
     def captured(self, cmd: Graph, fn: Callable[..., Any], groups: list[list[Any]]) -> tuple[Any, list[Any]]:
         """The graph of `cmd`'s calls and their outputs, captured on first use after a few calls on a side stream
@@ -259,7 +275,7 @@ class Worker:
 
     def do_bench(self, cmd: DoBench) -> None:
         try:
-            ms = statistics.median(padded_do_bench(self.fns[cmd.fn], self.bound[cmd.inputs].groups, cmd.pad_ms))
+            ms = statistics.median(rotating_do_bench(self.fns[cmd.fn], self.bound[cmd.inputs].groups))
         except Exception as exc:
             self.send(Benched(error=f"{type(exc).__name__}: {exc}"[-1000:]))
             return
@@ -339,33 +355,24 @@ def _listed(out: Any) -> Any:
     return out if isinstance(out, (tuple, list)) else [out]
 
 
-def padded_do_bench(fn: Callable[..., object], sets: list[list[Any]], pad_ms: float) -> list[float]:
+def rotating_do_bench(fn: Callable[..., object], sets: list[list[Any]]) -> list[float]:
     """The per-call times of `triton.testing.do_bench` (25 ms warm-up, 100 ms of timed calls, each after an L2
-    flush) of `fn`, its calls rotating over the input `sets` call by call as in the eval's blocks, with the GPU held
-    for `pad_ms` after each flush, as there too."""
-    import torch
+    flush) of `fn`, its calls rotating over the input `sets` call by call as in the eval's blocks."""
     import triton.testing
-    from triton import runtime
 
     turn = itertools.cycle(sets)
 
     def call() -> object:
         return fn(*next(turn))
 
-    if pad_ms <= 0:
-        return list(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="all"))
-    driver = runtime.driver.active
-    cycles, plain = int(pad_ms * PAD_CYCLES_PER_MS), driver.clear_cache
+    return list(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="all"))
 
-    def clear_and_pad(cache: Any) -> None:
-        plain(cache)
-        torch.cuda._sleep(cycles)
 
-    driver.clear_cache = clear_and_pad
-    try:
-        return list(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="all"))
-    finally:
-        driver.clear_cache = plain
+def empty_outputs(torch: Any, ring: list[list[Any]]) -> Callable[..., list[Any]]:
+    """The calibration callable (NULL_FN): no work, an empty tensor of each output's layout, which the block then
+    copies into its ring slot as it copies a real call's outputs."""
+    like = ring[0] if ring else []
+    return lambda *_: [torch.empty_like(t) for t in like]
 
 
 def _overlap(a: Any, b: Any) -> bool:

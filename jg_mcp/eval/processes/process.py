@@ -53,6 +53,27 @@ class CandidateGone(Exception):
         super().__init__(finding.detail)
 
 
+SETTLE_S = 0.05
+"""The longest `settled_cpu_ms` waits for the worker's threads to stop running."""
+
+
+def _running(pid: int) -> bool:
+    """Whether any thread of the process is running (state R in /proc); False where it cannot be read."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"R":
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class WorkerLaunch:
     """What a worker process is started as. `sandboxed` runs it in the candidate's bubblewrap sandbox, whose compile
@@ -267,6 +288,15 @@ class WorkerProcess:
         rewrite its command line."""
         if self._pid is None:
             self._pid = descendant(self.proc.pid, b"jg_mcp.eval.candidate.worker")
+
+    def settled_cpu_ms(self) -> float:
+        """`cpu_ms` once every thread of the worker has stopped running (at most SETTLE_S): the kernel adds a
+        running thread's time to its process's clock when it stops (or at the next tick), so a clock read while a
+        thread still runs on another core is up to a tick behind."""
+        give_up = time.monotonic() + SETTLE_S
+        while self._pid is not None and time.monotonic() < give_up and _running(self._pid):
+            time.sleep(0.0001)
+        return self.cpu_ms()
 
     def cpu_ms(self) -> float:
         """CPU time the worker process has used, every thread including those that have ended, from the kernel's

@@ -26,6 +26,9 @@ import torch
 from jg_mcp.eval.wire.messages import Bind, BufferRef, TensorSpec
 
 POISON = 0xFF
+RING_ALIGN = 256
+"""Bytes each ring slot's start is aligned to (as cudaMalloc aligns a buffer), so a slot's tensors are laid out as a
+buffer of their own would be."""
 
 
 class CudaError(RuntimeError):
@@ -145,6 +148,24 @@ def spec_of(t: torch.Tensor, buffer: int) -> TensorSpec:
     )
 
 
+_INTS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _all_ones(dtype: torch.dtype) -> int:
+    """An element of all one bits (poison) as `dtype` reads it."""
+    return 255 if dtype == torch.uint8 else -1
+
+
+def _sample(view: torch.Tensor, count: int) -> torch.Tensor:
+    """`count` random elements of `view` (its own strided layout), as integers of the element's size: poison reads
+    as all ones whatever the dtype."""
+    if view.numel() == 0:
+        return torch.zeros(count, dtype=torch.uint8, device=view.device)
+    bits = view.view(_INTS[view.element_size()]) if view.dtype.is_floating_point or view.dtype == torch.bool else view
+    flat = torch.randint(0, view.numel(), (count,), device=view.device)
+    return bits.reshape(-1)[flat] if bits.is_contiguous() else bits.flatten()[flat]
+
+
 def _span_bytes(t: torch.Tensor) -> int:
     """Bytes from element 0 to the last element of a strided layout."""
     if t.numel() == 0:
@@ -167,6 +188,8 @@ class SharedBinding:
         """The flat bytes of every buffer, in buffer order."""
         self.specs: list[list[TensorSpec]] = []
         self.refs: list[BufferRef] = []
+        self.spans: list[list[tuple[int, int, int]]] = []
+        """Per group, each tensor's (buffer, first byte, bytes)."""
         self._fds: list[int] = []
         self._maps: list[mmap.mmap] = []
         self._ptrs: list[int] = []
@@ -184,7 +207,55 @@ class SharedBinding:
             self.raws.append(raw)
         self.groups.append(views)
         self.specs.append(specs)
+        self.spans.append([(s.buffer, 0, _span_bytes(t)) for s, t in zip(specs, like, strict=True)])
         return views
+
+    def add_ring(self, like: list[torch.Tensor], slots: int) -> None:
+        """`slots` groups shaped like `like`, poisoned, each output one buffer across all slots (slot after slot,
+        each slot's start aligned to RING_ALIGN bytes): the harness reads a sample of every slot in one gather per
+        output when a block ends (`unwritten`)."""
+        for t in like:
+            span = _span_bytes(t)
+            stride = -(-max(span, 1) // RING_ALIGN) * RING_ALIGN
+            raw = self._allocate(stride * slots)
+            raw.fill_(POISON)
+            self.raws.append(raw)
+        first = len(self.refs) - len(like)
+        for g in range(slots):
+            specs, views, spans = [], [], []
+            for i, t in enumerate(like):
+                span = _span_bytes(t)
+                stride = -(-max(span, 1) // RING_ALIGN) * RING_ALIGN
+                spec = spec_of(t, first + i).model_copy(update={"offset": g * stride // t.element_size()})
+                views.append(lay(self.raws[first + i], spec))
+                specs.append(spec)
+                spans.append((first + i, g * stride, span))
+            self.groups.append(views)
+            self.specs.append(specs)
+            self.spans.append(spans)
+
+    def unwritten(self, slots: int, per_slot: int) -> torch.Tensor:
+        """Whether each of the first `slots` groups still holds poison at any of `per_slot` random elements of
+        each of its tensors (a bool per group, queued on the current stream, so it reads what is there when the
+        stream gets to it). A ring of `add_ring` is read with one gather per output."""
+        device = self.raws[0].device if self.raws else torch.device("cpu")
+        flags = torch.zeros(slots, dtype=torch.bool, device=device)
+        for i in range(len(self.groups[0]) if self.groups else 0):
+            flags |= self._poisoned(i, slots, per_slot)
+        return flags
+
+    def _poisoned(self, i: int, slots: int, per_slot: int) -> torch.Tensor:
+        views = [self.groups[g][i] for g in range(slots)]
+        shared = len({self.spans[g][i][0] for g in range(slots)}) == 1
+        if not (shared and all(v.is_contiguous() for v in views)) or views[0].numel() == 0:
+            samples = torch.stack([_sample(v, per_slot) for v in views])
+            return (samples == _all_ones(samples.dtype)).any(dim=1)
+        size = views[0].element_size()
+        raw = self.raws[self.spans[0][i][0]]
+        flat = raw[: raw.numel() - raw.numel() % size].view(_INTS[size])
+        starts = torch.tensor([self.spans[g][i][1] // size for g in range(slots)], device=raw.device)
+        picks = torch.randint(0, views[0].numel(), (slots, per_slot), device=raw.device) + starts[:, None]
+        return (flat[picks] == _all_ones(flat.dtype)).any(dim=1)
 
     def add_copy(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         """New buffers holding copies of `tensors` (as `add_group`, then each tensor copied in); returns views."""
@@ -210,11 +281,14 @@ class SharedBinding:
         return torch.frombuffer(mm, dtype=torch.uint8)[:nbytes]
 
     def poison(self, group: int | None = None) -> None:
-        """Fill a group's buffers (default: all) with 0xFF: what the worker does not overwrite reads as poison."""
-        first = 0 if group is None else sum(len(g) for g in self.groups[:group])
-        count = len(self.raws) if group is None else len(self.groups[group])
-        for raw in self.raws[first : first + count]:
-            raw.fill_(POISON)
+        """Fill a group's bytes (default: every buffer) with 0xFF: what the worker does not overwrite reads as
+        poison."""
+        if group is None:
+            for raw in self.raws:
+                raw.fill_(POISON)
+            return
+        for buffer, first, count in self.spans[group]:
+            self.raws[buffer][first : first + count].fill_(POISON)
 
     def message(self) -> Bind:
         return Bind(name=self.name, buffers=self.refs, tensors=self.specs)
@@ -228,6 +302,7 @@ class SharedBinding:
         """Drop the views and free the memory (the worker must have released its mapping first)."""
         self.groups.clear()
         self.raws.clear()
+        self.spans.clear()
         if self._ptrs:
             torch.cuda.synchronize()
             for ptr in self._ptrs:

@@ -15,8 +15,9 @@ from pydantic import ConfigDict, Field, TypeAdapter
 from jg_mcp.eval.report import Finding
 from jg_mcp.models import Strict
 
-PROTOCOL_VERSION = 4
-"""3: the worker says `started` before its setup. 4: `Done.raised` says how a call ended that did not return."""
+PROTOCOL_VERSION = 5
+"""3: the worker says `started` before its setup. 4: `Done.raised` says how a call ended that did not return.
+5: blocks are clocked by the harness (`Gates`, `Queued`); the worker reports no times, flushes and pads nothing."""
 
 
 class WireModel(Strict):
@@ -104,32 +105,53 @@ class Call(WireModel):
     reads as poison (a labelling hint: the harness judges the bytes in its own output buffers)."""
 
 
+class Gates(WireModel):
+    """The two interprocess CUDA events that order a worker's blocks against the harness's clock (GPU only): the
+    worker's stream waits for `go` before a block's first call and records `done` after its last."""
+
+    op: Literal["gates"] = "gates"
+    go: str
+    """cudaIpcEventHandle_t of the `go` event, hex."""
+    done: str
+    """cudaIpcEventHandle_t of the `done` event, hex."""
+
+
 class Block(WireModel):
-    """Timed calls back to back: before each, zero the L2 flush buffer and hold the GPU for `pad_ms` (a sleep
-    kernel, so that the call's launches are queued before it starts); CUDA events around each call; after each,
-    copy its outputs into ring slot `i % slots` (unless there is no ring); synchronise once at the end."""
+    """Calls back to back, each call's outputs copied into ring slot `i % slots` (unless there is no ring). On the
+    GPU the calls are queued behind `go` and followed by `done` (`Gates`), and `Queued` is sent once they are
+    queued; on the CPU `Queued` is sent once they have run. `BlockDone` follows, after a synchronisation, with the
+    guard's hints. No times: the harness clocks the block itself. An empty block (baseline role only) times the
+    ordering alone; `fn` NULL_FN returns an empty output of the ring's layout (the copy alone)."""
 
     op: Literal["block"] = "block"
     fn: str
-    """Callable label."""
+    """Callable label, or NULL_FN."""
     inputs: str
     """Binding holding the input groups."""
-    sets: list[int] = Field(min_length=1)
+    sets: list[int]
     """Input group of each call, in order."""
     ring: str | None
-    """Binding of the output ring (None: outputs dropped, as in a lead block)."""
-    flush_bytes: int = Field(ge=0)
-    """Size of the L2 flush buffer zeroed before each call."""
-    pad_ms: float = Field(default=0.0, ge=0, le=1.0)
-    """GPU sleep between the flush and each call (CUDA only)."""
+    """Binding of the output ring (None: outputs dropped)."""
+
+
+class Resume(WireModel):
+    """CPU stand-in: the harness has read the worker's CPU clock after `Queued`; the worker goes on to its checks.
+    (The kernel updates another process's CPU clock when its threads stop running, so the worker waits, blocked,
+    while the harness reads it.)"""
+
+    op: Literal["resume"] = "resume"
+
+
+NULL_FN = "<null>"
+"""The callable of a calibration block: no work, an empty output of the ring's layout copied into the ring."""
 
 
 class Graph(WireModel):
     """Calls under a CUDA graph (GPU; on the CPU stand-in, the same calls one by one): capture one graph of the
-    calls on `sets` in order (kept until its binding is released, so a graph is captured once per shape), then
-    replay it `replays` times back to back, CUDA events around each replay; after the last, copy call i's outputs
-    into ring slot i (unless there is no ring). No flush and no pad: the calls rotate over enough input sets that
-    each set has left the L2 before it is read again, and the graph queues every launch before the first runs."""
+    calls on `sets` in order (kept until its binding is released, so a graph is captured once per shape; before
+    `go`), then replay it `replays` times back to back behind `go`, and copy call i's outputs into ring slot i
+    (unless there is no ring) before `done`. Answered as a Block is. No flush: the calls rotate over enough input
+    sets that each set has left the L2 before it is read again."""
 
     op: Literal["graph"] = "graph"
     fn: str
@@ -139,9 +161,9 @@ class Graph(WireModel):
     sets: list[int] = Field(min_length=1)
     """Input group of each call in the graph, in order."""
     replays: int = Field(ge=1, le=1024)
-    """Replays of the whole graph, each timed."""
+    """Replays of the whole graph."""
     ring: str | None
-    """Binding of the output ring, a slot per call (None: outputs not copied, as in a lead block)."""
+    """Binding of the output ring, a slot per call (None: outputs not copied)."""
 
 
 class DoBench(WireModel):
@@ -151,8 +173,6 @@ class DoBench(WireModel):
     op: Literal["do_bench"] = "do_bench"
     fn: str
     inputs: str
-    pad_ms: float = Field(default=0.0, ge=0, le=1.0)
-    """GPU sleep after each of do_bench's L2 flushes, as in the eval's own blocks."""
 
 
 class Warm(WireModel):
@@ -168,8 +188,9 @@ class Bye(WireModel):
     op: Literal["bye"] = "bye"
 
 
-Command = Annotated[Setup | Bind | Release | Call | Block | Graph | DoBench | Warm | Bye, Field(discriminator="op")]
-COMMAND: TypeAdapter[Setup | Bind | Release | Call | Block | Graph | DoBench | Warm | Bye] = TypeAdapter(Command)
+Commands = Setup | Bind | Gates | Release | Call | Block | Graph | Resume | DoBench | Warm | Bye
+Command = Annotated[Commands, Field(discriminator="op")]
+COMMAND: TypeAdapter[Commands] = TypeAdapter(Command)
 
 
 class OutputMeta(WireModel):
@@ -225,12 +246,18 @@ class Done(WireModel):
     hints: list[Finding] = []
 
 
+class Queued(WireModel):
+    """A block's calls are queued behind `go` (GPU) or have run (CPU): the harness's clock of the block ends here."""
+
+    event: Literal["queued"] = "queued"
+    enqueue_ms: float = Field(default=0.0, ge=0)
+    """Host time per call to queue the calls (a hint that sizes the next gate, never a time that is scored)."""
+
+
 class BlockDone(WireModel):
+    """A block has finished (after `Queued`, or instead of it when the block failed)."""
+
     event: Literal["block_done"] = "block_done"
-    times_ms: list[float] = []
-    """Device time of each call, from its CUDA event pair (of a graph: per replay, divided by its calls)."""
-    enqueue_ms: float = 0.0
-    """Host time per call of the loop before the final synchronisation (a hint for sizing the pad)."""
     error: str | None = None
     hints: list[Finding] = []
 
@@ -248,12 +275,9 @@ class WorkerError(WireModel):
     error: str
 
 
-WorkerMessage = Annotated[
-    Started | Ready | ImportFailed | Bound | Done | BlockDone | Benched | WorkerError, Field(discriminator="event")
-]
-WORKER_MESSAGE: TypeAdapter[Started | Ready | ImportFailed | Bound | Done | BlockDone | Benched | WorkerError] = (
-    TypeAdapter(WorkerMessage)
-)
+WorkerMessages = Started | Ready | ImportFailed | Bound | Done | Queued | BlockDone | Benched | WorkerError
+WorkerMessage = Annotated[WorkerMessages, Field(discriminator="event")]
+WORKER_MESSAGE: TypeAdapter[WorkerMessages] = TypeAdapter(WorkerMessage)
 
 __all__ = [
     "COMMAND",
@@ -268,11 +292,15 @@ __all__ = [
     "Benched",
     "DoBench",
     "Done",
+    "Gates",
     "Graph",
     "ImportFailed",
+    "NULL_FN",
     "OutputMeta",
+    "Queued",
     "Ready",
     "Release",
+    "Resume",
     "Setup",
     "Started",
     "TensorSpec",
