@@ -43,7 +43,7 @@ R = Reason
 GPU_HACKS: dict[str, set[Reason]] = {
     "side_stream": {R.TIMING_ESCAPE, R.STATIC_CONCURRENCY},
     "background_thread": {R.THREADS_LEFT},
-    "patch_elapsed_time": {R.TAMPERED, R.TIMING_ESCAPE},
+    "patch_elapsed_time": {R.TAMPERED},
     "patch_synchronize": {R.TAMPERED},
     "below_floor": {R.CACHED_OUTPUT},
     "cache_by_content": {R.CACHED_OUTPUT},
@@ -56,6 +56,7 @@ GPU_HACKS: dict[str, set[Reason]] = {
     "cache_in_shm_file": {R.STATIC_IO, R.CACHED_OUTPUT},
     "native_early_answer": {R.TIMING_ESCAPE},
     "swiglu_wrong_above_2_27": {R.INCORRECT},
+    "gpu_work_outlives_its_block": {R.TIMING_ESCAPE},
 }
 """The GPU-only hacks and the reasons each must be rejected for (tests/eval/test_hacks.py holds the same)."""
 GOALS = sorted(p.parent.name for p in (REPO / "eval" / "solutions").glob("*/solution.py"))

@@ -5,8 +5,7 @@ shape, its calls rotating over the eval's own timed input sets, made again in it
 publishes (at 5-45 us shapes do_bench on one set moved by up to 18% between repeats), each measured four times in the
 order solution, baseline, baseline, solution, twice over; its ratio (of the two callables' medians over their four)
 is compared with the eval's speedup, with times read as medians (the eval's) and as interquartile means
-(eval/h200_tables.py). At a shape the eval found launch-bound, do_bench holds the GPU for the eval's pad after each
-of its L2 flushes, so both measure device time with launches hidden (see jg_mcp/eval/timing.py). At a shape the
+(eval/h200_tables.py). At a shape the
 eval timed under CUDA graphs (`timed_by: graph`, a few microseconds per call), the independent measurement is a graph
 too, built by other code (eval/independent_graph.py's `graph_times`: one graph of calls rotating over the eval's graph
 input sets, made again from the seeds the report publishes, each tensor in an allocation of its own and each call's
@@ -14,7 +13,7 @@ outputs kept, as in the eval's graphs; warmed up and timed for as long as do_ben
 25 and 100 ms), not do_bench, whose per-call flush and events add microseconds to every call there (`measured_by`
 says which). Until run 29 the independent graph was timed with no warm-up, ten replays right after its capture; run
 30 timed it both ways and found no difference over 0.1%, while its times at rope's and softmax's smallest shapes
-stayed 4-14% above the eval's. Under the parts `dobench_burst` and `dobench_evalcode`, `graph_burst_runs_ms` holds
+stayed 4-14% above the eval's. Under the part `dobench_burst`, `graph_burst_runs_ms` holds
 the same graph timed in the eval's pattern (eval/independent_graph.py's `graph_burst_times`: rounds of a 60 ms lead,
 the GPU idle for 1 ms, three timed replays). Until stop 35 every do_bench part timed it, eight times per graph-timed
 shape; in runs 31-49 it stayed within 0.4% of the steady graph in the same process (a new capture in run 41 aside,
@@ -54,7 +53,7 @@ from h200_tables import speedups  # noqa: E402
 
 
 def dobench_all(plan: dict[str, dict[str, dict]], only: str | None = None) -> dict[str, dict]:
-    """In this (fresh) process: `dobench_one` for every goal of `plan` (goal -> shape -> baseline and pad)."""
+    """In this (fresh) process: `dobench_one` for every goal of `plan` (goal -> shape -> baseline and sets)."""
     return {goal: dobench_one(goal, shapes, only) for goal, shapes in plan.items()}
 
 
@@ -63,9 +62,6 @@ VARIANT_ENV = {
     "dobench_history": {"JG_CHECK_HISTORY": "1"},
     "dobench_unsampled": {"JG_CHECK_UNSAMPLED": "1"},
     "dobench_lean": {"JG_CHECK_LEAN": "1"},
-    "dobench_evalcode": {"JG_CHECK_EVALCODE": "1", "JG_CHECK_BURST": "1"},
-    "dobench_workerproc": {"JG_CHECK_WORKERPROC": "1"},
-    "dobench_primed": {"JG_CHECK_PRIMED": "1"},
     "dobench_burst": {"JG_CHECK_BURST": "1"},
 }
 """Parts that measure do_bench again with one thing varied (not run unless named), each by its process's
@@ -73,15 +69,9 @@ environment: `dobench_mapped` times the independent graphs on input sets another
 eval's workers map the harness's (eval/imported_inputs.py); `dobench_history` times each callable per call, as the
 eval does before its graphs, in the process right before its graph; `dobench_unsampled` reads no clocks (the eval
 samples NVML in another process than the one timed, do_bench in its own); `dobench_lean` frees the sets made
-from the seeds once the graph's copies of them are made (a worker holds only the copies it maps);
-`dobench_evalcode` also times each graph with the eval's own code, set up as a worker sets itself up
-(eval/eval_code_graph.py), beside the independent graph in the same process, and the independent graph with the
-eval's lead (as many replays as the eval ran before each timed block, `graph_burst_evallead`);
-`dobench_workerproc` also times each graph in a worker process started as the eval starts its workers
-(eval/worker_proc_graph.py), its inputs mapped from this process; `dobench_primed` has a worker process run each
-callable's graph once (`prime`) before this process times its own, and nothing else differs. Each measures only
-the shapes the eval timed under CUDA graphs (what they vary is the graph gap); `dobench_burst` also times each graph
-in the eval's pattern (`graph_burst_times`), which `dobench_evalcode` does too."""
+from the seeds once the graph's copies of them are made (a worker holds only the copies it maps). Each measures
+only the shapes the eval timed under CUDA graphs (what they vary is the graph gap); `dobench_burst` also times each
+graph in the eval's pattern (`graph_burst_times`)."""
 DOBENCH_ROUNDS = 2
 """Rounds of do_bench per shape, each solution, baseline, baseline, solution. One round (run 23) let one of its two
 measurements decide: at rope's 9 us decode shape the compiled baseline took 0.00896 then 0.01040 ms in one
@@ -125,18 +115,16 @@ def dobench_one(
     goal_name: str, shapes: dict[str, dict], only: str | None = None
 ) -> dict[str, dict[str, dict[str, list[float]]]]:
     """do_bench of the solution and of the named baseline at each timed shape (`shapes`: shape -> {"baseline":
-    name, "pad_ms": pad, "input_sets": n, "seeds": the eval's}), the calls rotating over the eval's timed input
+    name, "input_sets": n, "seeds": the eval's}), the calls rotating over the eval's timed input
     sets (made again here from their seeds; seeds 0..n-1 for a report without them), as the eval's calls did. Each
     is measured in the order solution, baseline, baseline, solution (DOBENCH_ROUNDS times), so that a drift (a
     power-capped GPU heating up) falls on both alike, as the eval's A B, B A blocks do; per shape and statistic
     (`median`, `iqm`, and `mhz`: NVML's median SM clock during the measurement), each callable's values in the
     order measured."""
     import torch
-    from eval_code_graph import eval_code_graph_times
     from independent_graph import graph_burst_times, graph_times
-    from worker_proc_graph import WorkerGraph
 
-    from jg_mcp.eval.candidate.worker_commands import padded_do_bench
+    from jg_mcp.eval.candidate.worker_commands import rotating_do_bench
     from jg_mcp.eval.sizing import iqm
 
     goal, kernel = known_good(goal_name)
@@ -144,7 +132,7 @@ def dobench_one(
     for shape in goal.goal.shapes:
         if shape.name not in shapes:
             continue
-        base, pad, n_sets = (shapes[shape.name][k] for k in ("baseline", "pad_ms", "input_sets"))
+        base, n_sets = (shapes[shape.name][k] for k in ("baseline", "input_sets"))
         seeds = shapes[shape.name].get("seeds") or list(range(n_sets))
         graph_seeds = shapes[shape.name].get("graph_seeds") or []
         sets = [list(goal.make_inputs(shape.dims, seed, "cuda")) for seed in graph_seeds or seeds]
@@ -154,21 +142,17 @@ def dobench_one(
             sets = own
             torch.cuda.empty_cache()
         fns = {name: kernel if name == "candidate" else goal.baseline(base) for name in dict.fromkeys(calls)}
-        workers: dict[str, Any] = {}
-        lead = shapes[shape.name].get("graph_lead", 10)
-        if graph_seeds and os.environ.get("JG_CHECK_PRIMED"):
-            prime(goal_name, goal, list(fns), own, lead)
         out[shape.name] = {"median": {name: [] for name in fns}, "iqm": {name: [] for name in fns}}
         out[shape.name] |= {"mhz": {name: [] for name in fns}}
         for name in calls:
             if graph_seeds and os.environ.get("JG_CHECK_HISTORY"):  # the eval's per-call timing comes first
-                padded_do_bench(fns[name], sets, pad)
+                rotating_do_bench(fns[name], sets)
             unsampled = os.environ.get("JG_CHECK_UNSAMPLED")
             with (None if unsampled else device_sampler("cuda")) or contextlib.nullcontext() as sampler:
                 if graph_seeds:
                     times = graph_times(fns[name], own, keep=True)
                 else:
-                    times = padded_do_bench(fns[name], sets, pad)
+                    times = rotating_do_bench(fns[name], sets)
             clocks = sampler.summary() if sampler else None
             out[shape.name]["median"][name].append(statistics.median(times))
             out[shape.name]["iqm"][name].append(iqm(times))
@@ -177,43 +161,11 @@ def dobench_one(
                 out[shape.name].setdefault("graph_burst", {}).setdefault(name, []).append(
                     statistics.median(graph_burst_times(fns[name], own))
                 )
-            if graph_seeds and os.environ.get("JG_CHECK_EVALCODE"):  # the eval's code, this process
-                evalcode = eval_code_graph_times(fns[name], own, lead)
-                out[shape.name].setdefault("graph_evalcode", {}).setdefault(name, []).append(
-                    statistics.median(evalcode) if evalcode else None
-                )
-                out[shape.name].setdefault("graph_burst_evallead", {}).setdefault(name, []).append(
-                    statistics.median(graph_burst_times(fns[name], own, lead=lead))
-                )
-            if graph_seeds and os.environ.get("JG_CHECK_WORKERPROC"):  # the eval's code, a worker's process
-                if name not in workers:
-                    workers[name] = WorkerGraph(*module_of(goal_name, goal, name), own)
-                out[shape.name].setdefault("graph_workerproc", {}).setdefault(name, []).append(
-                    statistics.median(workers[name].times(lead))
-                )
-        for worker in workers.values():
-            worker.close()
         if binding is not None:
             binding.free()
         del sets, own
         torch.cuda.empty_cache()
     return out
-
-
-def prime(goal_name: str, goal: Any, names: list[str], sets: list[list], lead: int) -> None:
-    """Have a worker process, started as the eval starts its workers, run each callable's graph on `sets` in the
-    eval's pattern (its times unused), then end it. On the H200 (run 51, lab/state_probe.py) a plain process ran
-    rope's compiled baseline's graph in the slow state (5.58 us per call) unless a worker process had run that
-    graph before it (4.85 us, the eval's state); another process merely started, alive or gone, did not do it. On
-    another machine (run 52, the part `dobench_primed`) priming changed nothing: 5.587 us primed, 5.571 not."""
-    from worker_proc_graph import WorkerGraph
-
-    for name in names:
-        worker = WorkerGraph(*module_of(goal_name, goal, name), sets)
-        try:
-            worker.times(lead)
-        finally:
-            worker.close()
 
 
 def module_of(goal_name: str, goal: Any, name: str) -> tuple[Path, str]:
@@ -261,11 +213,9 @@ def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None
         goal: {
             s.name: {
                 "baseline": report.strongest_baseline[s.name],
-                "pad_ms": s.pad_ms,
-                "input_sets": report.timing.input_sets,
+                "input_sets": s.memory.input_sets if s.memory else report.timing.input_sets,
                 "seeds": s.input_seeds,
                 "graph_seeds": s.graph_seeds if s.timed_by == "graph" else [],
-                "graph_lead": graph_lead(report, s),
             }
             for s in report.shapes
             if s.name in report.strongest_baseline and (key not in VARIANT_ENV or s.timed_by == "graph")
@@ -293,17 +243,6 @@ def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None
         merge_measured(measured, json.loads(done.stdout.strip().splitlines()[-1]))
     for goal, rows in measured.items():
         agreement(goal, reports[goal], plan[goal], rows, results, key)
-
-
-def graph_lead(report: EvalReport, shape: Any) -> int:
-    """The untimed replays the eval ran before each timed block of the shape's graphs (jg_mcp/eval/graphs.py's
-    `lead_replays`); 0 where it timed no graph."""
-    from jg_mcp.eval.graphs import lead_replays
-
-    if shape.timed_by != "graph" or shape.candidate is None or shape.candidate.graph is None:
-        return 0
-    per_call = [shape.candidate.median_ms, *(b.median_ms for b in shape.baselines.values())]
-    return lead_replays(per_call, shape.candidate.graph.calls, report.timing.lead_ms)
 
 
 def cleared_env() -> dict[str, str]:
@@ -336,10 +275,9 @@ def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results
                 "do_bench_ms": {"candidate": statistics.median(cand), base: statistics.median(lib)},
                 "do_bench_runs_ms": runs,
                 "do_bench_order_pct": 100 * ((lib[0] / cand[0]) / (lib[-1] / cand[-1]) - 1),
-                "pad_ms": plan[shape]["pad_ms"],
                 "measured_by": "graph" if plan[shape].get("graph_seeds") else "do_bench",
             }
-            for series in ("graph_burst", "graph_evalcode", "graph_burst_evallead", "graph_workerproc"):
+            for series in ("graph_burst",):
                 if series in measured[shape]:
                     rows[shape][f"{series}_runs_ms"] = measured[shape][series]
             rows[shape] |= per_cycle(report, shape, base, sp, ratio, measured[shape].get("mhz", {}))

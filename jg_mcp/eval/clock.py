@@ -1,9 +1,10 @@
 """The harness's clock of a block: the only time that enters a speedup or a verdict
 (docs/decisions/2026-12-06-time-decided-outside.md).
 
-On the GPU, per block, the harness's own stream sleeps behind a gate long enough for the worker to queue the whole
-block (so host launch time never shows: the GPU runs the calls back to back), writes what must be new to the worker
-(a fresh call's inputs) after the gate, records its start event and an interprocess `go` event. The worker's stream
+On the GPU, per block, the harness's own stream waits behind a gate (jg_mcp/eval/gate.py) long enough for the
+worker to queue the whole block (so host launch time never shows: the GPU runs the calls back to back), writes
+what must be new to the worker (a fresh call's inputs) after the gate, records its start event and an
+interprocess `go` event. The worker's stream
 waits for `go`, runs the calls (each call's outputs copied into its ring slot) and records an interprocess `done`;
 the harness's stream waits for `done`, records its end event and at once gathers a random sample of elements from
 every ring slot the block wrote. A block whose `done` came early leaves poison in the slots of calls that had not
@@ -31,14 +32,13 @@ from typing import Any
 import torch
 
 from jg_mcp.errors import JgError
+from jg_mcp.eval.gate import Gate
 from jg_mcp.eval.processes.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
 from jg_mcp.eval.wire.buffers import SharedBinding
 from jg_mcp.eval.wire.messages import Block, BlockDone, Bound, Gates, Queued, Resume
 
-GATE_CYCLES_PER_MS = 2_500_000
-"""Cycles of `torch.cuda._sleep` per ms of gate: at least the gate at any SM clock up to 2.5 GHz."""
 GATE_MIN_MS = 1.0
 """The shortest gate: a block's message and the worker's first launches."""
 GATE_MAX_MS = 50.0
@@ -46,6 +46,9 @@ GATE_MAX_MS = 50.0
 host in its time, as it would in a model."""
 GATE_FACTOR = 2.0
 """The gate is this multiple of the host time the callable's last block took to queue."""
+MISSES_TO_WAIT = 3
+"""Blocks in a row whose gate did not hold before a callable is taken to wait for the GPU inside its calls (a longer
+gate cannot help it: its host is held by the gate); its gate is then the shortest."""
 FIRST_ENQUEUE_MS = 0.05
 """Host time per call assumed before a callable's first block."""
 SAMPLES_PER_SLOT = 8
@@ -70,6 +73,8 @@ class Clocked:
     """Whether the GPU was still behind the gate when the worker said its calls were queued (GPU only)."""
     unwritten: list[int] = field(default_factory=list)
     """Ring slots of the block that still held poison when the block ended."""
+    busy_ms: float = 0.0
+    """The longest time another CUDA context had the GPU while the block's gate held (jg_mcp/eval/gate.py)."""
 
 
 @dataclass
@@ -96,17 +101,24 @@ class BlockClock:
         self.enqueue: dict[str, float] = {}
         """Per callable, the host time per call its last block took to queue."""
         self.waits: dict[str, bool] = {}
-        """Per callable, whether its host waited for the GPU inside its calls (its gate did not hold though it was
-        long enough for its own queueing)."""
+        """Per callable, whether its host waits for the GPU inside its calls: its gate did not hold in
+        MISSES_TO_WAIT blocks in a row, each gate sized by the queueing of the block before."""
+        self.missed: dict[str, int] = {}
+        """Per callable, its blocks in a row whose gate did not hold."""
         self.stream: Any = None
         self.go: Any = None
         self.done: Any = None
+        self.gate: Gate | None = None
+        self.busiest_ms = 0.0
+        """The longest `Clocked.busy_ms` since it was last reset."""
 
     def open(self) -> None:
         """Make the interprocess events and hand them to the worker (GPU; nothing on the CPU)."""
         if self.device != "cuda":
             return
         self.stream = torch.cuda.Stream()
+        with torch.cuda.stream(self.stream):
+            self.gate = Gate()
         self.go = torch.cuda.Event(interprocess=True)
         self.done = torch.cuda.Event(interprocess=True)
         with torch.cuda.stream(self.stream):
@@ -155,6 +167,7 @@ class BlockClock:
         if isinstance(first, BlockDone):
             return Clocked(ms=self.proc.settled_cpu_ms() - start, done=first)
         ms = self.proc.settled_cpu_ms() - start
+        self.enqueue[message.fn] = first.enqueue_ms
         unwritten = poisoned_slots(ring.unwritten(slots, SAMPLES_PER_SLOT)) if ring is not None and slots else []
         self.proc.send(Resume())
         return Clocked(ms=ms, done=self.proc.expect(BlockDone), enqueue_ms=first.enqueue_ms, unwritten=unwritten)
@@ -171,8 +184,9 @@ class BlockClock:
         gate = self.gate_ms(fn, calls)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()  # the harness's writes (inputs, poison) are done before the gate
+        assert self.gate is not None
         with torch.cuda.stream(self.stream):
-            torch.cuda._sleep(int(gate * GATE_CYCLES_PER_MS))
+            self.gate.hold(gate)
             if before_go is not None:
                 before_go()
             start.record()
@@ -182,18 +196,24 @@ class BlockClock:
         held = not start.query()
         if isinstance(first, BlockDone):
             self.stream.synchronize()
-            return Clocked(ms=0.0, done=first)
+            return Clocked(ms=0.0, done=first, busy_ms=self.busy())
         with torch.cuda.stream(self.stream):
             self.stream.wait_event(self.done)
             end.record()
             flags = ring.unwritten(slots, SAMPLES_PER_SLOT) if ring is not None and slots else None
         self.stream.synchronize()
         done = self.proc.expect(BlockDone)
-        queued = first.enqueue_ms * calls
-        self.waits[fn] = not held and gate >= GATE_FACTOR * queued
+        self.missed[fn] = 0 if held else self.missed.get(fn, 0) + 1
+        self.waits[fn] = self.waits.get(fn, False) or self.missed[fn] >= MISSES_TO_WAIT
         self.enqueue[fn] = first.enqueue_ms
         unwritten = poisoned_slots(flags) if flags is not None else []
-        return Clocked(start.elapsed_time(end), done, first.enqueue_ms, held, unwritten)
+        return Clocked(start.elapsed_time(end), done, first.enqueue_ms, held, unwritten, self.busy())
+
+    def busy(self) -> float:
+        assert self.gate is not None
+        busy = self.gate.gap_ms()
+        self.busiest_ms = max(self.busiest_ms, busy)
+        return busy
 
 
 def poisoned_slots(flags: torch.Tensor) -> list[int]:

@@ -110,7 +110,7 @@ class Replays:
     block: list[float] = field(default_factory=list)
     """Per timed block, the harness's time of the whole block."""
 
-    def timing(self, calls: int, sets: int, fresh_ms: float) -> GraphTiming:
+    def timing(self, calls: int, sets: int, fresh_ms: float, per_block: int) -> GraphTiming:
         """The callable's graph time, with its fresh replay's time per call."""
         ts = self.per_call
         return GraphTiming(
@@ -118,7 +118,7 @@ class Replays:
             iqm_ms=iqm(ts),
             q10_ms=min(ts) if len(ts) < 10 else statistics.quantiles(ts, n=10)[0],
             q90_ms=max(ts) if len(ts) < 10 else statistics.quantiles(ts, n=10)[-1],
-            replays=len(ts),
+            replays=len(ts) * per_block,
             calls=calls,
             sets=sets,
             block_ms=statistics.median(self.block),
@@ -168,7 +168,7 @@ class GraphTimer:
                 timed = self.rounds(References(ev.expected, inputs))
                 fresh = self.fresh()
                 for name, replays in timed.items():
-                    self.results[name].graph = replays.timing(len(self.sets), n_sets, fresh[name])
+                    self.results[name].graph = replays.timing(len(self.sets), n_sets, fresh[name], p.graph_replays)
                 self.shape.timed_by, self.shape.graph_seeds = "graph", seeds
             for key, proc in (("candidate", self.t.cand), ("baseline", self.t.base)):
                 proc.send(Release(names=list(self.sides[key])))

@@ -28,7 +28,7 @@ def test_the_speedup_is_compared_with_do_bench_shape_by_shape():
     stats = {"median_ms": 1.0, "iqr_ms": 0.1, "q10_ms": 0.9, "q90_ms": 1.1, "reps": 20, "rel_se_median": 0.01}
     raw["shapes"][0] |= {"candidate": stats | {"iqm_ms": 2.0}, "baselines": {"torch_add": stats | {"iqm_ms": 3.0}}}
     results: dict = {"dobench": {}}
-    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.1, "input_sets": 3}}
+    plan = {"n16m": {"baseline": "torch_add", "input_sets": 3}}
     runs = {
         "n16m": {
             "median": {"candidate": [1.0, 1.0, 1.0, 1.0], "torch_add": [1.1, 1.15, 1.25, 1.3]},
@@ -37,7 +37,7 @@ def test_the_speedup_is_compared_with_do_bench_shape_by_shape():
     }
     dob.agreement("axpy", EvalReport.model_validate(raw), plan, runs, results)
     row = results["dobench"]["axpy"]["n16m"]
-    assert row["do_bench_ratio"] == pytest.approx(1.2) and row["pad_ms"] == 0.1
+    assert row["do_bench_ratio"] == pytest.approx(1.2)
     assert row["agreement_pct"] == pytest.approx(100 * (1.25 / 1.2 - 1))
     assert row["do_bench_order_pct"] == pytest.approx(100 * (1.1 / 1.3 - 1))
     assert row["eval_speedup_iqm"] == pytest.approx(1.5) and row["do_bench_ratio_iqm"] == pytest.approx(1.5)
@@ -66,7 +66,7 @@ def test_the_do_bench_cross_check_rotates_over_the_input_sets_call_by_call(monke
     each call's inputs (it needs CUDA events)."""
     import triton.testing
 
-    from jg_mcp.eval.candidate.worker_commands import padded_do_bench
+    from jg_mcp.eval.candidate.worker_commands import rotating_do_bench
 
     seen: list[str] = []
 
@@ -76,7 +76,7 @@ def test_the_do_bench_cross_check_rotates_over_the_input_sets_call_by_call(monke
         return [0.5, 0.25]
 
     monkeypatch.setattr(triton.testing, "do_bench", do_bench)
-    got = padded_do_bench(lambda x, y: seen.append(x + y), [["a", "1"], ["b", "2"], ["c", "3"]], 0.0)
+    got = rotating_do_bench(lambda x, y: seen.append(x + y), [["a", "1"], ["b", "2"], ["c", "3"]])
     assert got == [0.5, 0.25]
     assert seen == ["a1", "b2", "c3", "a1", "b2", "c3", "a1"]
 
@@ -122,7 +122,7 @@ def test_the_agreement_is_also_read_in_clock_cycles_where_every_clock_is_known()
         return stats | {"clocks": ClockSummary(samples=9, sm_mhz_median=mhz, sm_mhz_min=mhz).model_dump()}
 
     raw["shapes"][0] |= {"candidate": clocked(1800.0), "baselines": {"torch_add": clocked(1600.0)}}
-    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3}}
+    plan = {"n16m": {"baseline": "torch_add", "input_sets": 3}}
     times = {"candidate": [1.0, 1.0], "torch_add": [0.55, 0.55]}
     runs = {
         "n16m": {"median": times, "iqm": times, "mhz": {"candidate": [1800.0, 1800.0], "torch_add": [1760.0, None]}}
@@ -171,12 +171,12 @@ def test_do_bench_times_the_very_inputs_the_eval_timed(monkeypatch):
 
     dob = load_h200_dobench()
     made = known_good_recording_seeds(dob, monkeypatch)
-    monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: [1.0, 1.0])
-    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3, "seeds": [11, 22, 33]}}
+    monkeypatch.setattr(worker, "rotating_do_bench", lambda fn, sets: [1.0, 1.0])
+    plan = {"n16m": {"baseline": "torch_add", "input_sets": 3, "seeds": [11, 22, 33]}}
     dob.dobench_one("axpy", plan)
     assert made == [11, 22, 33]
     made.clear()
-    dob.dobench_one("axpy", {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 2}})
+    dob.dobench_one("axpy", {"n16m": {"baseline": "torch_add", "input_sets": 2}})
     assert made == [0, 1]
 
 
@@ -194,7 +194,7 @@ def test_a_shape_the_eval_timed_under_graphs_is_measured_under_an_independent_gr
     made = known_good_recording_seeds(dob, monkeypatch)
     graphs: list[tuple[str, list, bool]] = []
     monkeypatch.setattr(dob, "dedicated", lambda sets: (None, [["own", *group] for group in sets]))
-    monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: pytest.fail("do_bench at a graph shape"))
+    monkeypatch.setattr(worker, "rotating_do_bench", lambda fn, sets: pytest.fail("do_bench at a graph shape"))
     monkeypatch.setattr(
         independent_graph,
         "graph_times",
@@ -203,7 +203,7 @@ def test_a_shape_the_eval_timed_under_graphs_is_measured_under_an_independent_gr
     monkeypatch.setattr(
         independent_graph, "graph_burst_times", lambda fn, sets: graphs.append(("burst", sets, True)) or [1.0]
     )
-    plan = {"baseline": "torch_add", "pad_ms": 0.5, "input_sets": 3, "seeds": [11, 22, 33], "graph_seeds": [4, 5]}
+    plan = {"baseline": "torch_add", "input_sets": 3, "seeds": [11, 22, 33], "graph_seeds": [4, 5]}
     monkeypatch.delenv("JG_CHECK_BURST", raising=False)
     out = dob.dobench_one("axpy", {"n16m": plan})
     assert [kind for kind, _, _ in graphs] == ["steady"] * 8 and "graph_burst" not in out["n16m"]
@@ -228,11 +228,11 @@ def test_the_variant_parts_time_each_graph_after_per_call_timing_or_with_no_cloc
     known_good_recording_seeds(dob, monkeypatch)
     events: list[str] = []
     monkeypatch.setattr(dob, "dedicated", lambda sets: (None, sets))
-    monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: events.append("calls") or [1.0])
+    monkeypatch.setattr(worker, "rotating_do_bench", lambda fn, sets: events.append("calls") or [1.0])
     monkeypatch.setattr(independent_graph, "graph_times", lambda fn, sets, keep=False: events.append("graph") or [2.0])
     monkeypatch.setattr(independent_graph, "graph_burst_times", lambda fn, sets: [1.0])
     monkeypatch.setattr(dob, "device_sampler", lambda device: events.append("sampler") and None)
-    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.5, "input_sets": 3, "seeds": [1], "graph_seeds": [4, 5]}}
+    plan = {"n16m": {"baseline": "torch_add", "input_sets": 3, "seeds": [1], "graph_seeds": [4, 5]}}
     for variables, each in (({}, ["sampler", "graph"]), ({"JG_CHECK_HISTORY": "1"}, ["calls", "sampler", "graph"])):
         for name in ("JG_CHECK_HISTORY", "JG_CHECK_UNSAMPLED"):
             monkeypatch.delenv(name, raising=False)
@@ -261,10 +261,10 @@ def test_the_part_dobench_lean_keeps_only_the_graphs_copies_of_its_inputs(monkey
     known_good_recording_seeds(dob, monkeypatch)
     read: list[list] = []
     monkeypatch.setattr(dob, "dedicated", lambda sets: (None, [["own", *group] for group in sets]))
-    monkeypatch.setattr(worker, "padded_do_bench", lambda fn, sets, pad: read.append(sets) or [1.0])
+    monkeypatch.setattr(worker, "rotating_do_bench", lambda fn, sets: read.append(sets) or [1.0])
     monkeypatch.setattr(independent_graph, "graph_times", lambda fn, sets, keep=False: [2.0])
     monkeypatch.setattr(independent_graph, "graph_burst_times", lambda fn, sets: [1.0])
-    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.5, "input_sets": 3, "seeds": [1], "graph_seeds": [4]}}
+    plan = {"n16m": {"baseline": "torch_add", "input_sets": 3, "seeds": [1], "graph_seeds": [4]}}
     monkeypatch.setenv("JG_CHECK_HISTORY", "1")
     monkeypatch.delenv("JG_CHECK_LEAN", raising=False)
     dob.dobench_one("axpy", plan)
@@ -299,115 +299,10 @@ def test_with_the_part_dobench_mapped_the_independent_graph_reads_sets_another_p
     assert held == [("rope", "decode", [4, 5])] and groups == [["mapped", 4], ["mapped", 5]] == holder.groups
 
 
-def test_the_part_dobench_evalcode_times_each_graph_also_with_the_eval_workers_own_code(monkeypatch):
-    """Under JG_CHECK_EVALCODE (the part `dobench_evalcode`) each callable's graph is also timed by
-    eval/eval_code_graph.py, with the lead the eval ran at that shape (the plan's `graph_lead`), beside the
-    independent graph in the same process."""
-    dob = load_h200_dobench()  # puts eval/ on the path
-    import eval_code_graph
-    import independent_graph
-
-    known_good_recording_seeds(dob, monkeypatch)
-    leads: list[int] = []
-    monkeypatch.setattr(dob, "dedicated", lambda sets: (None, sets))
-    monkeypatch.setattr(dob, "device_sampler", lambda device: None)
-    monkeypatch.setattr(independent_graph, "graph_times", lambda fn, sets, keep=False: [2.0])
-    monkeypatch.setattr(
-        independent_graph, "graph_burst_times", lambda fn, sets, lead=None: [1.0 if lead is None else lead]
-    )
-    monkeypatch.setattr(eval_code_graph, "eval_code_graph_times", lambda fn, sets, lead: leads.append(lead) or [3.0])
-    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3, "graph_seeds": [4], "graph_lead": 7}}
-    monkeypatch.delenv("JG_CHECK_EVALCODE", raising=False)
-    assert "graph_evalcode" not in dob.dobench_one("axpy", plan)["n16m"] and leads == []
-    for variable, value in dob.VARIANT_ENV["dobench_evalcode"].items():
-        monkeypatch.setenv(variable, value)
-    out = dob.dobench_one("axpy", plan)["n16m"]
-    assert leads == [7] * 8 and out["graph_evalcode"] == {"candidate": [3.0] * 4, "torch_add": [3.0] * 4}
-    assert out["graph_burst_evallead"]["torch_add"] == [7] * 4 and out["graph_burst"]["torch_add"] == [1.0] * 4
-    assert out["median"]["candidate"] == [2.0] * 4
-    assert dob.VARIANT_ENV["dobench_evalcode"] == {"JG_CHECK_EVALCODE": "1", "JG_CHECK_BURST": "1"}
-
-
-def test_the_eval_code_graph_runs_the_workers_graph_command_in_the_evals_pattern():
-    """eval/eval_code_graph.py drives jg_mcp/eval/candidate/worker_commands.py's `Worker.graph` itself (on the CPU its
-    stand-in: the graph's calls one by one): a capture, then rounds of a lead and the timed replays; only the timed
-    replays' times come back, one per replay."""
-    load_h200_check()  # puts eval/ on the path
-    import torch
-    from eval_code_graph import eval_code_graph_times
-
-    calls: list[int] = []
-    sets = [[torch.full((4,), float(i))] for i in range(3)]
-    times = eval_code_graph_times(lambda x: calls.append(int(x[0])) or x + 1, sets, lead=4, rounds=2, device="cpu")
-    per_graph = 66  # the smallest multiple of 3 from 64
-    assert len(times) == 2 * 3 and all(t >= 0 for t in times)
-    assert len(calls) == per_graph * (1 + 2 * (4 + 3)) and calls[:4] == [0, 1, 2, 0]
-
-
-def test_the_variant_parts_measure_only_the_shapes_the_eval_timed_under_graphs(monkeypatch):
-    """What the parts of VARIANT_ENV vary is the graph gap: their plan holds only graph-timed shapes, with the
-    eval's lead there; a report without one starts no process."""
-    import types
-
-    dob = load_h200_dobench()
-    raw = eval_report("a" * 64, "b" * 64, speedup=1.25) | {"strongest_baseline": {"n16m": "torch_add"}}
-    results: dict = {"evals": {"axpy": raw}, "dobench_evalcode": {}}
-    monkeypatch.setattr(dob.subprocess, "run", lambda *a, **k: pytest.fail("a process for no graph-timed shape"))
-    dob.check_dobench(["axpy"], results, "dobench_evalcode")
-    assert results["dobench_evalcode"] == {}
-    report = types.SimpleNamespace(timing=types.SimpleNamespace(lead_ms=60.0))
-    shape = types.SimpleNamespace(
-        timed_by="graph",
-        candidate=types.SimpleNamespace(median_ms=0.004, graph=types.SimpleNamespace(calls=100)),
-        baselines={"compiled": types.SimpleNamespace(median_ms=0.008), "eager": types.SimpleNamespace(median_ms=0.064)},
-    )
-    assert dob.graph_lead(report, shape) == 10  # 60 ms at the slowest callable's 0.064 ms per call, 100 calls
-    assert dob.graph_lead(report, types.SimpleNamespace(timed_by="calls", candidate=None)) == 0
-
-
 @pytest.mark.slow
-def test_the_part_dobench_workerproc_times_each_graph_in_a_process_started_as_the_eval_starts_its_workers(tmp_path):
-    """eval/worker_proc_graph.py starts a real worker process (jg_mcp/eval/processes/process.py), which imports the
-    callable's module, maps the input sets this process holds and runs the eval's graph messages: a capture, then
-    rounds of a lead and the timed replays, whose times alone come back (here the CPU stand-in, which makes each
-    call and appends its input's first value to a file, so the calls and their order are seen from outside)."""
-    load_h200_check()  # puts eval/ on the path
-    import torch
-    from worker_proc_graph import WorkerGraph
-
-    seen = tmp_path / "seen.txt"
-    module = tmp_path / "callables.py"
-    module.write_text(f"def f(x):\n    open({str(seen)!r}, 'a').write(str(int(x[0])) + ' ')\n    return x + 1\n")
-    worker = WorkerGraph(module, "f", [[torch.full((4,), float(i))] for i in range(3)], device="cpu")
-    try:
-        times = worker.times(lead=4, rounds=2)
-    finally:
-        worker.close()
-    calls = seen.read_text().split()
-    assert not Path(worker.work).exists()
-    assert len(times) == 2 * 3 and all(t >= 0 for t in times)
-    assert len(calls) == 66 * (1 + 2 * (4 + 3)) and calls[:4] == ["0", "1", "2", "0"]
-    assert worker.proc.proc.poll() is not None
-
-
-def test_under_dobench_workerproc_each_callable_of_a_shape_gets_one_worker_process_closed_after_it(monkeypatch):
-    """JG_CHECK_WORKERPROC: each callable's four measurements at a graph-timed shape go to one worker process
-    (the solution's file or the goal's module), each with the eval's lead; both are closed when the shape is done."""
-    dob = load_h200_dobench()  # puts eval/ on the path
-    events = fake_worker_graphs(dob, monkeypatch, lambda fn, sets, keep=False: [2.0])
-    monkeypatch.setenv("JG_CHECK_WORKERPROC", "1")
-    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3, "graph_seeds": [4], "graph_lead": 9}}
-    out = dob.dobench_one("axpy", plan)["n16m"]
-    assert [e for e in events if e[0] == "start"] == [("start", "candidate"), ("start", "torch_add")]
-    assert events.count(("times", 9)) == 8 and events[-2:] == [("close",), ("close",)]
-    assert out["graph_workerproc"] == {"candidate": [5.0] * 4, "torch_add": [5.0] * 4}
-    assert dob.VARIANT_ENV["dobench_workerproc"] == {"JG_CHECK_WORKERPROC": "1"}
-
-
 def test_check_md_sets_every_way_a_graph_was_timed_beside_the_evals_graph_time():
-    """At a graph-timed shape each part's series (the independent graph, the eval's pattern, its lead, its code here
-    and in a worker process) are listed per callable beside the eval's graph time, as medians and as % over it;
-    a shape timed per call is not listed."""
+    """At a graph-timed shape each part's series (the independent graph, the eval's pattern) are listed per callable
+    beside the eval's graph time, as medians and as % over it; a shape timed per call is not listed."""
     load_h200_check()
     tables = sys.modules["h200_tables"]
     raw = eval_report("a" * 64, "b" * 64, speedup=1.25) | {"strongest_baseline": {"n16m": "torch_add"}}
@@ -422,62 +317,24 @@ def test_check_md_sets_every_way_a_graph_was_timed_beside_the_evals_graph_time()
     row = {
         "measured_by": "graph",
         "do_bench_runs_ms": {"candidate": [0.0042, 0.0041, 0.0043, 0.0042], "torch_add": [0.0055] * 4},
-        "graph_workerproc_runs_ms": {"candidate": [0.004] * 4, "torch_add": [0.005, None, 0.005, 0.005]},
+        "graph_burst_runs_ms": {"candidate": [0.004] * 4, "torch_add": [0.005, None, 0.005, 0.005]},
     }
-    results = {"evals": {"axpy": raw}, "dobench_workerproc": {"axpy": {"n16m": row}}, "dobench": {}}
+    results = {"evals": {"axpy": raw}, "dobench_burst": {"axpy": {"n16m": row}}, "dobench": {}}
     lines = tables.graph_table(results)
-    assert (
-        "| dobench_workerproc | axpy | n16m | candidate | 4.000 | 4.200 (+5.0%) | - | - | - | 4.000 (+0.0%) |" in lines
-    )
-    assert (
-        "| dobench_workerproc | axpy | n16m | torch_add | 5.000 | 5.500 (+10.0%) | - | - | - | 5.000 (+0.0%) |" in lines
-    )
+    assert "| dobench_burst | axpy | n16m | candidate | 4.000 | 4.200 (+5.0%) | 4.000 (+0.0%) | - | - | - |" in lines
+    assert "| dobench_burst | axpy | n16m | torch_add | 5.000 | 5.500 (+10.0%) | 5.000 (+0.0%) | - | - | - |" in lines
     row["measured_by"] = "do_bench"
     assert tables.graph_table(results) == []
 
 
-def test_under_dobench_primed_a_worker_process_runs_each_graph_before_this_process_times_its_own(monkeypatch):
-    """JG_CHECK_PRIMED: at a graph-timed shape, one worker process per callable runs its graph with the eval's lead
-    and is closed, all before the first independent graph; a shape timed per call is not primed."""
-    dob = load_h200_dobench()  # puts eval/ on the path
-    events = fake_worker_graphs(dob, monkeypatch, lambda fn, sets, keep=False: events.append(("graph",)) or [2.0])
-    monkeypatch.setenv("JG_CHECK_PRIMED", "1")
-    plan = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3, "graph_seeds": [4], "graph_lead": 9}}
-    out = dob.dobench_one("axpy", plan)["n16m"]
-    primed = [("start", "candidate"), ("times", 9), ("close",), ("start", "torch_add"), ("times", 9), ("close",)]
-    assert events[:6] == primed and events[6:] == [("graph",)] * 8
-    assert out["median"] == {"candidate": [2.0] * 4, "torch_add": [2.0] * 4} and "graph_workerproc" not in out
-    events.clear()
-    import jg_mcp.eval.candidate.worker_commands as commands
-
-    monkeypatch.setattr(commands, "padded_do_bench", lambda fn, sets, pad: [3.0])
-    per_call = {"n16m": {"baseline": "torch_add", "pad_ms": 0.0, "input_sets": 3}}
-    assert dob.dobench_one("axpy", per_call)["n16m"]["median"]["candidate"] == [3.0] * 4
-    assert events == []
-    assert dob.VARIANT_ENV["dobench_primed"] == {"JG_CHECK_PRIMED": "1"}
-
-
 def fake_worker_graphs(dob, monkeypatch, graph_times) -> list[tuple]:
-    """dobench_one's worker processes replaced by a stand-in recording each start, timing (with its lead) and close
-    in the list returned, its independent graphs by `graph_times`, the goal by the known-good axpy's."""
+    """dobench_one's independent graphs replaced by `graph_times`, the goal by the known-good axpy's; the list
+    returned is for the caller's records."""
     import independent_graph
-    import worker_proc_graph
 
     known_good_recording_seeds(dob, monkeypatch)
     events: list[tuple] = []
 
-    class Fake:
-        def __init__(self, module, function, sets):
-            events.append(("start", function))
-
-        def times(self, lead):
-            events.append(("times", lead))
-            return [5.0]
-
-        def close(self):
-            events.append(("close",))
-
-    monkeypatch.setattr(worker_proc_graph, "WorkerGraph", Fake)
     monkeypatch.setattr(dob, "module_of", lambda goal_name, goal, name: ("m.py", name))
     monkeypatch.setattr(dob, "dedicated", lambda sets: (None, sets))
     monkeypatch.setattr(dob, "device_sampler", lambda device: None)

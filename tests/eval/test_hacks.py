@@ -121,19 +121,24 @@ def open_expected(reasons: set[Reason]) -> set[Reason]:
 
 
 CPU_TIMED_HACKS: dict[str, set[Reason]] = {
-    "forge_cpu_times": {R.TIMING_ESCAPE, R.TAMPERED},
+    "forge_cpu_times": {R.TAMPERED},
     "cache_by_content_timed": {R.CACHED_OUTPUT},
     "precompute_bound_sets": {R.CACHED_OUTPUT},
     "wrong_after_warmup": {R.INCORRECT},
     "library_op_when_warm": {R.STATIC_FORBIDDEN, R.FORBIDDEN_CALL},  # recorded only in the timing process
     "sabotage_baseline_inputs": {R.STATIC_DYNAMIC},
-    "thread_exit_cpu_time": {R.TIMING_ESCAPE, R.STATIC_DYNAMIC},
+    "thread_exit_cpu_time": {R.STATIC_DYNAMIC},
     "wider_output_when_timed": {R.WRONG_DTYPE},
     "skip_work_before_timing": {R.INCORRECT},
-    "blind_cpu_clock": {R.STATIC_DYNAMIC},  # its pid is kept from the spawn now; its /50 forgery of a ~0.2 ms call
-    # hides inside the CPU stand-in's escape margin (a ~2 ms flush per call), so only the source check names it
+    "blind_cpu_clock": {R.STATIC_DYNAMIC},
+    "skip_ring_copy": {R.TIMING_ESCAPE},
 }
 """Hacks on the demo goal that only the timing phase can catch, run with the timing protocol on the CPU."""
+FORGERIES = {"forge_cpu_times": 0.5, "thread_exit_cpu_time": 0.5, "blind_cpu_clock": 2.0}
+"""Hacks of CPU_TIMED_HACKS that forge or hide the times the worker's process reports, and the most speedup each may
+show: no such time is scored, so under the open policy (no source check) each is timed by the harness's clock at
+its real cost. The first two do a hundred times the baseline's work (their forgeries claimed 10x and all of it
+hidden), the third one addcmul against the baseline's add (its forgery claimed 50x)."""
 TIMED_HACK_OPTIONS = {"skip_work_before_timing": {"spot_check_p": 1.0}}
 """Timing options a hack of CPU_TIMED_HACKS runs with: every block judged, so a test of what is judged is not left
 to the odds of one spot check."""
@@ -207,6 +212,16 @@ def test_timing_hack_is_caught_by_the_harness_from_outside(runs, timing_goal, na
     assert not missing, (
         f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
     )
+
+
+@pytest.mark.parametrize("name", sorted(FORGERIES))
+def test_times_the_candidate_forges_gain_it_nothing(runs, timing_goal, name):
+    runs.wait_idle()
+    report = runs.get(HACKS / name / "solution.py", timing_goal, **(CPU_TIMING | {"policy": "open"}))
+    timed = [s for s in report.shapes if s.candidate is not None]
+    assert timed or not report.accepted, [f.detail for f in report.findings]
+    for shape in timed:
+        assert max(shape.speedup.values()) < FORGERIES[name], (name, shape.name, shape.speedup)
 
 
 def test_a_candidate_cannot_slow_the_baseline_by_writing_its_inputs(runs, timing_goal):

@@ -26,8 +26,9 @@ GIB = 1 << 30
 SOFTMAX_LARGEST = {"inputs": GIB, "outputs": GIB, "references": 2 * GIB, "work": 16 * GIB}
 """softmax at 131072 x 4096: 1 GiB of bf16 input and output, 2 GiB of float32 reference, and (stated) 16 GiB of
 the harness's temporaries while it checked the shape."""
-H100_FREE, H200_FREE = 70 * GIB, 130 * GIB
-"""Stated free memory once the CUDA contexts and the timing processes' warm-up are taken: an H100 80 GB, an H200."""
+H100_FREE, H200_FREE = 64 * GIB, 130 * GIB
+"""Stated free memory once the CUDA contexts, the timing processes' warm-up and what the correctness phase left are
+taken: an H100 80 GB, an H200."""
 
 
 def test_on_an_h100_the_largest_softmax_shape_gets_fewer_buffers_and_stays_within_the_budget():
@@ -45,7 +46,7 @@ def test_on_an_h100_the_largest_softmax_shape_gets_fewer_buffers_and_stays_withi
 def test_the_counts_shrink_as_the_free_memory_does_and_the_total_never_exceeds_the_budget():
     p = TimingParams()
     last = None
-    for free_gib in (200, 100, 80, 70, 60, 55, 50, 48):
+    for free_gib in (200, 100, 80, 70, 60, 55, 50, 46):
         plan = plan_timed(**SOFTMAX_LARGEST, free=free_gib * GIB, p=p)
         assert plan.fits, free_gib
         assert plan.need_bytes <= SHARE * free_gib * GIB
@@ -65,16 +66,19 @@ def test_a_shape_that_cannot_fit_even_with_the_fewest_buffers_is_not_timed_and_s
 
 
 def test_on_the_cpu_the_timing_parameters_decide_the_counts():
-    p = TimingParams(input_sets=5, max_block=16)
+    p = TimingParams(input_sets=5, max_block=16, cold_bytes=0)
     plan = plan_timed(inputs=100, outputs=10, references=200, work=None, free=None, p=p)
     assert (plan.input_sets, plan.ring_slots, plan.fits, plan.free_bytes) == (5, 16, True, None)
+    cold = plan_timed(
+        inputs=100, outputs=10, references=200, work=None, free=None, p=p.model_copy(update={"cold_bytes": 1000})
+    )
+    assert cold.input_sets == 10, "as many sets as span cold_bytes"
 
 
 def test_the_model_counts_each_timing_process_its_own_shared_buffers():
-    base = timed_need(inputs=10, outputs=100, references=20, work=0, flush=0, sets=3, slots=4)
-    assert timed_need(10, 100, 20, 0, 0, 3, 5) - base == 2 * 100  # one more ring slot in each process
-    assert timed_need(10, 100, 20, 0, 0, 4, 4) - base == (10 + 20) + 10 + 2 * 10  # made, pristine, both copies
-    assert timed_need(10, 100, 20, 0, 7, 3, 4) - base == 2 * 7  # a flush buffer in each process
+    base = timed_need(inputs=10, outputs=100, references=20, work=0, sets=3, slots=4)
+    assert timed_need(10, 100, 20, 0, 3, 5) - base == 2 * 100  # one more ring slot in each process
+    assert timed_need(10, 100, 20, 0, 4, 4) - base == (10 + 20) + 10 + 2 * 10  # made, pristine, both copies
 
 
 def test_a_graph_ring_leaves_the_graph_inputs_and_both_rings_within_the_share():

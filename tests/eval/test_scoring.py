@@ -69,12 +69,6 @@ def test_the_fresh_input_slack_is_the_eval_option_s():
         TimingParams(fresh_slack=1.0)
 
 
-def test_time_the_harness_saw_that_the_candidate_did_not_report_is_an_escape():
-    report = _scored(timing(10.0, unaccounted=6.0), {"torch": timing(12.0, unaccounted=0.1)})
-    assert [f.reason for f in report.findings] == [Reason.TIMING_ESCAPE]
-    assert _scored(timing(10.0, unaccounted=0.2), {"torch": timing(12.0, unaccounted=0.1)}).findings == []
-
-
 def test_a_time_below_the_physical_floor_is_a_finding():
     report = _scored(timing(1e-6), {"torch": timing(12.0)})
     assert Reason.BELOW_FLOOR in report.reasons
