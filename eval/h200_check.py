@@ -301,6 +301,7 @@ def main() -> int:
                 mark = time.monotonic()
                 step()
                 results["part_wall_s"][part] = time.monotonic() - mark
+                (args.out / "check.json").write_text(json.dumps(results, indent=1))  # kept if a later part is killed
         results["repeat_agreement"] = repeat_agreement(results)
         results["repeat_agreement_iqm"] = repeat_agreement(results, "iqm_ms")
     finally:

@@ -3,10 +3,10 @@
 
 On the GPU, per block, the harness's own stream waits behind a gate (jg_mcp/eval/gate.py) long enough for the
 worker to queue the whole block (so host launch time never shows: the GPU runs the calls back to back), writes
-what must be new to the worker (a fresh call's inputs) after the gate, records its start event and an
-interprocess `go` event. The worker's stream
-waits for `go`, runs the calls (each call's outputs copied into its ring slot) and records an interprocess `done`;
-the harness's stream waits for `done`, records its end event and at once gathers a random sample of elements from
+what must be new to the worker (a fresh call's inputs) after the gate, records its start event and writes the
+block's number into a `go` flag. The worker's stream waits until `go` holds it, runs the calls (each call's outputs
+copied into its ring slot) and writes it into a `done` flag; the harness's stream waits until `done` holds it,
+records its end event and at once gathers a random sample of elements from
 every ring slot the block wrote. A block whose `done` came early leaves poison in the slots of calls that had not
 finished when the harness read them (on a probe on an H100, an early `done` let the end event fire at 9-11% of the
 honest block: the GPU gives the harness's context a time slice mid-block, so ordering alone proves nothing).
@@ -38,6 +38,7 @@ from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
 from jg_mcp.eval.wire.buffers import SharedBinding
 from jg_mcp.eval.wire.messages import Block, BlockDone, Bound, Gates, Queued, Resume
+from jg_mcp.eval.wire.stream_ops import wait_value, write_value
 
 GATE_MIN_MS = 1.0
 """The shortest gate: a block's message and the worker's first launches."""
@@ -51,6 +52,8 @@ MISSES_TO_WAIT = 3
 gate cannot help it: its host is held by the gate); its gate is then the shortest."""
 FIRST_ENQUEUE_MS = 0.05
 """Host time per call assumed before a callable's first block."""
+FLAGS = "flags"
+"""The binding of the `go` and `done` flags."""
 SAMPLES_PER_SLOT = 8
 """Elements of each output of each ring slot the harness reads when a block ends."""
 CALIBRATION_BLOCKS = 3
@@ -106,27 +109,36 @@ class BlockClock:
         self.missed: dict[str, int] = {}
         """Per callable, its blocks in a row whose gate did not hold."""
         self.stream: Any = None
-        self.go: Any = None
-        self.done: Any = None
+        self.flags: SharedBinding | None = None
+        self.go = self.done = 0
+        """Device addresses of the `go` and `done` flags."""
+        self.seq = 0
+        """The last block's value of the flags."""
         self.gate: Gate | None = None
         self.busiest_ms = 0.0
         """The longest `Clocked.busy_ms` since it was last reset."""
 
     def open(self) -> None:
-        """Make the interprocess events and hand them to the worker (GPU; nothing on the CPU)."""
+        """Share the `go` and `done` flags with the worker (GPU; nothing on the CPU)."""
         if self.device != "cuda":
             return
         self.stream = torch.cuda.Stream()
         with torch.cuda.stream(self.stream):
             self.gate = Gate()
-        self.go = torch.cuda.Event(interprocess=True)
-        self.done = torch.cuda.Event(interprocess=True)
-        with torch.cuda.stream(self.stream):
-            self.go.record()
-            self.done.record()
-        self.stream.synchronize()
-        self.proc.send(Gates(go=bytes(self.go.ipc_handle()).hex(), done=bytes(self.done.ipc_handle()).hex()))
+        self.flags = SharedBinding(FLAGS, "cuda")
+        self.flags.add_copy([torch.zeros(2, dtype=torch.int64, device="cuda")])
+        torch.cuda.synchronize()
+        self.proc.bind(self.flags)
+        self.proc.send(Gates(binding=FLAGS))
         self.proc.expect(Bound)
+        flags = self.flags.groups[0][0]
+        self.go, self.done = flags.data_ptr(), flags.data_ptr() + 8
+
+    def close(self) -> None:
+        """Free the flags (the worker's process is gone or done with them)."""
+        if self.flags is not None:
+            self.flags.free()
+            self.flags = None
 
     def gate_ms(self, fn: str, calls: int) -> float:
         if self.waits.get(fn):
@@ -182,6 +194,8 @@ class BlockClock:
     ) -> Clocked:
         fn = message.fn
         gate = self.gate_ms(fn, calls)
+        self.seq += 1
+        message = message.model_copy(update={"seq": self.seq})
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()  # the harness's writes (inputs, poison) are done before the gate
         assert self.gate is not None
@@ -190,7 +204,7 @@ class BlockClock:
             if before_go is not None:
                 before_go()
             start.record()
-            self.go.record()
+            write_value(self.stream.cuda_stream, self.go, self.seq)
         self.proc.send(message)
         first = self._first()
         held = not start.query()
@@ -198,7 +212,7 @@ class BlockClock:
             self.stream.synchronize()
             return Clocked(ms=0.0, done=first, busy_ms=self.busy())
         with torch.cuda.stream(self.stream):
-            self.stream.wait_event(self.done)
+            wait_value(self.stream.cuda_stream, self.done, self.seq)
             end.record()
             flags = ring.unwritten(slots, SAMPLES_PER_SLOT) if ring is not None and slots else None
         self.stream.synchronize()

@@ -209,6 +209,13 @@ class TimingPhase:
             return
         by_name = {s.name: s for s in report.shapes}
         try:
+            self.time_cases(report, cases, by_name)
+        finally:
+            for clock in self.clocks.values():
+                clock.close()
+
+    def time_cases(self, report: EvalReport, cases: list[Case], by_name: dict[str, ShapeResult]) -> None:
+        try:
             for case in cases:
                 self.ev.progress(f"time {case.name}")
                 shape = by_name[case.name]

@@ -9,7 +9,6 @@ from eval_suite import CPU_TIMING, eval_solution
 
 from jg_mcp.eval.graphs import MOST_CALLS, graph_calls, graph_sets, lead_replays, replay_calls
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.report import GraphTiming
 from jg_mcp.eval.scoring import GRAPH_FRESH_MIN_MS, gained
 
 HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"

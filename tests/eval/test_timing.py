@@ -9,8 +9,8 @@ import random
 import pytest
 from eval_suite import REPO, timing
 
-from jg_mcp.eval.options import EvalOptions, TimingParams
 from jg_mcp.eval.clock import Calibration
+from jg_mcp.eval.options import EvalOptions, TimingParams
 from jg_mcp.eval.scoring import floor_ms, seen_inputs_gain
 from jg_mcp.eval.sizing import block_sizes, cold_sets, iqm, summarize
 

@@ -40,6 +40,7 @@ from jg_mcp.eval.wire.messages import (
     Setup,
     Warm,
 )
+from jg_mcp.eval.wire.stream_ops import wait_value, write_value
 
 RESUME_WAIT_S = 600
 """How long a CPU block waits for the harness's `Resume`."""
@@ -68,9 +69,8 @@ class Worker:
         self.fns: dict[str, Any] = {}
         self.reader: Any = None
         """The command channel's reader (set by worker.main), for the `Resume` inside a CPU block."""
-        self.go: Any = None
-        self.done: Any = None
-        """The harness's interprocess events (`Gates`, GPU only)."""
+        self.go = self.done = 0
+        """Device addresses of the harness's `go` and `done` flags (`Gates`, GPU only)."""
         self.graphs: dict[tuple[str, str, tuple[int, ...]], tuple[Any, list[Any]]] = {}
         """Captured CUDA graphs and their outputs, by callable, input binding and sets (until the binding goes)."""
         self.recorder = OpRecorder(set(setup.forbidden_ops))
@@ -179,10 +179,8 @@ class Worker:
         return metas
 
     def gates(self, cmd: Gates) -> None:
-        torch = self.torch
-        device = torch.cuda.current_device()
-        self.go = torch.cuda.Event.from_ipc_handle(device, bytes.fromhex(cmd.go))
-        self.done = torch.cuda.Event.from_ipc_handle(device, bytes.fromhex(cmd.done))
+        flags = self.bound[cmd.binding].groups[0][0]
+        self.go, self.done = flags.data_ptr(), flags.data_ptr() + 8
         self.send(Bound(name="gates"))
 
     def block(self, cmd: Block) -> None:
@@ -198,7 +196,7 @@ class Worker:
                     copy_into(torch, ring[i % len(ring)], out)
                 del out  # freed before the next call, which then gets the same memory for its output, as in do_bench
 
-        self.gated(calls, len(cmd.sets))
+        self.gated(calls, len(cmd.sets), cmd.seq)
 
     def graph(self, cmd: Graph) -> None:
         torch = self.torch
@@ -227,20 +225,20 @@ class Worker:
                     outs = [fn(*groups[s]) for s in cmd.sets]
                 copy_all(torch, watched["torch._foreach_copy_"], ring, outs)
 
-        self.gated(replays, len(cmd.sets) * cmd.replays)
+        self.gated(replays, len(cmd.sets) * cmd.replays, cmd.seq)
 
-    def gated(self, work: Callable[[], None], calls: int) -> None:
-        """Run `work` (a block's calls) on the GPU behind the harness's `go`, `done` after it; answer `Queued`, then
-        `BlockDone` once it has finished (a failure answers `BlockDone` alone)."""
+    def gated(self, work: Callable[[], None], calls: int, seq: int) -> None:
+        """Run `work` (a block's calls) on the GPU behind the harness's `go` flag, `done` written after it; answer
+        `Queued`, then `BlockDone` once it has finished (a failure answers `BlockDone` alone)."""
         cuda = self.device == "cuda"
         try:
             begin = time.perf_counter()
             stream = self.guard.watched["torch.cuda.current_stream"]() if cuda else None
             if stream is not None:
-                stream.wait_event(self.go)
+                wait_value(stream.cuda_stream, self.go, seq)
             work()
             if stream is not None:
-                self.done.record(stream)
+                write_value(stream.cuda_stream, self.done, seq)
             enqueue_ms = (time.perf_counter() - begin) * 1e3 / max(1, calls)
         except Exception as exc:
             self.send(BlockDone(error=block_failed(exc), hints=self.hints() + wrong_output(exc)))

@@ -17,7 +17,8 @@ from jg_mcp.models import Strict
 
 PROTOCOL_VERSION = 5
 """3: the worker says `started` before its setup. 4: `Done.raised` says how a call ended that did not return.
-5: blocks are clocked by the harness (`Gates`, `Queued`); the worker reports no times, flushes and pads nothing."""
+5: blocks are clocked by the harness (`Gates`, `Queued`, `Resume`); the worker reports no times, flushes and pads
+nothing."""
 
 
 class WireModel(Strict):
@@ -106,21 +107,19 @@ class Call(WireModel):
 
 
 class Gates(WireModel):
-    """The two interprocess CUDA events that order a worker's blocks against the harness's clock (GPU only): the
-    worker's stream waits for `go` before a block's first call and records `done` after its last."""
+    """The binding whose first tensor holds the two 8-byte flags that order a worker's blocks against the harness's
+    clock (GPU only): the worker's stream waits until `go` (the first) holds the block's `seq` before its first call,
+    and writes `seq` into `done` (the second) after its last (jg_mcp/eval/wire/stream_ops.py)."""
 
     op: Literal["gates"] = "gates"
-    go: str
-    """cudaIpcEventHandle_t of the `go` event, hex."""
-    done: str
-    """cudaIpcEventHandle_t of the `done` event, hex."""
+    binding: str
 
 
 class Block(WireModel):
-    """Calls back to back, each call's outputs copied into ring slot `i % slots` (unless there is no ring). On the
-    GPU the calls are queued behind `go` and followed by `done` (`Gates`), and `Queued` is sent once they are
-    queued; on the CPU `Queued` is sent once they have run. `BlockDone` follows, after a synchronisation, with the
-    guard's hints. No times: the harness clocks the block itself. An empty block (baseline role only) times the
+    """Calls back to back, each call's outputs copied into ring slot `i % slots` (unless there is no ring). On the GPU the
+    calls are queued behind the `go` flag and followed by the `done` flag (`Gates`), and `Queued` is sent once they
+    are queued; on the CPU `Queued` is sent once they have run. `BlockDone` follows, after a synchronisation, with
+    the guard's hints. No times: the harness clocks the block itself. An empty block (baseline role only) times the
     ordering alone; `fn` NULL_FN returns an empty output of the ring's layout (the copy alone)."""
 
     op: Literal["block"] = "block"
@@ -132,6 +131,8 @@ class Block(WireModel):
     """Input group of each call, in order."""
     ring: str | None
     """Binding of the output ring (None: outputs dropped)."""
+    seq: int = Field(default=0, ge=0)
+    """The value of the `go` flag the block waits for and that it writes into `done` (GPU)."""
 
 
 class Resume(WireModel):
@@ -164,6 +165,8 @@ class Graph(WireModel):
     """Replays of the whole graph."""
     ring: str | None
     """Binding of the output ring, a slot per call (None: outputs not copied)."""
+    seq: int = Field(default=0, ge=0)
+    """As a Block's."""
 
 
 class DoBench(WireModel):
