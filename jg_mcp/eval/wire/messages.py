@@ -116,11 +116,11 @@ class Gates(WireModel):
 
 
 class Block(WireModel):
-    """Calls back to back, each call's outputs copied into ring slot `i % slots` (unless there is no ring). On the GPU the
-    calls are queued behind the `go` flag and followed by the `done` flag (`Gates`), and `Queued` is sent once they
-    are queued; on the CPU `Queued` is sent once they have run. `BlockDone` follows, after a synchronisation, with
-    the guard's hints. No times: the harness clocks the block itself. An empty block (baseline role only) times the
-    ordering alone; `fn` NULL_FN returns an empty output of the ring's layout (the copy alone)."""
+    """Calls back to back, each call's outputs copied into ring slot `i % slots` (unless there is no ring). On the GPU
+    the calls are queued behind the `go` flag and followed by the `done` flag (`Gates`), and `Queued` is sent once
+    they are queued; on the CPU `Queued` is sent once they have run. `BlockDone` follows, after a synchronisation,
+    with the guard's hints. No times: the harness clocks the block itself. An empty block (baseline role only) times
+    the ordering alone; `fn` NULL_FN returns an empty output of the ring's layout (the copy alone)."""
 
     op: Literal["block"] = "block"
     fn: str
