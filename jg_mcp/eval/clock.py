@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from jg_mcp.errors import JgError
-from jg_mcp.eval.gate import Gate
+from jg_mcp.eval.gate import WATCH_MS, Gate
 from jg_mcp.eval.processes.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
@@ -99,8 +99,8 @@ class Calibration:
 class BlockClock:
     """The harness's clock of one worker process's blocks (see the module's docstring)."""
 
-    def __init__(self, proc: WorkerProcess, device: str):
-        self.proc, self.device = proc, device
+    def __init__(self, proc: WorkerProcess, device: str, watch: bool = False):
+        self.proc, self.device, self.watch = proc, device, watch
         self.enqueue: dict[str, float] = {}
         """Per callable, the host time per call its last block took to queue."""
         self.waits: dict[str, bool] = {}
@@ -141,9 +141,12 @@ class BlockClock:
             self.flags = None
 
     def gate_ms(self, fn: str, calls: int) -> float:
+        """How long the gate holds: long enough for the callable's last block's queueing of `calls` calls, and on a
+        watched clock (the baselines') at least WATCH_MS, so that the gate sees any other context with work."""
+        least = WATCH_MS if self.watch else GATE_MIN_MS
         if self.waits.get(fn):
-            return GATE_MIN_MS
-        return min(GATE_MAX_MS, GATE_MIN_MS + GATE_FACTOR * self.enqueue.get(fn, FIRST_ENQUEUE_MS) * calls)
+            return least
+        return max(least, min(GATE_MAX_MS, GATE_MIN_MS + GATE_FACTOR * self.enqueue.get(fn, FIRST_ENQUEUE_MS) * calls))
 
     def run(
         self,

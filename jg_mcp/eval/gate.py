@@ -1,13 +1,14 @@
-"""The harness's gate (GPU): one thread of one block spins on the GPU's global timer for as long as the gate lasts,
-and writes down the longest time between two of its reads of the timer.
+"""The harness's gate (GPU): one thread of one block spins on the GPU's global timer for as long as the gate lasts, and
+writes down the longest time between two of its reads of the timer.
 
-Holding the harness's stream behind it, the gate keeps the worker's `go` from firing until the worker has queued
-its whole block (jg_mcp/eval/clock.py). Measuring its own gaps, it tells whether another CUDA context ran on the
-GPU meanwhile: contexts do not share the GPU at once (without MPS), they take turns in time slices, so a thread of
-the harness's that is switched out sees a gap of at least a time slice between two reads of the timer, where it
-otherwise sees tens of nanoseconds. Before a baseline's block the candidate's processes are stopped and every
-block of theirs has ended; a gap then is GPU work of the candidate's that outlived its block (SIGSTOP stops host
-threads, not kernels), which would slow the baseline and so flatter the candidate.
+Holding the harness's stream behind it, the gate keeps the worker's `go` from firing until the worker has queued its
+whole block (jg_mcp/eval/clock.py). Measuring its own gaps, it tells whether another CUDA context ran on the GPU
+meanwhile: contexts do not share the GPU at once (without MPS), they take turns in time slices, so a thread of the
+harness's that is switched out sees a gap of at least a time slice between two reads of the timer, where it
+otherwise sees tens of nanoseconds; a gate of WATCH_MS is longer than two slices. Before a baseline's block the
+candidate's processes are stopped and every block of theirs has ended; a gap then is GPU work of the candidate's
+that outlived its block (SIGSTOP stops host threads, not kernels), which would slow the baseline and so flatter the
+candidate.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ import torch
 BUSY_GAP_MS = 0.05
 """A gap between two reads of the timer over this is another context's time slice (the reads are tens of ns apart
 otherwise)."""
+WATCH_MS = 6.0
+"""The shortest gate that is sure to see another context with work: on an H100 (lab/gate_probe.py) contexts took
+turns in time slices of 2.39 ms; a 2 ms gate beside another process's kernel saw no gap (it ran within one slice,
+starting a slice late), gates of 5-40 ms each saw a gap of 2.39 ms, and no gate saw one without that process."""
 
 _KERNEL: Any = None
 

@@ -125,7 +125,10 @@ class TimingPhase:
         self.pick = random.SystemRandom()
         g = ev.goal.goal
         self.names = ["candidate", *[n for n, b in g.baselines.items() if ev.device in b.devices]]
-        self.clocks = {CANDIDATE: BlockClock(candidate, ev.device), BASELINE: BlockClock(baseline, ev.device)}
+        self.clocks = {
+            CANDIDATE: BlockClock(candidate, ev.device),
+            BASELINE: BlockClock(baseline, ev.device, watch=True),
+        }
         self.cal = Calibration(ordering_ms=0.0, copy_ms=0.0)
         """The shape being timed's calibration (`clock.calibrate`, on the baselines' process)."""
         self.sampler: ClockSampler | None = None
