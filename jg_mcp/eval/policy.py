@@ -114,6 +114,7 @@ class Visitor:
         """Node type -> each rule's `visit_<type>` method, in the rules' order."""
 
     def run(self, tree: ast.AST) -> None:
+        """Each rule's `begin` (what it judges of the prepared context as a whole), then the walk."""
         for rule in self.rules:
             rule.begin()
         self.scan(tree)
@@ -121,8 +122,8 @@ class Visitor:
     def scan(self, root: ast.AST) -> None:
         """Check every node's syntax and names, and show it to the rules, parents first, in source order, with an
         explicit stack (code may nest deeper than Python's recursion limit); a rule returning False keeps the node's
-        children unvisited (their syntax and names are still checked). The statements of the context's `unjudged`
-        have their syntax checked only."""
+        children unvisited (their syntax and names are still checked). In the statements of the context's `unjudged`
+        only the syntax and the bindings of the module's dunders are checked."""
         stack = [(root, True, True)]
         while stack:
             node, visit, judged = stack.pop()
