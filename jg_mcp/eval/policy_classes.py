@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import ast
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
+from jg_mcp.eval.policy_context import Context, Rule
+from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.source_ast import is_class_argument
-from jg_mcp.eval.trusted import builtin_class
+from jg_mcp.eval.trusted import builtin_class, is_tensor_machinery
 
 IDENTITY = (ast.Is, ast.IsNot)
 """Comparisons that call no method of either operand."""
@@ -31,7 +33,7 @@ def is_memberless_enum(obj: Any) -> bool:
     return isinstance(obj, type) and issubclass(obj, enum.Enum) and not obj.__members__
 
 
-def known_class(node: ast.AST, dotted: Callable[[ast.AST], str | None], bound: set[str]) -> bool:
+def known_class(node: ast.AST, dotted: Callable[[ast.AST], str | None], bound: Container[str]) -> bool:
     """An operand whose `==` is a class's own: another `type(x)`, a name rooted at an import, a builtin class the file
     does not rebind, or a literal tuple, list or set of those (what `type(x) in (int, float)` compares against)."""
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
@@ -88,7 +90,7 @@ def constant(node: ast.AST, dotted: dict[ast.AST, str]) -> bool:
     return isinstance(node, ast.Call) and not node.args and not node.keywords and dotted.get(node.func) == "enum.auto"
 
 
-def compares_class(name: ast.AST, dotted: Callable[[ast.AST], str | None], bound: set[str]) -> bool:
+def compares_class(name: ast.AST, dotted: Callable[[ast.AST], str | None], bound: Container[str]) -> bool:
     """The result of the call `type(x)` whose callee is `name` only tested (class_test): by isinstance or issubclass,
     by `is`, or by `==` and `in` against classes whose `__eq__` is a class's own (known_class: a file's own `__eq__`
     would be handed the class); or only named (`type(x).__name__`, `.__qualname__`, read: a string, for an error
@@ -102,3 +104,67 @@ def compares_class(name: ast.AST, dotted: Callable[[ast.AST], str | None], bound
         return test is not None
     others = [n for n in (test.left, *test.comparators) if n is not call]
     return all(isinstance(op, IDENTITY) for op in test.ops) or all(known_class(n, dotted, bound) for n in others)
+
+
+def asks_type(node: ast.Name) -> bool:
+    """The name is the callee of a one-argument `type(x)`: it asks x's class."""
+    parent = getattr(node, "parent", None)
+    return isinstance(parent, ast.Call) and is_type_call(parent) and parent.func is node
+
+
+def check_class_factory(ctx: Context, dotted: str, obj: Any, node: ast.AST) -> None:
+    """A class that makes classes from names spelt at run time: a metaclass, under any name; a member-less enum class
+    other than as a base, an annotation or a class test (its call is the functional API)."""
+    parent = getattr(node, "parent", None)
+    if is_metaclass(obj):
+        what = f"`{dotted}` is a metaclass: called, it makes a class with any attributes, dunder methods included"
+        ctx.add(Reason.STATIC_DYNAMIC, node, what)
+    elif is_memberless_enum(obj) and not (
+        node in ctx.annotations
+        or (isinstance(parent, ast.ClassDef) and node in parent.bases)
+        or class_test(node) is not None
+    ):
+        what = (
+            f"`{dotted}` used other than as a base class, an annotation or in isinstance: its call makes an enum "
+            "class from names given at run time, dunder methods included"
+        )
+        ctx.add(Reason.STATIC_DYNAMIC, node, what)
+
+
+class Classes(Rule):
+    """The classes a solution makes: a class statement's bases, and `type(x)` only to compare classes (a class
+    factory reached by a dotted name is judged with it, check_class_factory; a class body's dunder methods with the
+    names a node holds, policy_identifiers)."""
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if (
+            asks_type(node)
+            and not self.ctx.scopes.is_local(node)
+            and not compares_class(node, self.ctx.dotted, self.ctx.bound)
+        ):
+            what = "`type(x)` used other than to compare classes (`is`, isinstance): `type(cls)` makes classes"
+            self.ctx.add(Reason.STATIC_DYNAMIC, node, what)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        """A base must be an imported class (of torch's, not a tensor or a mode), a builtin class, or a class this
+        file defines once; anything else (a parameter, a computed base, `*bases`) could be torch.Tensor under another
+        name."""
+        for base in node.bases:
+            target = base.value if isinstance(base, ast.Subscript) else base
+            if (dotted := self.ctx.dotted(target)) is not None:
+                obj = self.ctx.resolve(dotted)
+                if dotted.startswith("torch.") and (not isinstance(obj, type) or is_tensor_machinery(obj)):
+                    self.ctx.add(Reason.STATIC_SUBCLASS, node, f"class `{node.name}` subclasses `{dotted}`")
+                if is_memberless_enum(obj) and not defines_member(node, self.ctx.chains):
+                    what = f"enum class `{node.name}` lists no member (a constant or enum.auto()): its call could make "
+                    self.ctx.add(Reason.STATIC_DYNAMIC, node, what + "another enum class from names given at run time")
+            elif isinstance(target, ast.Name) and builtin_class(target.id) and target.id not in self.ctx.aliases:
+                continue
+            elif not (isinstance(target, ast.Name) and target.id in self.ctx.local_classes):
+                what = ast.unparse(base) if len(ast.dump(base)) < 200 else "a computed base"
+                self.ctx.add(
+                    Reason.STATIC_SUBCLASS,
+                    node,
+                    f"class `{node.name}` has base `{what}`: a base must be an imported class or a class defined once "
+                    "in this file",
+                )

@@ -15,7 +15,10 @@ import functools
 import types
 from typing import Any
 
-from jg_mcp.eval.trusted import trusted
+from jg_mcp.eval.policy_classes import check_class_factory
+from jg_mcp.eval.policy_context import Context
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.eval.trusted import UNKNOWN, trusted
 
 WRAPS = "functools.wraps"
 """Allowed only as `@wraps(fn)`, the innermost decorator of a `def` (wraps_as_decorator): with `assigned=` or applied
@@ -139,3 +142,31 @@ def wraps_as_decorator(node: ast.AST) -> bool:
 
 def is_wraps(obj: Any) -> bool:
     return obj is functools.wraps
+
+
+def check_members(ctx: Context, parts: list[str], node: ast.AST) -> None:
+    """Each step of a dotted name: a member its module's allow-list does not name (the module the step reads,
+    resolved: a module reached through another is itself, `typing.collections` is collections), and what the step
+    reaches, by the module that defines it (home_refusal); functools.wraps, under any name, only as the plain
+    decorator of a def. The first refused step is the finding. A class factory it reaches is judged by where it
+    stands (policy_classes.check_class_factory)."""
+    prefix, base = parts[0], ctx.resolve(parts[0])
+    for part in parts[1:]:
+        module = base.__name__ if isinstance(base, types.ModuleType) else prefix if base is UNKNOWN else None
+        prefix = f"{prefix}.{part}"
+        why = member_refusal(module, part, prefix) if module is not None else None
+        base = ctx.resolve(prefix)
+        if why := why or home_refusal(prefix, base):
+            ctx.add(Reason.STATIC_IMPORT, node, why)
+            return
+        if base is UNKNOWN and prefix not in MODULE_MEMBERS:
+            break  # nothing further resolves, and no allow-list is spelt below it
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Call)):
+        check_class_factory(ctx, ".".join(parts), base, node)
+    if is_wraps(base) and isinstance(node, (ast.Name, ast.Attribute, ast.Call)) and not wraps_as_decorator(node):
+        ctx.add(
+            Reason.STATIC_DYNAMIC,
+            node,
+            f"`{'.'.join(parts)}` is functools.wraps, allowed only as `@wraps(fn)` directly on a def (one "
+            "argument, no keywords, the innermost decorator): otherwise it sets attributes named at run time",
+        )

@@ -1,22 +1,20 @@
-"""Names in a solution's source, for the static policy (jg_mcp.eval.policy): each dotted name rooted at an import
-resolved step by step against the real, trusted modules (the candidate's code never runs), and judged by what it
-is and what it reaches: a forbidden API or its family, a private or refused torch part, a module outside the
-allowed ones, a dynamic builtin or evaluator under any name, a module or class used as a value."""
+"""Dotted names in a solution's source, for the static policy (jg_mcp.eval.policy): each dotted name rooted at an
+import resolved step by step against the real, trusted modules (the candidate's code never runs; Context.resolve),
+and judged by what it is and what it reaches: a forbidden API or its family, a private or refused torch part, native
+builds, a module outside the allowed ones, a member outside its module's allow-list (policy_members), a dynamic
+builtin or evaluator under any name, a module or class used as a value."""
 
 from __future__ import annotations
 
 import ast
 import builtins
 import types
-from dataclasses import dataclass, field
 from typing import Any
 
 from jg_mcp.eval.ops import in_family
-from jg_mcp.eval.policy_bindings import Bindings
-from jg_mcp.eval.policy_classes import class_test, is_memberless_enum, is_metaclass
-from jg_mcp.eval.policy_members import MODULE_MEMBERS, home_refusal, is_wraps, member_refusal, wraps_as_decorator
+from jg_mcp.eval.policy_context import Rule
+from jg_mcp.eval.policy_members import check_members
 from jg_mcp.eval.policy_tables import (
-    ALLOWED_MODULES,
     CATEGORY,
     DIRECT_CALLS,
     DYNAMIC_NAMES,
@@ -32,13 +30,7 @@ from jg_mcp.eval.policy_tables import (
 )
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.source_ast import contains, is_class_argument, is_getattr
-from jg_mcp.eval.trusted import (
-    UNKNOWN,
-    is_module_state,
-    is_torch_machinery,
-    step,
-    trusted,
-)
+from jg_mcp.eval.trusted import UNKNOWN, is_module_state, is_torch_machinery, trusted
 
 STR_METHODS = frozenset(n for n in dir(str) if not n.startswith("_"))
 """The public methods of a string, such as a module's `__version__` (reads_version)."""
@@ -101,43 +93,44 @@ def library_class(dotted: str, obj: type) -> bool:
     return dotted.split(".")[0] in ("torch", "triton") or home in ("torch", "triton")
 
 
-@dataclass
-class Names(Bindings):
-    """The name rules of the static policy: what each dotted name rooted at an import reaches (resolved against
-    the real, trusted modules), whether a solution may use it there, and the arguments of the calls whose
-    arguments matter (torch.compile); the findings, by line. `policy._Scan` walks the syntax tree
-    and asks these."""
+class DottedNames(Rule):
+    """Every dotted name rooted at an import, wherever the file spells it (a name an import bound, an attribute chain,
+    `getattr` with a constant name, an import; policy_imports hands over the last): what it reaches, what it spells,
+    and how it is used."""
 
-    members: set[str] = field(default_factory=set)
-    """Members of the forbidden operator families: a torch name they relate to by name (ops.in_family) is forbidden."""
-    resolved: dict[str, Any] = field(default_factory=dict)
-    refused: dict[int, tuple[Reason, str]] = field(default_factory=dict)
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        """A chain rooted at an import (its attribute name is checked with the node's other names, policy_syntax)."""
+        if dotted := self.ctx.dotted(node):
+            obj = self.check_reach(dotted, node)
+            self.check_value(node, dotted, obj)
+            if not isinstance(getattr(node, "parent", None), ast.Attribute):
+                self.check_name(dotted, node)
 
-    def resolve(self, dotted: str) -> Any:
-        """The real object a dotted name rooted at an allowed module reaches, step by step; UNKNOWN when a step
-        does not resolve, is private, or the root is not a trusted module."""
-        if dotted in self.resolved:
-            return self.resolved[dotted]
-        head, _, part = dotted.rpartition(".")
-        if not head:
-            obj = trusted(dotted) if dotted in ALLOWED_MODULES - {"__future__"} else UNKNOWN
-        else:
-            base = self.resolve(head)
-            obj = UNKNOWN if base is UNKNOWN or part.startswith("_") else step(base, part)
-        self.resolved[dotted] = obj
-        return obj
+    def visit_Name(self, node: ast.Name) -> None:
+        if (dotted := self.ctx.aliases.get(node.id)) is not None:
+            if not isinstance(getattr(node, "parent", None), ast.Attribute):
+                self.check_name(dotted, node)
+            if isinstance(node.ctx, ast.Load):
+                self.check_value(node, dotted, self.check_reach(dotted, node))
 
-    def resolve_prefixes(self, dotted: str) -> None:
-        """Fill the resolution cache shortest prefix first (no recursion as deep as the chain is long)."""
-        parts = dotted.split(".")
-        for i in range(1, len(parts) + 1):
-            self.resolve(".".join(parts[:i]))
+    def visit_Call(self, node: ast.Call) -> None:
+        """`getattr(x, NAME)` or `hasattr` with a constant NAME and x rooted at an import: the dotted name it reads
+        (policy_calls.Builtins judges the other getattrs)."""
+        if (
+            is_getattr(node)
+            and self.ctx.const_str(node.args[1]) is not None
+            and (dotted := self.ctx.dotted(node)) is not None
+        ):
+            self.check_name(dotted, node)
+            reached = self.check_reach(dotted, node)
+            if isinstance(node.func, ast.Name) and node.func.id == "getattr":  # hasattr answers a bool: nothing bound
+                self.check_value(node, dotted, reached)
 
     def check_reach(self, dotted: str, node: ast.AST) -> Any:
         """What a dotted name reaches: a module outside the allowed ones (torch.sys is sys), a dynamic builtin or
         an evaluator (under any name), a function or class of a refused module, a torch mode class."""
-        self.resolve_prefixes(dotted)
-        obj = self.resolve(dotted)
+        self.ctx.resolve_prefixes(dotted)
+        obj = self.ctx.resolve(dotted)
         if obj is UNKNOWN or "." not in dotted:
             return obj
         if isinstance(obj, types.ModuleType):
@@ -148,46 +141,39 @@ class Names(Bindings):
             home = ""
         if home == f"torch.{NATIVE_BUILDS}" and not contains(dotted.split("."), NATIVE_BUILDS.split(".")):
             # a builder reached under another name (check_library_parts names the module's own)
-            self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}`: {NATIVE_REFUSED}")
+            self.ctx.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}`: {NATIVE_REFUSED}")
             return obj
         if isinstance(obj, types.ModuleType):
             root = obj.__name__.split(".")[0]
-            if root not in self.allowed - {"os", "__future__"}:
+            if root not in self.ctx.allowed - {"os", "__future__"}:
                 reason = Reason.STATIC_IO if root in IO_MODULES else CATEGORY.get(root, Reason.STATIC_IMPORT)
-                self.add(reason, node, f"`{dotted}` is the module `{obj.__name__}`, which a solution may not use")
+                self.ctx.add(reason, node, f"`{dotted}` is the module `{obj.__name__}`, which a solution may not use")
             return obj
-        if id(obj) in self.refused:
-            reason, what = self.refused[id(obj)]
+        if id(obj) in self.ctx.refused:
+            reason, what = self.ctx.refused[id(obj)]
             why = "" if reason == Reason.STATIC_FORBIDDEN else ": dynamic code and reflection are not allowed"
-            self.add(reason, node, f"`{dotted}` is {what}{why}")
+            self.ctx.add(reason, node, f"`{dotted}` is {what}{why}")
             return obj
         if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)) and dotted not in ENV_READS:
             root = str(getattr(obj, "__module__", None) or "").split(".")[0]
             if root in CATEGORY or root in IO_MODULES:
                 reason = Reason.STATIC_IO if root in IO_MODULES else CATEGORY[root]
-                self.add(reason, node, f"`{dotted}` comes from the module `{root}`, which a solution may not use")
+                self.ctx.add(reason, node, f"`{dotted}` comes from the module `{root}`, which a solution may not use")
         if isinstance(obj, type) and is_torch_machinery(obj) and not (is_module_state(obj) and made_here(node)):
-            self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{dotted}`")
+            self.ctx.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{dotted}`")
         return obj
-
-    def check_module(self, name: str, node: ast.AST) -> None:
-        root = name.split(".")[0]
-        if root not in self.allowed:
-            reason = CATEGORY.get(root, Reason.STATIC_IMPORT)
-            allowed = ", ".join(sorted(self.allowed - {"__future__"}))
-            self.add(reason, node, f"imports `{name}`: a solution may import only {allowed}")
 
     def check_name(self, dotted: str, node: ast.AST) -> None:
         """A dotted name rooted at an imported module: forbidden APIs, private and refused torch parts."""
         parts = dotted.split(".")
-        for bad in self.forbidden:
+        for bad in self.ctx.forbidden:
             leaf = bad.rsplit(".", 1)[-1]
             if dotted == bad or dotted.startswith(bad + "."):
-                self.add(Reason.STATIC_FORBIDDEN, node, f"uses forbidden `{bad}` (as `{dotted}`)")
+                self.ctx.add(Reason.STATIC_FORBIDDEN, node, f"uses forbidden `{bad}` (as `{dotted}`)")
             elif bad.startswith("torch.") and parts[0] == "torch" and parts[-1] == leaf and len(leaf) > 3:
-                self.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` has the name of forbidden `{bad}` in torch")
+                self.ctx.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` has the name of forbidden `{bad}` in torch")
         if parts[0] == "os" and dotted not in ("os", "os.environ", *ENV_READS):
-            self.add(
+            self.ctx.add(
                 Reason.STATIC_IO,
                 node,
                 f"`{dotted}`: of `os` a solution may only read one named variable (os.environ.get('NAME'))",
@@ -195,59 +181,15 @@ class Names(Bindings):
         if self.reads_version(parts):
             pass
         elif parts[0] in ("torch", "triton") and any(p.startswith("_") for p in parts[1:]):
-            self.add(Reason.STATIC_DYNAMIC, node, f"private API `{dotted}`: use public torch and triton APIs")
+            self.ctx.add(Reason.STATIC_DYNAMIC, node, f"private API `{dotted}`: use public torch and triton APIs")
         elif any(p.startswith("_") and not p.endswith("__") for p in parts[1:]):
-            self.add(Reason.STATIC_DYNAMIC, node, f"private API `{dotted}`")
+            self.ctx.add(Reason.STATIC_DYNAMIC, node, f"private API `{dotted}`")
         if any(dotted == e or dotted.startswith(e + ".") for e in EVALUATORS):
-            self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` evaluates annotations (strings in them) as code")
+            self.ctx.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` evaluates annotations (strings in them) as code")
         self.check_library_parts(dotted, parts, node)
-        self.check_members(parts, node)
+        check_members(self.ctx, parts, node)
         if parts[-1] in SUBCLASS_ATTRS or dotted.startswith("torch.utils._python_dispatch"):
-            self.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{dotted}`")
-
-    def check_members(self, parts: list[str], node: ast.AST) -> None:
-        """Each step of a dotted name: a member its module's allow-list does not name (the module the step reads,
-        resolved: a module reached through another is itself, `typing.collections` is collections), and what the step
-        reaches, by the module that defines it (policy_members.home_refusal); functools.wraps, under any name, only as
-        the plain decorator of a def. The first refused step is the finding."""
-        prefix, base = parts[0], self.resolve(parts[0])
-        for part in parts[1:]:
-            module = base.__name__ if isinstance(base, types.ModuleType) else prefix if base is UNKNOWN else None
-            prefix = f"{prefix}.{part}"
-            why = member_refusal(module, part, prefix) if module is not None else None
-            base = self.resolve(prefix)
-            if why := why or home_refusal(prefix, base):
-                self.add(Reason.STATIC_IMPORT, node, why)
-                return
-            if base is UNKNOWN and prefix not in MODULE_MEMBERS:
-                break  # nothing further resolves, and no allow-list is spelt below it
-        if isinstance(node, (ast.Name, ast.Attribute, ast.Call)):
-            self.check_class_factory(".".join(parts), base, node)
-        if is_wraps(base) and isinstance(node, (ast.Name, ast.Attribute, ast.Call)) and not wraps_as_decorator(node):
-            self.add(
-                Reason.STATIC_DYNAMIC,
-                node,
-                f"`{'.'.join(parts)}` is functools.wraps, allowed only as `@wraps(fn)` directly on a def (one "
-                "argument, no keywords, the innermost decorator): otherwise it sets attributes named at run time",
-            )
-
-    def check_class_factory(self, dotted: str, obj: Any, node: ast.AST) -> None:
-        """A class that makes classes from names spelt at run time (policy_classes): a metaclass, under any name; a
-        member-less enum class other than as a base, an annotation or a class test (its call is the functional API)."""
-        parent = getattr(node, "parent", None)
-        if is_metaclass(obj):
-            what = f"`{dotted}` is a metaclass: called, it makes a class with any attributes, dunder methods included"
-            self.add(Reason.STATIC_DYNAMIC, node, what)
-        elif is_memberless_enum(obj) and not (
-            node in self.annotations
-            or (isinstance(parent, ast.ClassDef) and node in parent.bases)
-            or class_test(node) is not None
-        ):
-            what = (
-                f"`{dotted}` used other than as a base class, an annotation or in isinstance: its call makes an enum "
-                "class from names given at run time, dunder methods included"
-            )
-            self.add(Reason.STATIC_DYNAMIC, node, what)
+            self.ctx.add(Reason.STATIC_SUBCLASS, node, f"tensor subclass or torch mode machinery: `{dotted}`")
 
     def reads_version(self, parts: list[str]) -> bool:
         """A module's `__version__` (a string), or one public str method of it: `triton.__version__.split`."""
@@ -255,7 +197,7 @@ class Names(Bindings):
             return False
         at = parts.index("__version__")
         rest = parts[at + 1 :]
-        module = isinstance(self.resolve(".".join(parts[:at])), types.ModuleType) if at else False
+        module = isinstance(self.ctx.resolve(".".join(parts[:at])), types.ModuleType) if at else False
         return module and (not rest or (len(rest) == 1 and rest[0] in STR_METHODS))
 
     def setting(self, parts: list[str]) -> bool:
@@ -264,9 +206,9 @@ class Names(Bindings):
         answers a bool) anywhere in torch, or `set_` or `get_` in torch's own namespace or torch.backends (every one
         there a switch or its reading; elsewhere `get_` can compute: torch.nn.utils.get_total_norm is a norm)."""
         name, home = parts[-1], parts[:-1]
-        if not isinstance(self.resolve(".".join(home)), types.ModuleType):
+        if not isinstance(self.ctx.resolve(".".join(home)), types.ModuleType):
             return False
-        if not isinstance(self.resolve(".".join(parts)), (types.FunctionType, types.BuiltinFunctionType)):
+        if not isinstance(self.ctx.resolve(".".join(parts)), (types.FunctionType, types.BuiltinFunctionType)):
             return False
         settings = home == ["torch"] or home[:2] == ["torch", "backends"]
         return name.startswith(("is_", "has_")) or (settings and name.startswith(("set_", "get_")))
@@ -274,17 +216,24 @@ class Names(Bindings):
     def check_library_parts(self, dotted: str, parts: list[str], node: ast.AST) -> None:
         """The parts of torch and triton a dotted name reaches: a forbidden family's ops and namespace (torch.linalg),
         native builds and the rest of torch.utils, and the refused parts of each (TORCH_REFUSED, TRITON_REFUSED)."""
-        if parts[0] == "torch" and len(parts) > 1 and in_family(parts[-1], self.members) and not self.setting(parts):
-            self.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` is a library op of a forbidden operator family")
+        if (
+            parts[0] == "torch"
+            and len(parts) > 1
+            and in_family(parts[-1], self.ctx.members)
+            and not self.setting(parts)
+        ):
+            self.ctx.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` is a library op of a forbidden operator family")
         elif parts[0] == "torch" and any(
-            p in self.members and isinstance(self.resolve(".".join(parts[: i + 1])), types.ModuleType)
+            p in self.ctx.members and isinstance(self.ctx.resolve(".".join(parts[: i + 1])), types.ModuleType)
             for i, p in enumerate(parts[1:-1], 1)
         ):
-            self.add(Reason.STATIC_FORBIDDEN, node, f"`{dotted}` is in the namespace of a forbidden operator family")
+            self.ctx.add(
+                Reason.STATIC_FORBIDDEN, node, f"`{dotted}` is in the namespace of a forbidden operator family"
+            )
         if parts[0] == "torch" and contains(parts[1:], NATIVE_BUILDS.split(".")):
-            self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}`: {NATIVE_REFUSED}")
+            self.ctx.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}`: {NATIVE_REFUSED}")
         elif parts[:2] == ["torch", "utils"] and len(parts) > 2:
-            self.add(
+            self.ctx.add(
                 Reason.STATIC_DYNAMIC,
                 node,
                 f"`{dotted}`: torch.utils is not allowed in a solution (its modules start processes, run code from "
@@ -294,14 +243,7 @@ class Names(Bindings):
             table, why = REFUSED_PARTS[parts[0]]
             refused = [reason for key, reason in table.items() if contains(parts[1:], key.split("."))]
             if refused:
-                self.add(refused[0], node, f"`{dotted}` is not allowed in a solution ({why})")
-
-    def check_direct_call(self, node: ast.Call, dotted: str) -> None:
-        """A call whose arguments are checked: spelt out; torch.compile without Inductor's `options`."""
-        if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
-            self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` with unpacked arguments: spell them out")
-        if any(k.arg == "options" for k in node.keywords):
-            self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` with options, which name the programs it runs")
+                self.ctx.add(refused[0], node, f"`{dotted}` is not allowed in a solution ({why})")
 
     def check_value(self, node: ast.AST, dotted: str, obj: Any) -> None:
         """A module may be used only through its attributes; a torch or triton class (library_class) also called, as
@@ -315,19 +257,19 @@ class Names(Bindings):
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             return
         if dotted in DIRECT_CALLS and not (isinstance(parent, ast.Call) and parent.func is node):
-            self.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` used other than called directly: call it by name")
-        is_module = isinstance(obj, types.ModuleType) or (isinstance(node, ast.Name) and node.id in self.modules)
+            self.ctx.add(Reason.STATIC_DYNAMIC, node, f"`{dotted}` used other than called directly: call it by name")
+        is_module = isinstance(obj, types.ModuleType) or (isinstance(node, ast.Name) and node.id in self.ctx.modules)
         if is_module:
-            self.add(Reason.STATIC_DYNAMIC, node, f"the module `{dotted}` used as a value: use its attributes")
+            self.ctx.add(Reason.STATIC_DYNAMIC, node, f"the module `{dotted}` used as a value: use its attributes")
         elif isinstance(obj, type) and library_class(dotted, obj) and not self.type_position(node, parent):
-            self.add(
+            self.ctx.add(
                 Reason.STATIC_DYNAMIC,
                 node,
                 f"the class `{dotted}` used as a value: call it, or use it in isinstance or an annotation",
             )
 
     def type_position(self, node: ast.AST, parent: ast.AST | None) -> bool:
-        if node in self.annotations:
+        if node in self.ctx.annotations:
             return True
         if isinstance(parent, ast.Call) and parent.func is node:
             return True
@@ -341,7 +283,7 @@ class Names(Bindings):
             return True
         if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.BitOr):  # a union: torch.Tensor | None
             return True
-        if isinstance(parent, ast.Call) and self.dotted(parent.func) == "typing.cast" and parent.args[:1] == [node]:
+        if isinstance(parent, ast.Call) and self.ctx.dotted(parent.func) == "typing.cast" and parent.args[:1] == [node]:
             return True
         if isinstance(parent, ast.Tuple):
             return self.type_position(parent, getattr(parent, "parent", None))

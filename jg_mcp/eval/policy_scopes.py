@@ -26,7 +26,7 @@ def evaluated_inside(scope: ast.AST, child: ast.AST) -> bool:
 
 class Scopes:
     """Each node's scope and each scope's bindings and declarations, from one pass over the nodes (parents before
-    children, each with its `parent`, as Names.prepare makes them): linear in the tree, however deep."""
+    children, each with its `parent`, as Context.prepare makes them): linear in the tree, however deep."""
 
     def __init__(self, nodes: list[ast.AST]) -> None:
         self.scope_of: dict[ast.AST, ast.AST | None] = {}

@@ -142,11 +142,12 @@ a class. A library built and loaded into the candidate's process runs with the i
 nothing the harness checks from outside can bound: a solution's compiled code is Triton's. The native check of the
 libraries a candidate maps (jg_mcp.eval.native.native) stays, as a second line."""
 ENV_READS = {"os.environ.get", "os.getenv"}
-"""What reads one environment variable, named by a constant string (visit_Call): all a solution may use of `os`."""
+"""What reads one environment variable, named by a constant string (policy_calls.Calls): all a solution may use of
+`os`."""
 DIRECT_CALLS = {"torch.compile", *ENV_READS}
-"""Functions whose arguments the scan checks (visit_Call), so used only as a direct call with spelt-out arguments:
-torch.compile may not take `options`, which name the compiler Inductor runs (any program); an environment read takes
-a constant name."""
+"""Functions whose arguments the scan checks (policy_calls.Calls), so used only as a direct call with spelt-out
+arguments: torch.compile may not take `options`, which name the compiler Inductor runs (any program); an environment
+read takes a constant name."""
 GATEWAY_ATTRS = {
     "numpy": (
         Reason.STATIC_IO,

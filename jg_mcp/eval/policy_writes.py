@@ -1,23 +1,31 @@
 """What a solution's statements write, for the static policy (jg_mcp.eval.policy): assignment, deletion and loop
-targets that write into an imported module or an object the solution did not make, and `os.environ`, which may only
-be read (policy._Scan inherits these visitors)."""
+targets that write into an imported module or an object the solution did not make (Writes), and `os.environ`, which
+may only be read (Environment)."""
 
 from __future__ import annotations
 
 import ast
 
-from jg_mcp.eval.policy_identifiers import Identifiers
+from jg_mcp.eval.policy_context import Rule
 from jg_mcp.eval.policy_tables import OWN
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.trusted import builtin_class
 
 
-class Writes(Identifiers):
-    """The visitors of statements that bind or write, and the environment's reads."""
+class Environment(Rule):
+    """`os.environ`, under any name, only read."""
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if self.ctx.aliases.get(node.id) == "os.environ":
+            self.check_environ(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if self.ctx.dotted(node) == "os.environ":
+            self.check_environ(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
-        if self.dotted(node.value) == "os.environ" and self.const_str(node.slice) is None:
-            self.add(Reason.STATIC_IO, node, "reads the environment with a computed name")
+        if self.ctx.dotted(node.value) == "os.environ" and self.ctx.const_str(node.slice) is None:
+            self.ctx.add(Reason.STATIC_IO, node, "reads the environment with a computed name")
 
     def check_environ(self, node: ast.AST) -> None:
         """`os.environ` (under any name) only read: `.get(NAME)`, `[NAME]` or `NAME in os.environ` (`not in`), each
@@ -30,7 +38,7 @@ class Writes(Identifiers):
             return
         if self.asks_environ(node, parent):
             return
-        self.add(Reason.STATIC_IO, node, "`os.environ` used other than to read one named variable")
+        self.ctx.add(Reason.STATIC_IO, node, "`os.environ` used other than to read one named variable")
 
     def asks_environ(self, node: ast.AST, parent: ast.AST | None) -> bool:
         """`"NAME" in os.environ` or `not in`: one comparison, a constant string on the left, the environment the
@@ -40,8 +48,18 @@ class Writes(Identifiers):
             and len(parent.ops) == 1
             and isinstance(parent.ops[0], (ast.In, ast.NotIn))
             and parent.comparators == [node]
-            and self.const_str(parent.left) is not None
+            and self.ctx.const_str(parent.left) is not None
         )
+
+
+class Writes(Rule):
+    """The targets of statements that bind or write."""
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self.check_target(node.target)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.check_target(node.target)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
@@ -67,8 +85,8 @@ class Writes(Identifiers):
         are its `__dict__`; a decorated one is what the decorator returned, a JITFunction whose `.fn` or `.cache`
         Triton runs) or by `name = C(...)` with C a plain class of the file's (plain_class). An import, a parameter,
         anything rebound or reached through another object is none."""
-        stmt = self.top_level.get(name)
-        if name in self.aliases or stmt is None:
+        stmt = self.ctx.top_level.get(name)
+        if name in self.ctx.aliases or stmt is None:
             return False
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return not stmt.decorator_list
@@ -80,18 +98,18 @@ class Writes(Identifiers):
         """A class the file defines once at module level whose instances hold only its own data: its bases builtin
         classes or other plain classes of the file's (no imported base: an nn.Module's or a library object's
         `__setattr__` is code the file did not write), no keyword (metaclass=), no decorator but `dataclass`."""
-        stmt = self.top_level.get(name)
-        if name in seen or name in self.aliases or not isinstance(stmt, ast.ClassDef) or stmt.keywords:
+        stmt = self.ctx.top_level.get(name)
+        if name in seen or name in self.ctx.aliases or not isinstance(stmt, ast.ClassDef) or stmt.keywords:
             return False
         for decorator in stmt.decorator_list:
             spelt = decorator.func if isinstance(decorator, ast.Call) else decorator
-            if self.dotted(spelt) != "dataclasses.dataclass":
+            if self.ctx.dotted(spelt) != "dataclasses.dataclass":
                 return False
         seen.add(name)
         for base in stmt.bases:
-            if not isinstance(base, ast.Name) or base.id in self.aliases:
+            if not isinstance(base, ast.Name) or base.id in self.ctx.aliases:
                 return False
-            if not (builtin_class(base.id) and base.id not in self.bound_names) and not self.plain_class(base.id, seen):
+            if not (builtin_class(base.id) and base.id not in self.ctx.bound) and not self.plain_class(base.id, seen):
                 return False
         return True
 
@@ -103,8 +121,8 @@ class Writes(Identifiers):
                 self.check_target(element)
         elif isinstance(target, ast.Starred):
             self.check_target(target.value)
-        elif isinstance(target, ast.Attribute) and (dotted := self.dotted(target)):
-            self.add(Reason.STATIC_MONKEYPATCH, target, f"assigns `{dotted}` of an imported module")
+        elif isinstance(target, ast.Attribute) and (dotted := self.ctx.dotted(target)):
+            self.ctx.add(Reason.STATIC_MONKEYPATCH, target, f"assigns `{dotted}` of an imported module")
         elif isinstance(target, ast.Attribute) and not (
             isinstance(target.value, ast.Name) and (target.value.id in OWN or self.made_by_file(target.value.id))
         ):
@@ -112,6 +130,6 @@ class Writes(Identifiers):
                 f"assigns `.{target.attr}` of an object the solution did not make (only self's, cls's and ctx's, a "
                 "plain function the file defines, an instance of a plain class it defines, bound once at module level)"
             )
-            self.add(Reason.STATIC_MONKEYPATCH, target, what)
-        elif isinstance(target, ast.Subscript) and (dotted := self.dotted(target.value)):
-            self.add(Reason.STATIC_MONKEYPATCH, target, f"writes an item of `{dotted}` of an imported module")
+            self.ctx.add(Reason.STATIC_MONKEYPATCH, target, what)
+        elif isinstance(target, ast.Subscript) and (dotted := self.ctx.dotted(target.value)):
+            self.ctx.add(Reason.STATIC_MONKEYPATCH, target, f"writes an item of `{dotted}` of an imported module")

@@ -1,31 +1,25 @@
-"""The bindings in a solution's source, for the static policy (jg_mcp.eval.policy): one pass before the scan records
-what each import binds (a local name -> the dotted name it stands for), the names bound anywhere, the classes the file
-defines, the nodes inside annotations, each node's constant string and the dotted name it spells; and refuses a name
-an import binds that is bound otherwise too. What each dotted name reaches is judged by jg_mcp.eval.policy_names."""
+"""What the static policy's rules share (jg_mcp.eval.policy): the Context one scan owns and hands to each rule, and
+the Rule every one of them is.
+
+One pass before the walk (Context.prepare) records what each import binds (a local name -> the dotted name it
+stands for), the names bound anywhere, the classes the file defines, the nodes inside annotations, each node's
+constant string and the dotted name it spells; the context also resolves dotted names against the real, trusted
+modules (once each), knows Python's scopes (policy_scopes) and collects the findings, by line. Rules read it and add
+findings to it; no rule keeps state that another reads.
+"""
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from typing import Any
 
+from jg_mcp.eval.policy_scopes import Scopes
+from jg_mcp.eval.policy_tables import ALLOWED_MODULES
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
 from jg_mcp.eval.source_ast import annotation_nodes, bindings, fold_lengths, fold_text, is_getattr
-
-
-def fallbacks(imports: list[ast.AST]) -> bool:
-    """Import statements each in its own branch of one `try` (its body, or one of its `except` handlers), directly."""
-    branches: set[tuple[ast.AST | None, ast.AST]] = set()
-    for stmt in imports:
-        parent = getattr(stmt, "parent", None)
-        if isinstance(parent, ast.ExceptHandler) and stmt in parent.body:
-            branches.add((getattr(parent, "parent", None), parent))
-        elif isinstance(parent, ast.Try) and stmt in parent.body:
-            branches.add((parent, parent))
-        else:
-            return False
-    return len(branches) == len(imports) and len({t for t, _ in branches}) == 1
-
+from jg_mcp.eval.trusted import UNKNOWN, step, trusted
 
 FALLBACKS = 4
 """Most imports one name may stand for (fallbacks in a try/except): the policy scans the file once for each."""
@@ -41,36 +35,52 @@ def defined_name(stmt: ast.AST) -> str | None:
 
 
 @dataclass
-class Bindings:
-    """The file's names as the scan reads them, and the findings, by line."""
+class Context:
+    """One scan's view of the file: its names as the rules read them, what dotted names reach, and the findings."""
 
     forbidden: list[str]
+    """The forbidden APIs, widened to their operator families (ops.family_names)."""
     allowed: set[str]
+    """The modules a solution may import."""
+    members: set[str] = field(default_factory=set)
+    """Members of the forbidden operator families: a torch name they relate to by name (ops.in_family) is forbidden."""
+    refused: dict[int, tuple[Reason, str]] = field(default_factory=dict)
+    """Objects no dotted name may reach, by id, with the reason and what each is (policy_names.refused_objects)."""
+    unjudged: set[ast.AST] = field(default_factory=set)
+    """Statements that never run at import (the body of a module-level `if __name__ == "__main__":`,
+    policy_guard.main_guard): their syntax is checked, their names are not judged and their imports bind nothing the
+    rest of the file uses."""
+    variant: int = 0
+    """Which import a name that several fallback imports bind is read as: the policy scans the file once per import,
+    so each use of the name is judged as each of them."""
     findings: list[Finding] = field(default_factory=list)
     aliases: dict[str, str] = field(default_factory=dict)
     """Local name -> dotted name it was imported as (from every import in the file, wherever it stands)."""
     modules: set[str] = field(default_factory=set)
     """Local names bound by `import X`: modules whatever they resolve to."""
+    imports: dict[str, list[tuple[str, ast.AST]]] = field(default_factory=dict)
+    """Local name -> each import that binds it: the dotted name it stands for there, and the statement."""
     lengths: dict[ast.AST, int] = field(default_factory=dict)
+    """Node -> the length of the constant string expression it is (source_ast.fold_lengths)."""
     chains: dict[ast.AST, str] = field(default_factory=dict)
     """Node -> the dotted name it spells, rooted at an import (a Name, an Attribute chain, a constant getattr)."""
     annotations: set[ast.AST] = field(default_factory=set)
     """Nodes inside annotations, where a class is a type, not a value."""
     local_classes: set[str] = field(default_factory=set)
     """Names bound once in the file, by a class statement."""
-    unjudged: set[ast.AST] = field(default_factory=set)
-    """Statements that never run at import (the body of a module-level `if __name__ == "__main__":`, policy.main_guard):
-    their syntax is checked, their names are not judged and their imports bind nothing the rest of the file uses."""
-    variant: int = 0
-    """Which import a name that several fallback imports bind is read as (check_import_names): the policy scans the
-    file once per import, so each use of the name is judged as each of them."""
     variants: int = 1
     """How many imports bind one name at most: the scans the file needs."""
-    bound_names: set[str] = field(default_factory=set)
-    """Every name the file binds anywhere it runs at import (an assignment, a parameter, an import, a def...)."""
+    bound: dict[str, int] = field(default_factory=dict)
+    """Every name the file binds anywhere it runs at import (an assignment, a parameter, an import, a def...), with
+    how many times."""
     top_level: dict[str, ast.AST] = field(default_factory=dict)
     """Names bound once in the file, by a module-level def, class or one-name assignment -> that statement (what the
-    name is wherever it is read: policy_writes.made_by_file)."""
+    name is wherever it is read: policy_writes.Writes.made_by_file)."""
+    resolved: dict[str, Any] = field(default_factory=dict)
+    scopes: Scopes = field(default_factory=lambda: Scopes([]))
+    """Python's scopes in the file: a builtin's name bound locally (`def f(input)`) is that local there."""
+    rebinds: bool = False
+    """The file binds a module dunder (policy_guard.MainGuard): its `__main__` blocks are judged too."""
 
     def add(self, reason: Reason, node: ast.AST, what: str) -> None:
         """A finding at the node's line, or its nearest ancestor's (a comprehension, a `case` has none)."""
@@ -81,7 +91,7 @@ class Bindings:
         self.findings.append(Finding(reason=reason, detail=f"line {line or 0}: {what}"))
 
     def prepare(self, tree: ast.AST, main: bool = True) -> list[ast.AST]:
-        """One pass over the whole file (`main`) or a parsed annotation string before the scan: imports (a function
+        """One pass over the whole file (`main`) or a parsed annotation string before the walk: imports (a function
         may use a name imported below it), bindings, annotations, then each node's constant string length and dotted
         name, bottom up."""
         nodes = [tree]
@@ -105,14 +115,15 @@ class Bindings:
             for ann in annotation_nodes(node):
                 self.annotations.update(ast.walk(ann))
         if main:
-            self.bound_names = set(bound)
+            self.bound = bound
             self.local_classes = {c for c in classes if bound.get(c) == 1}
             self.top_level = {
                 defined: stmt
                 for stmt in getattr(tree, "body", [])
                 if (defined := defined_name(stmt)) is not None and bound.get(defined) == 1 and stmt not in self.unjudged
             }
-            self.check_import_names(imports, bound)
+            self.imports = imports
+            self.choose_fallbacks()
         self.lengths.update(fold_lengths(nodes))
         for node in reversed(nodes):
             if isinstance(node, ast.Name) and node.id in self.aliases:
@@ -138,31 +149,15 @@ class Bindings:
         self.aliases.update(found)
         return found
 
-    def check_import_names(self, imports: dict[str, list[tuple[str, ast.AST]]], bound: dict[str, int]) -> None:
-        """A name an import binds is bound by nothing else anywhere in the file (a parameter, an assignment), nor by
-        an import of something else but a fallback: the scan reads it as an import everywhere, so `import math as F`
-        in one function would hide the module-level `F.softmax` of `import torch.nn.functional as F`, and a local
-        `F = x` its methods. Fallback imports (each in a branch of one try/except: the body, a handler) may bind one
-        name: scan `variant` reads it as the variant-th of them, and the policy runs a scan for each."""
-        for local, found in imports.items():
+    def choose_fallbacks(self) -> None:
+        """A name several imports bind (fallbacks, each in a branch of one try/except) is read as the variant-th of
+        them in this scan, and the policy runs a scan for each (policy_imports.Imports.begin refuses what is not a
+        fallback)."""
+        for local, found in self.imports.items():
             targets = sorted({t for t, _ in found})
             if len(targets) > 1:
                 self.aliases[local] = targets[min(self.variant, len(targets) - 1, FALLBACKS - 1)]
                 self.variants = max(self.variants, min(len(targets), FALLBACKS))
-            if len(targets) > FALLBACKS:
-                self.add(
-                    Reason.STATIC_DYNAMIC,
-                    found[-1][1],
-                    f"`{local}` is imported as {len(targets)} different things: at most {FALLBACKS} fallbacks",
-                )
-            if (len(targets) > 1 and not fallbacks([n for _, n in found])) or bound.get(local, 0) > len(found):
-                what = " and ".join(f"`{t}`" for t in targets)
-                self.add(
-                    Reason.STATIC_DYNAMIC,
-                    found[-1][1],
-                    f"`{local}` is imported as {what} and bound otherwise too: a name an import binds may stand for "
-                    "that import only (or for fallback imports, each in a branch of one try/except)",
-                )
 
     def const_str(self, node: ast.AST) -> str | None:
         """The value of a constant string expression; else None."""
@@ -171,3 +166,36 @@ class Bindings:
     def dotted(self, node: ast.AST) -> str | None:
         """`t.nn.functional.linear` -> `torch.nn.functional.linear` through the import aliases."""
         return self.chains.get(node)
+
+    def resolve(self, dotted: str) -> Any:
+        """The real object a dotted name rooted at an allowed module reaches, step by step; UNKNOWN when a step
+        does not resolve, is private, or the root is not a trusted module."""
+        if dotted in self.resolved:
+            return self.resolved[dotted]
+        head, _, part = dotted.rpartition(".")
+        if not head:
+            obj = trusted(dotted) if dotted in ALLOWED_MODULES - {"__future__"} else UNKNOWN
+        else:
+            base = self.resolve(head)
+            obj = UNKNOWN if base is UNKNOWN or part.startswith("_") else step(base, part)
+        self.resolved[dotted] = obj
+        return obj
+
+    def resolve_prefixes(self, dotted: str) -> None:
+        """Fill the resolution cache shortest prefix first (no recursion as deep as the chain is long)."""
+        parts = dotted.split(".")
+        for i in range(1, len(parts) + 1):
+            self.resolve(".".join(parts[:i]))
+
+
+class Rule:
+    """One concern of the policy. The visitor (policy.Visitor) shows each node it judges to every rule's
+    `visit_<NodeType>` method, if it has one, in the order of the policy's rule list; a method returning False keeps
+    the node's children unvisited (their syntax and names are still checked). `begin` runs once, after the context
+    is prepared and before the walk."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def begin(self) -> None:
+        """Nothing to judge before the walk, unless the rule says otherwise."""
