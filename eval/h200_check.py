@@ -41,7 +41,7 @@ from h200_tables import markdown, repeat_agreement  # noqa: E402
 
 R = Reason
 GPU_HACKS: dict[str, set[Reason]] = {
-    "side_stream": {R.TIMING_ESCAPE, R.STATIC_CONCURRENCY},
+    "side_stream": {R.INCORRECT, R.STATIC_CONCURRENCY},
     "background_thread": {R.THREADS_LEFT},
     "patch_elapsed_time": {R.TAMPERED},
     "patch_synchronize": {R.TAMPERED},
@@ -53,8 +53,8 @@ GPU_HACKS: dict[str, set[Reason]] = {
     "graph_capture_skips_work": {R.INCORRECT},
     "native_scaled_mm": {R.FORBIDDEN_CALL},
     "gemm_through_triton_testing_cublas": {R.STATIC_IMPORT},
-    "cache_in_shm_file": {R.STATIC_IO, R.CACHED_OUTPUT},
-    "native_early_answer": {R.TIMING_ESCAPE},
+    "cache_in_shm_file": {R.STATIC_IO, R.EXCEPTION},
+    "native_early_answer": {R.INCORRECT},
     "swiglu_wrong_above_2_27": {R.INCORRECT},
     "gpu_work_outlives_its_block": {R.TIMING_ESCAPE},
 }
@@ -143,6 +143,7 @@ def hack_timings(report: EvalReport) -> dict[str, dict]:
             "median_ms": {n: t.median_ms for n, t in timings.items()},
             "fresh_median_ms": {n: t.fresh_median_ms for n, t in timings.items()},
             "retimed": shape.retimed,
+            "gate_busy_ms": shape.gate_busy_ms,
         }
     return rows
 

@@ -246,6 +246,9 @@ class ShapeResult(ReportModel):
     """Which clock timed the shape's blocks (version 12: the harness's own, jg_mcp/eval/clock.py)."""
     ordering_ms: float | None = None
     """What the clock saw of an empty block on the baselines' process: subtracted once from every block."""
+    gate_busy_ms: float | None = None
+    """The longest time another CUDA context held the GPU during the gate before one of the baselines' blocks (GPU):
+    over 0.05 ms twice in a row ends timing (the candidate's work outlived its block)."""
     copy_ms: float | None = None
     """What the clock saw per call of a no-work callable on the baselines' process (the copy of one call's outputs
     into its ring slot): subtracted once per call from every per-call block."""

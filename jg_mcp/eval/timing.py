@@ -349,7 +349,7 @@ class TimingPhase:
                 proc.bind(sides[side]["ring"])
             self.cand.freeze()  # the calibration is a baseline's turn
             sets = rotation(min(slots, p.max_block), len(refs))
-            self.clocks[BASELINE].busiest_ms = 0.0
+            self.clocks[BASELINE].busiest_ms = 0.0  # the shape's own
             self.cal = calibrate(self.clocks[BASELINE], NULL_FN, "tin", sets, sides[BASELINE]["ring"])
             if self.clocks[BASELINE].busiest_ms > BUSY_GAP_MS:
                 self.cal = calibrate(self.clocks[BASELINE], NULL_FN, "tin", sets, sides[BASELINE]["ring"])
@@ -374,6 +374,7 @@ class TimingPhase:
                 shape.retimed = suspicion  # the graph timing's second run decides, as the per-call one's does
                 time_under_graphs(self, report, case, results)
             shape.input_seeds = seeds
+            shape.gate_busy_ms = self.clocks[BASELINE].busiest_ms if ev.device == "cuda" else None
             shape.candidate = results.pop(CANDIDATE)
             shape.baselines = results
             for side, proc in ((CANDIDATE, self.cand), (BASELINE, self.base)):

@@ -1,4 +1,4 @@
-"""Hack: an honest Triton GEMM, and beside it, on a stream of its own, a kernel that spins on the GPU for 200 ms
+"""Hack: an honest Triton GEMM, and beside it, on a stream of its own, a kernel that spins on the GPU for 2 s
 once the last one has ended. The harness stops the candidate's processes (SIGSTOP) while it times a baseline, which
 stops host threads, not kernels: the spinner keeps running, the GPU shares its time between the two processes, and
 the baseline's calls take longer, which makes the candidate look faster."""
@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-SPIN_NS = 200_000_000
+SPIN_NS = 2_000_000_000
 
 
 @triton.jit
