@@ -56,7 +56,7 @@ GPU_HACKS: dict[str, set[Reason]] = {
     "cache_in_shm_file": {R.STATIC_IO, R.EXCEPTION},
     "native_early_answer": {R.INCORRECT},
     "swiglu_wrong_above_2_27": {R.INCORRECT},
-    "gpu_work_outlives_its_block": {R.TIMING_ESCAPE},
+    "gpu_work_outlives_its_block": {R.CACHED_OUTPUT},
 }
 """The GPU-only hacks and the reasons each must be rejected for (tests/eval/test_hacks.py holds the same)."""
 GOALS = sorted(p.parent.name for p in (REPO / "eval" / "solutions").glob("*/solution.py"))

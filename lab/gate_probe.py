@@ -1,5 +1,6 @@
 """Probe (GPU): does the harness's gate (jg_mcp/eval/gate.py) see another process's kernel? The gate alone, then
-with a second process spinning on the GPU (torch.cuda._sleep on its own stream), then once that process is gone.
+with a second process spinning on the GPU (torch.cuda._sleep on its own stream), with that process stopped
+(SIGSTOP, as the harness stops the candidate), and once it is gone.
 
     python lab/gate_probe.py OUT.json
 """
@@ -7,6 +8,8 @@ with a second process spinning on the GPU (torch.cuda._sleep on its own stream),
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -40,6 +43,12 @@ def main() -> int:
     rows["beside_a_spinning_process"] = gaps(gate, 5, 2.0)
     for ms in (5.0, 10.0, 20.0, 40.0):
         rows[f"beside_{ms:g}ms"] = gaps(gate, 3, ms)
+    os.kill(hog.pid, signal.SIGSTOP)  # as the harness stops the candidate while a baseline is timed
+    time.sleep(0.05)
+    rows["stopped_10ms"] = gaps(gate, 5, 10.0)
+    os.kill(hog.pid, signal.SIGCONT)
+    time.sleep(0.05)
+    rows["beside_again_10ms"] = gaps(gate, 3, 10.0)
     hog.kill()
     hog.wait()
     time.sleep(0.5)
@@ -49,7 +58,7 @@ def main() -> int:
     print(json.dumps(rows))
     with open(sys.argv[1], "w") as f:
         json.dump(rows, f, indent=1)
-    busy = any(g > BUSY_GAP_MS for key, got in rows.items() if key.startswith("beside") for g, _ in got)
+    busy = any(g > BUSY_GAP_MS for key, got in rows.items() if key.startswith("beside_") for g, _ in got)
     idle = all(g <= BUSY_GAP_MS for g, _ in rows["idle"] + rows["after"])
     return 0 if busy and idle else 1
 
