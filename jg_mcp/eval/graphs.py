@@ -185,7 +185,7 @@ class GraphTimer:
     def capture(self) -> str | None:
         """Every callable captures its graph and replays it once; why not, where one could not."""
         for name in self.t.names:
-            clocked = self.exchange(name, 1)
+            clocked = self.exchange(name, 1, watch=False)  # the capture's warm-up calls run before `go`
             done = clocked.done
             if done.error is not None and not any(h.reason == Reason.FORBIDDEN_CALL for h in done.hints):
                 return f"{name} could not be captured in a CUDA graph: {done.error[-500:]}"
@@ -195,10 +195,12 @@ class GraphTimer:
                     self.report.add(f.model_copy(update={"shape": self.case.name}))
         return None
 
-    def exchange(self, name: str, replays: int, before_go: Callable[[], None] | None = None) -> Clocked:
+    def exchange(
+        self, name: str, replays: int, before_go: Callable[[], None] | None = None, watch: bool = True
+    ) -> Clocked:
         ring = self.sides["candidate"]["gring"] if name == "candidate" else None
         calls = len(self.sets) * replays
-        return self.t.exchange(name, self.message(name, replays), calls, ring, before_go)
+        return self.t.exchange(name, self.message(name, replays), calls, ring, before_go, watch)
 
     def block(self, name: str, replays: int, before_go: Callable[[], None] | None = None) -> Ran:
         """A block of `replays` replays, its time per call that of the replays alone: the ring copy after the last

@@ -269,10 +269,12 @@ class TimingPhase:
         calls: int,
         ring: SharedBinding | None,
         before_go: Callable[[], None] | None = None,
+        watch: bool = True,
     ) -> Clocked:
         """Send one block to the callable's process and clock it (`BlockClock.run`); the candidate's process tree
         is stopped while a baseline runs. The candidate's ring is read when the block ends: a slot still poisoned
-        then is a call that had not finished, however its process said it was done."""
+        then is a call that had not finished, however its process said it was done. With `watch`, another context's
+        work during the block's gate, twice, ends timing (`not_busy`)."""
         side = CANDIDATE if name == CANDIDATE else BASELINE
         if name != "candidate":
             self.cand.freeze()  # no candidate code runs while a baseline is timed
@@ -281,9 +283,9 @@ class TimingPhase:
         self.ev.sync()
         slots = min(calls, len(ring.groups)) if ring is not None else 0
         clocked = self.clocks[side].run(message, calls, ring, slots, before_go)
-        if side == BASELINE and clocked.busy_ms > BUSY_GAP_MS:  # once more, the candidate's leftovers given time
+        if watch and clocked.busy_ms > BUSY_GAP_MS:  # once more, what held the GPU given time to end
             clocked = self.clocks[side].run(message, calls, ring, slots, before_go)
-            self.not_busy(clocked.busy_ms)
+            self.not_busy(side, clocked.busy_ms)
         if clocked.unwritten and clocked.done.error is None:
             first = clocked.unwritten[0]
             raise CandidateGone(
@@ -296,19 +298,22 @@ class TimingPhase:
             )
         return clocked
 
-    def not_busy(self, busy_ms: float) -> None:
-        """End timing if another CUDA context took the GPU from the harness's gate while a baseline was next: the
-        candidate's processes were stopped with every block of theirs ended, so it was GPU work of theirs that
-        outlived its block, which slows the baselines' calls and so flatters the candidate's."""
-        if busy_ms > BUSY_GAP_MS:
-            raise CandidateGone(
-                Finding(
-                    reason=Reason.TIMING_ESCAPE,
-                    detail=f"GPU work of the candidate's kept running after its block while it was stopped and a "
-                    f"baseline was next: another context held the GPU for {busy_ms:.2f} ms during the harness's "
-                    "gate, twice",
-                )
+    def not_busy(self, side: str, busy_ms: float) -> None:
+        """End timing if another CUDA context took the GPU from the harness's gate. Before a baseline's block the
+        candidate's processes are stopped with every block of theirs ended, so it was GPU work of theirs that
+        outlived its block (it would slow the baseline's calls and so flatter the candidate's); before a block of
+        the candidate's own, it was work that started before the block's clock did (its calls run early, the `go`
+        flag written by the candidate itself, or results computed beside the gate)."""
+        if busy_ms <= BUSY_GAP_MS:
+            return
+        if side == BASELINE:
+            what = (
+                "GPU work of the candidate's kept running after its block while it was stopped and a baseline was next"
             )
+        else:
+            what = "GPU work of the candidate's ran before its block's clock started"
+        held = f"another context held the GPU for {busy_ms:.2f} ms during the harness's gate, twice"
+        raise CandidateGone(Finding(reason=Reason.TIMING_ESCAPE, detail=f"{what}: {held}"))
 
     def ran(self, name: str, clocked: Clocked, per_call_ms: float) -> Ran:
         """A block's time, or the end of timing: a baseline that failed, a candidate that failed."""
@@ -352,8 +357,9 @@ class TimingPhase:
             self.clocks[BASELINE].busiest_ms = 0.0  # the shape's own
             self.cal = calibrate(self.clocks[BASELINE], NULL_FN, "tin", sets, sides[BASELINE]["ring"])
             if self.clocks[BASELINE].busiest_ms > BUSY_GAP_MS:
+                self.clocks[BASELINE].busiest_ms = 0.0
                 self.cal = calibrate(self.clocks[BASELINE], NULL_FN, "tin", sets, sides[BASELINE]["ring"])
-                self.not_busy(self.clocks[BASELINE].busiest_ms)
+                self.not_busy(BASELINE, self.clocks[BASELINE].busiest_ms)
             shape.clock = CLOCKS[ev.device]
             shape.ordering_ms, shape.copy_ms = self.cal.ordering_ms, self.cal.copy_ms
 
