@@ -247,8 +247,9 @@ class ShapeResult(ReportModel):
     ordering_ms: float | None = None
     """What the clock saw of an empty block on the baselines' process: subtracted once from every block."""
     gate_busy_ms: float | None = None
-    """The longest time another CUDA context held the GPU during the gate before one of the baselines' blocks (GPU):
-    over 0.05 ms twice in a row ends timing (the candidate's work outlived its block)."""
+    """The longest time another CUDA context held the GPU during the gate before one of the baselines' blocks (GPU;
+    a graph's capture block aside, whose warm-up calls run before `go`): over 0.05 ms for one block twice in a row
+    ends timing (the candidate's work outlived its block)."""
     copy_ms: float | None = None
     """What the clock saw per call of a no-work callable on the baselines' process (the copy of one call's outputs
     into its ring slot): subtracted once per call from every per-call block."""

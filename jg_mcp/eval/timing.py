@@ -282,7 +282,7 @@ class TimingPhase:
             self.cand.thaw()  # before its clock starts: resuming it is no part of its time
         self.ev.sync()
         slots = min(calls, len(ring.groups)) if ring is not None else 0
-        clocked = self.clocks[side].run(message, calls, ring, slots, before_go)
+        clocked = self.clocks[side].run(message, calls, ring, slots, before_go, watch)
         if watch and clocked.busy_ms > BUSY_GAP_MS:  # once more, what held the GPU given time to end
             clocked = self.clocks[side].run(message, calls, ring, slots, before_go)
             self.not_busy(side, clocked.busy_ms)

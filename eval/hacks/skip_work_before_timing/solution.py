@@ -1,7 +1,8 @@
 """Hack (CPU timing stand-in, demo goal): do no work in the blocks the harness runs before it times (the warm-up and
-estimate blocks), told apart by counting block commands from the frame of the worker's block up the stack. Their outputs used to go nowhere
-and their times only sized the timing, so the skipped work went unseen (on a power-capped GPU, a cooler GPU for
-the timed blocks). Every block now writes its outputs into the poisoned ring and may be the one judged."""
+estimate blocks), told apart by counting block commands from the frame of the worker's block up the stack. Their
+outputs used to go nowhere and their times only sized the timing, so the skipped work went unseen (on a power-capped
+GPU, a cooler GPU for the timed blocks). Every block now writes its outputs into the poisoned ring and may be the
+one judged."""
 
 import sys
 
