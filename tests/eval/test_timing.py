@@ -58,6 +58,19 @@ def test_a_block_is_credited_with_its_clock_less_the_calibrated_ordering_and_cop
     assert cal.per_call(0.2, 10) > 0, "a block under its calibration is credited with almost nothing, never less"
 
 
+def test_a_gate_covers_the_last_queueing_and_a_watched_one_outlasts_two_time_slices():
+    from jg_mcp.eval.clock import GATE_MAX_MS, GATE_MIN_MS, MISSES_TO_WAIT, BlockClock
+    from jg_mcp.eval.gate import WATCH_MS
+
+    plain, watched = BlockClock(None, "cuda"), BlockClock(None, "cuda", watch=True)  # type: ignore[arg-type]
+    assert plain.gate_ms("f", 64) == pytest.approx(GATE_MIN_MS + 2 * 0.05 * 64), "before a first block"
+    assert watched.gate_ms("f", 4) == WATCH_MS and WATCH_MS > 2 * 2.39, "an H100's time slice is 2.39 ms"
+    plain.enqueue["f"] = 10.0
+    assert plain.gate_ms("f", 64) == GATE_MAX_MS
+    plain.waits["f"] = True
+    assert plain.gate_ms("f", 64) == GATE_MIN_MS, f"a host that waits for the GPU ({MISSES_TO_WAIT} misses)"
+
+
 def test_the_timed_sets_span_the_cold_bytes_within_bounds():
     assert cold_sets(64 << 20, 256 << 20, 3) == 4
     assert cold_sets(1 << 30, 256 << 20, 3) == 3, "large sets: the least"
@@ -97,7 +110,8 @@ def test_an_honest_candidate_timed_on_the_cpu_is_accepted_with_every_measurement
         cand = shape.candidate
         assert cand is not None and cand.reps >= 10 and cand.fresh_median_ms and cand.blocks and cand.blocks >= 4
         assert cand.lead > 0 and cand.enqueue_ms is not None and not cand.host_waits
-        assert shape.clock and "CPU clock" in shape.clock and shape.ordering_ms is not None and shape.copy_ms
+        assert shape.clock and "CPU clock" in shape.clock and shape.copy_ms
+        assert shape.ordering_ms and shape.ordering_ms > 0, "read once the worker's threads stopped, never 0.0"
         assert set(shape.baselines) == {"torch_add"}
         assert cand.q10_ms <= cand.iqm_ms <= cand.q90_ms, "the interquartile mean sits inside the spread"
         parts = {"check", "check_reference", "check_bind", "check_calls", "warm_candidate", "warm_baselines", "time"}
