@@ -46,6 +46,7 @@ sys.path.insert(0, str(REPO))
 
 from jg_mcp.eval import EvalReport  # noqa: E402
 from jg_mcp.eval.clocks import device_sampler  # noqa: E402
+from jg_mcp.eval.options import TimingParams  # noqa: E402
 from jg_mcp.eval.processes.compile_cache import baseline_env, bytecode_dir  # noqa: E402
 
 sys.path.insert(0, str(REPO / "eval"))
@@ -213,7 +214,7 @@ def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None
         goal: {
             s.name: {
                 "baseline": report.strongest_baseline[s.name],
-                "input_sets": s.memory.input_sets if s.memory else report.timing.input_sets,
+                "input_sets": (s.memory or report.timing.params or TimingParams()).input_sets,
                 "seeds": s.input_seeds,
                 "graph_seeds": s.graph_seeds if s.timed_by == "graph" else [],
             }

@@ -41,6 +41,7 @@ PLACES = {
     "demo_goal/": "core",
     "eval/reasons": "core",
     "eval/report": "core",
+    "eval/options": "core",
     "live/environment": "host",
     "live/lifeline": "host",
     "live/oom": "host",

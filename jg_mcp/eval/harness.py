@@ -196,7 +196,7 @@ class Evaluation:
                 )
             )
         report.candidate_output_tail = "\n".join(t for t in self.tails if t)[-TAIL_BYTES:]
-        score(self.goal, report, self.o.timing.fresh_slack)
+        score(self.goal, report, self.o.timing)
         report.accepted = not report.findings and bool(report.shapes) and all(s.correct for s in report.shapes)
         report.wall_s = time.monotonic() - start
         report.phases["total"] = report.wall_s

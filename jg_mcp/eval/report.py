@@ -4,10 +4,11 @@ jg_mcp/eval/report_md.py)."""
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
+from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.models import Strict
 
@@ -32,9 +33,10 @@ solution with its sha256 (the open policy copies the workspace's source files, n
 `isolation.stubbed`, the library files (cuBLAS for the GEMM goals) covered by failing stubs in the sandbox; shapes
 of kind `extreme` with `chosen`, per-shape `check_peak_bytes`, `memory` and `timing_skipped`: buffers are sized to
 the GPU's free memory, and the domain's largest corner is checked where it fits.
-12: every time is the harness's own (jg_mcp/eval/clock.py): per-shape `clock`, `ordering_ms` and `copy_ms`, per-timing
-`blocks` (its statistics are over the timed blocks' per-call times), the timing parameter `cold_bytes`; no flush or pad
-per call (`l2_flush_bytes` 0, `pad_ms` 0), and no `unaccounted_ms` or `host_median_ms`.
+12: every time is the harness's own (jg_mcp/eval/clock.py): per-shape `clock`, `ordering_ms`, `copy_ms` and
+`gate_busy_ms`, per-timing `blocks` (its statistics are over the timed blocks' per-call times); `timing.params`, the
+timing parameters whole (the flat fields of earlier versions are read into it), with `cold_bytes`; no flush or pad
+per call (`pad_ms` 0), and no `unaccounted_ms` or `host_median_ms`.
 Reports of earlier versions still load (the new fields are optional; one without `policy` was judged by the
 Triton-only policy)."""
 
@@ -304,56 +306,57 @@ class TimingMethod(ReportModel):
     skipped: str | None = None
     """Why timing was skipped, if it was."""
     description: str = (
-        "CUDA events around each call in the process that runs it, L2 flushed before every call; candidate and "
-        "baselines take turns in blocks of back-to-back calls (A B, then B A, ...), each after a lead block of the "
-        "same calls, the calls rotating over the input sets; the harness times each block by its own clock, checks "
-        "outputs of calls it picks, and times each callable once on fresh inputs none has seen; NVML samples clocks "
-        "and power; at shapes of a few microseconds per call each callable is also timed under a CUDA graph of calls "
-        "rotating over cold input sets, and those times decide the speedups there"
+        "the harness's own clock around blocks of back-to-back calls, candidate and baselines taking turns (A B, "
+        "then B A, ...), each after a lead block of the same calls, the calls rotating over input sets that have left "
+        "the L2; outputs read when each block ends and judged at calls the harness picks; each callable also timed "
+        "once on fresh inputs none has seen; at shapes of a few microseconds per call, under CUDA graphs too"
     )
     """The method in words."""
-    input_sets: int = 0
-    """Distinct input sets; the timed calls rotate over them call by call."""
-    warmup_calls: int = 0
-    """Untimed calls per callable before timing."""
-    min_reps: int = 0
-    """Fewest timed calls per callable."""
-    max_reps: int = 0
-    """Most timed calls per callable."""
-    target_rel_se: float = 0.0
-    """Stop when every callable's relative SE of the median is under this."""
-    budget_s: float = 0.0
-    """Or when this much wall time per shape is spent."""
-    l2_flush_bytes: int = 0
-    """Version 11 and earlier: size of the buffer zeroed before each call (none from version 12)."""
-    cold_bytes: int = 0
-    """Bytes the timed input sets span together, at least: a set has left the L2 before it is read again."""
-    block_ms: float = 0.0
-    """Device time of one block of back-to-back calls of one callable (0: one call per turn)."""
-    lead_ms: float = 0.0
-    """Device time of the lead block before each timed block."""
-    max_block: int = 0
-    """Most calls in one block."""
-    min_rounds: int = 0
-    """Fewest rounds (each callable's turn once) before the stopping rule is applied."""
-    sync_ms: float = 0.0
-    """About how much device work is queued between host synchronisations."""
-    fresh_sets: int = 0
-    """Input sets made after timing, each timed once per callable: speed that needs seen inputs is caching."""
-    spot_checks: int = 0
-    """Timed candidate calls, picked at random, whose outputs were also checked against the reference."""
-    graph_below_ms: float = 0.0
-    """Shapes whose fastest callable took under this per call are timed under CUDA graphs too (0: none)."""
-    graph_bytes: int = 0
-    """A graph's calls rotate over the fewest input sets whose calls move this many bytes together."""
-    graph_calls: int = 0
-    """Fewest calls in one graph."""
-    graph_replay_ms: float = 0.0
-    """A graph has as many calls as fill a replay this long at the fastest baseline's per-call time."""
-    graph_replays: int = 0
-    """Timed replays per graph block."""
-    graph_rounds: int = 0
-    """Rounds of graph blocks (each callable's turn once, A B then B A)."""
+    params: TimingParams | None = None
+    """The timing parameters the eval ran with, whole (jg_mcp/eval/options.py); None where timing was skipped."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_parameters(cls, data: Any) -> Any:
+        """Reports of versions 2-11 listed the parameters flat, some under other names: read them into `params`
+        (what no longer exists, the flush size and `sync_ms`, is dropped, and a parameter such a report did not
+        record reads as its default; zeros of a skipped timing give None)."""
+        if not isinstance(data, dict) or not FLAT_PARAMETERS.keys() & data.keys() - {"params"}:
+            return data
+        data = dict(data)
+        flat = {FLAT_PARAMETERS[k]: data.pop(k) for k in list(data) if k in FLAT_PARAMETERS}
+        kept = {k: v for k, v in flat.items() if k}
+        try:
+            data.setdefault("params", TimingParams(**kept) if any(kept.values()) else None)
+        except ValidationError:
+            data.setdefault("params", None)
+        return data
+
+
+FLAT_PARAMETERS = {
+    "input_sets": "input_sets",
+    "warmup_calls": "warmup",
+    "min_reps": "min_reps",
+    "max_reps": "max_reps",
+    "target_rel_se": "target_rel_se",
+    "budget_s": "budget_s",
+    "cold_bytes": "cold_bytes",
+    "block_ms": "block_ms",
+    "lead_ms": "lead_ms",
+    "max_block": "max_block",
+    "min_rounds": "min_rounds",
+    "fresh_sets": "fresh",
+    "spot_checks": "spot_checks",
+    "graph_below_ms": "graph_below_ms",
+    "graph_bytes": "graph_bytes",
+    "graph_calls": "graph_calls",
+    "graph_replay_ms": "graph_replay_ms",
+    "graph_replays": "graph_replays",
+    "graph_rounds": "graph_rounds",
+    "l2_flush_bytes": "",
+    "sync_ms": "",
+}
+"""TimingMethod's flat fields of report versions 2-11, by the TimingParams field each became ("": none)."""
 
 
 class Isolation(ReportModel):

@@ -3,14 +3,11 @@ Every time scored is the harness's own (jg_mcp/eval/clock.py)."""
 
 from __future__ import annotations
 
+from jg_mcp.eval.options import FRESH_SLACK, TimingParams
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import EvalReport, Finding, Timing, geomean
 from jg_mcp.goals import LoadedGoal
 
-FRESH_SLACK = 1.3
-"""A candidate slower on never-seen inputs than on the timed input sets by this factor beyond what the baselines
-show, and by more time than twice the baselines' extra time on them (and FRESH_MIN_MS), is caching: its speed
-came from having seen the inputs (a cold cache costs every callable about the same time, not the same factor)."""
 FRESH_MIN_MS = 0.005
 GRAPH_FRESH_MIN_MS = 0.0005
 """FRESH_MIN_MS under a graph, whose fresh time is one replay of dozens of calls, not a single call."""
@@ -93,8 +90,10 @@ def timed_ms(t: Timing, graph: bool) -> float:
     return t.graph.median_ms if graph and t.graph is not None else t.median_ms
 
 
-def score(goal: LoadedGoal, report: EvalReport, slack: float = FRESH_SLACK) -> None:
-    """Fill in per-shape speedups and rates, the geometric mean, and timing findings, in place."""
+def score(goal: LoadedGoal, report: EvalReport, p: TimingParams) -> None:
+    """Fill in per-shape speedups and rates, the geometric mean, and timing findings, in place, by the timing
+    parameters the eval ran with (`p`)."""
+    slack = p.fresh_slack
     hw = goal.goal.hardware
     tbps, basis = bandwidth_of(goal, report.environment.gpu)
     best = []

@@ -91,29 +91,7 @@ class Ran:
 
 def method(p: TimingParams) -> TimingMethod:
     """The timing parameters of a run, as the report states them."""
-    return TimingMethod(
-        description=__doc__.split("\n\n")[1].replace("\n", " "),
-        input_sets=p.input_sets,
-        warmup_calls=p.warmup,
-        min_reps=p.min_reps,
-        max_reps=p.max_reps,
-        target_rel_se=p.target_rel_se,
-        budget_s=p.budget_s,
-        cold_bytes=p.cold_bytes,
-        block_ms=p.block_ms,
-        lead_ms=p.lead_ms,
-        max_block=p.max_block,
-        min_rounds=p.min_rounds,
-        sync_ms=0.0,
-        fresh_sets=p.fresh,
-        spot_checks=p.spot_checks,
-        graph_below_ms=p.graph_below_ms,
-        graph_bytes=p.graph_bytes,
-        graph_calls=p.graph_calls,
-        graph_replay_ms=p.graph_replay_ms,
-        graph_replays=p.graph_replays,
-        graph_rounds=p.graph_rounds,
-    )
+    return TimingMethod(description=__doc__.split("\n\n")[1].replace("\n", " "), params=p)
 
 
 class TimingPhase:

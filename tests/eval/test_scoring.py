@@ -33,7 +33,7 @@ def _scored(cand: Timing, baselines: dict[str, Timing], **margins: float) -> Eva
         environment=env,
         shapes=[shape],
     )
-    score(goal, report, **margins)
+    score(goal, report, TimingParams(**margins))
     return report
 
 
@@ -63,8 +63,9 @@ def test_the_fresh_input_slack_is_the_eval_option_s():
     inputs ran 1.1x-2.2x its timed median: its evals pass a wider slack, as they pass a wider escape margin."""
     noisy = (timing(10.0, fresh=18.0), {"torch": timing(12.0, fresh=12.0)})
     assert [f.reason for f in _scored(*noisy).findings] == [Reason.CACHED_OUTPUT]
-    assert _scored(*noisy, slack=2.0).findings == []
-    assert [f.reason for f in _scored(timing(10.0, fresh=25.0), noisy[1], slack=2.0).findings] == [Reason.CACHED_OUTPUT]
+    assert _scored(*noisy, fresh_slack=2.0).findings == []
+    caching = _scored(timing(10.0, fresh=25.0), noisy[1], fresh_slack=2.0)
+    assert [f.reason for f in caching.findings] == [Reason.CACHED_OUTPUT]
     with pytest.raises(ValueError, match="fresh_slack"):
         TimingParams(fresh_slack=1.0)
 
@@ -72,3 +73,15 @@ def test_the_fresh_input_slack_is_the_eval_option_s():
 def test_a_time_below_the_physical_floor_is_a_finding():
     report = _scored(timing(1e-6), {"torch": timing(12.0)})
     assert Reason.BELOW_FLOOR in report.reasons
+
+
+def test_the_timing_parameters_are_stored_whole_and_older_flat_ones_are_read_into_them():
+    from jg_mcp.eval.report import TimingMethod
+
+    method = TimingMethod(params=TimingParams(lead_ms=30.0))
+    assert TimingMethod.model_validate(method.model_dump(mode="json")) == method
+    old = {"input_sets": 3, "warmup_calls": 2, "min_reps": 20, "fresh_sets": 5, "l2_flush_bytes": 1 << 28, "sync_ms": 0}
+    params = TimingMethod.model_validate(old).params
+    assert params is not None and (params.input_sets, params.warmup, params.min_reps, params.fresh) == (3, 2, 20, 5)
+    skipped = {"skipped": "no CUDA device", "input_sets": 0, "min_reps": 0}
+    assert TimingMethod.model_validate(skipped).params is None
