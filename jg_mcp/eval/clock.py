@@ -72,8 +72,6 @@ class Clocked:
     """The worker's closing message: its hints, or the error that ended the block."""
     enqueue_ms: float = 0.0
     """The worker's host time per call to queue the block (a hint that sizes the next gate)."""
-    gate_held: bool = True
-    """Whether the GPU was still behind the gate when the worker said its calls were queued (GPU only)."""
     unwritten: list[int] = field(default_factory=list)
     """Ring slots of the block that still held poison when the block ended."""
     busy_ms: float = 0.0
@@ -227,7 +225,7 @@ class BlockClock:
         self.waits[fn] = self.waits.get(fn, False) or self.missed[fn] >= MISSES_TO_WAIT
         self.enqueue[fn] = first.enqueue_ms
         unwritten = poisoned_slots(flags) if flags is not None else []
-        return Clocked(start.elapsed_time(end), done, first.enqueue_ms, held, unwritten, self.busy(watched))
+        return Clocked(start.elapsed_time(end), done, first.enqueue_ms, unwritten, self.busy(watched))
 
     def busy(self, watched: bool) -> float:
         assert self.gate is not None

@@ -36,7 +36,7 @@ import torch
 from jg_mcp.eval.memory import free_bytes, graph_ring_bytes, nbytes
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import EvalReport, GraphTiming, Timing
-from jg_mcp.eval.sizing import MAX_LEAD_CALLS, iqm, rotation
+from jg_mcp.eval.sizing import MAX_LEAD_CALLS, cold_sets, iqm, rotation
 from jg_mcp.eval.timing_checks import check_inputs, spot_check
 from jg_mcp.eval.wire.buffers import SharedBinding
 from jg_mcp.eval.wire.messages import Graph, Release
@@ -59,7 +59,7 @@ FRESH_CHECKS = 2
 
 def graph_sets(call_bytes: float, floor: int, most: int = MOST_SETS) -> int:
     """The fewest input sets (3 to `most`) whose calls move `floor` bytes together."""
-    return min(most, max(3, math.ceil(floor / max(1.0, call_bytes))))
+    return cold_sets(call_bytes, floor, 3, most)
 
 
 def graph_calls(n_sets: int, least: int) -> int:

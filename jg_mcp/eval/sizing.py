@@ -13,10 +13,10 @@ MAX_LEAD_CALLS = 1024
 """The most calls in one lead block."""
 
 
-def cold_sets(set_bytes: int, cold_bytes: int, least: int) -> int:
-    """Input sets for the timed calls to rotate over: the fewest that span `cold_bytes` together, at least `least`
-    and at most MOST_SETS."""
-    return max(least, min(MOST_SETS, math.ceil(cold_bytes / max(1, set_bytes))))
+def cold_sets(set_bytes: float, cold_bytes: int, least: int, most: int = MOST_SETS) -> int:
+    """Input sets for calls to rotate over: the fewest that span `cold_bytes` together, at least `least` and at most
+    `most` (per-call timing; a CUDA graph's sets too, graphs.graph_sets)."""
+    return max(least, min(most, math.ceil(cold_bytes / max(1.0, set_bytes))))
 
 
 def rotation(count: int, n_sets: int, first: int = 0) -> list[int]:

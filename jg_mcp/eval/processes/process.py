@@ -32,7 +32,7 @@ from jg_mcp.errors import JgError
 from jg_mcp.eval.native.native import NativeScan
 from jg_mcp.eval.processes.compile_cache import bytecode_dir
 from jg_mcp.eval.processes.isolation import CACHE_DIR, SOLUTION_DIR, bwrap_argv, filter_file, pythonpath
-from jg_mcp.eval.processes.proctree import carrying, descendant, resume, stop_all, tree
+from jg_mcp.eval.processes.proctree import carrying, descendant, resume, running, stop_all, tree
 from jg_mcp.eval.reasons import ERROR_TAIL_CHARS, Reason
 from jg_mcp.eval.report import Finding
 from jg_mcp.eval.wire import channel
@@ -55,23 +55,6 @@ class CandidateGone(Exception):
 
 SETTLE_S = 0.05
 """The longest `settled_cpu_ms` waits for the worker's threads to stop running."""
-
-
-def _running(pid: int) -> bool:
-    """Whether any thread of the process is running (state R in /proc); False where it cannot be read."""
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return False
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"R":
-            return True
-    return False
 
 
 @dataclass(frozen=True)
@@ -294,7 +277,7 @@ class WorkerProcess:
         running thread's time to its process's clock when it stops (or at the next tick), so a clock read while a
         thread still runs on another core is up to a tick behind."""
         give_up = time.monotonic() + SETTLE_S
-        while self._pid is not None and time.monotonic() < give_up and _running(self._pid):
+        while self._pid is not None and time.monotonic() < give_up and running(self._pid):
             time.sleep(0.0001)
         return self.cpu_ms()
 

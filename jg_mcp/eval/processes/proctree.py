@@ -40,13 +40,23 @@ def tree(root: int) -> list[int]:
     return found
 
 
-def state(pid: int) -> str:
-    """The process's state letter (R, S, D, T, t, Z, X), "X" once it is gone."""
+def state(pid: int, tid: int | None = None) -> str:
+    """The process's (or with `tid`, its thread's) state letter (R, S, D, T, t, Z, X), "X" once it is gone."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        with open(path) as f:
             return f.read().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return "X"
+
+
+def running(pid: int) -> bool:
+    """Whether any thread of the process is running (state R); False where it cannot be read."""
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return False
+    return any(state(pid, tid) == "R" for tid in tids)
 
 
 def stop_all(find: Callable[[], list[int]], rounds: int = 50) -> list[int] | None:
