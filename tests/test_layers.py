@@ -59,6 +59,7 @@ PLACES = {
     "live/walk": "host",
     "live/workspace": "host",
     "live/workspace_fs": "host",
+    "live/workspace_scan": "host",
     "goal_text": "policy",
     "eval/ops": "policy",
     "eval/trusted": "policy",

@@ -28,8 +28,9 @@ from jg_mcp.live.places import check_own, make_private_dir
 from jg_mcp.live.runner import Runner
 from jg_mcp.live.sandbox import Bwrap, Sandbox, sandbox_of
 from jg_mcp.live.uids import chown_tree
-from jg_mcp.live.workspace import Scan, Workspace
+from jg_mcp.live.workspace import Workspace
 from jg_mcp.live.workspace_fs import WorkspaceFs
+from jg_mcp.live.workspace_scan import Scan
 from jg_mcp.models import Strict
 from jg_mcp.record.events import Close, FileChange, Header, Notice
 from jg_mcp.record.keys import key_id
