@@ -42,6 +42,7 @@ PLACES = {
     "eval/reasons": "core",
     "eval/report": "core",
     "eval/options": "core",
+    "live/bwrap": "host",
     "live/environment": "host",
     "live/lifeline": "host",
     "live/oom": "host",

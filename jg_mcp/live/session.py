@@ -22,11 +22,12 @@ from jg_mcp import __version__, log
 from jg_mcp.errors import JgError
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
 from jg_mcp.gpu import query_gpu
+from jg_mcp.live.bwrap import Bwrap
 from jg_mcp.live.environment import SECRET_VALUE, is_secret
 from jg_mcp.live.jobs import JobQueue, outcome
 from jg_mcp.live.places import check_own, make_private_dir
 from jg_mcp.live.runner import Runner
-from jg_mcp.live.sandbox import Bwrap, Sandbox, sandbox_of
+from jg_mcp.live.sandbox import Sandbox, sandbox_of
 from jg_mcp.live.uids import chown_tree
 from jg_mcp.live.workspace import Workspace
 from jg_mcp.live.workspace_fs import WorkspaceFs
