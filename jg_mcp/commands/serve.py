@@ -23,7 +23,8 @@ from jg_mcp.live.bwrap import Bwrap
 from jg_mcp.live.protections import unsandboxed
 from jg_mcp.live.sandbox import MODES, NoSandbox, Sandbox, SandboxLimits
 from jg_mcp.live.sandbox_probe import choose
-from jg_mcp.live.session import CLOSE_WAIT_S, Session, SessionConfig, new_run_id
+from jg_mcp.live.session import CLOSE_WAIT_S, Session, new_run_id
+from jg_mcp.live.session_place import SessionConfig
 from jg_mcp.record.conditions import NAMES
 from jg_mcp.record.keys import read_key
 

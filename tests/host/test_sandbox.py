@@ -20,7 +20,8 @@ from jg_mcp.live.runner import Runner
 from jg_mcp.live.sandbox import NoSandbox, Sandbox, SandboxLimits, sandbox_of
 from jg_mcp.live.sandbox_probe import choose
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session, SessionConfig
+from jg_mcp.live.session import Session
+from jg_mcp.live.session_place import SessionConfig
 from jg_mcp.live.uids import SandboxError, UidPool
 from jg_mcp.record.reading import read_transcript
 from tests.support import bwrap_missing, serve_argv

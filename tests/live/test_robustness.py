@@ -21,7 +21,8 @@ from mcp.shared.exceptions import MCPError
 from jg_mcp.live import lifeline, workspace_fs
 from jg_mcp.live.bwrap import Bwrap
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session, SessionConfig
+from jg_mcp.live.session import Session
+from jg_mcp.live.session_place import SessionConfig
 from jg_mcp.record.reading import read_transcript
 from tests.support import GEMM_FP8, bwrap_missing, serve_argv
 
