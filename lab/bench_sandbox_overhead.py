@@ -18,10 +18,11 @@ from mcp import Client
 
 import jg_mcp
 from jg_mcp.goals import find_goal, load_goal
-from jg_mcp.live.sandbox import Bwrap
+from jg_mcp.live.bwrap import Bwrap
 from jg_mcp.live.sandbox_probe import probe
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session, SessionConfig
+from jg_mcp.live.session import Session
+from jg_mcp.live.session_place import SessionConfig
 
 
 async def time_calls(server, calls: int) -> list[float]:

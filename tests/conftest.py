@@ -7,7 +7,8 @@ import pytest
 
 from jg_mcp.goals import load_goal
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session, SessionConfig
+from jg_mcp.live.session import Session
+from jg_mcp.live.session_place import SessionConfig
 from tests.scheduling import check_names, make_scheduler
 from tests.support import GEMM_FP8
 

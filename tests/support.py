@@ -172,9 +172,10 @@ def scripted_session(
     import anyio
 
     from jg_mcp.goals import load_goal
-    from jg_mcp.live.sandbox import Bwrap
+    from jg_mcp.live.bwrap import Bwrap
     from jg_mcp.live.server import SingleSession, build_server
-    from jg_mcp.live.session import Session, SessionConfig
+    from jg_mcp.live.session import Session
+    from jg_mcp.live.session_place import SessionConfig
     from jg_mcp.scripted import run_script
 
     loaded = load_goal(goal)

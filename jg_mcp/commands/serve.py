@@ -19,10 +19,12 @@ from jg_mcp.commands.arguments import dir_to_fill, port, positive_float, positiv
 from jg_mcp.commands.serve_config import DEFAULT_HOST, DEFAULT_PORT, HttpConfig, ServeConfig, from_args
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
 from jg_mcp.live import workspace_fs
+from jg_mcp.live.bwrap import Bwrap
 from jg_mcp.live.protections import unsandboxed
-from jg_mcp.live.sandbox import MODES, Bwrap, NoSandbox, Sandbox, SandboxLimits
+from jg_mcp.live.sandbox import MODES, NoSandbox, Sandbox, SandboxLimits
 from jg_mcp.live.sandbox_probe import choose
-from jg_mcp.live.session import CLOSE_WAIT_S, Session, SessionConfig, new_run_id
+from jg_mcp.live.session import CLOSE_WAIT_S, Session, new_run_id
+from jg_mcp.live.session_place import SessionConfig
 from jg_mcp.record.conditions import NAMES
 from jg_mcp.record.keys import read_key
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from jg_mcp import log
 from jg_mcp.live import seccomp
-from jg_mcp.live.sandbox import Bwrap
+from jg_mcp.live.bwrap import Bwrap
 from jg_mcp.live.uids import SandboxError, private_dir
 
 logger = log.get("jg_mcp.live.sandbox")

@@ -1,6 +1,6 @@
 """Sealing a directory a sandbox's uid can write (the workspace, the compile cache), as the host sees it: the
 directory 0700 and no setuid or setgid bit on anything in it. The sandbox's mounts are nosuid, the host's are not, so a
-setuid file a command leaves would otherwise hand a local user the sandbox uid (`jg_mcp.live.sandbox` seals after
+setuid file a command leaves would otherwise hand a local user the sandbox uid (`jg_mcp.live.bwrap` seals after
 every command, at release, and what a killed server left before its uid is handed out again)."""
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ that lowers its limit to 0 would otherwise hand its crash to the host's helper, 
 namespace. (A `core_pattern` of Linux 6.17's socket form, `@PATH`, ignores the limit altogether.)
 
 Everything else is allowed. bwrap loads the filter (`--seccomp FD`) after its own setup, so its namespaces are
-made first; the live sandbox (`jg_mcp.live.sandbox`) and the eval's candidate sandbox
+made first; the live sandbox (`jg_mcp.live.bwrap`) and the eval's candidate sandbox
 (`jg_mcp.eval.processes.isolation`) load the same one.
 
 The program is classic BPF over `struct seccomp_data` (nr at offset 0, arch at 4, args[i] at 16 + 8i, low word

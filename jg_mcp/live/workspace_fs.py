@@ -14,7 +14,7 @@ on the image still holds, the reservation does not.
 
 Layout, beside the workspace W in its parent: `.W.fs/` (0700, the server's) holds `image` and `mnt`, where the image
 is mounted; the image holds `ready`, `workspace/` and `cache/`. W is a bind mount of `mnt/workspace` and the
-sandbox's compile cache `.W.cache` (jg_mcp.live.sandbox) one of `mnt/cache`, so the paths the sandbox binds do not
+sandbox's compile cache `.W.cache` (jg_mcp.live.bwrap) one of `mnt/cache`, so the paths the sandbox binds do not
 change, and the compile cache shares the quota.
 
 After the session (`close`), the workspace's files are copied out into `.W.fs/out` (sparse files stay sparse,

@@ -17,10 +17,11 @@ from pydantic import BaseModel
 from jg_mcp import log
 from jg_mcp.errors import PathRefused
 from jg_mcp.goals import REFERENCE_FILE
+from jg_mcp.live.bwrap import Bwrap
 from jg_mcp.live.places import make_private_dir
 from jg_mcp.live.runner import CommandResult, Runner
 from jg_mcp.live.safefs import read_bounded
-from jg_mcp.live.sandbox import Bwrap, SandboxLimits
+from jg_mcp.live.sandbox import SandboxLimits
 from jg_mcp.live.sandbox_probe import choose
 from jg_mcp.live.uids import SandboxError
 from jg_mcp.live.workspace import Workspace

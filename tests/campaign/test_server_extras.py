@@ -10,7 +10,8 @@ from jg_mcp.campaign import budget, serving
 from jg_mcp.commands.demo import SOLUTION
 from jg_mcp.goals import load_goal
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session, SessionConfig
+from jg_mcp.live.session import Session
+from jg_mcp.live.session_place import SessionConfig
 from jg_mcp.record import audit, conditions
 from jg_mcp.record.reading import read_transcript
 from tests.support import DEMO_GOAL

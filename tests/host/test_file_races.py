@@ -17,7 +17,8 @@ from mcp.shared.exceptions import MCPError
 from jg_mcp.live import safefs
 from jg_mcp.live.sandbox import NoSandbox
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session, SessionConfig
+from jg_mcp.live.session import Session
+from jg_mcp.live.session_place import SessionConfig
 from jg_mcp.record import audit, replay, steps
 
 RENAME_EXCHANGE = 2

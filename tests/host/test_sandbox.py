@@ -14,20 +14,15 @@ import pytest
 from mcp import Client
 
 from jg_mcp.live import seccomp
+from jg_mcp.live.bwrap import Bwrap
 from jg_mcp.live.environment import SANDBOX_HOME, is_secret, sandbox_env
 from jg_mcp.live.runner import Runner
-from jg_mcp.live.sandbox import (
-    Bwrap,
-    NoSandbox,
-    Sandbox,
-    SandboxLimits,
-    UidPool,
-    sandbox_of,
-)
+from jg_mcp.live.sandbox import NoSandbox, Sandbox, SandboxLimits, sandbox_of
 from jg_mcp.live.sandbox_probe import choose
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session, SessionConfig
-from jg_mcp.live.uids import SandboxError
+from jg_mcp.live.session import Session
+from jg_mcp.live.session_place import SessionConfig
+from jg_mcp.live.uids import SandboxError, UidPool
 from jg_mcp.record.reading import read_transcript
 from tests.support import bwrap_missing, serve_argv
 
@@ -271,7 +266,7 @@ def test_the_header_records_exactly_the_environment_the_sandboxed_command_saw(ge
 def test_sandbox_uids_are_unique_across_server_processes(tmp_path):
     """Two processes, each with its own UidPool (as two servers have), take uids while both hold theirs."""
     take = (
-        "import sys; from jg_mcp.live.sandbox import UidPool; pool = UidPool(); "
+        "import sys; from jg_mcp.live.uids import UidPool; pool = UidPool(); "
         "print(pool.take(62300, 4), flush=True); sys.stdin.readline()"
     )
     procs = [
@@ -376,7 +371,8 @@ def test_what_a_killed_server_left_unsealed_is_sealed_before_its_uid_is_handed_o
     ws, cache = tmp_path / "runs" / "a" / "workspace", tmp_path / "runs" / "a" / ".workspace.cache"
     ws.mkdir(parents=True)
     hold = (
-        "import sys; from pathlib import Path; from jg_mcp.live.sandbox import Bwrap, SandboxLimits, UidPool; "
+        "import sys; from pathlib import Path; from jg_mcp.live.bwrap import Bwrap; from jg_mcp.live.sandbox "
+        "import SandboxLimits; from jg_mcp.live.uids import UidPool; "
         f"box = Bwrap(Path({str(ws)!r}), limits=SandboxLimits(first_uid=62500, uid_count=1), "
         f"uids=UidPool(Path({str(tmp_path / 'locks')!r}))); box.wrap(['true']); print(box.uid(), flush=True); "
         "sys.stdin.readline()"

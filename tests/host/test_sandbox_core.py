@@ -19,8 +19,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from jg_mcp.live.bwrap import Bwrap
 from jg_mcp.live.runner import Runner
-from jg_mcp.live.sandbox import Bwrap
 from tests.support import bwrap_missing
 
 BWRAP_MISSING = bwrap_missing()

@@ -20,11 +20,13 @@ from mcp import Client
 
 import jg_mcp
 from jg_mcp.goals import load_goal
+from jg_mcp.live.bwrap import Bwrap, python_dirs
 from jg_mcp.live.environment import SANDBOX_CACHE
 from jg_mcp.live.runner import Argv, Runner
-from jg_mcp.live.sandbox import Bwrap, SandboxLimits, python_dirs
+from jg_mcp.live.sandbox import SandboxLimits
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session, SessionConfig
+from jg_mcp.live.session import Session
+from jg_mcp.live.session_place import SessionConfig
 from tests.support import SECRET_VAR, bwrap_missing, can_set_oom_floor, copy_goal
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from mcp import StdioServerParameters
 
 from jg_mcp.errors import JgError
 from jg_mcp.live import sandbox_probe, seccomp
-from jg_mcp.live.sandbox import Bwrap
+from jg_mcp.live.bwrap import Bwrap
 from jg_mcp.live.uids import SandboxError
 from jg_mcp.record.events import Header
 from jg_mcp.record.reading import read_transcript

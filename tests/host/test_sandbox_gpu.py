@@ -6,9 +6,10 @@ import anyio
 import pytest
 from mcp import Client
 
-from jg_mcp.live.sandbox import Bwrap
+from jg_mcp.live.bwrap import Bwrap
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session, SessionConfig
+from jg_mcp.live.session import Session
+from jg_mcp.live.session_place import SessionConfig
 from tests.support import bwrap_missing
 
 BWRAP_MISSING = bwrap_missing()

@@ -10,10 +10,11 @@ import time
 import anyio
 import pytest
 
-from jg_mcp.live import sandbox as sandbox_module
+from jg_mcp.live import bwrap as bwrap_module
 from jg_mcp.live import uids, walk
+from jg_mcp.live.bwrap import Bwrap
 from jg_mcp.live.runner import Runner
-from jg_mcp.live.sandbox import Bwrap, NoSandbox
+from jg_mcp.live.sandbox import NoSandbox
 from tests.support import bwrap_missing
 
 BWRAP_MISSING = bwrap_missing()
@@ -135,7 +136,7 @@ def test_the_setup_walk_counts_in_the_commands_duration_and_timeout(tmp_path, mo
         time.sleep(1.5)
         return slow(*args, **kw)
 
-    monkeypatch.setattr(sandbox_module, "chown_tree", chown_slowly)
+    monkeypatch.setattr(bwrap_module, "chown_tree", chown_slowly)
     ws = tmp_path / "ws"
     ws.mkdir()
     box = Bwrap(ws)

@@ -8,7 +8,7 @@ import py_compile
 import pytest
 
 from jg_mcp.errors import PathRefused
-from jg_mcp.live import safefs, workspace
+from jg_mcp.live import safefs, workspace_scan
 from jg_mcp.live.workspace import Workspace
 
 
@@ -129,7 +129,7 @@ def test_a_scan_cut_short_by_the_limit_reports_no_false_deletions(ws, monkeypatc
         (ws.root / name).write_text(name)
     ws.changes()
     (ws.root / "a.txt").write_text("new")
-    monkeypatch.setattr(workspace, "SCAN_LIMIT", 2)
+    monkeypatch.setattr(workspace_scan, "SCAN_LIMIT", 2)
     changed, deleted, scan = ws.changes()
     assert scan.skipped and set(changed) == {"a.txt"} and deleted == []
     assert set(ws.manifest()) == {"a.txt", "b.txt", "c.txt"}

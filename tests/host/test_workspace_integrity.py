@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from jg_mcp.live import walk, workspace
+from jg_mcp.live import walk, workspace_scan
 from jg_mcp.live.runner import Argv, Runner, quota_notice
 from jg_mcp.live.workspace import Workspace
 
@@ -51,7 +51,7 @@ class Counting:
 
     def __call__(self, fd: int, size: int) -> tuple[str, int]:
         self.calls.append(size)
-        return workspace.file_sha256(fd, size)
+        return workspace_scan.file_sha256(fd, size)
 
 
 def test_walks_of_thousands_of_sibling_directories_complete_under_a_low_descriptor_limit(tmp_path):

@@ -9,7 +9,8 @@ import pytest
 
 from jg_mcp.cli import main
 from jg_mcp.errors import UsageError
-from jg_mcp.live.session import Session, SessionConfig
+from jg_mcp.live.session import Session
+from jg_mcp.live.session_place import SessionConfig
 
 
 def make(goal, tmp_path, ws):

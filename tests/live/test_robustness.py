@@ -19,9 +19,10 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from jg_mcp.live import lifeline, workspace_fs
-from jg_mcp.live.sandbox import Bwrap
+from jg_mcp.live.bwrap import Bwrap
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session, SessionConfig
+from jg_mcp.live.session import Session
+from jg_mcp.live.session_place import SessionConfig
 from jg_mcp.record.reading import read_transcript
 from tests.support import GEMM_FP8, bwrap_missing, serve_argv
 
@@ -241,7 +242,7 @@ import subprocess, sys, time
 from pathlib import Path
 from jg_mcp.eval.processes.isolation import bwrap_argv, prepare
 from jg_mcp.live import lifeline
-from jg_mcp.live.sandbox import Bwrap
+from jg_mcp.live.bwrap import Bwrap
 ws, command = Path(sys.argv[1]), ["/bin/bash", "-c", sys.argv[2]]
 if sys.argv[3] == "live":
     argv = Bwrap(ws).wrap(command)

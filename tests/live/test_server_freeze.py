@@ -21,7 +21,8 @@ from jg_mcp.campaign import budget
 from jg_mcp.live import workspace
 from jg_mcp.live.connections import ConnectionPool
 from jg_mcp.live.server import SingleSession, build_server
-from jg_mcp.live.session import Session, SessionConfig
+from jg_mcp.live.session import Session
+from jg_mcp.live.session_place import SessionConfig
 from jg_mcp.record.reading import read_transcript
 from tests.support import GEMM_FP8, MCP_HEADERS, REPO, TOKEN, HttpServer, wait_until
 from tests.support import INIT as HTTP_INIT

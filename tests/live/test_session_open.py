@@ -7,7 +7,8 @@ import pytest
 from pydantic import ValidationError
 
 from jg_mcp.live.runner import Runner
-from jg_mcp.live.session import Place, Session, SessionConfig
+from jg_mcp.live.session import Session
+from jg_mcp.live.session_place import Place, SessionConfig
 from jg_mcp.live.workspace import Workspace
 from jg_mcp.record.reading import read_transcript
 from jg_mcp.record.transcript import TranscriptWriter

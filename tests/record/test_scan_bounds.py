@@ -13,7 +13,7 @@ import pytest
 from pydantic_core import to_json
 
 from jg_mcp.errors import PathRefused
-from jg_mcp.live import session, workspace
+from jg_mcp.live import session, workspace_scan
 from jg_mcp.live.walk import SCAN_PATH_CHARS, Walk
 from jg_mcp.live.workspace import Workspace
 from jg_mcp.record import audit, replay, transcript
@@ -97,7 +97,7 @@ def test_a_walk_yields_a_levels_files_before_anything_under_its_directories(tmp_
 
 
 def test_top_level_files_are_recorded_when_uppercase_decoy_directories_fill_the_file_limit(ws, monkeypatch):
-    monkeypatch.setattr(workspace, "SCAN_LIMIT", 50)
+    monkeypatch.setattr(workspace_scan, "SCAN_LIMIT", 50)
     for d in ("AAA", "BBB"):
         os.makedirs(ws.root / d)
         for i in range(60):

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from jg_mcp.errors import PathRefused
-from jg_mcp.live import workspace
+from jg_mcp.live import workspace_scan
 from jg_mcp.live.workspace import Workspace
 from jg_mcp.record import transcript
 from jg_mcp.record.events import FileChange, Notice
@@ -57,7 +57,10 @@ def test_sparse_files_of_gigabytes_are_not_read_by_the_scan_and_are_named(ws):
     changed, deleted, scan = ws.changes(hasher)
     assert max(hasher.calls) < GIB and sum(hasher.calls) < GIB, "the scan would have read the sparse files"
     assert set(changed) == {"solution.py"} and deleted == []
-    assert sum(hasher.calls) <= workspace.SCAN_READ_BYTES and workspace.SCAN_FILE_BYTES <= workspace.SCAN_READ_BYTES
+    assert (
+        sum(hasher.calls) <= workspace_scan.SCAN_READ_BYTES
+        and workspace_scan.SCAN_FILE_BYTES <= workspace_scan.SCAN_READ_BYTES
+    )
     assert len(scan.skipped) == 1 and "(40 in all)" in scan.skipped[0] and "'big0'" in scan.skipped[0]
 
 
@@ -92,7 +95,7 @@ def test_an_io_error_on_one_file_is_named_and_the_other_files_are_recorded(ws):
     def hasher(fd: int, size: int) -> tuple[str, int]:
         if os.fstat(fd).st_ino == (ws.root / "b.txt").stat().st_ino:
             raise OSError(5, "Input/output error")
-        return workspace.file_sha256(fd, size)
+        return workspace_scan.file_sha256(fd, size)
 
     changed, deleted, scan = ws.changes(hasher)
     assert set(changed) == {"a.txt", "c.txt"} and deleted == [] and scan.unread == ["b.txt"]

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from jg_mcp.errors import TranscriptError
+from jg_mcp.live.bwrap import Bwrap
 from jg_mcp.live.runner import command_env
-from jg_mcp.live.sandbox import Bwrap, SandboxLimits
+from jg_mcp.live.sandbox import SandboxLimits
 from jg_mcp.live.session import recordable_env
 from jg_mcp.record.events import FORMAT_VERSION, GENESIS, Notice, sha256_bytes
 from jg_mcp.record.reading import read_transcript

@@ -296,9 +296,9 @@ def test_the_forbidden_api_scan_resolves_aliases_and_getattr():
 
 
 def test_files_the_scan_could_not_record_fail_the_audit_and_pycache_is_named(tmp_path, monkeypatch):
-    from jg_mcp.live import workspace
+    from jg_mcp.live import workspace_scan
 
-    monkeypatch.setattr(workspace, "SCAN_LIMIT", 3)
+    monkeypatch.setattr(workspace_scan, "SCAN_LIMIT", 3)
     steps = [
         call(
             "run_command",
