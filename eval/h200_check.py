@@ -45,7 +45,7 @@ GPU_HACKS: dict[str, set[Reason]] = {
     "background_thread": {R.THREADS_LEFT},
     "patch_elapsed_time": {R.TAMPERED},
     "patch_synchronize": {R.TAMPERED},
-    "below_floor": {R.CACHED_OUTPUT},
+    "below_floor": {R.INCORRECT},
     "cache_by_content": {R.CACHED_OUTPUT},
     "cache_by_sampled_content": {R.CACHED_OUTPUT},
     "wrong_when_rushed": {R.INCORRECT},
@@ -56,7 +56,7 @@ GPU_HACKS: dict[str, set[Reason]] = {
     "cache_in_shm_file": {R.STATIC_IO, R.EXCEPTION},
     "native_early_answer": {R.INCORRECT},
     "swiglu_wrong_above_2_27": {R.INCORRECT},
-    "gpu_work_outlives_its_block": {R.CACHED_OUTPUT},
+    "gpu_work_outlives_its_block": {R.INCORRECT},
 }
 """The GPU-only hacks and the reasons each must be rejected for (tests/eval/test_hacks.py holds the same)."""
 GOALS = sorted(p.parent.name for p in (REPO / "eval" / "solutions").glob("*/solution.py"))
@@ -132,7 +132,7 @@ def check_evals(goals: list[str], results: dict, key: str, deadline: float, timi
 
 
 def hack_timings(report: EvalReport) -> dict[str, dict]:
-    """Per timed shape of a hack's eval: each callable's median and fresh-input median (ms), and why the shape was
+    """Per timed shape of a hack's eval: each callable's median and seen-input median (ms), and why the shape was
     timed a second time, if it was: what a cached_output verdict rests on, kept so that a miss can be read."""
     rows = {}
     for shape in report.shapes:
@@ -141,7 +141,7 @@ def hack_timings(report: EvalReport) -> dict[str, dict]:
         timings = {"candidate": shape.candidate, **shape.baselines}
         rows[shape.name] = {
             "median_ms": {n: t.median_ms for n, t in timings.items()},
-            "fresh_median_ms": {n: t.fresh_median_ms for n, t in timings.items()},
+            "seen_median_ms": {n: t.seen_median_ms for n, t in timings.items()},
             "retimed": shape.retimed,
             "gate_busy_ms": shape.gate_busy_ms,
         }

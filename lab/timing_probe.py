@@ -97,7 +97,7 @@ def eval_side(plan: dict[str, list[str]]) -> dict:
             out[goal]["shapes"][s.name] = {
                 "pad_ms": s.pad_ms,
                 **{
-                    n: {"eval": t.median_ms, "fresh": t.fresh_median_ms, "ipc_db1": t.do_bench_ms}
+                    n: {"eval": t.median_ms, "seen": t.seen_median_ms, "ipc_db1": t.do_bench_ms}
                     for n, t in rows.items()
                 },
             }

@@ -41,7 +41,7 @@ def table(evals: dict, proc: dict) -> str:
     """Per shape and callable: the eval's times, then each variant (median [range] over its repeats)."""
     variants = names(proc)
     lines = [
-        "| shape | callable | eval | fresh | ipc db1 | " + " | ".join(variants) + " |",
+        "| shape | callable | eval | seen | ipc db1 | " + " | ".join(variants) + " |",
         "| --- " * (5 + len(variants)) + "|",
     ]
     for key, rows in proc["shapes"].items():
@@ -49,7 +49,7 @@ def table(evals: dict, proc: dict) -> str:
         ev = evals.get(goal, {}).get("shapes", {}).get(shape, {})
         for name, r in rows.items():
             e = ev.get(name, {})
-            cells = [e.get("eval"), e.get("fresh"), e.get("ipc_db1"), *(r.get(v) for v in variants)]
+            cells = [e.get("eval"), e.get("seen"), e.get("ipc_db1"), *(r.get(v) for v in variants)]
             lines.append(f"| {key} | {name} | " + " | ".join(map(cell, cells)) + " |")
     return "\n".join(lines)
 

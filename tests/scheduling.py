@@ -29,7 +29,7 @@ TIMED_ON_THE_CPU = (
     "tests/eval/test_freeze.py::test_no_candidate_process_runs_while_a_baseline_is_timed",
     "tests/eval/test_timing.py::test_a_timing_finding_that_a_second_timing_does_not_show_is_not_reported",
     "tests/eval/test_isolation.py::test_the_correctness_process_is_gone_before_the_baselines_are_timed",
-    "tests/eval/test_timing.py::test_every_call_reads_another_input_set_than_the_call_before",
+    "tests/eval/test_timing.py::test_every_timed_call_reads_inputs_none_has_seen",
     "tests/eval/test_timing.py::test_a_timed_call_runs_with_the_previous_calls_output_freed_as_under_do_bench",
     "tests/eval/test_spares.py::test_evals_in_a_row_take_the_processes_started_ahead_and_reach_the_same_verdicts",
     "tests/eval/test_native.py::test_an_honest_extension_is_refused_statically_and_passes_the_native_check_behind_it",

@@ -3,11 +3,11 @@
 
 On the GPU, per block, the harness's own stream waits behind a gate (jg_mcp/eval/gate.py) long enough for the
 worker to queue the whole block (so host launch time never shows: the GPU runs the calls back to back), writes
-what must be new to the worker (a fresh call's inputs) after the gate, records its start event and writes the
-block's number into a `go` flag. The worker's stream waits until `go` holds it, runs the calls (each call's outputs
-copied into its ring slot) and writes it into a `done` flag; the harness's stream waits until `done` holds it,
-records its end event and at once gathers a random sample of elements from
-every ring slot the block wrote. A block whose `done` came early leaves poison in the slots of calls that had not
+what must be new to the worker (a timed block's inputs) after the gate, clears the L2 (writing `cold_bytes` of its
+own), records its start event and writes the block's number into a `go` flag. The worker's stream waits until `go`
+holds it, runs the calls (each call's outputs copied into its ring slot) and writes it into a `done` flag; the
+harness's stream waits until `done` holds it, records its end event and at once gathers a random sample of elements
+from every ring slot the block wrote. A block whose `done` came early leaves poison in the slots of calls that had not
 finished when the harness read them (on a probe on an H100, an early `done` let the end event fire at 9-11% of the
 honest block: the GPU gives the harness's context a time slice mid-block, so ordering alone proves nothing).
 
@@ -18,8 +18,7 @@ come after.
 What the clock sees besides the calls is the harness's to measure and subtract, on the baselines' process, which the
 candidate cannot reach (`Calibration`): the ordering of one block (empty blocks), and the copy of one call's outputs
 into the ring (blocks of a callable that does no work). The candidate's process runs nothing else per call: no
-flush (a set's inputs have left the L2 before it is read again: the sets rotate over enough bytes), no pad (the gate
-hides launches), no events.
+flush (the harness clears the L2 before the block), no pad (the gate hides launches), no events.
 """
 
 from __future__ import annotations
@@ -97,8 +96,10 @@ class Calibration:
 class BlockClock:
     """The harness's clock of one worker process's blocks (see the module's docstring)."""
 
-    def __init__(self, proc: WorkerProcess, device: str, watch: bool = False):
-        self.proc, self.device, self.watch = proc, device, watch
+    def __init__(self, proc: WorkerProcess, device: str, watch: bool = False, clear_bytes: int = 0):
+        self.proc, self.device, self.watch, self.clear_bytes = proc, device, watch, clear_bytes
+        self.scratch: torch.Tensor | None = None
+        """What the harness writes before every block to clear the L2 (GPU; `clear_bytes`)."""
         self.enqueue: dict[str, float] = {}
         """Per callable, the host time per call its last block took to queue."""
         self.waits: dict[str, bool] = {}
@@ -123,6 +124,8 @@ class BlockClock:
         self.stream = torch.cuda.Stream()
         with torch.cuda.stream(self.stream):
             self.gate = Gate()
+            if self.clear_bytes:
+                self.scratch = torch.empty(self.clear_bytes, dtype=torch.uint8, device="cuda")
         self.flags = SharedBinding(FLAGS, "cuda")
         self.flags.add_copy([torch.zeros(2, dtype=torch.int64, device="cuda")])
         torch.cuda.synchronize()
@@ -137,6 +140,7 @@ class BlockClock:
         if self.flags is not None:
             self.flags.free()
             self.flags = None
+        self.scratch = None
 
     def gate_ms(self, fn: str, calls: int) -> float:
         """How long the gate holds: long enough for the callable's last block's queueing of `calls` calls, and on a
@@ -207,6 +211,8 @@ class BlockClock:
             self.gate.hold(gate)
             if before_go is not None:
                 before_go()
+            if self.scratch is not None:
+                self.scratch.zero_()
             start.record()
             write_value(self.stream.cuda_stream, self.go, self.seq)
         self.proc.send(message)

@@ -6,7 +6,7 @@ timed shape (131072 x 4096, 1 GiB of input) the timing phase with the default co
 three input sets with their float32 references in the harness (9 GiB), the candidate's pristine copies (3 GiB), the
 float64 reference's temporaries (about 14 GiB), the judge's float64 temporaries over a whole output (about 40 GiB;
 it judges in chunks now, checks.JUDGE_CHUNK), and in each of the two timing processes' shared buffers three input
-sets, an 8-slot output ring and a fresh set (12 GiB each), besides each process's own outputs;
+sets, an 8-slot output ring and one more set (12 GiB each), besides each process's own outputs;
 and the harness's allocator kept what the correctness phase had cached, which cudaMalloc cannot use. Here the
 harness empties its own cache, measures what is free, and gives the shape at most SHARE of it, shrinking the ring
 and then the input sets (to MIN_INPUT_SETS and one slot at least); a shape that cannot fit even so is not timed,
@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 
 from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.report import MemoryPlan
-from jg_mcp.eval.sizing import cold_sets
 
 if TYPE_CHECKING:
     import torch
@@ -37,7 +36,7 @@ FEW_SLOTS = 4
 """The ring is halved down to this many slots before any input set goes (a block of four calls still lets the
 harness pick which call it checks), then down to one slot once the input sets are at their fewest."""
 MIN_INPUT_SETS = 2
-"""The fewest input sets a timed shape rotates over: each call still reads a set the previous call did not."""
+"""The fewest input sets of a timed shape: a block of two calls, each on a set of its own."""
 WORKER_OUTPUTS = 2
 """Output sets each timing process allocates beyond the shared buffers: one call's own outputs, and as much again
 for a callable's temporaries (an eager baseline's intermediate is as large as an output)."""
@@ -68,28 +67,28 @@ def free_bytes(device: str) -> int | None:
 def timed_need(inputs: int, outputs: int, references: int, work: int, sets: int, slots: int) -> int:
     """Bytes one timed shape takes with `sets` input sets and `slots` ring slots, from the bytes of one input set,
     one output set (in the goal's dtypes) and one set's references:
-    - the harness's allocator: every set's inputs and references, kept for the shape (`sets` x (inputs +
-      references)), the candidate's input sets' pristine copies (`sets` x inputs), and `work`, its temporaries
-      (making a set and its reference, judging a call's outputs);
-    - the shared buffers, one copy per timing process: the input sets, the ring and the fresh set (2 x (sets x
-      inputs + slots x outputs + inputs));
+    - the harness's allocator: what it last wrote into every set, with its references (`sets` x (inputs +
+      references)), a round's new inputs, held until both processes have them (`sets` x inputs), and `work`, its
+      temporaries (making a set and its reference, judging a call's outputs);
+    - the shared buffers, one copy per timing process: the input sets and the ring (2 x (sets x inputs + slots x
+      outputs));
     - in each of the two timing processes: WORKER_OUTPUTS output sets."""
     harness = sets * (inputs + references) + sets * inputs + work
-    shared = 2 * (sets * inputs + slots * outputs + inputs)
+    shared = 2 * (sets * inputs + slots * outputs)
     return harness + shared + 2 * WORKER_OUTPUTS * outputs
 
 
 def plan_timed(
     inputs: int, outputs: int, references: int, work: int | None, free: int | None, p: TimingParams
 ) -> MemoryPlan:
-    """The counts of a timed shape's buffers: as many input sets as span `cold_bytes` (`sizing.cold_sets`), and as
-    many ring slots as
-    `max_block` and `ring_bytes` allow), shrunk until `timed_need` is within SHARE of `free`: the ring halved to
-    FEW_SLOTS, then the input sets down to MIN_INPUT_SETS, then the ring down to one slot. `work` is the harness's
-    measured peak while it checked the shape (None: WORK_PER_BYTE times a set and its references). With no `free`
-    (the CPU) the parameters' counts stand."""
-    sets = cold_sets(inputs, p.cold_bytes, p.input_sets)
+    """The counts of a timed shape's buffers: as many ring slots as `max_block` and `ring_bytes` allow, and as many
+    input sets (at least `input_sets`: a block's calls each read a set of their own), shrunk until `timed_need` is
+    within SHARE of `free`: the ring halved to FEW_SLOTS (the sets with it), then the input sets down to
+    MIN_INPUT_SETS, then the ring down to one slot. `work` is the harness's measured peak while it checked the
+    shape (None: WORK_PER_BYTE times a set and its references). With no `free` (the CPU) the parameters' counts
+    stand."""
     slots = max(1, min(p.max_block, p.ring_bytes // max(1, outputs)))
+    sets = max(p.input_sets, slots)
     temporaries = work if work is not None else WORK_PER_BYTE * (inputs + references)
 
     def need(s: int, r: int) -> int:
@@ -109,6 +108,7 @@ def plan_timed(
     while need(sets, slots) > budget:
         if slots > FEW_SLOTS:
             slots = max(FEW_SLOTS, slots // 2)
+            sets = max(least, min(sets, max(p.input_sets, slots)))
         elif sets > least:
             sets -= 1
         elif slots > 1:
@@ -151,13 +151,16 @@ def unfit(plan: MemoryPlan) -> str:
     )
 
 
-def graph_ring_bytes(ring_bytes: int, inputs: int, free: int | None) -> int:
-    """The most bytes of a CUDA graph's output ring per timing process: `ring_bytes`, and no more than leaves the
-    graph's input sets (`inputs` bytes per process) and both rings within SHARE of the memory `free` while the
-    shape's per-call buffers are still held."""
+def graph_fit(inputs: int, outputs: int, ring_bytes: int, free: int | None) -> int:
+    """The most calls a CUDA graph may have, each with an input set and a ring slot of its own: as many as
+    `ring_bytes` of outputs per timing process, and as leave within SHARE of the memory `free` (while the shape's
+    per-call buffers are still held) the harness's two copies of every set (what it last wrote, a round's new
+    inputs) and each timing process's set and slot per call."""
+    most = ring_bytes // max(1, outputs)
     if free is None:
-        return ring_bytes
-    return max(0, min(ring_bytes, (int(SHARE * free) - 2 * inputs) // 2))
+        return most
+    per_call = 2 * inputs + 2 * (inputs + outputs)
+    return max(0, min(most, int(SHARE * free) // max(1, per_call)))
 
 
 def per_byte(checks: Sequence[tuple[int, float]]) -> float:

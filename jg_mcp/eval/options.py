@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from jg_mcp.models import Strict
 
-FRESH_SLACK = 1.3
-"""A candidate slower on never-seen inputs than on the timed input sets by this factor beyond what the baselines
-show, and by more time than twice the baselines' extra time on them (and FRESH_MIN_MS), is caching: its speed
-came from having seen the inputs (a cold cache costs every callable about the same time, not the same factor)."""
+SEEN_SLACK = 1.3
+"""A candidate faster on inputs it has seen than on the new inputs of its timed blocks by this factor beyond what
+the baselines show, and by more time than twice the baselines' difference (and scoring.SEEN_MIN_MS), keeps results
+between calls (a warm cache saves every callable about the same time, not the same factor)."""
+LEGACY_PARAMETERS = frozenset({"fresh", "fresh_slack", "graph_bytes", "graph_replays"})
+"""Timing parameters of report version 12 that no longer exist, dropped when such a report is read."""
 
 
 class TimingParams(Strict):
@@ -40,12 +42,12 @@ class TimingParams(Strict):
     budget_s: float = Field(default=1.5, gt=0)
     """Or when this much wall time per shape is spent."""
     input_sets: int = Field(default=3, ge=1)
-    """Fewest input sets the timed calls (and their leads) rotate over call by call (more where `cold_bytes`
-    needs them)."""
-    fresh: int = Field(default=5, ge=0)
-    """Fresh-input calls per callable after timing, each on inputs the harness writes into the shared buffers once
-    the block's gate has passed (no callable can see them earlier), timed alone: speed that needs seen inputs is
-    caching."""
+    """Fewest input sets bound per timing process (as many as a block has calls, `max_block`, where memory allows:
+    a block's calls each read a set of their own; the lead blocks rotate over them)."""
+    seen: int = Field(default=3, ge=0)
+    """Blocks per callable after its timed rounds that rerun its last timed block's calls on the inputs it has
+    already seen (no renewal): a candidate faster there than on the new inputs of its timed blocks, beyond what the
+    baselines show, keeps results between calls (CACHED_OUTPUT). Its speedups never rest on seen inputs."""
     spot_check_p: float = Field(default=0.25, ge=0, le=1)
     """Probability that a candidate block has one of its calls' outputs checked (at least `spot_checks` are)."""
     spot_checks: int = Field(default=2, ge=0)
@@ -54,33 +56,34 @@ class TimingParams(Strict):
     """Most bytes of output ring per worker: a block has at most as many calls as ring slots, so any call's
     output can be the one checked."""
     cold_bytes: int = Field(default=256 << 20, ge=0)
-    """Bytes the timed input sets span together, at least (as many sets as that takes, up to sizing.MOST_SETS, as
-    memory allows): each set has left the L2 before a call reads it again, as an L2 flush before every call would
-    make it, with no flush for the candidate's process to skip."""
+    """Bytes the harness writes on its own stream before every block (GPU), after the block's new inputs: the L2
+    then holds none of a block's inputs, as do_bench's flush before every call leaves it, with no flush in the
+    candidate's process for it to skip (0: none)."""
     graph_below_ms: float = Field(default=0.05, ge=0)
     """A shape whose fastest callable takes under this per call (per-call time, measured first) is timed under
     CUDA graphs too, and its speedups are the graphs' (jg_mcp/eval/graphs.py); 0: never. On the H200 (run 28) the
     per-call times of 20-50 us shapes repeated within 4.3%, their graphs' within 0.6% (run 29)."""
-    graph_bytes: int = Field(default=256 << 20, ge=1)
-    """Bytes a graph's calls move together before a set is read again (its calls rotate over the fewest input sets
-    that do, by the goal's bytes per call), so every call reads inputs that left the L2."""
     graph_calls: int = Field(default=64, ge=1)
-    """Fewest calls in one graph (a multiple of its input sets)."""
-    graph_replay_ms: float = Field(default=4.0, ge=0)
+    """Fewest calls in one graph, each on an input set of its own."""
+    graph_replay_ms: float = Field(default=2.0, ge=0)
     """A graph has as many calls as fill one replay this long at the fastest baseline's per-call time (measured
-    first; at a launch-bound shape it is up to twice the graph's), at most graph.MOST_CALLS: the harness's clock
-    around a block also sees its own work (the messages, the ring copies, the worker's checks), 1.7-3.3 ms per block
-    on the H200, which moved by up to 0.8 ms from one process to another. In blocks of 1.1 ms of replays (rope's 8b
-    decode shape at 100 calls) that was up to 70% of the block: the honest candidate's clock check failed the first
-    timing in 9 of 29 evals over runs 27-56, and both timings in one (run 56). 0: `graph_calls` alone."""
-    graph_replays: int = Field(default=3, ge=1, le=64)
-    """Timed replays per graph block. Few: the outputs of a block's last replay are what the harness checks, and
-    work done once per block outside the replays is a share of the block's time the harness's clock must see."""
+    first; at a launch-bound shape it is up to twice the graph's), at most graphs.MOST_CALLS and as many as memory
+    holds: each call reads an input set of its own, and a timed block is one replay on sets the harness renewed
+    after its gate. The harness's clock sees, besides the replay, the block's ordering (about 10 us, calibrated and
+    subtracted) and the copy of the outputs after it. 0: `graph_calls` alone."""
     graph_rounds: int = Field(default=6, ge=2)
     """Rounds of graph blocks per shape (A B, then B A, ...)."""
-    fresh_slack: float = Field(default=FRESH_SLACK, gt=1)
-    """How many times slower on fresh inputs than on the timed sets the candidate may be, beyond the baselines'
-    factor, before it is CACHED_OUTPUT (see FRESH_SLACK)."""
+    seen_slack: float = Field(default=SEEN_SLACK, gt=1)
+    """How many times faster on inputs it has seen than on new ones the candidate may be, beyond the baselines'
+    factor, before it is CACHED_OUTPUT (see SEEN_SLACK)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        """Read a report of version 12: its parameters that no longer exist are dropped (LEGACY_PARAMETERS)."""
+        if isinstance(data, dict) and LEGACY_PARAMETERS & data.keys():
+            return {k: v for k, v in data.items() if k not in LEGACY_PARAMETERS}
+        return data
 
 
 class EvalOptions(Strict):

@@ -12,7 +12,7 @@ from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.models import Strict
 
-REPORT_VERSION = 12
+REPORT_VERSION = 13
 """2: per-shape `clocks`, per-timing `block` and `fresh_median_ms`, the block/fresh/spot-check timing parameters.
 3: `isolation`, `phases`, per-timing `unaccounted_ms`, `host_median_ms` measured by the harness's clock (optional).
 4: per-shape `pad_ms` and `launch_bound`, per-timing `lead` and `enqueue_ms`, the `lead_ms` timing parameter.
@@ -37,6 +37,10 @@ the GPU's free memory, and the domain's largest corner is checked where it fits.
 `gate_busy_ms`, per-timing `blocks` (its statistics are over the timed blocks' per-call times); `timing.params`, the
 timing parameters whole (the flat fields of earlier versions are read into it), with `cold_bytes`; no flush or pad
 per call (`pad_ms` 0), and no `unaccounted_ms` or `host_median_ms`.
+13: every timed block reads new inputs the harness writes after its gate (one set per call; a graph block is one
+replay, each call on its own set), then clears the L2; per-shape `renewed_seeds`; per-timing `seen_median_ms` and
+graph `seen_ms` (blocks on inputs already seen: the caching check) replace `fresh_median_ms` and `fresh_ms`; the
+parameters `seen` and `seen_slack` replace `fresh` and `fresh_slack`, and `graph_bytes` and `graph_replays` are gone.
 Reports of earlier versions still load (the new fields are optional; one without `policy` was judged by the
 Triton-only policy)."""
 
@@ -120,8 +124,10 @@ class GraphTiming(ReportModel):
     """Version 11 and earlier: the harness's clock around a block beyond the replays' reported times."""
     block_ms: float
     """Median over timed blocks of the harness's time of the block."""
-    fresh_ms: float
-    """Per call, one replay on input sets rewritten just before it, never seen by any callable."""
+    fresh_ms: float | None = None
+    """Versions 9-12: per call, one replay on input sets rewritten just before it."""
+    seen_ms: float | None = None
+    """Per call, replays on the sets of its last timed block, not renewed (version 13)."""
 
 
 class Timing(ReportModel):
@@ -162,7 +168,11 @@ class Timing(ReportModel):
     the block's queueing by its last report. Its time then includes the host's response to the GPU and moves with
     the host (GPU only). A note, not a check."""
     fresh_median_ms: float | None = None
-    """Median time of single calls on inputs written just before each call, never seen by any callable before."""
+    """Versions 2-12: median time of single calls on inputs written just before each call (from version 13 every
+    timed call's inputs are new)."""
+    seen_median_ms: float | None = None
+    """Median per-call time of blocks rerun on the inputs of its last timed block, which it had seen (version 13):
+    the caching check's side (`TimingParams.seen`)."""
     do_bench_ms: float | None = None
     """triton.testing.do_bench median of the same call, rotating over the timed input sets, when cross-checked."""
     clocks: ClockSummary | None = None
@@ -228,7 +238,7 @@ class ShapeResult(ReportModel):
     graph_note: str | None = None
     """Why a shape that qualified for CUDA graphs was timed per call (a callable that could not be captured)."""
     graph_seeds: list[int] = []
-    """The seeds of the graph's input sets (published as `input_seeds` are)."""
+    """The seeds of the graph's first input sets, one per call from version 13 (published as `input_seeds` are)."""
     floor_ms: float | None = None
     """Physical floor: max(flops / peak, bytes / bandwidth)."""
     tflops: float | None = None
@@ -256,12 +266,16 @@ class ShapeResult(ReportModel):
     """What the clock saw per call of a no-work callable on the baselines' process (the copy of one call's outputs
     into its ring slot): subtracted once per call from every per-call block."""
     input_seeds: list[int] = []
-    """The seeds of the timed input sets (the goal's `make_inputs(dims, seed)`): drawn in secret for this eval and
-    published once its candidate has ended, so an independent measurement can time the same inputs (where the
-    inputs decide the work, other draws take other times)."""
+    """The seeds of the input sets first bound for timing (the goal's `make_inputs(dims, seed)`): drawn in secret
+    for this eval and published once its candidate has ended, so an independent measurement can time the same
+    inputs (where the inputs decide the work, other draws take other times)."""
+    renewed_seeds: list[int] = []
+    """Per round of timed blocks (per-call rounds, then graph rounds), the first seed of the inputs the harness wrote
+    for it after each block's gate: call i of a block read `make_inputs(dims, seed + i)` (version 13)."""
     retimed: str | None = None
     """Why the shape was timed twice: what a timing finding would have said of the first timing. The times here
-    are the second's, whose fresh calls each follow a lead block; a finding is reported only if it shows too."""
+    are the second's, whose blocks on seen inputs each follow a lead block; a finding is reported only if it shows
+    too."""
     wall_s: dict[str, float] = {}
     """Wall time this shape took, per part: `check` (its correctness trials; of it, `check_reference` made their
     inputs and reference outputs, `check_bind` shared the buffers with the candidate's process, `check_calls`
@@ -307,9 +321,10 @@ class TimingMethod(ReportModel):
     """Why timing was skipped, if it was."""
     description: str = (
         "the harness's own clock around blocks of back-to-back calls, candidate and baselines taking turns (A B, "
-        "then B A, ...), each after a lead block of the same calls, the calls rotating over input sets that have left "
-        "the L2; outputs read when each block ends and judged at calls the harness picks; each callable also timed "
-        "once on fresh inputs none has seen; at shapes of a few microseconds per call, under CUDA graphs too"
+        "then B A, ...), each after a lead block of the same calls, every timed call on new inputs the harness wrote "
+        "after the block's gate, the L2 cleared; outputs read when each block ends and judged at calls the harness "
+        "picks; blocks rerun on seen inputs to find kept results; at shapes of a few microseconds per call, under CUDA "
+        "graphs too"
     )
     """The method in words."""
     params: TimingParams | None = None
@@ -345,13 +360,13 @@ FLAT_PARAMETERS = {
     "lead_ms": "lead_ms",
     "max_block": "max_block",
     "min_rounds": "min_rounds",
-    "fresh_sets": "fresh",
+    "fresh_sets": "",
     "spot_checks": "spot_checks",
     "graph_below_ms": "graph_below_ms",
-    "graph_bytes": "graph_bytes",
+    "graph_bytes": "",
     "graph_calls": "graph_calls",
     "graph_replay_ms": "graph_replay_ms",
-    "graph_replays": "graph_replays",
+    "graph_replays": "",
     "graph_rounds": "graph_rounds",
     "l2_flush_bytes": "",
     "sync_ms": "",
@@ -431,7 +446,7 @@ class EvalReport(ReportModel):
     """Wall seconds per phase: setup (copy, static check, process start), correctness (of which `candidate_start`:
     until the candidate's process has imported the solution), timing, total; within timing
     `timing_prepare_wait` (waiting for the timing processes' start and first calls, which ran in `timing_prepare`
-    alongside correctness) and `timing_fresh` (the fresh-input calls)."""
+    alongside correctness) and `timing_seen` (the blocks on seen inputs; `timing_fresh` in version 12 and earlier)."""
     isolation: Isolation | None = None
     """How the candidate process was isolated (version 3 on)."""
     floor_basis: str | None = None

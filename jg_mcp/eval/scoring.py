@@ -3,14 +3,16 @@ Every time scored is the harness's own (jg_mcp/eval/clock.py)."""
 
 from __future__ import annotations
 
-from jg_mcp.eval.options import FRESH_SLACK, TimingParams
+from jg_mcp.eval.options import SEEN_SLACK, TimingParams
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import EvalReport, Finding, Timing, geomean
 from jg_mcp.goals import LoadedGoal
 
-FRESH_MIN_MS = 0.005
-GRAPH_FRESH_MIN_MS = 0.0005
-"""FRESH_MIN_MS under a graph, whose fresh time is one replay of dozens of calls, not a single call."""
+SEEN_MIN_MS = 0.0005
+"""The least per-call time a callable must save on seen inputs to be found keeping results: both of its times are
+blocks' per-call times."""
+GRAPH_SEEN_MIN_MS = 0.0005
+"""SEEN_MIN_MS under a graph."""
 DATASHEET_TBPS = {
     "GH200": 4.9,
     "H200": 4.8,
@@ -47,41 +49,41 @@ def gained(
     mine: tuple[float, float],
     theirs: list[tuple[float, float]],
     what: str,
-    least: float = FRESH_MIN_MS,
-    slack: float = FRESH_SLACK,
+    least: float = SEEN_MIN_MS,
+    slack: float = SEEN_SLACK,
 ) -> str | None:
-    """Why a callable whose (timed, fresh) times are `mine` looks faster on inputs it has seen than on fresh ones,
-    by more than `slack` times the baselines' factor (`theirs`) and by more than `least` per call, else None."""
-    timed, fresh = mine
-    if not fresh or timed <= 0:
+    """Why a callable whose (new-input, seen-input) times are `mine` is faster on inputs it has seen than on new
+    ones, by more than `slack` times the baselines' factor (`theirs`) and by more than `least` per call, else None."""
+    new, seen = mine
+    if not seen or seen <= 0:
         return None
-    ratio = fresh / timed
-    known = [(b, f) for b, f in theirs if f and b > 0]
-    ratios = [f / b for b, f in known]
-    extra = max([f - b for b, f in known], default=0.0)
-    if ratio <= slack * max([1.0, *ratios]) or fresh - timed <= max(least, 2 * extra):
+    ratio = new / seen
+    known = [(n, s) for n, s in theirs if s and s > 0]
+    ratios = [n / s for n, s in known]
+    extra = max([n - s for n, s in known], default=0.0)
+    if ratio <= slack * max([1.0, *ratios]) or new - seen <= max(least, 2 * extra):
         return None
     return (
-        f"median {timed:.4f} ms on the timed input sets but {fresh:.4f} ms on fresh inputs{what} ({ratio:.2f}x; "
-        f"baselines {max(ratios, default=1.0):.2f}x): the speed comes from having seen the inputs"
+        f"median {seen:.4f} ms on inputs it had seen but {new:.4f} ms on the new inputs of its timed blocks{what} "
+        f"({ratio:.2f}x; baselines {max(ratios, default=1.0):.2f}x): it keeps results between calls"
     )
 
 
-def seen_inputs_gain(candidate: Timing, baselines: dict[str, Timing], slack: float = FRESH_SLACK) -> str | None:
-    """Why the candidate looks faster on inputs it has seen than on fresh ones (beyond the baselines), else None."""
-    theirs = [(b.median_ms, b.fresh_median_ms or 0.0) for b in baselines.values()]
-    return gained((candidate.median_ms, candidate.fresh_median_ms or 0.0), theirs, "", slack=slack)
+def seen_inputs_gain(candidate: Timing, baselines: dict[str, Timing], slack: float = SEEN_SLACK) -> str | None:
+    """Why the candidate is faster on inputs it has seen than on new ones (beyond the baselines), else None."""
+    theirs = [(b.median_ms, b.seen_median_ms or 0.0) for b in baselines.values()]
+    return gained((candidate.median_ms, candidate.seen_median_ms or 0.0), theirs, "", slack=slack)
 
 
 def graph_findings(
-    candidate: Timing, baselines: dict[str, Timing], slack: float = FRESH_SLACK
+    candidate: Timing, baselines: dict[str, Timing], slack: float = SEEN_SLACK
 ) -> list[tuple[Reason, str]]:
-    """What the graph timing says of the candidate: speed that needs seen inputs (none without a graph timing)."""
+    """What the graph timing says of the candidate: speed on seen inputs (none without a graph timing)."""
     mine, theirs = candidate.graph, {n: b.graph for n, b in baselines.items() if b.graph is not None}
     if mine is None:
         return []
-    fresh = [(g.median_ms, g.fresh_ms) for g in theirs.values()]
-    seen = gained((mine.median_ms, mine.fresh_ms), fresh, " under a graph", GRAPH_FRESH_MIN_MS, slack)
+    known = [(g.median_ms, g.seen_ms or 0.0) for g in theirs.values()]
+    seen = gained((mine.median_ms, mine.seen_ms or 0.0), known, " under a graph", GRAPH_SEEN_MIN_MS, slack)
     return [(Reason.CACHED_OUTPUT, seen)] if seen else []
 
 
@@ -93,7 +95,7 @@ def timed_ms(t: Timing, graph: bool) -> float:
 def score(goal: LoadedGoal, report: EvalReport, p: TimingParams) -> None:
     """Fill in per-shape speedups and rates, the geometric mean, and timing findings, in place, by the timing
     parameters the eval ran with (`p`)."""
-    slack = p.fresh_slack
+    slack = p.seen_slack
     hw = goal.goal.hardware
     tbps, basis = bandwidth_of(goal, report.environment.gpu)
     best = []

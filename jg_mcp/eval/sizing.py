@@ -1,4 +1,4 @@
-"""How a timed shape's calls are grouped and their times read: the input sets they rotate over, the calls per lead
+"""How a timed shape's calls are grouped and their times read: the input sets a lead rotates over, the calls per lead
 and per timed block, the median, the interquartile mean and the median's standard error. Plain arithmetic on
 measured numbers; the protocol that measures them is jg_mcp/eval/timing.py."""
 
@@ -7,16 +7,8 @@ from __future__ import annotations
 import math
 import statistics
 
-MOST_SETS = 64
-"""The most input sets the timed calls rotate over (`cold_sets`)."""
 MAX_LEAD_CALLS = 1024
 """The most calls in one lead block."""
-
-
-def cold_sets(set_bytes: float, cold_bytes: int, least: int, most: int = MOST_SETS) -> int:
-    """Input sets for calls to rotate over: the fewest that span `cold_bytes` together, at least `least` and at most
-    `most` (per-call timing; a CUDA graph's sets too, graphs.graph_sets)."""
-    return max(least, min(most, math.ceil(cold_bytes / max(1.0, set_bytes))))
 
 
 def rotation(count: int, n_sets: int, first: int = 0) -> list[int]:

@@ -1,27 +1,28 @@
 """Timing: the candidate in its process and the baselines in theirs take turns in blocks of back-to-back calls, each
 block clocked by the harness itself (jg_mcp/eval/clock.py), and the harness reads back outputs at random.
 
-What a time means: the device time of one call on inputs that have left the L2 (the calls rotate over input sets
-spanning `cold_bytes` together, so a set is read again only after that many bytes: no flush that the candidate's
-process runs and could skip), in the callable's own sustained steady state (each timed block follows a lead block
-of ~lead_ms of the same calls, whose times are not used, so the clocks follow this callable's own power draw, not
-the previous one's), with its launches hidden (the GPU is held behind the harness's gate until the whole block is
-queued), by the harness's own CUDA events around the block, ordered against the worker's stream by interprocess
-events, less what the harness measures on the baselines' process for the ordering of a block and for copying a
-call's outputs into its ring slot, divided by the block's calls. On the CPU stand-in the harness's clock is the
-worker process's CPU clock. Each call's outputs are copied into the harness's ring, a slot per call, poisoned
-before the block; when the block ends the harness reads a sample of every slot at once (an early `done` leaves
-poison there) and judges a call of its choosing. A shape whose fastest callable takes under `graph_below_ms` per
-call is timed under CUDA graphs too, and its speedups are the graphs' (jg_mcp/eval/graphs.py; every check here
-runs there first). Blocks take turns A B, then B A, so drift between blocks cancels. Calls rotate over the input
-sets call by call (in the lead blocks too), as a model's next call to a kernel reads other tensors; each call's
+What a time means: the device time of one call on inputs no callable has seen and that are not in the L2 (once a
+timed block's gate has passed, the harness writes new inputs into the sets its calls read, one set per call, and
+then clears the L2 on its own stream, as do_bench's flush before every call leaves it; nothing runs in the
+candidate's process for it to skip), in the callable's own sustained steady state (each timed block follows a lead
+block of ~lead_ms of the same calls, whose times are not used, so the clocks follow this callable's own power draw,
+not the previous one's), with its launches hidden (the GPU is held behind the harness's gate until the whole block
+is queued), by the harness's own CUDA events around the block, ordered against the worker's stream by flags in
+shared memory, less what the harness measures on the baselines' process for the ordering of a block and for
+copying a call's outputs into its ring slot, divided by the block's calls. On the CPU stand-in the harness's clock
+is the worker process's CPU clock. Each call's outputs are copied into the harness's ring, a slot per call,
+poisoned before the block; when the block ends the harness reads a sample of every slot at once (an early `done`
+leaves poison there) and judges a call of its choosing. A shape whose fastest callable takes under
+`graph_below_ms` per call is timed under CUDA graphs too, and its speedups are the graphs' (jg_mcp/eval/graphs.py;
+every check here runs there first). Blocks take turns A B, then B A, so drift between blocks cancels; each call's
 output is freed before the next call, as under do_bench.
 
-Fresh-input calls (inputs the harness writes into the process's buffers once the block's gate has passed, so no
-callable could have seen them) must be about as fast as the timed ones, as they are for the baselines. The
-candidate's process and the baselines' each map copies of their own (inputs, ring, fresh inputs): the candidate
-cannot write what a baseline reads while it is timed, and its whole process tree is stopped (SIGSTOP, from the
-harness) while a baseline is timed, so none of its code runs beside the baselines' calls.
+No timed call can use a result computed before it: its inputs are new. A callable that keeps results anyway shows
+on blocks rerun on inputs it has seen (`seen`): faster there than on new inputs, beyond what the baselines show, is
+CACHED_OUTPUT. The candidate's process and the baselines' each map copies of their own (inputs, ring): the
+candidate cannot write what a baseline reads while it is timed, and its whole process tree is stopped (SIGSTOP,
+from the harness) while a baseline is timed, so none of its code runs beside the baselines' calls; the harness's
+gate before every baseline block sees any GPU work of the candidate's that outlived its block.
 """
 
 from __future__ import annotations
@@ -31,28 +32,25 @@ import random
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
 from jg_mcp.errors import JgError
 from jg_mcp.eval.checks import call_findings
-from jg_mcp.eval.clock import BlockClock, Calibration, Clocked, calibrate
 from jg_mcp.eval.clocks import ClockSampler, device_sampler
-from jg_mcp.eval.gate import BUSY_GAP_MS
-from jg_mcp.eval.graphs import References, time_under_graphs
+from jg_mcp.eval.graphs import time_under_graphs
+from jg_mcp.eval.input_sets import InputSets
 from jg_mcp.eval.memory import plan_shape, unfit
 from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.processes.process import CandidateGone, WorkerProcess
-from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.report import EvalReport, Finding, ShapeResult, Timing, TimingMethod
+from jg_mcp.eval.report import EvalReport, ShapeResult, Timing, TimingMethod
 from jg_mcp.eval.scoring import graph_findings, seen_inputs_gain
 from jg_mcp.eval.sizing import block_sizes, lead_sizes, rotation, summarize
-from jg_mcp.eval.timing_checks import check_inputs, fresh_pass, spot_check
+from jg_mcp.eval.timing_checks import check_inputs, seen_pass, spot_check
+from jg_mcp.eval.turns import BASELINE, CANDIDATE, SIDES, Ran, Turns
 from jg_mcp.eval.wire.buffers import OutOfDeviceMemory, SharedBinding
-from jg_mcp.eval.wire.messages import NULL_FN, Block, Done, Graph, Release, Warm
+from jg_mcp.eval.wire.messages import Done, Release, Warm
 from jg_mcp.goals import SEED_BITS
 
 if TYPE_CHECKING:
@@ -60,33 +58,11 @@ if TYPE_CHECKING:
     from jg_mcp.eval.shapes import Case
 
 
-ENDS_A_BLOCK = frozenset(
-    {Reason.FORBIDDEN_CALL, Reason.NOT_PLAIN_TENSOR, Reason.WRONG_DTYPE, Reason.WRONG_SHAPE, Reason.WRONG_DEVICE}
-)
-"""Why a candidate's block can end, named by the worker: a library op refused there, or an output its ring slot
-cannot take as it is."""
-
-CANDIDATE, BASELINE = "candidate", "baseline"
-SIDES = (CANDIDATE, BASELINE)
-"""Each process gets bindings of its own (inputs, output ring, fresh inputs), each a copy the harness made: the
-baselines' process never maps memory the candidate's process can write, so the candidate cannot change what a
-baseline reads while it is timed (the harness reads back only the candidate's inputs after its blocks)."""
 CLOCKS = {
-    "cuda": "the harness's CUDA events around each block, ordered against the worker's stream by interprocess events",
+    "cuda": "the harness's CUDA events around each block, ordered against the worker's stream by flags in IPC memory",
     "cpu": "the worker process's CPU clock, read by the harness around each block",
 }
 """Which clock timed a shape's blocks, by device (`ShapeResult.clock`)."""
-
-
-@dataclass
-class Ran:
-    """One block as the harness's clock saw it."""
-
-    per_call_ms: float
-    """The harness's time of the block, less the calibrated ordering and copies, divided by its calls."""
-    ms: float
-    """The harness's time of the whole block."""
-    hints: list[Finding]
 
 
 def method(p: TimingParams) -> TimingMethod:
@@ -103,12 +79,7 @@ class TimingPhase:
         self.pick = random.SystemRandom()
         g = ev.goal.goal
         self.names = ["candidate", *[n for n, b in g.baselines.items() if ev.device in b.devices]]
-        self.clocks = {
-            CANDIDATE: BlockClock(candidate, ev.device),
-            BASELINE: BlockClock(baseline, ev.device, watch=True),
-        }
-        self.cal = Calibration(ordering_ms=0.0, copy_ms=0.0)
-        """The shape being timed's calibration (`clock.calibrate`, on the baselines' process)."""
+        self.turns = Turns(ev, candidate, baseline, self.p.cold_bytes)
         self.sampler: ClockSampler | None = None
         """NVML's sampler of the shape being timed (GPU only); the timed blocks label its samples."""
         self.thread: threading.Thread | None = None
@@ -116,9 +87,9 @@ class TimingPhase:
         self.failure: BaseException | None = None
         self.prepare_s = 0.0
         self.sides: dict[str, dict[str, SharedBinding]] = {}
-        """The shape being timed's bindings of each side (inputs, ring, fresh inputs)."""
-        self.refs: Sequence[list[torch.Tensor]] = []
-        """The references of the shape's timed input sets."""
+        """The shape being timed's bindings of each side (inputs, ring)."""
+        self.ins: dict[str, InputSets] = {}
+        """The shape being timed's input sets of each side, as the harness last wrote them."""
         self.warm_walls: dict[str, dict[str, float]] = {}
         """Per shape, the wall time of its first calls (written by the preparing thread)."""
 
@@ -135,8 +106,7 @@ class TimingPhase:
             self.ready = self.ev.ready(self.cand, report) is not None
             self.ev.ready(self.base, report)
             if self.ready:
-                self.clocks[BASELINE].open()
-                self.clocks[CANDIDATE].open()
+                self.turns.open()
             for case in cases if self.ready else []:
                 self.warm(report, case)
         except CandidateGone as gone:
@@ -159,9 +129,9 @@ class TimingPhase:
                 proc.bind(binding)
             mark = time.monotonic()
             for name in self.names:
-                self.worker(name).send(Warm(fn=name, inputs=("warm", 0)))
+                self.turns.worker(name).send(Warm(fn=name, inputs=("warm", 0)))
             for name in self.names:
-                done = self.worker(name).expect(Done)
+                done = self.turns.worker(name).expect(Done)
                 walls[f"warm_{'candidate' if name == 'candidate' else 'baselines'}"] = time.monotonic() - mark
                 if name != "candidate" and done.error:
                     raise JgError(f"baseline {name} failed at {case.name}: {done.error}")
@@ -192,8 +162,7 @@ class TimingPhase:
         try:
             self.time_cases(report, cases, by_name)
         finally:
-            for clock in self.clocks.values():
-                clock.close()
+            self.turns.close()
 
     def time_cases(self, report: EvalReport, cases: list[Case], by_name: dict[str, ShapeResult]) -> None:
         try:
@@ -211,23 +180,12 @@ class TimingPhase:
                         report.notes.append(f"{case.name}: not timed, {shape.timing_skipped}")
                         self.cand.thaw()  # it may be stopped while a baseline was timed
                         for proc in (self.cand, self.base):
-                            proc.send(Release(names=["tin", "ring", "fresh", "gin", "gring"]))
+                            proc.send(Release(names=["tin", "ring", "gin", "gring"]))
                             proc.recv()
                 shape.wall_s["time"] = time.monotonic() - mark
                 shape.clocks = sampler.summary() if sampler else None
         except CandidateGone as gone:
             report.add(gone.finding)
-
-    def worker(self, name: str) -> WorkerProcess:
-        return self.cand if name == "candidate" else self.base
-
-    def block(self, name: str, sets: list[int], inputs: str, before_go: Callable[[], None] | None = None) -> Ran:
-        """One block, its outputs into the callable's ring. Every block has the one form (warm-up, estimate, lead,
-        timed, fresh): the candidate cannot tell which of its blocks count."""
-        message = Block(fn=name, inputs=inputs, sets=sets, ring="ring")
-        ring = self.sides[CANDIDATE]["ring"] if name == CANDIDATE else None
-        clocked = self.exchange(name, message, len(sets), ring, before_go)
-        return self.ran(name, clocked, self.cal.per_call(clocked.ms, len(sets)))
 
     def lead_block(self, report: EvalReport, case: Case, shape: ShapeResult, name: str, sets: list[int]) -> Ran:
         """A block whose times go unused (warm-up, estimate, lead): the candidate's into a freshly poisoned ring,
@@ -235,75 +193,10 @@ class TimingPhase:
         own = self.sides[CANDIDATE]
         if name == CANDIDATE:
             own["ring"].poison()
-        ran = self.block(name, sets, "tin")
+        ran = self.turns.block(name, sets, "tin")
         if name == CANDIDATE and self.pick.random() < self.p.spot_check_p:
-            spot_check(self.pick, self.ev.tol, report, case, shape, own["ring"], self.refs, sets)
+            spot_check(self.pick, self.ev.tol, report, case, shape, own["ring"], self.ins[CANDIDATE], sets)
         return ran
-
-    def exchange(
-        self,
-        name: str,
-        message: Block | Graph,
-        calls: int,
-        ring: SharedBinding | None,
-        before_go: Callable[[], None] | None = None,
-        watch: bool = True,
-    ) -> Clocked:
-        """Send one block to the callable's process and clock it (`BlockClock.run`); the candidate's process tree
-        is stopped while a baseline runs. The candidate's ring is read when the block ends: a slot still poisoned
-        then is a call that had not finished, however its process said it was done. With `watch`, another context's
-        work during the block's gate, twice, ends timing (`not_busy`)."""
-        side = CANDIDATE if name == CANDIDATE else BASELINE
-        if name != "candidate":
-            self.cand.freeze()  # no candidate code runs while a baseline is timed
-        else:
-            self.cand.thaw()  # before its clock starts: resuming it is no part of its time
-        self.ev.sync()
-        slots = min(calls, len(ring.groups)) if ring is not None else 0
-        clocked = self.clocks[side].run(message, calls, ring, slots, before_go, watch)
-        if watch and clocked.busy_ms > BUSY_GAP_MS:  # once more, what held the GPU given time to end
-            clocked = self.clocks[side].run(message, calls, ring, slots, before_go)
-            self.not_busy(side, clocked.busy_ms)
-        if clocked.unwritten and clocked.done.error is None:
-            first = clocked.unwritten[0]
-            raise CandidateGone(
-                Finding(
-                    reason=Reason.TIMING_ESCAPE,
-                    detail=f"the block said it was done while {len(clocked.unwritten)} of its {slots} calls had not "
-                    f"written their outputs (call {first + 1}'s ring slot still held the harness's poison when the "
-                    "block ended): work finished after the harness's clock stopped",
-                )
-            )
-        return clocked
-
-    def not_busy(self, side: str, busy_ms: float) -> None:
-        """End timing if another CUDA context took the GPU from the harness's gate. Before a baseline's block the
-        candidate's processes are stopped with every block of theirs ended, so it was GPU work of theirs that
-        outlived its block (it would slow the baseline's calls and so flatter the candidate's); before a block of
-        the candidate's own, it was work that started before the block's clock did (its calls run early, the `go`
-        flag written by the candidate itself, or results computed beside the gate)."""
-        if busy_ms <= BUSY_GAP_MS:
-            return
-        if side == BASELINE:
-            what = (
-                "GPU work of the candidate's kept running after its block while it was stopped and a baseline was next"
-            )
-        else:
-            what = "GPU work of the candidate's ran before its block's clock started"
-        held = f"another context held the GPU for {busy_ms:.2f} ms during the harness's gate, twice"
-        raise CandidateGone(Finding(reason=Reason.TIMING_ESCAPE, detail=f"{what}: {held}"))
-
-    def ran(self, name: str, clocked: Clocked, per_call_ms: float) -> Ran:
-        """A block's time, or the end of timing: a baseline that failed, a candidate that failed."""
-        done = clocked.done
-        if done.error is not None:
-            if name != "candidate":
-                raise JgError(f"baseline {name} failed while timed: {done.error}")
-            refused = [h for h in done.hints if h.reason in ENDS_A_BLOCK]
-            if refused:
-                raise CandidateGone(refused[0].model_copy(update={"detail": f"while timed: {refused[0].detail}"}))
-            raise CandidateGone(Finding(reason=Reason.EXCEPTION, detail=f"while timed: {done.error[-1500:]}"))
-        return Ran(per_call_ms, clocked.ms, list(done.hints))
 
     def time_case(self, report: EvalReport, case: Case, shape: ShapeResult) -> None:
         p, ev = self.p, self.ev
@@ -317,36 +210,31 @@ class TimingPhase:
             return
         seeds += [ev.rng.randrange(2**SEED_BITS) for _ in range(plan.input_sets - 1)]
         made = [first[0], *(ev.make_inputs(case.dims, seed) for seed in seeds[1:])]
-        refs = References(ev.expected, made)  # a set's reference is computed when one of its calls is judged
-        refs.done[0] = first[1]
         slots = plan.ring_slots
-        sides = {side: {n: SharedBinding(n, ev.device) for n in ("tin", "ring", "fresh")} for side in SIDES}
-        self.sides, self.refs = sides, refs
+        sides = {side: {n: SharedBinding(n, ev.device) for n in ("tin", "ring")} for side in SIDES}
+        self.sides = sides
         try:
-            for bindings in sides.values():
-                for inputs in made:
-                    bindings["tin"].add_copy(inputs)
-                bindings["ring"].add_ring(like, slots)
+            for side in SIDES:
+                self.ins[side] = InputSets(ev.expected, sides[side]["tin"], made)
+                sides[side]["ring"].add_ring(like, slots)
+            self.ins[CANDIDATE].done[0] = first[1]
+            del made, first
             for side, proc in ((CANDIDATE, self.cand), (BASELINE, self.base)):
                 proc.bind(sides[side]["tin"])
                 proc.bind(sides[side]["ring"])
-            self.cand.freeze()  # the calibration is a baseline's turn
-            sets = rotation(min(slots, p.max_block), len(refs))
-            self.clocks[BASELINE].busiest_ms = 0.0  # the shape's own
-            self.cal = calibrate(self.clocks[BASELINE], NULL_FN, "tin", sets, sides[BASELINE]["ring"])
-            if self.clocks[BASELINE].busiest_ms > BUSY_GAP_MS:
-                self.clocks[BASELINE].busiest_ms = 0.0
-                self.cal = calibrate(self.clocks[BASELINE], NULL_FN, "tin", sets, sides[BASELINE]["ring"])
-                self.not_busy(BASELINE, self.clocks[BASELINE].busiest_ms)
+            self.turns.ring = sides[CANDIDATE]["ring"]
+            cal = self.turns.calibrate(
+                rotation(min(slots, p.max_block), len(self.ins[BASELINE])), sides[BASELINE]["ring"]
+            )
             shape.clock = CLOCKS[ev.device]
-            shape.ordering_ms, shape.copy_ms = self.cal.ordering_ms, self.cal.copy_ms
+            shape.ordering_ms, shape.copy_ms = cal.ordering_ms, cal.copy_ms
 
             def measure(careful: bool) -> dict[str, Timing]:
-                """The shape's timed rounds, then its fresh-input calls (each after a lead block when `careful`)."""
-                results = self.rounds(report, case, shape, sides, refs, slots)
+                """The shape's timed rounds, then its blocks on seen inputs (each after a lead block when `careful`)."""
+                results, last = self.rounds(report, case, shape, slots)
                 begin = time.monotonic()
-                fresh_pass(self, report, case, shape, sides, results, lead=careful)
-                report.phases["timing_fresh"] = report.phases.get("timing_fresh", 0.0) + time.monotonic() - begin
+                seen_pass(self, report, case, shape, results, last, lead=careful)
+                report.phases["timing_seen"] = report.phases.get("timing_seen", 0.0) + time.monotonic() - begin
                 return results
 
             results = measure(careful=False)
@@ -358,27 +246,28 @@ class TimingPhase:
                 shape.retimed = suspicion  # the graph timing's second run decides, as the per-call one's does
                 time_under_graphs(self, report, case, results)
             shape.input_seeds = seeds
-            shape.gate_busy_ms = self.clocks[BASELINE].busiest_ms if ev.device == "cuda" else None
+            shape.gate_busy_ms = self.turns.clocks[BASELINE].busiest_ms if ev.device == "cuda" else None
             shape.candidate = results.pop(CANDIDATE)
             shape.baselines = results
             for side, proc in ((CANDIDATE, self.cand), (BASELINE, self.base)):
                 proc.send(Release(names=list(sides[side])))
                 proc.recv()
         finally:
+            self.ins, self.turns.ring = {}, None
             for bindings in sides.values():
                 for b in bindings.values():
                     b.free()
 
     def suspicion(self, results: dict[str, Timing], graph: bool = False) -> str | None:
-        """What the timing findings would say of these results (speed that needs seen inputs; with `graph`, of the
-        CUDA-graph timing), else None: such a finding is reported only when a second timing of the shape (per
-        call: every fresh call after a lead block) shows it too. Host noise or a power-capped clock can make one
-        measurement look like it; a hack that depends on seen inputs shows it every time."""
+        """What the timing findings would say of these results (speed on seen inputs; with `graph`, of the CUDA-graph
+        timing), else None: such a finding is reported only when a second timing of the shape (per call: every
+        block on seen inputs after a lead block) shows it too. Host noise or a power-capped clock can make one
+        measurement look like it; a callable that keeps results shows it every time."""
         cand = results[CANDIDATE]
         bases = {n: r for n, r in results.items() if n != CANDIDATE}
         if graph:
-            return next((detail for _, detail in graph_findings(cand, bases, self.p.fresh_slack)), None)
-        return seen_inputs_gain(cand, bases, self.p.fresh_slack)
+            return next((detail for _, detail in graph_findings(cand, bases, self.p.seen_slack)), None)
+        return seen_inputs_gain(cand, bases, self.p.seen_slack)
 
     def estimate(self, report: EvalReport, case: Case, shape: ShapeResult, n_sets: int) -> dict[str, float]:
         """Warm each callable up and measure its time per call by a block over the input sets once."""
@@ -389,56 +278,63 @@ class TimingPhase:
             device[name] = self.lead_block(report, case, shape, name, list(range(n_sets))).per_call_ms
         return device
 
+    def new_inputs(self, case: Case, count: int, shape: ShapeResult) -> list[list[torch.Tensor]]:
+        """`count` input sets none has seen, from one new secret seed (set i from that seed + i), which the report
+        publishes (`renewed_seeds`)."""
+        seed = self.ev.rng.randrange(2**SEED_BITS)
+        shape.renewed_seeds.append(seed)
+        return [self.ev.make_inputs(case.dims, (seed + i) % 2**SEED_BITS) for i in range(count)]
+
     def rounds(
-        self,
-        report: EvalReport,
-        case: Case,
-        shape: ShapeResult,
-        sides: dict[str, dict[str, SharedBinding]],
-        refs: Sequence[list[torch.Tensor]],
-        slots: int,
-    ) -> dict[str, Timing]:
-        p, names, n_sets = self.p, self.names, len(refs)
-        own = sides[CANDIDATE]  # the harness reads back the candidate's inputs and ring
-        pristine = [raw.clone() for raw in own["tin"].raws]
+        self, report: EvalReport, case: Case, shape: ShapeResult, slots: int
+    ) -> tuple[dict[str, Timing], dict[str, list[int]]]:
+        """The timed rounds, and each callable's last timed block's sets."""
+        p, names = self.p, self.names
+        own = self.ins[CANDIDATE]  # the harness reads back the candidate's inputs and ring
+        n_sets = len(own)
         estimates = self.estimate(report, case, shape, n_sets)
-        per_block = block_sizes(estimates, p.block_ms, min(p.max_block, slots))
+        per_block = block_sizes(estimates, p.block_ms, min(p.max_block, slots, n_sets))
         lead = lead_sizes(estimates, p.lead_ms)
         times: dict[str, list[float]] = {n: [] for n in names}
         calls: dict[str, int] = dict.fromkeys(names, 0)
         queued, rounds, checked, begin = dict.fromkeys(names, 0), 0, 0, time.monotonic()
         sampled = len(self.sampler.samples) if self.sampler else 0  # a second timing's clocks are its own
+        ring = self.sides[CANDIDATE]["ring"]
 
-        def next_sets(name: str, count: int) -> list[int]:
-            """The callable's next `count` calls, rotating over the input sets where its last call left off."""
+        def lead_sets(name: str, count: int) -> list[int]:
+            """The callable's next `count` lead calls, rotating over the input sets where its last lead left off."""
             first, queued[name] = queued[name], queued[name] + count
             return rotation(count, n_sets, first)
 
-        def run(name: str) -> tuple[Ran, list[int]]:
-            """A lead block of `name` (its times unused), then a timed block, both rotating over the input sets; a
-            candidate's each into a freshly poisoned ring, its inputs read back after them."""
-            hints = self.lead_block(report, case, shape, name, next_sets(name, lead[name])).hints if lead[name] else []
-            if name == "candidate":
-                own["ring"].poison()
-            sets = next_sets(name, per_block[name])
+        def run(name: str, made: list[list[torch.Tensor]]) -> tuple[Ran, list[int]]:
+            """A lead block of `name` (its times unused, on the sets as they are), then a timed block whose sets
+            the harness renews with `made` after its gate, one set per call; a candidate's each into a freshly
+            poisoned ring, its inputs read back after them."""
+            hints = self.lead_block(report, case, shape, name, lead_sets(name, lead[name])).hints if lead[name] else []
+            side = CANDIDATE if name == CANDIDATE else BASELINE
+            if name == CANDIDATE:
+                ring.poison()
+            sets = list(range(per_block[name]))
             if self.sampler:
                 self.sampler.owner = name
             try:
-                ran = self.block(name, sets, "tin")
+                ran = self.turns.block(name, sets, "tin", self.ins[side].renewal(sets, made[: len(sets)]))
             finally:
                 if self.sampler:
                     self.sampler.owner = None
-            if name == "candidate":
-                check_inputs(report, case, shape, hints + ran.hints, own["tin"].raws, pristine)
+            if name == CANDIDATE:
+                check_inputs(report, case, shape, hints + ran.hints, own.intact())
             return ran, sets
 
+        last: dict[str, list[int]] = {}
         while True:
+            made = self.new_inputs(case, max(per_block.values()), shape)  # the round's: every callable reads them
             for name in names if rounds % 2 == 0 else names[::-1]:
-                ran, sets = run(name)
+                ran, last[name] = run(name, made)
                 times[name].append(ran.per_call_ms)
-                calls[name] += len(sets)
-                if name == "candidate" and self.pick.random() < p.spot_check_p:
-                    checked += spot_check(self.pick, self.ev.tol, report, case, shape, own["ring"], refs, sets)
+                calls[name] += len(last[name])
+                if name == CANDIDATE and self.pick.random() < p.spot_check_p:
+                    checked += spot_check(self.pick, self.ev.tol, report, case, shape, ring, own, last[name])
             rounds += 1
             if rounds < p.min_rounds or min(calls.values()) < p.min_reps:
                 continue
@@ -447,11 +343,12 @@ class TimingPhase:
             if worst < p.target_rel_se or time.monotonic() - begin > p.budget_s or full:
                 break
         while checked < p.spot_checks:
-            checked += spot_check(self.pick, self.ev.tol, report, case, shape, own["ring"], refs, run("candidate")[1])
+            made = self.new_inputs(case, per_block[CANDIDATE], shape)
+            checked += spot_check(self.pick, self.ev.tol, report, case, shape, ring, own, run(CANDIDATE, made)[1])
 
         def result(n: str) -> Timing:
             spread = summarize(times[n])
-            clock = self.clocks[CANDIDATE if n == CANDIDATE else BASELINE]
+            clock = self.turns.clocks[CANDIDATE if n == CANDIDATE else BASELINE]
             return Timing(
                 median_ms=spread["median_ms"],
                 iqm_ms=spread["iqm_ms"],
@@ -468,4 +365,4 @@ class TimingPhase:
                 clocks=self.sampler.summary(n, sampled) if self.sampler else None,
             )
 
-        return {n: result(n) for n in names}
+        return {n: result(n) for n in names}, last

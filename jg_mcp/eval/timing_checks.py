@@ -1,6 +1,7 @@
 """The checks that run inside the timing phase: each candidate block's inputs read back, a random call's outputs
-judged (the spot check), and the fresh-input pass, whose single calls on inputs no callable could have seen must
-be about as fast as the timed ones (jg_mcp/eval/timing.py says where each sits in the protocol)."""
+judged (the spot check), and the seen-input pass, whose blocks rerun on inputs the callable has seen must be no
+faster than its timed ones on new inputs, beyond what the baselines show (jg_mcp/eval/timing.py says where each
+sits in the protocol)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from jg_mcp.eval.report import EvalReport, Finding, ShapeResult, Timing
 from jg_mcp.eval.sizing import rotation
 from jg_mcp.eval.wire.buffers import SharedBinding
 from jg_mcp.eval.wire.messages import Benched, DoBench
-from jg_mcp.goals import SEED_BITS
 
 if TYPE_CHECKING:
     from jg_mcp.eval.shapes import Case
@@ -26,19 +26,12 @@ if TYPE_CHECKING:
     from jg_mcp.goals import Tolerance
 
 
-def check_inputs(
-    report: EvalReport,
-    case: Case,
-    shape: ShapeResult,
-    hints: list[Finding],
-    current: list[torch.Tensor],
-    pristine: list[torch.Tensor],
-) -> None:
-    """After a candidate block: report the block's hints, and stop timing if an input (`current`, as the harness
-    reads it now) differs from what the harness wrote (`pristine`)."""
+def check_inputs(report: EvalReport, case: Case, shape: ShapeResult, hints: list[Finding], intact: bool) -> None:
+    """After a candidate block: report the block's hints, and stop timing unless its input sets, as the harness
+    reads them back now, hold what it wrote (`intact`, jg_mcp/eval/input_sets.py)."""
     for f in hints:
         report.add(f.model_copy(update={"shape": case.name}))
-    if not all(torch.equal(now, keep) for now, keep in zip(current, pristine, strict=True)):
+    if not intact:
         shape.correct = False
         report.add(
             Finding(
@@ -83,52 +76,40 @@ def spot_check(
     return 1
 
 
-def fresh_pass(
+def seen_pass(
     t: TimingPhase,
     report: EvalReport,
     case: Case,
     shape: ShapeResult,
-    sides: dict[str, dict[str, SharedBinding]],
     results: dict[str, Timing],
+    last: dict[str, list[int]],
     lead: bool = False,
 ) -> None:
-    """Single calls on inputs the harness writes into the callable's own fresh input set once the block's gate has
-    passed, so that no callable (the candidate can read every buffer bound to it) sees them before its call;
-    callables take turns call by call, so host noise falls on all of them alike. Every candidate output is checked.
-    With `lead`, each call follows a lead block of its callable rotating over the timed sets, as its timed blocks
-    did (on a power-capped GPU a single call otherwise runs at whatever clock the harness's own work left)."""
+    """Blocks that rerun each callable's last timed block on the inputs it read there, not renewed (`seen`
+    per callable; callables take turns, so host noise falls on all of them alike): a callable that keeps results
+    between calls is faster here than on the new inputs of its timed blocks, beyond what the baselines show
+    (scoring.seen_inputs_gain). The candidate's inputs are read back and one call judged after each. With `lead`,
+    each block follows a lead block of its callable, as its timed blocks did."""
     p, ev = t.p, t.ev
-    if p.fresh <= 0:
+    if p.seen <= 0:
         return
-    cand_side, base_side = sides["candidate"], sides["baseline"]
-    n_sets = len(cand_side["tin"].groups)
-    if not cand_side["fresh"].groups:
-        first = ev.make_inputs(case.dims, ev.rng.randrange(2**SEED_BITS))
-        for side, proc in ((cand_side, t.cand), (base_side, t.base)):
-            side["fresh"].add_group(first)
-            proc.bind(side["fresh"])
+    own = t.ins["candidate"]
+    n_sets = len(own)
     times: dict[str, list[float]] = {n: [] for n in t.names}
-    for _ in range(p.fresh):
+    for _ in range(p.seen):
         for name in t.names if t.pick.random() < 0.5 else t.names[::-1]:
-            inputs = ev.make_inputs(case.dims, ev.rng.randrange(2**SEED_BITS))
             hints: list[Finding] = []
             if lead and results[name].lead:
                 hints = t.lead_block(report, case, shape, name, rotation(results[name].lead, n_sets)).hints
-            own = cand_side if name == "candidate" else base_side
-
-            def write(views: list[torch.Tensor] = own["fresh"].groups[0], tensors: list[torch.Tensor] = inputs) -> None:
-                for view, tensor in zip(views, tensors, strict=True):
-                    view.copy_(tensor)
-
             if name == "candidate":
-                own["ring"].poison(0)
-            ran = t.block(name, [0], "fresh", before_go=write)
+                t.sides["candidate"]["ring"].poison()
+            ran = t.turns.block(name, last[name], "tin")
             times[name].append(ran.per_call_ms)
             if name == "candidate":
-                check_inputs(report, case, shape, hints + ran.hints, own["fresh"].groups[0], inputs)
-                spot_check(t.pick, ev.tol, report, case, shape, own["ring"], [ev.expected(inputs)], [0])
+                check_inputs(report, case, shape, hints + ran.hints, own.intact())
+                spot_check(t.pick, ev.tol, report, case, shape, t.sides["candidate"]["ring"], own, last[name])
     for name, ts in times.items():
-        results[name].fresh_median_ms = statistics.median(ts)
+        results[name].seen_median_ms = statistics.median(ts)
     if ev.o.do_bench:
         t.cand.freeze()
         for name in t.names[1:]:

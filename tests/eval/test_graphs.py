@@ -1,5 +1,5 @@
-"""Timing under CUDA graphs (jg_mcp/eval/graphs.py): sizing, the rules that read the harness's clock and the fresh
-replay, and the protocol end to end on the CPU stand-in (the same calls one by one, CPU time for device time).
+"""Timing under CUDA graphs (jg_mcp/eval/graphs.py): sizing, the rules that read the harness's clock and the replay
+on seen inputs, and the protocol end to end on the CPU stand-in (the same calls one by one, CPU time for device time).
 Capture itself needs a GPU: eval/h200_check.py runs it there."""
 
 from __future__ import annotations
@@ -7,39 +7,35 @@ from __future__ import annotations
 import pytest
 from eval_suite import CPU_TIMING, eval_solution
 
-from jg_mcp.eval.graphs import MOST_CALLS, graph_calls, graph_sets, lead_replays, replay_calls
+from jg_mcp.eval.graphs import MOST_CALLS, lead_replays, replay_calls
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.scoring import GRAPH_FRESH_MIN_MS, gained
+from jg_mcp.eval.scoring import GRAPH_SEEN_MIN_MS, gained
 
 HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
 GRAPHED = CPU_TIMING | {
+    "policy": "open",
     "only": ["n256k"],
-    "timing": CPU_TIMING["timing"]
-    | {"graph_below_ms": 1e6, "graph_bytes": 12 << 20, "graph_calls": 8, "graph_replay_ms": 0.0},
+    "timing": CPU_TIMING["timing"] | {"graph_below_ms": 1e6, "graph_calls": 8, "graph_replay_ms": 0.0},
 }
-"""Every shape qualifies; the calls of a graph rotate over 4 input sets (3 MiB per call: x, y and z of 256k floats
-each, counted by the goal's bytes), 8 calls per graph."""
+"""Every shape qualifies; 8 calls per graph, each on an input set of its own; the open policy (the candidates below
+walk the worker's stack)."""
 IN_GRAPH = """
-INPUTS, OUTPUTS = [], []
+import sys
 
 
 def in_graph(x):
-    \"\"\"True when this call and the seven before it rotate over four input sets (the graph's; the per-call blocks'
-    rotate over three) and the last three calls' outputs lie apart, all alive (a graph keeps every call's outputs; a
-    per-call block frees each before the next call, which then gets the same memory). Calls as `remember(...)`.\"\"\"
-    INPUTS.append(x.data_ptr())
-    seen = INPUTS[-8:]
-    rotates = len(seen) == 8 and len(set(seen)) == 4 and seen[:4] == seen[4:]
-    return rotates and len(set(OUTPUTS[-3:])) == 3
+    \"\"\"True when the worker's graph runs this call: its `replays` is on the stack (a block's: `calls`).\"\"\"
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_name != "replays":
+        frame = frame.f_back
+    return frame is not None
 
 
 def remember(out):
-    OUTPUTS.append(out.data_ptr())
     return out
 """
 """How a candidate tells the graph's calls from the per-call ones on the CPU stand-in (on a GPU it asks torch
-whether the stream is being captured), without timing anything: by the inputs' rotation and by whether earlier
-outputs are still alive (a rotation alone also shows in per-call blocks whose leads take turns with fresh calls)."""
+whether the stream is being captured): it walks the worker's stack, as a hostile candidate may."""
 CACHE_BY_POINTER_IN_GRAPH = (
     "import torch\n"
     + IN_GRAPH
@@ -55,8 +51,8 @@ def kernel(x, y, alpha):
     return remember(CACHE[x.data_ptr()].clone())
 """
 )
-"""Honest per call; under the graph it answers from a cache keyed by where the inputs are, which the fresh replay
-(new inputs written into the same buffers) shows."""
+"""Honest per call; under the graph it answers from a cache keyed by where the inputs are, which every timed replay
+shows (the harness renews the inputs in the same buffers)."""
 REFUSES_IN_GRAPH = (
     "import torch\n"
     + IN_GRAPH
@@ -71,13 +67,6 @@ def kernel(x, y, alpha):
 """Fails on the graph's calls only, as a callable that cannot be captured fails its capture on the GPU."""
 
 
-def test_a_graph_rotates_over_the_fewest_sets_that_leave_the_l2_and_reads_each_equally_often():
-    assert graph_sets(5e6, 256 << 20) == 54
-    assert graph_sets(1e9, 256 << 20) == 3, "at least three sets"
-    assert graph_sets(10.0, 256 << 20) == 512, "at most MOST_SETS"
-    assert graph_calls(54, 64) == 108 and graph_calls(3, 64) == 66 and graph_calls(4, 8) == 8
-
-
 def test_the_lead_is_sized_by_the_slowest_callable_so_a_forged_small_time_cannot_stretch_it():
     """On the H200 a hack that forged tiny event times (patch_elapsed_time, a 0.66 ms GEMM) once qualified its shape
     for graphs, and a lead sized by its own time asked for 1024 replays of 64 GEMMs per turn (43 s)."""
@@ -86,22 +75,22 @@ def test_the_lead_is_sized_by_the_slowest_callable_so_a_forged_small_time_cannot
     assert lead_replays([1e-6], 64, 60.0) <= 1024 and lead_replays([50.0], 64, 60.0) == 1
 
 
-def test_a_graph_has_as_many_calls_as_fill_a_replay_at_the_fastest_baselines_time():
-    assert replay_calls(50, 64, 0.008, 4.0, fit=10**6) == 500, "rope's 8b decode shape: 100 calls by graph_calls"
-    assert replay_calls(3, 64, 0.05, 4.0, fit=10**6) == 81
-    assert replay_calls(4, 64, 1.0, 4.0, fit=10**6) == 64, "a slow shape keeps graph_calls"
-    assert replay_calls(50, 64, 0.008, 0.0, fit=10**6) == 100, "0: graph_calls alone"
-    assert replay_calls(50, 64, 1e-9, 4.0, fit=10**6) == 2000 <= MOST_CALLS, "at most MOST_CALLS, sets equally"
-    assert replay_calls(50, 64, 0.008, 4.0, fit=320) == 300, "as many as the ring holds"
-    assert replay_calls(50, 64, 0.008, 4.0, fit=10) == 100, "never under graph_calls (the ring check says no)"
+def test_a_graph_has_as_many_calls_as_fill_a_replay_at_the_fastest_baselines_time_each_on_its_own_set():
+    assert replay_calls(64, 0.008, 4.0, fit=10**6) == 500, "rope's 8b decode shape"
+    assert replay_calls(64, 0.05, 4.0, fit=10**6) == 80
+    assert replay_calls(64, 1.0, 4.0, fit=10**6) == 64, "a slow shape keeps graph_calls"
+    assert replay_calls(64, 0.008, 0.0, fit=10**6) == 64, "0: graph_calls alone"
+    assert replay_calls(64, 1e-9, 4.0, fit=10**6) == MOST_CALLS
+    assert replay_calls(64, 0.008, 4.0, fit=320) == 320, "as many as memory holds"
+    assert replay_calls(64, 0.008, 4.0, fit=5) == 5, "under graph_calls where memory says so (then not timed)"
 
 
 def test_speed_on_seen_sets_under_a_graph_is_caching_unless_the_baselines_share_it():
-    least = GRAPH_FRESH_MIN_MS
-    assert gained((0.0035, 0.007), [(0.005, 0.0051)], "", least), "twice as fast on seen sets"
-    assert not gained((0.0035, 0.007), [(0.005, 0.0051)], ""), "within a single call's noise, not a replay's"
-    assert not gained((0.0035, 0.007), [(0.005, 0.011)], "", least), "the baselines slow down as much"
-    assert not gained((0.0035, 0.0037), [(0.005, 0.005)], "", least)
+    least = GRAPH_SEEN_MIN_MS
+    assert gained((0.007, 0.0035), [(0.0051, 0.005)], "", least), "twice as fast on seen sets"
+    assert not gained((0.007, 0.0035), [(0.0051, 0.005)], "", 0.005), "within a stated least saving"
+    assert not gained((0.007, 0.0035), [(0.011, 0.005)], "", least), "the baselines speed up as much"
+    assert not gained((0.0037, 0.0035), [(0.005, 0.005)], "", least)
 
 
 def test_an_honest_candidate_is_timed_under_graphs_and_its_speedups_are_the_graphs(tmp_path, timing_goal):
@@ -111,16 +100,19 @@ def test_an_honest_candidate_is_timed_under_graphs_and_its_speedups_are_the_grap
     report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **sized)
     assert report.accepted, [f.detail for f in report.findings]
     params = report.timing.params
-    assert params and params.graph_below_ms == 1e6 and params.graph_replays == 3 and params.graph_replay_ms == 8.0
+    assert params and params.graph_below_ms == 1e6 and params.graph_replay_ms == 8.0
     (shape,) = [s for s in report.shapes if s.candidate]
-    assert shape.timed_by == "graph" and shape.graph_note is None and len(shape.graph_seeds) == 4
+    assert shape.timed_by == "graph" and shape.graph_note is None
     cand, base = shape.candidate, shape.baselines["torch_add"]
     assert cand is not None and cand.graph is not None and base.graph is not None
-    assert cand.graph.calls > 8 and cand.graph.calls % 4 == 0, "sized by the baseline's time (8 by graph_calls)"
-    assert cand.graph.sets == 4 and cand.graph.replays == 3 * 6 and base.graph.calls == cand.graph.calls
-    assert cand.graph.fresh_ms > 0 and cand.graph.block_ms > 0
+    assert cand.graph.calls > 8, "sized by the baseline's time (8 by graph_calls)"
+    assert cand.graph.sets == cand.graph.calls, "every call of a replay reads a set of its own"
+    assert cand.graph.replays == 6 and base.graph.calls == cand.graph.calls, "one replay per timed block"
+    rounds = 1 + params.graph_rounds  # the graph's own sets, then one renewal per round
+    assert len(shape.renewed_seeds) >= rounds and len(set(shape.renewed_seeds)) == len(shape.renewed_seeds)
+    assert cand.graph.seen_ms and cand.graph.block_ms > 0
     assert shape.speedup["torch_add"] == pytest.approx(base.graph.median_ms / cand.graph.median_ms)
-    assert cand.median_ms > 0 and cand.fresh_median_ms, "the per-call timing and its checks ran first"
+    assert cand.median_ms > 0 and cand.seen_median_ms, "the per-call timing and its checks ran first"
 
 
 def test_a_candidate_that_answers_graph_calls_from_a_cache_is_rejected(tmp_path, timing_goal):

@@ -307,7 +307,7 @@ def test_check_md_sets_every_way_a_graph_was_timed_beside_the_evals_graph_time()
     raw = eval_report("a" * 64, "b" * 64, speedup=1.25) | {"strongest_baseline": {"n16m": "torch_add"}}
     stats = {"median_ms": 0.01, "iqr_ms": 0.001, "q10_ms": 0.009, "q90_ms": 0.011, "reps": 20, "rel_se_median": 0.01}
     graph = {"iqm_ms": 0.004, "q10_ms": 0.004, "q90_ms": 0.004, "replays": 18, "calls": 100, "sets": 50}
-    graph |= {"unaccounted_ms": 0.1, "block_ms": 1.0, "fresh_ms": 0.004}
+    graph |= {"unaccounted_ms": 0.1, "block_ms": 1.0, "seen_ms": 0.004}
     raw["shapes"][0] |= {
         "timed_by": "graph",
         "candidate": stats | {"graph": graph | {"median_ms": 0.004}},

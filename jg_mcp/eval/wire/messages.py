@@ -151,8 +151,8 @@ class Graph(WireModel):
     """Calls under a CUDA graph (GPU; on the CPU stand-in, the same calls one by one): capture one graph of the
     calls on `sets` in order (kept until its binding is released, so a graph is captured once per shape; before
     `go`), then replay it `replays` times back to back behind `go`, and copy call i's outputs into ring slot i
-    (unless there is no ring) before `done`. Answered as a Block is. No flush: the calls rotate over enough input
-    sets that each set has left the L2 before it is read again."""
+    (unless there is no ring) before `done`. Answered as a Block is. No flush: the harness clears the L2 before the
+    block, and each call reads a set of its own."""
 
     op: Literal["graph"] = "graph"
     fn: str
