@@ -26,9 +26,11 @@ def make_inputs(dims: dict, seed: int, device: str):
     with torch.device(device):  # generate where the kernel runs: large inputs in milliseconds
         q = torch.randn(t, hq, d, generator=g) * 2.0
         k = torch.randn(t, hkv, d, generator=g) * 2.0
-        lengths = [t // seqs + (1 if i < t % seqs else 0) for i in range(seqs)]
-        starts = torch.randint(0, p - max(lengths) + 1, (seqs,), generator=g)
-        positions = torch.cat([s + torch.arange(n) for s, n in zip(starts.tolist(), lengths, strict=True)])
+        lengths = torch.full((seqs,), t // seqs) + (torch.arange(seqs) < t % seqs)
+        starts = torch.randint(0, p - (t // seqs + (1 if t % seqs else 0)) + 1, (seqs,), generator=g)
+        # whole-tensor ops, not one per sequence (up to 1,024 of them): the eval makes inputs for every timed block
+        firsts = torch.cumsum(lengths, 0) - lengths
+        positions = torch.repeat_interleave(starts - firsts, lengths) + torch.arange(t)
         u_base, u_scale = torch.rand(2, generator=g, dtype=torch.float64).tolist()
         base = BASES[0] * (BASES[1] / BASES[0]) ** u_base
         scale = SCALES[0] * (SCALES[1] / SCALES[0]) ** u_scale

@@ -19,6 +19,7 @@ The arithmetic (`timed_need`, `plan_timed`, `per_byte`) is pure, tested on the C
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -79,15 +80,23 @@ def timed_need(inputs: int, outputs: int, references: int, work: int, sets: int,
 
 
 def plan_timed(
-    inputs: int, outputs: int, references: int, work: int | None, free: int | None, p: TimingParams
+    inputs: int,
+    outputs: int,
+    references: int,
+    work: int | None,
+    free: int | None,
+    p: TimingParams,
+    floor_ms: float = 0.0,
 ) -> MemoryPlan:
-    """The counts of a timed shape's buffers: as many ring slots as `max_block` and `ring_bytes` allow, and as many
-    input sets (at least `input_sets`: a block's calls each read a set of their own), shrunk until `timed_need` is
+    """The counts of a timed shape's buffers: as many ring slots as `max_block` and `ring_bytes` allow, and as a
+    block can have calls at the shape's physical floor (`floor_ms`: no call is faster, so no block of `block_ms`
+    has more), and as many input sets (at least `input_sets`: a block's calls each read a set of their own), shrunk
+    until `timed_need` is
     within SHARE of `free`: the ring halved to FEW_SLOTS (the sets with it), then the input sets down to
     MIN_INPUT_SETS, then the ring down to one slot. `work` is the harness's measured peak while it checked the
     shape (None: WORK_PER_BYTE times a set and its references). With no `free` (the CPU) the parameters' counts
     stand."""
-    slots = max(1, min(p.max_block, p.ring_bytes // max(1, outputs)))
+    slots = max(1, min(p.max_block, p.ring_bytes // max(1, outputs), block_calls(p, floor_ms)))
     sets = max(p.input_sets, slots)
     temporaries = work if work is not None else WORK_PER_BYTE * (inputs + references)
 
@@ -125,6 +134,13 @@ def plan_timed(
     )
 
 
+def block_calls(p: TimingParams, floor_ms: float) -> int:
+    """The most calls a block of `block_ms` can have at a call time of `floor_ms` (no bound at 0)."""
+    if floor_ms <= 0 or p.block_ms <= 0:
+        return p.max_block
+    return max(1, math.ceil(p.block_ms / floor_ms))
+
+
 def nbytes(tensors: Sequence[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
@@ -135,11 +151,12 @@ def plan_shape(
     like: Sequence[torch.Tensor],
     work: int | None,
     p: TimingParams,
+    floor_ms: float,
 ) -> MemoryPlan:
     """`plan_timed` for a shape from its first input set and references (`made`) and its output layout (`like`),
     against the memory free now (with them made)."""
     inputs, refs = made
-    return plan_timed(nbytes(inputs), nbytes(like), nbytes(refs), work, free_bytes(device), p)
+    return plan_timed(nbytes(inputs), nbytes(like), nbytes(refs), work, free_bytes(device), p, floor_ms)
 
 
 def unfit(plan: MemoryPlan) -> str:

@@ -45,7 +45,7 @@ from jg_mcp.eval.memory import plan_shape, unfit
 from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.processes.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.report import EvalReport, ShapeResult, Timing, TimingMethod
-from jg_mcp.eval.scoring import graph_findings, seen_inputs_gain
+from jg_mcp.eval.scoring import bandwidth_of, floor_ms, graph_findings, seen_inputs_gain
 from jg_mcp.eval.sizing import block_sizes, lead_sizes, rotation, summarize
 from jg_mcp.eval.timing_checks import check_inputs, seen_pass, spot_check
 from jg_mcp.eval.turns import BASELINE, CANDIDATE, SIDES, Ran, Turns
@@ -203,7 +203,11 @@ class TimingPhase:
         seeds = [ev.rng.randrange(2**SEED_BITS)]
         first = ev.reference(case.dims, seeds[0])
         like = ev.output_like(first[1])
-        shape.memory = plan = plan_shape(ev.device, first, like, shape.check_peak_bytes, p)
+        goal, hw = ev.goal, ev.goal.goal.hardware
+        floor = floor_ms(
+            goal.flops(case.dims), goal.bytes(case.dims), hw.peak_tflops, bandwidth_of(goal, report.environment.gpu)[0]
+        )
+        shape.memory = plan = plan_shape(ev.device, first, like, shape.check_peak_bytes, p, floor)
         if not plan.fits:
             shape.timing_skipped = unfit(plan)
             report.notes.append(f"{case.name}: {shape.timing_skipped}")

