@@ -11,3 +11,11 @@ class Strict(BaseModel):
     `model_config` of its own, which pydantic merges with this one."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class ReportModel(Strict):
+    """A model of the eval report (jg_mcp/eval/report.py): Strict's rules, and floats written as JSON allows."""
+
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+    """NaN and inf (a worst element that is NaN) are written as JSON's NaN/Infinity constants, which Python and the
+    report loader read back, rather than as null, which would not validate."""

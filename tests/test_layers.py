@@ -41,6 +41,7 @@ PLACES = {
     "demo_goal/": "core",
     "eval/reasons": "core",
     "eval/report": "core",
+    "eval/report_timing": "core",
     "eval/options": "core",
     "live/bwrap": "host",
     "live/environment": "host",

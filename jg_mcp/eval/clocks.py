@@ -11,7 +11,7 @@ import statistics
 import threading
 from collections.abc import Callable
 
-from jg_mcp.eval.report import ClockSummary
+from jg_mcp.eval.report_timing import ClockSummary
 from jg_mcp.gpu import nvml_or_none
 
 Sample = tuple[float | None, float | None, frozenset[str]]

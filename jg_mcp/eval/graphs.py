@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING
 from jg_mcp.eval.input_sets import InputSets
 from jg_mcp.eval.memory import free_bytes, graph_fit, nbytes
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.report import EvalReport, GraphTiming, Timing
+from jg_mcp.eval.report import EvalReport
+from jg_mcp.eval.report_timing import GraphTiming, Timing
 from jg_mcp.eval.sizing import MAX_LEAD_CALLS, iqm
 from jg_mcp.eval.timing_checks import check_inputs, spot_check
 from jg_mcp.eval.turns import SIDES

@@ -42,7 +42,8 @@ from jg_mcp.eval.processes.process import TAIL_BYTES, CandidateGone, WorkerLaunc
 from jg_mcp.eval.processes.proctree import sweep
 from jg_mcp.eval.processes.spares import Spares
 from jg_mcp.eval.reasons import ERROR_TAIL_CHARS, Reason
-from jg_mcp.eval.report import Environment, EvalReport, Finding, SourceRecord, TimingMethod
+from jg_mcp.eval.report import Environment, EvalReport, Finding, SourceRecord
+from jg_mcp.eval.report_timing import TimingMethod
 from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import select_cases
 from jg_mcp.eval.wire.messages import ImportFailed, Ready, Setup, WorkerError

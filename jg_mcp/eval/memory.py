@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from jg_mcp.eval.options import TimingParams
-from jg_mcp.eval.report import MemoryPlan
+from jg_mcp.eval.report_timing import MemoryPlan
 
 if TYPE_CHECKING:
     import torch

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from jg_mcp.eval.options import SEEN_SLACK, TimingParams
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.report import EvalReport, Finding, Timing, geomean
+from jg_mcp.eval.report import EvalReport, Finding, geomean
+from jg_mcp.eval.report_timing import Timing
 from jg_mcp.goals import LoadedGoal
 
 SEEN_MIN_MS = 0.0005

@@ -44,7 +44,8 @@ from jg_mcp.eval.input_sets import InputSets
 from jg_mcp.eval.memory import plan_shape, unfit
 from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.processes.process import CandidateGone, WorkerProcess
-from jg_mcp.eval.report import EvalReport, ShapeResult, Timing, TimingMethod
+from jg_mcp.eval.report import EvalReport, ShapeResult
+from jg_mcp.eval.report_timing import Timing, TimingMethod
 from jg_mcp.eval.scoring import bandwidth_of, floor_ms, graph_findings, seen_inputs_gain
 from jg_mcp.eval.sizing import block_sizes, lead_sizes, rotation, summarize
 from jg_mcp.eval.timing_checks import check_inputs, seen_pass, spot_check

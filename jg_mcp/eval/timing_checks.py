@@ -15,7 +15,8 @@ import torch
 from jg_mcp.eval.checks import mass_findings, measure
 from jg_mcp.eval.processes.process import CandidateGone
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.report import EvalReport, Finding, ShapeResult, Timing
+from jg_mcp.eval.report import EvalReport, Finding, ShapeResult
+from jg_mcp.eval.report_timing import Timing
 from jg_mcp.eval.sizing import rotation
 from jg_mcp.eval.wire.buffers import SharedBinding
 from jg_mcp.eval.wire.messages import Benched, DoBench

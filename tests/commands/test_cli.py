@@ -109,7 +109,8 @@ def test_eval_progress_is_plain_lines_when_stderr_is_not_a_terminal():
 
 def test_eval_verdict_says_timing_was_skipped_and_never_prints_none():
     from jg_mcp.commands.eval import verdict_lines
-    from jg_mcp.eval.report import EvalReport, TimingMethod
+    from jg_mcp.eval.report import EvalReport
+    from jg_mcp.eval.report_timing import TimingMethod
 
     fields = {
         "goal": "axpy",

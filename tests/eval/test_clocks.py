@@ -114,8 +114,9 @@ def test_the_gpu_the_eval_runs_on_is_sampled():
 
 
 def test_the_markdown_report_shows_the_clocks_of_each_timed_shape():
-    from jg_mcp.eval.report import ClockSummary, EvalReport, ShapeResult
+    from jg_mcp.eval.report import EvalReport, ShapeResult
     from jg_mcp.eval.report_md import markdown
+    from jg_mcp.eval.report_timing import ClockSummary
 
     env = environment("cuda")
     clocks = ClockSummary(

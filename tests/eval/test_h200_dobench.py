@@ -111,7 +111,7 @@ def test_the_agreement_is_also_read_in_clock_cycles_where_every_clock_is_known()
     """On a power-capped GPU each callable's clock follows the power drawn before and during its calls, which differs
     between the eval's blocks and do_bench's runs: the agreement is also given with each time read in cycles (times
     its own median SM clock), and the count says how many shapes that missed in milliseconds agree per cycle."""
-    from jg_mcp.eval.report import ClockSummary
+    from jg_mcp.eval.report_timing import ClockSummary
 
     dob = load_h200_dobench()
     raw = eval_report("a" * 64, "b" * 64, speedup=0.5) | {"strongest_baseline": {"n16m": "torch_add"}}

@@ -9,7 +9,8 @@ from eval_suite import environment, timing
 
 from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.report import EvalReport, ShapeResult, Timing
+from jg_mcp.eval.report import EvalReport, ShapeResult
+from jg_mcp.eval.report_timing import Timing
 from jg_mcp.eval.scoring import score
 from jg_mcp.goals import load_goal
 
@@ -76,7 +77,7 @@ def test_a_time_below_the_physical_floor_is_a_finding():
 
 
 def test_the_timing_parameters_are_stored_whole_and_older_flat_ones_are_read_into_them():
-    from jg_mcp.eval.report import TimingMethod
+    from jg_mcp.eval.report_timing import TimingMethod
 
     method = TimingMethod(params=TimingParams(lead_ms=30.0))
     assert TimingMethod.model_validate(method.model_dump(mode="json")) == method
