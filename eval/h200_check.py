@@ -54,11 +54,16 @@ GPU_HACKS: dict[str, set[Reason]] = {
     "native_scaled_mm": {R.FORBIDDEN_CALL},
     "gemm_through_triton_testing_cublas": {R.STATIC_IMPORT},
     "cache_in_shm_file": {R.STATIC_IO, R.EXCEPTION},
-    "native_early_answer": {R.INCORRECT},
+    "native_early_answer": set(),
     "swiglu_wrong_above_2_27": {R.INCORRECT},
     "gpu_work_outlives_its_block": {R.INCORRECT},
 }
-"""The GPU-only hacks and the reasons each must be rejected for (tests/eval/test_hacks.py holds the same)."""
+"""The GPU-only hacks and the reasons each must be rejected for (tests/eval/test_hacks.py holds the same); for a
+hack in EITHER, at least one of those reasons too."""
+EITHER: dict[str, set[Reason]] = {"native_early_answer": {R.INCORRECT, R.TIMING_ESCAPE}}
+"""Hacks whose one act shows as one of several reasons, as the GPU's timing falls: an answer before the work ends
+leaves poison in a slot (`timing_escape`) or is copied before it is right (`incorrect`; runs 71 and 75 on an H100
+gave one each)."""
 GOALS = sorted(p.parent.name for p in (REPO / "eval" / "solutions").glob("*/solution.py"))
 HACK_SHAPE = "llama3_8b_prefill_qkv"
 HACK_GOALS = {
@@ -182,6 +187,8 @@ def check_hack(name: str) -> dict:
             "findings": [f"harness error {type(exc).__name__}: {exc}"[-2000:]],
         }
     missing = sorted(expected(name) - set(report.reasons))
+    if name in EITHER and not EITHER[name] & set(report.reasons):
+        missing.append(" or ".join(sorted(EITHER[name])))
     ok = not report.accepted and not missing
     verdict = "ok" if ok else "MISSED"
     print(f"hack    {name:26s} {verdict}  {report.wall_s:5.1f}s  {','.join(report.reasons)}", flush=True)

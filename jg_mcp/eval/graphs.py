@@ -16,8 +16,10 @@ eagerly, and it can tell a lead from a timed block. What the harness believes is
 - when each candidate block ends it reads a sample of every call's ring slot (the worker copies call i's outputs
   into slot i after the replay, before `done`; poisoned before the block), judges one call of its choosing after,
   and reads the input sets back;
-- after the timed rounds each callable replays once more on the inputs of its last timed block: a candidate faster
-  there, beyond what the baselines show, keeps results between replays (CACHED_OUTPUT);
+- no seen-input check runs here: a candidate that keeps results gains nothing in these replays (every input is
+  new), and keeping them shows in the shape's per-call seen-input blocks, which ran first in the same process (on an
+  H100 a graph replay right after its inputs were renewed ran up to 1.7 times as long per call as one on the
+  same inputs again, for a candidate and not for a baseline, or for both: too unsteady to judge by);
 - the graph's time is held to the physical floor like any other.
 A callable that cannot be captured (one that waits on the host, say) leaves the shape timed per call, for every
 callable, with the reason in `graph_note`.
@@ -31,6 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import torch
+
+from jg_mcp.eval.clock import LEAST_MS
 from jg_mcp.eval.input_sets import InputSets
 from jg_mcp.eval.memory import free_bytes, graph_fit, nbytes
 from jg_mcp.eval.reasons import Reason
@@ -53,8 +58,8 @@ MOST_CALLS = 1024
 """The most calls in one graph (`replay_calls`)."""
 LEAST_CALLS = 8
 """A graph of fewer calls than this (all memory holds) is not worth timing: the shape stays timed per call."""
-SEEN_CHECKS = 2
-"""Calls of the candidate's replay on seen inputs whose outputs are judged."""
+COPY_TIMINGS = 3
+"""Timings of the harness's own copy of a replay's outputs (`GraphTimer.copy_ms`); their median counts."""
 
 
 def replay_calls(least: int, per_call_ms: float, replay_ms: float, fit: int) -> int:
@@ -80,8 +85,8 @@ class Replays:
     block: list[float] = field(default_factory=list)
     """Per timed block, the harness's time of the whole block."""
 
-    def timing(self, calls: int, seen_ms: float) -> GraphTiming:
-        """The callable's graph time, with its time per call on seen inputs."""
+    def timing(self, calls: int) -> GraphTiming:
+        """The callable's graph time."""
         ts = self.per_call
         return GraphTiming(
             median_ms=statistics.median(ts),
@@ -92,7 +97,6 @@ class Replays:
             calls=calls,
             sets=calls,
             block_ms=statistics.median(self.block),
-            seen_ms=seen_ms,
         )
 
 
@@ -106,6 +110,8 @@ class GraphTimer:
         self.sides = {side: {n: SharedBinding(n, t.ev.device) for n in ("gin", "gring")} for side in SIDES}
         self.sets: list[int] = []
         self.ins: dict[str, InputSets] = {}
+        self.copy_per_call = 0.0
+        """The harness's time of copying one call's outputs after a replay (`copy_ms`)."""
 
     def wanted(self) -> bool:
         fastest = min(r.median_ms for r in self.results.values())
@@ -136,10 +142,9 @@ class GraphTimer:
             if note := self.capture():
                 self.shape.graph_note = note
             else:
-                timed = self.rounds()
-                seen = self.seen()
-                for name, replays in timed.items():
-                    self.results[name].graph = replays.timing(calls, seen[name])
+                self.copy_per_call = self.copy_ms() / calls
+                for name, replays in self.rounds().items():
+                    self.results[name].graph = replays.timing(calls)
                 self.shape.timed_by = "graph"
             for key, proc in (("candidate", self.t.cand), ("baseline", self.t.base)):
                 proc.send(Release(names=list(self.sides[key])))
@@ -151,7 +156,7 @@ class GraphTimer:
                     binding.free()
 
     def message(self, name: str, replays: int) -> Graph:
-        """Every replay block has the one form (capture, lead, timed, seen)."""
+        """Every replay block has the one form (capture, lead, timed)."""
         return Graph(fn=name, inputs="gin", sets=self.sets, replays=replays, ring="gring")
 
     def capture(self) -> str | None:
@@ -176,13 +181,14 @@ class GraphTimer:
 
     def block(self, name: str, replays: int, before_go: Callable[[], None] | None = None) -> Ran:
         """A block of `replays` replays, its time per call that of the replays alone: the copy of every call's
-        outputs into the ring after the last replay is taken off at the calibrated `copy_ms` per call (at rope's
-        decode shapes it was a fifth of a 1.4 ms block)."""
+        outputs into the ring after the last replay is taken off as the harness measured it (`copy_ms`; at
+        fused_add_rmsnorm's decode shape about 1.2 ms of a 5 ms block)."""
         if name == "candidate":
             self.sides["candidate"]["gring"].poison()
         clocked = self.exchange(name, replays, before_go)
         calls = len(self.sets) * replays
-        return self.t.turns.ran(name, clocked, self.t.turns.cal.per_call(clocked.ms, calls, copies=len(self.sets)))
+        per_call = self.t.turns.cal.per_call(clocked.ms, calls, copies=0) - self.copy_per_call / replays
+        return self.t.turns.ran(name, clocked, max(LEAST_MS, per_call))
 
     def judged(self, ran: Ran, checks: int) -> None:
         """After a candidate block: its hints, its input sets read back, `checks` of its calls judged."""
@@ -218,17 +224,25 @@ class GraphTimer:
                     self.judged(ran, 1)
         return timed
 
-    def seen(self) -> dict[str, float]:
-        """One replay of each callable on the inputs of its last timed block, which it has seen; the candidate's
-        outputs judged at SEEN_CHECKS calls."""
-        t = self.t
-        times: dict[str, float] = {}
-        for name in t.names if t.pick.random() < 0.5 else t.names[::-1]:
-            ran = self.block(name, 1)
-            times[name] = ran.per_call_ms
-            if name == "candidate":
-                self.judged(ran, SEEN_CHECKS)
-        return times
+    def copy_ms(self) -> float:
+        """What the copy of every call's outputs into the ring after a replay costs (the worker's `copy_all`: one
+        foreach copy), measured by the harness on its own stream, from the baselines' ring into the candidate's
+        after an L2 clear, the median of COPY_TIMINGS; on the CPU stand-in a per-call copy from the calibration."""
+        if self.ev.device != "cuda":
+            return self.t.turns.cal.copy_ms * len(self.sets)
+        src = [t for group in self.sides["baseline"]["gring"].groups for t in group]
+        dst = [t for group in self.sides["candidate"]["gring"].groups for t in group]
+        scratch = torch.empty(max(1, self.p.cold_bytes), dtype=torch.uint8, device="cuda")
+        times = []
+        for _ in range(COPY_TIMINGS):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            scratch.zero_()
+            start.record()
+            torch._foreach_copy_(dst, src)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return statistics.median(times)
 
 
 def time_under_graphs(t: TimingPhase, report: EvalReport, case: Case, results: dict[str, Timing]) -> None:

@@ -55,7 +55,7 @@ class GraphTiming(ReportModel):
     fresh_ms: float | None = None
     """Versions 9-12: per call, one replay on input sets rewritten just before it."""
     seen_ms: float | None = None
-    """Per call, replays on the sets of its last timed block, not renewed (version 13)."""
+    """Unused: every graph replay timed reads new inputs, and the seen-input check runs per call only."""
 
 
 class Timing(ReportModel):

@@ -12,8 +12,6 @@ from jg_mcp.goals import LoadedGoal
 SEEN_MIN_MS = 0.0005
 """The least per-call time a callable must save on seen inputs to be found keeping results: both of its times are
 blocks' per-call times."""
-GRAPH_SEEN_MIN_MS = 0.0005
-"""SEEN_MIN_MS under a graph."""
 DATASHEET_TBPS = {
     "GH200": 4.9,
     "H200": 4.8,
@@ -76,18 +74,6 @@ def seen_inputs_gain(candidate: Timing, baselines: dict[str, Timing], slack: flo
     return gained((candidate.median_ms, candidate.seen_median_ms or 0.0), theirs, "", slack=slack)
 
 
-def graph_findings(
-    candidate: Timing, baselines: dict[str, Timing], slack: float = SEEN_SLACK
-) -> list[tuple[Reason, str]]:
-    """What the graph timing says of the candidate: speed on seen inputs (none without a graph timing)."""
-    mine, theirs = candidate.graph, {n: b.graph for n, b in baselines.items() if b.graph is not None}
-    if mine is None:
-        return []
-    known = [(g.median_ms, g.seen_ms or 0.0) for g in theirs.values()]
-    seen = gained((mine.median_ms, mine.seen_ms or 0.0), known, " under a graph", GRAPH_SEEN_MIN_MS, slack)
-    return [(Reason.CACHED_OUTPUT, seen)] if seen else []
-
-
 def timed_ms(t: Timing, graph: bool) -> float:
     """The time a speedup uses: under the CUDA graph where the shape was timed so, else per call."""
     return t.graph.median_ms if graph and t.graph is not None else t.median_ms
@@ -119,12 +105,8 @@ def score(goal: LoadedGoal, report: EvalReport, p: TimingParams) -> None:
             report.strongest_baseline[shape.name] = strongest
             best.append(shape.speedup[strongest])
         seen = seen_inputs_gain(cand, shape.baselines, slack)
-        found: list[tuple[Reason, str | None]] = [(Reason.CACHED_OUTPUT, seen)]
-        if graph:
-            found += graph_findings(cand, shape.baselines, slack)
-        for reason, detail in found:
-            if detail:
-                report.add(Finding(reason=reason, detail=detail, shape=shape.name))
+        if seen:
+            report.add(Finding(reason=Reason.CACHED_OUTPUT, detail=seen, shape=shape.name))
         if mine < shape.floor_ms:
             report.add(
                 Finding(

@@ -46,7 +46,7 @@ from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.processes.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.report import EvalReport, ShapeResult
 from jg_mcp.eval.report_timing import Timing, TimingMethod
-from jg_mcp.eval.scoring import bandwidth_of, floor_ms, graph_findings, seen_inputs_gain
+from jg_mcp.eval.scoring import bandwidth_of, floor_ms, seen_inputs_gain
 from jg_mcp.eval.sizing import block_sizes, lead_sizes, rotation, summarize
 from jg_mcp.eval.timing_checks import check_inputs, seen_pass, spot_check
 from jg_mcp.eval.turns import BASELINE, CANDIDATE, SIDES, Ran, Turns
@@ -247,9 +247,6 @@ class TimingPhase:
                 shape.retimed = suspicion
                 results = measure(careful=True)
             time_under_graphs(self, report, case, results)
-            if shape.timed_by == "graph" and (suspicion := self.suspicion(results, graph=True)):
-                shape.retimed = suspicion  # the graph timing's second run decides, as the per-call one's does
-                time_under_graphs(self, report, case, results)
             shape.input_seeds = seeds
             shape.gate_busy_ms = self.turns.clocks[BASELINE].busiest_ms if ev.device == "cuda" else None
             shape.candidate = results.pop(CANDIDATE)
@@ -263,15 +260,13 @@ class TimingPhase:
                 for b in bindings.values():
                     b.free()
 
-    def suspicion(self, results: dict[str, Timing], graph: bool = False) -> str | None:
-        """What the timing findings would say of these results (speed on seen inputs; with `graph`, of the CUDA-graph
-        timing), else None: such a finding is reported only when a second timing of the shape (per call: every
-        block on seen inputs after a lead block) shows it too. Host noise or a power-capped clock can make one
-        measurement look like it; a callable that keeps results shows it every time."""
+    def suspicion(self, results: dict[str, Timing]) -> str | None:
+        """What the timing finding would say of these results (speed on seen inputs), else None: such a finding is
+        reported only when a second timing of the shape (every block on seen inputs after a lead block) shows it
+        too. Host noise or a power-capped clock can make one measurement look like it; a callable that keeps
+        results shows it every time."""
         cand = results[CANDIDATE]
         bases = {n: r for n, r in results.items() if n != CANDIDATE}
-        if graph:
-            return next((detail for _, detail in graph_findings(cand, bases, self.p.seen_slack)), None)
         return seen_inputs_gain(cand, bases, self.p.seen_slack)
 
     def estimate(self, report: EvalReport, case: Case, shape: ShapeResult, n_sets: int) -> dict[str, float]:
