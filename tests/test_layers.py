@@ -64,8 +64,6 @@ PLACES = {
     "live/workspace_scan": "host",
     "goal_text": "policy",
     "eval/ops": "policy",
-    "eval/trusted": "policy",
-    "eval/source_ast": "policy",
     "policy/": "policy",
     "record/": "record",
     "live/": "live",

@@ -69,7 +69,6 @@ from typing import Any
 from jg_mcp.eval.ops import family_members, family_names
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
-from jg_mcp.eval.trusted import UNKNOWN
 from jg_mcp.policy.brief import policy_text as policy_text
 from jg_mcp.policy.calls import Builtins, Calls
 from jg_mcp.policy.classes import Classes
@@ -82,6 +81,7 @@ from jg_mcp.policy.scopes import Scopes
 from jg_mcp.policy.spellings import Annotations, Operators, Strings
 from jg_mcp.policy.syntax import Syntax
 from jg_mcp.policy.tables import ALLOWED_MODULES, ALLOWED_SYNTAX, MAX_SOURCE_BYTES
+from jg_mcp.policy.trusted import UNKNOWN
 from jg_mcp.policy.writes import Environment, Writes
 
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Container
 from typing import Any
 
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.source_ast import is_class_argument
-from jg_mcp.eval.trusted import builtin_class, is_tensor_machinery
 from jg_mcp.policy.context import Context, Rule
+from jg_mcp.policy.source_ast import is_class_argument
+from jg_mcp.policy.trusted import builtin_class, is_tensor_machinery
 
 IDENTITY = (ast.Is, ast.IsNot)
 """Comparisons that call no method of either operand."""

@@ -16,10 +16,10 @@ from typing import Any
 
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
-from jg_mcp.eval.source_ast import annotation_nodes, bindings, fold_lengths, fold_text, is_getattr
-from jg_mcp.eval.trusted import UNKNOWN, step, trusted
 from jg_mcp.policy.scopes import Scopes
+from jg_mcp.policy.source_ast import annotation_nodes, bindings, fold_lengths, fold_text, is_getattr
 from jg_mcp.policy.tables import ALLOWED_MODULES
+from jg_mcp.policy.trusted import UNKNOWN, step, trusted
 
 FALLBACKS = 4
 """Most imports one name may stand for (fallbacks in a try/except): the policy scans the file once for each."""

@@ -11,7 +11,6 @@ import types
 
 from jg_mcp.eval.ops import in_family
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.trusted import interpreter_attributes, is_tensor_method
 from jg_mcp.policy.context import Context, Rule
 from jg_mcp.policy.guard import MODULE_DUNDERS_READ, MainGuard
 from jg_mcp.policy.tables import (
@@ -26,6 +25,7 @@ from jg_mcp.policy.tables import (
     SUBCLASS_ATTRS,
     VARIABLE,
 )
+from jg_mcp.policy.trusted import interpreter_attributes, is_tensor_method
 
 NAMES_ALLOWED_AS_DUNDERS = (*MODULE_DUNDERS_READ, "__all__")
 """Dunder variables a solution may name; `__all__` (what `import *` takes) it may also bind."""

@@ -16,9 +16,9 @@ import types
 from typing import Any
 
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.trusted import UNKNOWN, trusted
 from jg_mcp.policy.classes import check_class_factory
 from jg_mcp.policy.context import Context
+from jg_mcp.policy.trusted import UNKNOWN, trusted
 
 WRAPS = "functools.wraps"
 """Allowed only as `@wraps(fn)`, the innermost decorator of a `def` (wraps_as_decorator): with `assigned=` or applied

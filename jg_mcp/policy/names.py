@@ -13,10 +13,9 @@ from typing import Any
 
 from jg_mcp.eval.ops import in_family
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.source_ast import contains, is_class_argument, is_getattr
-from jg_mcp.eval.trusted import UNKNOWN, is_module_state, is_torch_machinery, trusted
 from jg_mcp.policy.context import Rule
 from jg_mcp.policy.members import check_members
+from jg_mcp.policy.source_ast import contains, is_class_argument, is_getattr
 from jg_mcp.policy.tables import (
     CATEGORY,
     DIRECT_CALLS,
@@ -31,6 +30,7 @@ from jg_mcp.policy.tables import (
     TRITON_CODE_MODULES,
     TRITON_REFUSED,
 )
+from jg_mcp.policy.trusted import UNKNOWN, is_module_state, is_torch_machinery, trusted
 
 STR_METHODS = frozenset(n for n in dir(str) if not n.startswith("_"))
 """The public methods of a string, such as a module's `__version__` (reads_version)."""

@@ -9,9 +9,9 @@ import ast
 from collections.abc import Callable
 
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.source_ast import fold_text
 from jg_mcp.policy.context import Context, Rule
 from jg_mcp.policy.identifiers import NAMES_ALLOWED_AS_DUNDERS, is_dunder
+from jg_mcp.policy.source_ast import fold_text
 from jg_mcp.policy.tables import MAX_SOURCE_BYTES, OPERATOR_METHODS, OPERATOR_SYMBOLS
 
 

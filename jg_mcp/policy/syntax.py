@@ -9,9 +9,9 @@ from __future__ import annotations
 import ast
 
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.source_ast import plain_values
 from jg_mcp.policy.context import Context, Rule
 from jg_mcp.policy.identifiers import Identifiers
+from jg_mcp.policy.source_ast import plain_values
 from jg_mcp.policy.tables import LITERAL, NAME_FIELDS, REFUSED_SYNTAX
 
 

@@ -201,7 +201,7 @@ IO_MODULES = {"os", "posix", "nt", "posixpath", "ntpath", "genericpath"}
 GLOBALS_ATTRS = {"get_capture_scope", "used_global_vals"}
 """Public attributes of trusted objects that hand over other code's globals, and so every module (a Triton function's
 `get_capture_scope()` is its module's globals); the interpreter's own (frames, generators, code, tracebacks) are
-jg_mcp.eval.trusted.interpreter_attributes."""
+jg_mcp.policy.trusted.interpreter_attributes."""
 
 ALLOWED_SYNTAX = frozenset(
     """Module FunctionDef ClassDef Return Delete Assign AugAssign AnnAssign For While If With Raise Try Assert

@@ -7,9 +7,9 @@ from __future__ import annotations
 import ast
 
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.trusted import builtin_class
 from jg_mcp.policy.context import Rule
 from jg_mcp.policy.tables import OWN
+from jg_mcp.policy.trusted import builtin_class
 
 
 class Environment(Rule):
