@@ -22,10 +22,10 @@ def _signature(loaded: LoadedGoal) -> str:
 def rules(loaded: LoadedGoal, policy: Policy = "open") -> str:
     """The eval's rules as the agent reads them: the open policy's few sentences, or the Triton-only allow-list."""
     if policy == "triton":
-        from jg_mcp.eval.policy import policy_text
+        from jg_mcp.policy.check import policy_text
 
         return policy_text(loaded.goal.forbidden)
-    from jg_mcp.eval.policy_open import open_rules
+    from jg_mcp.policy.open_policy import open_rules
 
     return open_rules(loaded.goal.forbidden)
 

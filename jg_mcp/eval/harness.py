@@ -33,8 +33,6 @@ from jg_mcp.eval.native.sources import SourceFile, private_goal, read_sources, s
 from jg_mcp.eval.native.stubs import forbids_gemm, library_files, stub_binds
 from jg_mcp.eval.ops import forbidden_ops
 from jg_mcp.eval.options import EvalOptions
-from jg_mcp.eval.policy import static_check
-from jg_mcp.eval.policy_open import open_check
 from jg_mcp.eval.processes.compile_cache import baseline_dir, baseline_env
 from jg_mcp.eval.processes.compile_cache import root as cache_root
 from jg_mcp.eval.processes.isolation import NOBODY, choose, prepare
@@ -48,6 +46,8 @@ from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import select_cases
 from jg_mcp.eval.wire.messages import ImportFailed, Ready, Setup, WorkerError
 from jg_mcp.goals import SEED_BITS, LoadedGoal
+from jg_mcp.policy.check import static_check
+from jg_mcp.policy.open_policy import open_check
 
 _log = log.get("jg_mcp.eval")
 Progress = Callable[[str], None]

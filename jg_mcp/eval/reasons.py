@@ -15,7 +15,7 @@ class Reason(StrEnum):
     """The source names a forbidden API (directly, through an alias, a string or getattr with a constant)."""
     STATIC_IMPORT = "static_import"
     """The source imports a module outside the allow-list, or uses a member of an allowed module outside that
-    module's allow-list (jg_mcp.eval.policy_members)."""
+    module's allow-list (jg_mcp.policy.members)."""
     STATIC_DYNAMIC = "static_dynamic"
     """The source reaches attributes or modules by computed names (getattr, importlib, __import__, eval, torch.ops)."""
     STATIC_INTROSPECTION = "static_introspection"

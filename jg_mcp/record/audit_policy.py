@@ -13,9 +13,9 @@ import json
 import re
 from pathlib import Path
 
-from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.goals import REFERENCE_FILE, LoadedGoal
+from jg_mcp.policy.check import static_check
 from jg_mcp.record.audit_report import AuditFinding, Summary
 from jg_mcp.record.events import Notice
 from jg_mcp.record.steps import END, BlobError, Record, read_blob, state_at

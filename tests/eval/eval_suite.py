@@ -11,10 +11,10 @@ import torch
 import yaml
 
 from jg_mcp.eval import EvalOptions, EvalReport, evaluate
-from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Environment
 from jg_mcp.eval.report_timing import Timing
+from jg_mcp.policy.check import static_check
 
 REPO = Path(__file__).resolve().parents[2]
 HACKS = REPO / "eval" / "hacks"

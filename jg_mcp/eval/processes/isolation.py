@@ -111,7 +111,7 @@ BLOCKER_TEXT = 'raise ImportError("this kernel library is hidden from solutions:
 
 
 def hidden_packages() -> list[Path]:
-    """Where the kernel libraries a solution may not use (policy_open.KERNEL_LIBRARIES) lie in this Python
+    """Where the kernel libraries a solution may not use (jg_mcp.policy.open_policy.KERNEL_LIBRARIES) lie in this Python
     environment: each top-level package directory or module file of those distributions, and of those module names
     wherever the import system finds them. The candidate's sandbox hides each one, so no spelling of an import (nor
     a path) reaches their kernels. Looked up once per import path (50-75 ms of reading every distribution's files
@@ -124,7 +124,7 @@ def _hidden_packages(path: tuple[str, ...]) -> tuple[Path, ...]:
     import importlib.metadata
     import importlib.util
 
-    from jg_mcp.eval.policy_open import KERNEL_LIBRARIES
+    from jg_mcp.policy.open_policy import KERNEL_LIBRARIES
 
     found: set[Path] = set()
     for name in KERNEL_LIBRARIES:

@@ -1,4 +1,4 @@
-"""What a solution may use of each allowed module, for the static policy (jg_mcp.eval.policy): the members of the
+"""What a solution may use of each allowed module, for the static policy (jg_mcp.policy.check): the members of the
 standard library's modules and of Triton, as allow-lists. A module admitted whole admits every function in it, and
 some take attribute names as arguments (functools.update_wrapper reads `getattr(obj, name)` and writes
 `setattr(box, name, value)` for names spelt at run time): reflection that no rule on the file's own names can see.
@@ -15,10 +15,10 @@ import functools
 import types
 from typing import Any
 
-from jg_mcp.eval.policy_classes import check_class_factory
-from jg_mcp.eval.policy_context import Context
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.trusted import UNKNOWN, trusted
+from jg_mcp.policy.classes import check_class_factory
+from jg_mcp.policy.context import Context
+from jg_mcp.policy.trusted import UNKNOWN, trusted
 
 WRAPS = "functools.wraps"
 """Allowed only as `@wraps(fn)`, the innermost decorator of a `def` (wraps_as_decorator): with `assigned=` or applied
@@ -56,7 +56,7 @@ MODULE_MEMBERS: dict[str, frozenset[str]] = {
 }
 """By module, the members a solution may use. Triton's are its language and what launches it (jit, autotune,
 heuristics, Config, the constexpr helpers, set_allocator for tensor descriptors' scratch, the error classes), with
-runtime and tools judged further by policy_tables.TRITON_REFUSED: not triton.testing (a binding of cuBLAS), the
+runtime and tools judged further by tables.TRITON_REFUSED: not triton.testing (a binding of cuBLAS), the
 compiler, backends, knobs, asynchronous compilation or Gluon. A self-test under the main guard may use any of them
 (its names are not judged)."""
 WHOLE_MODULES = frozenset({"math", "__future__"})
@@ -149,7 +149,7 @@ def check_members(ctx: Context, parts: list[str], node: ast.AST) -> None:
     resolved: a module reached through another is itself, `typing.collections` is collections), and what the step
     reaches, by the module that defines it (home_refusal); functools.wraps, under any name, only as the plain
     decorator of a def. The first refused step is the finding. A class factory it reaches is judged by where it
-    stands (policy_classes.check_class_factory)."""
+    stands (classes.check_class_factory)."""
     prefix, base = parts[0], ctx.resolve(parts[0])
     for part in parts[1:]:
         module = base.__name__ if isinstance(base, types.ModuleType) else prefix if base is UNKNOWN else None

@@ -1,18 +1,18 @@
-"""The syntax allow-list, for the static policy (jg_mcp.eval.policy): every node is of a type the allow-list names
-(policy_tables.ALLOWED_SYNTAX) or is refused, with REFUSED_SYNTAX's sentence where the policy knows the syntax
+"""The syntax allow-list, for the static policy (jg_mcp.policy.check): every node is of a type the allow-list names
+(tables.ALLOWED_SYNTAX) or is refused, with REFUSED_SYNTAX's sentence where the policy knows the syntax
 (`match`, coroutines) and as unknown otherwise (what a later Python adds); and every field of every node that holds a
-name rather than nodes is handed to the rules of its kind (policy_identifiers, by policy_tables.NAME_FIELDS), a
+name rather than nodes is handed to the rules of its kind (identifiers, by tables.NAME_FIELDS), a
 plain-valued field the tables do not list being refused. The visitor shows every node to this rule, judged or not."""
 
 from __future__ import annotations
 
 import ast
 
-from jg_mcp.eval.policy_context import Context, Rule
-from jg_mcp.eval.policy_identifiers import Identifiers
-from jg_mcp.eval.policy_tables import LITERAL, NAME_FIELDS, REFUSED_SYNTAX
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.source_ast import plain_values
+from jg_mcp.policy.context import Context, Rule
+from jg_mcp.policy.identifiers import Identifiers
+from jg_mcp.policy.source_ast import plain_values
+from jg_mcp.policy.tables import LITERAL, NAME_FIELDS, REFUSED_SYNTAX
 
 
 class Syntax(Rule):

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from eval_suite import GOALS, HACKS, NATIVE, NATIVE_HACKS, REPO, eval_solution
 
 from jg_mcp.errors import JgError
 from jg_mcp.eval import Reason
 from jg_mcp.eval.native.sources import MAX_SOURCE_FILES, read_sources
-from jg_mcp.eval.policy_open import open_check, open_rules
 from jg_mcp.goal_text import render_markdown
 from jg_mcp.goals import load_goal
+from jg_mcp.policy.open_policy import open_check, open_rules
+from tests.eval.eval_suite import GOALS, HACKS, NATIVE, NATIVE_HACKS, REPO, eval_solution
 
 DEMO_GOAL = REPO / "jg_mcp" / "demo_goal" / "axpy.yaml"
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler: native code cannot be built")

@@ -1,5 +1,5 @@
-"""Classes made at run time, for the static policy (jg_mcp.eval.policy): a class statement's body is judged (its dunder
-methods are an allow-list, policy_tables.CLASS_DUNDERS), but a class factory called at run time takes its attributes,
+"""Classes made at run time, for the static policy (jg_mcp.policy.check): a class statement's body is judged (its dunder
+methods are an allow-list, tables.CLASS_DUNDERS), but a class factory called at run time takes its attributes,
 dunder methods included, from names spelt at run time: `type(int)` is `type` (`type(int)("C", (), {"__setattr__":
 f})`), a metaclass reached by name is another `type`, and Python's enum classes make a class from any names through
 their functional API (`enum.Enum("E", [(name, f)])`, or a member-less subclass's call). So the result of `type(x)`
@@ -14,10 +14,10 @@ import enum
 from collections.abc import Callable, Container
 from typing import Any
 
-from jg_mcp.eval.policy_context import Context, Rule
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.source_ast import is_class_argument
-from jg_mcp.eval.trusted import builtin_class, is_tensor_machinery
+from jg_mcp.policy.context import Context, Rule
+from jg_mcp.policy.source_ast import is_class_argument
+from jg_mcp.policy.trusted import builtin_class, is_tensor_machinery
 
 IDENTITY = (ast.Is, ast.IsNot)
 """Comparisons that call no method of either operand."""
@@ -134,7 +134,7 @@ def check_class_factory(ctx: Context, dotted: str, obj: Any, node: ast.AST) -> N
 class Classes(Rule):
     """The classes a solution makes: a class statement's bases, and `type(x)` only to compare classes (a class
     factory reached by a dotted name is judged with it, check_class_factory; a class body's dunder methods with the
-    names a node holds, policy_identifiers)."""
+    names a node holds, identifiers)."""
 
     def visit_Name(self, node: ast.Name) -> None:
         if (

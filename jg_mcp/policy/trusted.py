@@ -1,4 +1,4 @@
-"""Names resolved on trusted objects: the policy (jg_mcp.eval.policy) follows a dotted name rooted at an allowed module
+"""Names resolved on trusted objects: the policy (jg_mcp.policy.check) follows a dotted name rooted at an allowed module
 step by step with getattr on the real modules in the harness (torch, triton and the allowed standard library are
 trusted; the candidate's code never runs here)."""
 

@@ -1,18 +1,18 @@
 """The static policy's allow-lists of what a solution may use of an allowed module (the standard library's members,
 Triton's): the red team's third-audit findings (reflection through functools.update_wrapper, cuBLAS through
-triton.testing, a GEMM through attention's log-sum-exp, whose rules tests/eval/test_policy_classes.py and
+triton.testing, a GEMM through attention's log-sum-exp, whose rules tests/policy/test_policy_classes.py and
 test_policy_families.py test), their near misses, and the honest spellings that stay allowed."""
 
 from __future__ import annotations
 
 import pytest
-from eval_suite import HACKS, goal_forbidden
-from eval_suite import policy_reasons as reasons
 
-from jg_mcp.eval.policy import policy_text, static_check
-from jg_mcp.eval.policy_members import MODULE_MEMBERS, WHOLE_MODULES
-from jg_mcp.eval.policy_tables import ALLOWED_MODULES
 from jg_mcp.eval.reasons import Reason
+from jg_mcp.policy.check import policy_text, static_check
+from jg_mcp.policy.members import MODULE_MEMBERS, WHOLE_MODULES
+from jg_mcp.policy.tables import ALLOWED_MODULES
+from tests.eval.eval_suite import HACKS, goal_forbidden
+from tests.eval.eval_suite import policy_reasons as reasons
 
 R = Reason
 

@@ -1,4 +1,4 @@
-"""Classes in a solution (jg_mcp.eval.policy_classes, policy_tables.CLASS_DUNDERS): a class body may define only the
+"""Classes in a solution (jg_mcp.policy.classes, jg_mcp.policy.tables.CLASS_DUNDERS): a class body may define only the
 dunder methods of its protocol, and no class is made at run time from names the scan cannot read: not by `type(cls)`
 (a metaclass), a metaclass named or given, nor enum's functional API (red team, third audit: a class's own
 `__setattr__` caught what functools.update_wrapper read from any object)."""
@@ -6,11 +6,11 @@ dunder methods of its protocol, and no class is made at run time from names the 
 from __future__ import annotations
 
 import pytest
-from eval_suite import goal_forbidden
-from eval_suite import policy_reasons as reasons
 
-from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.reasons import Reason
+from jg_mcp.policy.check import static_check
+from tests.eval.eval_suite import goal_forbidden
+from tests.eval.eval_suite import policy_reasons as reasons
 
 R = Reason
 

@@ -9,7 +9,7 @@ So the source check keeps only the rules that protect a verdict fact and that an
 - importing a kernel library (flash-attn, FlashInfer, Liger, xformers, Transformer Engine, ...): the same fact, for
   kernels that live outside torch. The candidate's sandbox also hides these packages, so an import by any spelling
   fails there (jg_mcp.eval.processes.isolation.hidden_packages).
-Everything else the Triton-only policy (`--policy triton`, jg_mcp.eval.policy) refuses in Python is either caught
+Everything else the Triton-only policy (`--policy triton`, jg_mcp.policy.check) refuses in Python is either caught
 from outside (outputs, inputs, time, loaded native code, processes left behind) or, where it is still a hint, named
 as a gap in the threat model: a native library reaches all of it anyway.
 """
@@ -70,7 +70,7 @@ def open_rules(forbidden: list[str]) -> str:
 def open_check(source: str, forbidden: list[str]) -> list[Finding]:
     """The open policy's findings in one Python file: forbidden operators by any spelling the scan of the
     Triton-only policy resolves, syntax errors, and imports of kernel libraries."""
-    from jg_mcp.eval.policy import static_check  # the allow-list's tables are large: only when a check runs
+    from jg_mcp.policy.check import static_check  # the allow-list's tables are large: only when a check runs
 
     findings = [f for f in static_check(source, forbidden) if f.reason in KEPT]
     if any(f.reason == Reason.SYNTAX for f in findings):

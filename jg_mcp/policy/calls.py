@@ -1,18 +1,18 @@
-"""Builtins and calls whose use the static policy restricts (jg_mcp.eval.policy): the dynamic builtins (exec, eval,
+"""Builtins and calls whose use the static policy restricts (jg_mcp.policy.check): the dynamic builtins (exec, eval,
 setattr, globals, vars, `type` other than as `type(x)`, ...) under their own names, `getattr`/`hasattr` only called
 directly with a constant name, no `open`; and the calls whose arguments matter, used only as direct calls with
 spelt-out arguments: an environment read names its variable by a constant string, torch.compile takes no `options`
 (they name the programs Inductor runs). The same objects reached under another name are judged as dotted names
-(policy_names.refused_objects)."""
+(names.refused_objects)."""
 
 from __future__ import annotations
 
 import ast
 
-from jg_mcp.eval.policy_classes import asks_type
-from jg_mcp.eval.policy_context import Rule
-from jg_mcp.eval.policy_tables import DIRECT_CALLS, DYNAMIC_NAMES, ENV_READS, IO_NAMES, REFLECTION_CALLS
 from jg_mcp.eval.reasons import Reason
+from jg_mcp.policy.classes import asks_type
+from jg_mcp.policy.context import Rule
+from jg_mcp.policy.tables import DIRECT_CALLS, DYNAMIC_NAMES, ENV_READS, IO_NAMES, REFLECTION_CALLS
 
 
 class Builtins(Rule):
@@ -30,7 +30,7 @@ class Builtins(Rule):
 
     def visit_Call(self, node: ast.Call) -> None:
         """`getattr` or `hasattr` with a computed name, or a private one on an object not rooted at an import (a
-        constant name on one is a dotted name: policy_names.DottedNames)."""
+        constant name on one is a dotted name: names.DottedNames)."""
         if not (isinstance(node.func, ast.Name) and node.func.id in REFLECTION_CALLS):
             return
         if len(node.args) < 2 or self.ctx.const_str(node.args[1]) is None:
@@ -41,7 +41,7 @@ class Builtins(Rule):
 
 
 class Calls(Rule):
-    """The calls whose arguments the scan checks (policy_tables.DIRECT_CALLS)."""
+    """The calls whose arguments the scan checks (tables.DIRECT_CALLS)."""
 
     def visit_Call(self, node: ast.Call) -> None:
         dotted = self.ctx.dotted(node.func)

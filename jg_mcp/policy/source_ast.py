@@ -1,4 +1,4 @@
-"""Pure helpers over a solution's syntax tree for the policy (jg_mcp.eval.policy): constant strings folded
+"""Pure helpers over a solution's syntax tree for the policy (jg_mcp.policy.check): constant strings folded
 bottom-up, once (linear in the tree: chains may be thousands deep), the names a node binds or annotates, and the
 values its fields hold that are not nodes."""
 

@@ -5,11 +5,11 @@ two-argument super(), nn.Parameter, attributes of objects the file made, and a p
 from __future__ import annotations
 
 import pytest
-from eval_suite import goal_forbidden
-from eval_suite import policy_reasons as reasons
 
-from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.reasons import Reason
+from jg_mcp.policy.check import static_check
+from tests.eval.eval_suite import goal_forbidden
+from tests.eval.eval_suite import policy_reasons as reasons
 
 HONEST = {
     "env_in": 'import os\nINTERPRET = "TRITON_INTERPRET" in os.environ\n',

@@ -1,4 +1,4 @@
-"""The static policy as one visitor with rule objects (jg_mcp.eval.policy): the walk shows each node it judges once
+"""The static policy as one visitor with rule objects (jg_mcp.policy.check): the walk shows each node it judges once
 to every rule, in source order; each rule is one concern that shares the scan's state only through the context."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import ast
 
 import pytest
 
-import jg_mcp.eval.policy as policy
-from jg_mcp.eval.policy_context import Context, Rule
+import jg_mcp.policy.check as policy
+from jg_mcp.policy.context import Context, Rule
 
 FORBIDDEN = ["torch.matmul"]
 

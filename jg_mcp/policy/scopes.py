@@ -1,4 +1,4 @@
-"""Python's scopes in a solution's syntax tree, for the static policy (jg_mcp.eval.policy): which function, lambda,
+"""Python's scopes in a solution's syntax tree, for the static policy (jg_mcp.policy.check): which function, lambda,
 class body or comprehension each node is evaluated in, what each binds, and so whether a name read there is a local
 variable rather than the builtin of the same name (`def f(input): return input` reads its parameter, not the builtin
 `input`; `def f(type=type)` reads the builtin in its default, which the enclosing scope evaluates)."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from eval_suite import GOALS
 
 from jg_mcp.eval.ops import family_members, forbidden_ops, in_family
-from jg_mcp.eval.policy import static_check
 from jg_mcp.eval.reasons import Reason
+from jg_mcp.policy.check import static_check
+from tests.eval.eval_suite import GOALS
 
 R = Reason
 GEMM_GOALS = ["gemm_bf16", "gemm_fp8", "grouped_gemm_bf16"]

@@ -1,4 +1,4 @@
-"""What a solution spells other than by a name, for the static policy (jg_mcp.eval.policy): an operator is the
+"""What a solution spells other than by a name, for the static policy (jg_mcp.policy.check): an operator is the
 method it calls (`a @ b` is `__matmul__`); a name-like string, constant-folded (`'_scaled' + '_mm'`), may name a
 forbidden API or a dunder (`g["__builtins__"]`); and a string in an annotation is code to whatever evaluates
 annotations, scanned as the code it is."""
@@ -8,11 +8,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from jg_mcp.eval.policy_context import Context, Rule
-from jg_mcp.eval.policy_identifiers import NAMES_ALLOWED_AS_DUNDERS, is_dunder
-from jg_mcp.eval.policy_tables import MAX_SOURCE_BYTES, OPERATOR_METHODS, OPERATOR_SYMBOLS
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.source_ast import fold_text
+from jg_mcp.policy.context import Context, Rule
+from jg_mcp.policy.identifiers import NAMES_ALLOWED_AS_DUNDERS, is_dunder
+from jg_mcp.policy.source_ast import fold_text
+from jg_mcp.policy.tables import MAX_SOURCE_BYTES, OPERATOR_METHODS, OPERATOR_SYMBOLS
 
 
 class Operators(Rule):

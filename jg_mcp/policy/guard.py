@@ -1,4 +1,4 @@
-"""The main guard, for the static policy (jg_mcp.eval.policy): the body of a module-level `if __name__ ==
+"""The main guard, for the static policy (jg_mcp.policy.check): the body of a module-level `if __name__ ==
 "__main__":` (a self-test) never runs when the eval imports the solution, so its syntax is checked but its names are
 not judged; that holds only while nothing in the file binds the module's own dunders, which MainGuard refuses
 anywhere (and then the policy judges those bodies too)."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import ast
 
-from jg_mcp.eval.policy_context import Rule
-from jg_mcp.eval.policy_tables import DEFINITION, IMPORTED, VARIABLE
 from jg_mcp.eval.reasons import Reason
+from jg_mcp.policy.context import Rule
+from jg_mcp.policy.tables import DEFINITION, IMPORTED, VARIABLE
 
 MODULE_DUNDERS_READ = ("__name__", "__file__")
 """The module's own dunder variables a solution may read (`if __name__ == "__main__"`), never bind: the other dunder

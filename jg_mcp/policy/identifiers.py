@@ -1,8 +1,8 @@
-"""Names a solution's syntax holds, for the static policy (jg_mcp.eval.policy): the rules for each kind of name in a
-node's fields (policy_tables.NAME_FIELDS) and so reflection by name: dunders, torch hooks, frames and other code's
+"""Names a solution's syntax holds, for the static policy (jg_mcp.policy.check): the rules for each kind of name in a
+node's fields (tables.NAME_FIELDS) and so reflection by name: dunders, torch hooks, frames and other code's
 globals, private attributes of objects the solution did not define, forbidden methods by name, metaclasses and
 private parameters of imported APIs. The visitor hands every such name to Identifiers through the syntax rule
-(policy_syntax)."""
+(syntax)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import ast
 import types
 
 from jg_mcp.eval.ops import in_family
-from jg_mcp.eval.policy_context import Context, Rule
-from jg_mcp.eval.policy_guard import MODULE_DUNDERS_READ, MainGuard
-from jg_mcp.eval.policy_tables import (
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.policy.context import Context, Rule
+from jg_mcp.policy.guard import MODULE_DUNDERS_READ, MainGuard
+from jg_mcp.policy.tables import (
     ATTRIBUTE,
     CLASS_DUNDERS,
     DEFINITION,
@@ -24,15 +25,14 @@ from jg_mcp.eval.policy_tables import (
     SUBCLASS_ATTRS,
     VARIABLE,
 )
-from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.trusted import interpreter_attributes, is_tensor_method
+from jg_mcp.policy.trusted import interpreter_attributes, is_tensor_method
 
 NAMES_ALLOWED_AS_DUNDERS = (*MODULE_DUNDERS_READ, "__all__")
 """Dunder variables a solution may name; `__all__` (what `import *` takes) it may also bind."""
 STRING_DUNDERS = ("__name__", "__qualname__", "__doc__")
 """Dunder attributes a solution may read of any object: a function's or class's name and docstring, strings that
 reach no code (error messages, logs, a table keyed by a kernel's name); writing or deleting them stays refused (a
-function renamed after a forbidden op). `type(x).__name__` is the one other use of `type(x)` (policy_classes)."""
+function renamed after a forbidden op). `type(x).__name__` is the one other use of `type(x)` (classes)."""
 
 
 def is_dunder(name: str) -> bool:
@@ -53,7 +53,7 @@ def declares_slots(name: str, node: ast.AST) -> bool:
 
 
 class Identifiers(Rule):
-    """The rules for each kind of name a node's fields hold (policy_tables.NAME_FIELDS): attribute names, variables,
+    """The rules for each kind of name a node's fields hold (tables.NAME_FIELDS): attribute names, variables,
     definitions, keywords and imported names; in code that never runs (the main guard's body) only the bindings of
     the module's dunders."""
 
@@ -176,7 +176,7 @@ class Identifiers(Rule):
 
     def check_definition_name(self, name: str, node: ast.AST) -> None:
         """A function or class the file defines: in a class body the dunder methods of its protocol
-        (policy_tables.CLASS_DUNDERS: `__init__`, operators, containers), not a finalizer nor a hook into attribute
+        (tables.CLASS_DUNDERS: `__init__`, operators, containers), not a finalizer nor a hook into attribute
         access or creation; elsewhere the name is a variable's. Nowhere the module's own dunders (check_binding)."""
         self.guard.check_binding(DEFINITION, name, node)
         in_class = isinstance(getattr(node, "parent", None), ast.ClassDef)

@@ -1,10 +1,10 @@
-"""The static policy (jg_mcp.eval.policy) in one paragraph, as the agent is told it (goal constraints and the goal
+"""The static policy (jg_mcp.policy.check) in one paragraph, as the agent is told it (goal constraints and the goal
 resource)."""
 
 from __future__ import annotations
 
-from jg_mcp.eval.policy_members import MODULE_MEMBERS
-from jg_mcp.eval.policy_tables import ALLOWED_MODULES
+from jg_mcp.policy.members import MODULE_MEMBERS
+from jg_mcp.policy.tables import ALLOWED_MODULES
 
 
 def members_text() -> str:

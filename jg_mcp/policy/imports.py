@@ -1,6 +1,6 @@
-"""Imports, for the static policy (jg_mcp.eval.policy): a solution imports only the allowed modules
-(policy_tables.ALLOWED_MODULES), by absolute name and explicitly (no `import *`); each imported dotted name is judged
-as any dotted name (policy_names); and a name an import binds stands for that import everywhere in the file, so no
+"""Imports, for the static policy (jg_mcp.policy.check): a solution imports only the allowed modules
+(tables.ALLOWED_MODULES), by absolute name and explicitly (no `import *`); each imported dotted name is judged
+as any dotted name (names); and a name an import binds stands for that import everywhere in the file, so no
 other binding of it may hide what it is (fallback imports in one try/except excepted: the policy scans the file once
 for each, Context.choose_fallbacks)."""
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import ast
 
-from jg_mcp.eval.policy_context import FALLBACKS, Context, Rule
-from jg_mcp.eval.policy_names import DottedNames
-from jg_mcp.eval.policy_tables import CATEGORY
 from jg_mcp.eval.reasons import Reason
+from jg_mcp.policy.context import FALLBACKS, Context, Rule
+from jg_mcp.policy.names import DottedNames
+from jg_mcp.policy.tables import CATEGORY
 
 
 def fallbacks(imports: list[ast.AST]) -> bool:

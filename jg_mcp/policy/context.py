@@ -1,10 +1,10 @@
-"""What the static policy's rules share (jg_mcp.eval.policy): the Context one scan owns and hands to each rule, and
+"""What the static policy's rules share (jg_mcp.policy.check): the Context one scan owns and hands to each rule, and
 the Rule every one of them is.
 
 One pass before the walk (Context.prepare) records what each import binds (a local name -> the dotted name it
 stands for), the names bound anywhere, the classes the file defines, the nodes inside annotations, each node's
 constant string and the dotted name it spells; the context also resolves dotted names against the real, trusted
-modules (once each), knows Python's scopes (policy_scopes) and collects the findings, by line. Rules read it and add
+modules (once each), knows Python's scopes (scopes) and collects the findings, by line. Rules read it and add
 findings to it; no rule keeps state that another reads.
 """
 
@@ -14,12 +14,12 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from jg_mcp.eval.policy_scopes import Scopes
-from jg_mcp.eval.policy_tables import ALLOWED_MODULES
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
-from jg_mcp.eval.source_ast import annotation_nodes, bindings, fold_lengths, fold_text, is_getattr
-from jg_mcp.eval.trusted import UNKNOWN, step, trusted
+from jg_mcp.policy.scopes import Scopes
+from jg_mcp.policy.source_ast import annotation_nodes, bindings, fold_lengths, fold_text, is_getattr
+from jg_mcp.policy.tables import ALLOWED_MODULES
+from jg_mcp.policy.trusted import UNKNOWN, step, trusted
 
 FALLBACKS = 4
 """Most imports one name may stand for (fallbacks in a try/except): the policy scans the file once for each."""
@@ -45,10 +45,10 @@ class Context:
     members: set[str] = field(default_factory=set)
     """Members of the forbidden operator families: a torch name they relate to by name (ops.in_family) is forbidden."""
     refused: dict[int, tuple[Reason, str]] = field(default_factory=dict)
-    """Objects no dotted name may reach, by id, with the reason and what each is (policy_names.refused_objects)."""
+    """Objects no dotted name may reach, by id, with the reason and what each is (names.refused_objects)."""
     unjudged: set[ast.AST] = field(default_factory=set)
     """Statements that never run at import (the body of a module-level `if __name__ == "__main__":`,
-    policy_guard.main_guard): their syntax is checked, their names are not judged and their imports bind nothing the
+    guard.main_guard): their syntax is checked, their names are not judged and their imports bind nothing the
     rest of the file uses."""
     variant: int = 0
     """Which import a name that several fallback imports bind is read as: the policy scans the file once per import,
@@ -75,12 +75,12 @@ class Context:
     how many times."""
     top_level: dict[str, ast.AST] = field(default_factory=dict)
     """Names bound once in the file, by a module-level def, class or one-name assignment -> that statement (what the
-    name is wherever it is read: policy_writes.Writes.made_by_file)."""
+    name is wherever it is read: writes.Writes.made_by_file)."""
     resolved: dict[str, Any] = field(default_factory=dict)
     scopes: Scopes = field(default_factory=lambda: Scopes([]))
     """Python's scopes in the file: a builtin's name bound locally (`def f(input)`) is that local there."""
     rebinds: bool = False
-    """The file binds a module dunder (policy_guard.MainGuard): its `__main__` blocks are judged too."""
+    """The file binds a module dunder (guard.MainGuard): its `__main__` blocks are judged too."""
 
     def add(self, reason: Reason, node: ast.AST, what: str) -> None:
         """A finding at the node's line, or its nearest ancestor's (a comprehension, a `case` has none)."""
@@ -151,7 +151,7 @@ class Context:
 
     def choose_fallbacks(self) -> None:
         """A name several imports bind (fallbacks, each in a branch of one try/except) is read as the variant-th of
-        them in this scan, and the policy runs a scan for each (policy_imports.Imports.begin refuses what is not a
+        them in this scan, and the policy runs a scan for each (imports.Imports.begin refuses what is not a
         fallback)."""
         for local, found in self.imports.items():
             targets = sorted({t for t, _ in found})

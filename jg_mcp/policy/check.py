@@ -3,7 +3,7 @@ run-time record of forbidden operators is in jg_mcp.eval.candidate.recorder).
 
 The static pass refuses, each with its line and a sentence the agent can act on:
 - importing anything outside the allowed modules (torch, triton, math, ...), or using a member of one outside its
-  allow-list (policy_members: functools.update_wrapper, triton.testing), under any name that reaches it;
+  allow-list (members: functools.update_wrapper, triton.testing), under any name that reaches it;
 - reflection and dynamic code: `getattr` with a computed name, `setattr`/`delattr`, dunder attributes
   (`__dict__`, `__class__`, `__globals__`, ...), `exec`/`eval`/`compile`/`__import__`, `globals`/`vars`;
 - private or by-name torch access (`torch._C`, `torch.ops`, any `torch._name`), streams, threads and processes,
@@ -11,15 +11,15 @@ The static pass refuses, each with its line and a sentence the agent can act on:
 - any spelling of a forbidden API: the name, an alias, a constant-folded string, and the method of the same
   name on a tensor (`x.bmm` when `torch.bmm` is forbidden);
 - native code: `torch.utils.cpp_extension` (every builder) under any name that reaches it, as a class: a library
-  loaded into the candidate's process runs with the interpreter's and torch's full powers (policy_tables.NATIVE_BUILDS);
+  loaded into the candidate's process runs with the interpreter's and torch's full powers (tables.NATIVE_BUILDS);
 - a module reached through an allowed one (`torch.sys` is `sys`): every dotted name rooted at an import is resolved
   step by step against the real, trusted modules in the harness (getattr on them; the candidate's code never runs);
 - a module or class used as a value (bound to a name, passed, returned, stored): only its attributes, calls, and
   (for a class) type tests, annotations and bases are allowed, so no alias escapes the checks; a class's base must
   be an imported class or a class the file defines;
 - torch hooks (`__torch_function__`, `__torch_dispatch__`) defined anywhere, whatever the class's bases, and in a
-  class body any dunder method outside its protocol's (policy_tables.CLASS_DUNDERS: no `__setattr__`, descriptors,
-  `__new__`), and a class made at run time from names (policy_classes: `type(cls)`, a metaclass, enum's functional
+  class body any dunder method outside its protocol's (tables.CLASS_DUNDERS: no `__setattr__`, descriptors,
+  `__new__`), and a class made at run time from names (classes: `type(cls)`, a metaclass, enum's functional
   API);
 - frames, code objects and other code's globals reached through public names (`gen.gi_frame.f_back.f_globals`, a
   Triton function's `get_capture_scope()`), and strings that name a dunder (`g["__builtins__"]`);
@@ -27,32 +27,32 @@ The static pass refuses, each with its line and a sentence the agent can act on:
   library ops' derivatives (autograd.grad, `.backward()`, torch.func), the rest of torch.utils (DataLoader's worker
   processes, benchmark's code from text), TorchScript, compiled artifacts from bytes (torch.compiler), file exports
   (onnx, the profilers) and Inductor's `options` (the compiler it runs);
-- Triton's parts that build, place or load code (policy_tables.TRITON_REFUSED: triton.compile, its C builds, its
+- Triton's parts that build, place or load code (tables.TRITON_REFUSED: triton.compile, its C builds, its
   cache, its backends' drivers, its configuration), whose functions are refused as objects under any name;
-- syntax outside the allow-list (policy_tables.ALLOWED_SYNTAX): `match` (a class pattern reads attributes by name,
+- syntax outside the allow-list (tables.ALLOWED_SYNTAX): `match` (a class pattern reads attributes by name,
   some named only at run time), coroutines, and any node type the policy does not know, such as a later Python's;
 - a file above MAX_SOURCE_BYTES, or too deep to parse (a finding, never an exception);
-- a binding of the module's own dunders (`__name__`, `__file__`) anywhere (policy_guard).
+- a binding of the module's own dunders (`__name__`, `__file__`) anywhere (guard).
 
 The body of a module-level `if __name__ == "__main__":` (a self-test) never runs when the eval imports the solution:
-its syntax is checked but its names are not judged (policy_guard.main_guard), and the report's notes say so.
+its syntax is checked but its names are not judged (guard.main_guard), and the report's notes say so.
 
 The scan is one walk (Visitor) over the syntax tree, total: every node is of a type the allow-list names or is
-refused (policy_syntax), and every field of every node that holds a name rather than nodes (attribute names, pattern
+refused (syntax), and every field of every node that holds a name rather than nodes (attribute names, pattern
 attributes and captures, parameter, keyword, import, global and handler names, type parameters) is checked by the
-rules of its kind (policy_identifiers, by policy_tables.NAME_FIELDS); a plain-valued field the tables do not list is
+rules of its kind (identifiers, by tables.NAME_FIELDS); a plain-valued field the tables do not list is
 refused. It is linear in the source: an explicit stack, not recursion, and each node's dotted name and constant
-string computed once, bottom up, before the walk (policy_context.Context.prepare). The visitor shows each node it
+string computed once, bottom up, before the walk (context.Context.prepare). The visitor shows each node it
 judges to every rule in the order `rules` gives, each rule one concern in one module:
-- Environment (policy_writes): `os.environ` only read;
-- Imports (policy_imports): what may be imported, and what a name an import binds stands for;
-- DottedNames (policy_names): what each dotted name rooted at an import spells and reaches, and how it is used,
-  with the members of each allowed module (policy_members);
-- Classes (policy_classes): a class statement's bases, `type(x)` and the class factories;
-- Builtins and Calls (policy_calls): the dynamic builtins, getattr, open; the calls whose arguments matter;
-- Annotations, Operators and Strings (policy_spellings): what is spelt other than by a name;
-- Writes (policy_writes): what assignments, deletions and loops write into;
-and the main guard (policy_guard) on every binding. The state they share (the file's bindings, dotted names, scopes,
+- Environment (writes): `os.environ` only read;
+- Imports (imports): what may be imported, and what a name an import binds stands for;
+- DottedNames (names): what each dotted name rooted at an import spells and reaches, and how it is used,
+  with the members of each allowed module (members);
+- Classes (classes): a class statement's bases, `type(x)` and the class factories;
+- Builtins and Calls (calls): the dynamic builtins, getattr, open; the calls whose arguments matter;
+- Annotations, Operators and Strings (spellings): what is spelt other than by a name;
+- Writes (writes): what assignments, deletions and loops write into;
+and the main guard (guard) on every binding. The state they share (the file's bindings, dotted names, scopes,
 resolved objects and the findings) is the Context the scan owns.
 
 A forbidden name forbids its whole operator family (jg_mcp.eval.ops): `torch.tensordot` is a matrix product
@@ -67,22 +67,22 @@ from collections.abc import Callable
 from typing import Any
 
 from jg_mcp.eval.ops import family_members, family_names
-from jg_mcp.eval.policy_brief import policy_text as policy_text
-from jg_mcp.eval.policy_calls import Builtins, Calls
-from jg_mcp.eval.policy_classes import Classes
-from jg_mcp.eval.policy_context import Context, Rule
-from jg_mcp.eval.policy_guard import MainGuard, skipped_blocks
-from jg_mcp.eval.policy_identifiers import Identifiers
-from jg_mcp.eval.policy_imports import Imports
-from jg_mcp.eval.policy_names import DottedNames, refused_objects
-from jg_mcp.eval.policy_scopes import Scopes
-from jg_mcp.eval.policy_spellings import Annotations, Operators, Strings
-from jg_mcp.eval.policy_syntax import Syntax
-from jg_mcp.eval.policy_tables import ALLOWED_MODULES, ALLOWED_SYNTAX, MAX_SOURCE_BYTES
-from jg_mcp.eval.policy_writes import Environment, Writes
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
-from jg_mcp.eval.trusted import UNKNOWN
+from jg_mcp.policy.brief import policy_text as policy_text
+from jg_mcp.policy.calls import Builtins, Calls
+from jg_mcp.policy.classes import Classes
+from jg_mcp.policy.context import Context, Rule
+from jg_mcp.policy.guard import MainGuard, skipped_blocks
+from jg_mcp.policy.identifiers import Identifiers
+from jg_mcp.policy.imports import Imports
+from jg_mcp.policy.names import DottedNames, refused_objects
+from jg_mcp.policy.scopes import Scopes
+from jg_mcp.policy.spellings import Annotations, Operators, Strings
+from jg_mcp.policy.syntax import Syntax
+from jg_mcp.policy.tables import ALLOWED_MODULES, ALLOWED_SYNTAX, MAX_SOURCE_BYTES
+from jg_mcp.policy.trusted import UNKNOWN
+from jg_mcp.policy.writes import Environment, Writes
 
 
 def rules(ctx: Context, scan: Callable[[ast.AST], None]) -> list[Rule]:
@@ -167,7 +167,7 @@ def check_tree(
     tree: ast.AST, forbidden: list[str], allowed: set[str] | None = None, notes: list[str] | None = None
 ) -> list[Finding]:
     """Every static finding in a parsed solution. The bodies of its `if __name__ == "__main__":` blocks are not judged
-    (policy_guard.main_guard), unless the file binds a module dunder somewhere: then they are, as any code. Each block
+    (guard.main_guard), unless the file binds a module dunder somewhere: then they are, as any code. Each block
     left unjudged is named in `notes`, for the report's reader (never a finding)."""
     guards = skipped_blocks(tree)
     skipped: set[ast.AST] = {stmt for guard in guards for stmt in guard.body}

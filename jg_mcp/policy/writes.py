@@ -1,4 +1,4 @@
-"""What a solution's statements write, for the static policy (jg_mcp.eval.policy): assignment, deletion and loop
+"""What a solution's statements write, for the static policy (jg_mcp.policy.check): assignment, deletion and loop
 targets that write into an imported module or an object the solution did not make (Writes), and `os.environ`, which
 may only be read (Environment)."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import ast
 
-from jg_mcp.eval.policy_context import Rule
-from jg_mcp.eval.policy_tables import OWN
 from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.trusted import builtin_class
+from jg_mcp.policy.context import Rule
+from jg_mcp.policy.tables import OWN
+from jg_mcp.policy.trusted import builtin_class
 
 
 class Environment(Rule):

@@ -1,4 +1,4 @@
-"""The policy's tables (jg_mcp.eval.policy): the modules a solution may import, what each refused module or torch
+"""The policy's tables (jg_mcp.policy.check): the modules a solution may import, what each refused module or torch
 attribute is refused as, the names and patterns that are dynamic code, files or native library calls, and the syntax
 a solution may use with the kind of name each node's fields hold."""
 
@@ -142,10 +142,10 @@ a class. A library built and loaded into the candidate's process runs with the i
 nothing the harness checks from outside can bound: a solution's compiled code is Triton's. The native check of the
 libraries a candidate maps (jg_mcp.eval.native.native) stays, as a second line."""
 ENV_READS = {"os.environ.get", "os.getenv"}
-"""What reads one environment variable, named by a constant string (policy_calls.Calls): all a solution may use of
+"""What reads one environment variable, named by a constant string (calls.Calls): all a solution may use of
 `os`."""
 DIRECT_CALLS = {"torch.compile", *ENV_READS}
-"""Functions whose arguments the scan checks (policy_calls.Calls), so used only as a direct call with spelt-out
+"""Functions whose arguments the scan checks (calls.Calls), so used only as a direct call with spelt-out
 arguments: torch.compile may not take `options`, which name the compiler Inductor runs (any program); an environment
 read takes a constant name."""
 GATEWAY_ATTRS = {
@@ -201,7 +201,7 @@ IO_MODULES = {"os", "posix", "nt", "posixpath", "ntpath", "genericpath"}
 GLOBALS_ATTRS = {"get_capture_scope", "used_global_vals"}
 """Public attributes of trusted objects that hand over other code's globals, and so every module (a Triton function's
 `get_capture_scope()` is its module's globals); the interpreter's own (frames, generators, code, tracebacks) are
-jg_mcp.eval.trusted.interpreter_attributes."""
+jg_mcp.policy.trusted.interpreter_attributes."""
 
 ALLOWED_SYNTAX = frozenset(
     """Module FunctionDef ClassDef Return Delete Assign AugAssign AnnAssign For While If With Raise Try Assert

@@ -1,7 +1,7 @@
-"""Dotted names in a solution's source, for the static policy (jg_mcp.eval.policy): each dotted name rooted at an
+"""Dotted names in a solution's source, for the static policy (jg_mcp.policy.check): each dotted name rooted at an
 import resolved step by step against the real, trusted modules (the candidate's code never runs; Context.resolve),
 and judged by what it is and what it reaches: a forbidden API or its family, a private or refused torch part, native
-builds, a module outside the allowed ones, a member outside its module's allow-list (policy_members), a dynamic
+builds, a module outside the allowed ones, a member outside its module's allow-list (members), a dynamic
 builtin or evaluator under any name, a module or class used as a value."""
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ import types
 from typing import Any
 
 from jg_mcp.eval.ops import in_family
-from jg_mcp.eval.policy_context import Rule
-from jg_mcp.eval.policy_members import check_members
-from jg_mcp.eval.policy_tables import (
+from jg_mcp.eval.reasons import Reason
+from jg_mcp.policy.context import Rule
+from jg_mcp.policy.members import check_members
+from jg_mcp.policy.source_ast import contains, is_class_argument, is_getattr
+from jg_mcp.policy.tables import (
     CATEGORY,
     DIRECT_CALLS,
     DYNAMIC_NAMES,
@@ -28,9 +30,7 @@ from jg_mcp.eval.policy_tables import (
     TRITON_CODE_MODULES,
     TRITON_REFUSED,
 )
-from jg_mcp.eval.reasons import Reason
-from jg_mcp.eval.source_ast import contains, is_class_argument, is_getattr
-from jg_mcp.eval.trusted import UNKNOWN, is_module_state, is_torch_machinery, trusted
+from jg_mcp.policy.trusted import UNKNOWN, is_module_state, is_torch_machinery, trusted
 
 STR_METHODS = frozenset(n for n in dir(str) if not n.startswith("_"))
 """The public methods of a string, such as a module's `__version__` (reads_version)."""
@@ -52,7 +52,7 @@ NATIVE_REFUSED = (
     "runs with the interpreter's and torch's full powers, beyond anything the eval can check; write the kernel in "
     "Triton (triton.jit)"
 )
-"""The finding's sentence for a native build (policy_tables.NATIVE_BUILDS), under any name that reaches it."""
+"""The finding's sentence for a native build (tables.NATIVE_BUILDS), under any name that reaches it."""
 
 
 def refused_objects() -> dict[int, tuple[Reason, str]]:
@@ -95,11 +95,11 @@ def library_class(dotted: str, obj: type) -> bool:
 
 class DottedNames(Rule):
     """Every dotted name rooted at an import, wherever the file spells it (a name an import bound, an attribute chain,
-    `getattr` with a constant name, an import; policy_imports hands over the last): what it reaches, what it spells,
+    `getattr` with a constant name, an import; imports hands over the last): what it reaches, what it spells,
     and how it is used."""
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        """A chain rooted at an import (its attribute name is checked with the node's other names, policy_syntax)."""
+        """A chain rooted at an import (its attribute name is checked with the node's other names, syntax)."""
         if dotted := self.ctx.dotted(node):
             obj = self.check_reach(dotted, node)
             self.check_value(node, dotted, obj)
@@ -115,7 +115,7 @@ class DottedNames(Rule):
 
     def visit_Call(self, node: ast.Call) -> None:
         """`getattr(x, NAME)` or `hasattr` with a constant NAME and x rooted at an import: the dotted name it reads
-        (policy_calls.Builtins judges the other getattrs)."""
+        (calls.Builtins judges the other getattrs)."""
         if (
             is_getattr(node)
             and self.ctx.const_str(node.args[1]) is not None

@@ -12,8 +12,8 @@ import torch
 
 from jg_mcp.eval.candidate.recorder import OpRecorder
 from jg_mcp.eval.ops import family_members, forbidden_ops, in_family
-from jg_mcp.eval.policy import policy_text, static_check
 from jg_mcp.eval.reasons import Reason
+from jg_mcp.policy.check import policy_text, static_check
 
 FORBIDDEN = [
     "torch._scaled_mm",
@@ -621,7 +621,7 @@ def test_the_syntax_tables_name_real_nodes_fields_and_kinds():
     """A misspelt node type or field in the tables would leave real syntax refused or a name unchecked."""
     import ast
 
-    from jg_mcp.eval import policy_tables as t
+    from jg_mcp.policy import tables as t
 
     later = {"TypeAlias", "TypeVar", "ParamSpec", "TypeVarTuple"}  # Python 3.12 syntax
     known = t.ALLOWED_SYNTAX | set(t.REFUSED_SYNTAX)
@@ -636,7 +636,7 @@ def test_the_syntax_tables_name_real_nodes_fields_and_kinds():
 
 def test_a_node_type_outside_the_allow_list_is_refused(monkeypatch):
     """Syntax the policy does not know (what a future Python adds) is refused, never skipped."""
-    import jg_mcp.eval.policy as policy
+    import jg_mcp.policy.check as policy
 
     monkeypatch.setattr(policy, "ALLOWED_SYNTAX", policy.ALLOWED_SYNTAX - {"Pass"})
     found = static_check("def f():\n    pass\n", FORBIDDEN)
@@ -648,7 +648,7 @@ def test_a_node_of_a_kind_no_table_knows_is_refused():
     """A node type outside `ast` as this Python has it: refused, its fields unread (no table says what they hold)."""
     import ast
 
-    from jg_mcp.eval.policy import check_tree
+    from jg_mcp.policy.check import check_tree
 
     class Template(ast.expr):  # a future expression node, unknown to the tables
         _fields = ("values", "label")
@@ -663,7 +663,7 @@ def test_a_field_of_a_known_node_that_no_table_knows_is_refused(monkeypatch):
     """A name-valued field a future Python adds to a known node is refused until the tables say how to check it."""
     import ast
 
-    from jg_mcp.eval.policy import check_tree
+    from jg_mcp.policy.check import check_tree
 
     monkeypatch.setattr(ast.Pass, "_fields", ("label",))
     node = ast.Pass(lineno=1, col_offset=0)
@@ -724,9 +724,9 @@ def test_honest_syntax_around_the_new_rules_is_allowed(src):
 def test_every_shipped_honest_solution_passes_the_static_check():
     """The known-good solutions and the demo's (the scripted client writes it for the axpy goal)."""
     import yaml
-    from eval_suite import GOALS, REPO, SOLUTIONS
 
     from jg_mcp.commands.demo import SOLUTION
+    from tests.eval.eval_suite import GOALS, REPO, SOLUTIONS
 
     demo = yaml.safe_load((REPO / "jg_mcp" / "demo_goal" / "axpy.yaml").read_text())["forbidden"]
     assert static_check(SOLUTION, demo) == []
@@ -1019,9 +1019,8 @@ def test_an_item_written_into_an_imported_modules_object_is_a_patch():
 def test_a_module_is_judged_by_the_operator_its_camel_case_name_spells(goal, src):
     """Red team: `Softmax2d` computes a row softmax, and an instance norm of [x, -x] is an RMSNorm; split at capitals
     and digits, their names hold the forbidden family's words."""
-    from eval_suite import GOALS
-
     from jg_mcp.goals import load_goal
+    from tests.eval.eval_suite import GOALS
 
     found = static_check(src, load_goal(GOALS / f"{goal}.yaml").goal.forbidden)
     assert Reason.STATIC_FORBIDDEN in {f.reason for f in found}, src
