@@ -5,7 +5,7 @@ Every module under jg_mcp/ is parsed, never imported. An import counts wherever 
 inside a function (a lazy import runs up as surely as one at the top). An import under `if TYPE_CHECKING:` never
 runs, so it counts for neither check. A package's `__init__` is a module of its own; importing `a.b.c` is an edge to
 `a.b.c` alone, though Python runs `a.b`'s `__init__` first: until the packages are cut by layer, a file placed below
-its package's layer (the policy's files in eval/) would otherwise always run back up through that `__init__`.
+its package's layer (eval/ops.py, in the policy layer) would otherwise always run back up through that `__init__`.
 """
 
 from __future__ import annotations
