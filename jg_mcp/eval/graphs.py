@@ -119,16 +119,14 @@ class GraphTimer:
 
     def run(self) -> None:
         p, ev, case = self.p, self.ev, self.case
-        first = ev.make_inputs(case.dims, ev.rng.randrange(2**SEED_BITS))
-        like = ev.output_like(ev.expected(first))
-        fit = graph_fit(nbytes(first), nbytes(like), p.ring_bytes, free_bytes(ev.device))
+        like = self.t.like  # the per-call timing's layouts: the shape's sets and outputs are the graph's
+        fit = graph_fit(nbytes(self.t.ins["candidate"].inputs[0]), nbytes(like), p.ring_bytes, free_bytes(ev.device))
         baselines = [r.median_ms for n, r in self.results.items() if n != "candidate"]
         calls = replay_calls(p.graph_calls, min(baselines, default=math.inf), p.graph_replay_ms, fit)
         if calls < LEAST_CALLS:
             self.shape.graph_note = f"memory holds the input sets and ring slots of {calls} calls only"
             return
         self.sets = list(range(calls))
-        del first  # it sized the graph; the graph's sets are drawn below, their seeds in the report
         made = self.t.new_inputs(case, calls, self.shape)
         self.shape.graph_seeds = [(self.shape.renewed_seeds[-1] + i) % 2**SEED_BITS for i in range(calls)]
         try:

@@ -91,6 +91,8 @@ class TimingPhase:
         """The shape being timed's bindings of each side (inputs, ring)."""
         self.ins: dict[str, InputSets] = {}
         """The shape being timed's input sets of each side, as the harness last wrote them."""
+        self.like: list[torch.Tensor] = []
+        """The shape being timed's outputs as the goal lays them out (`Evaluation.output_like`)."""
         self.warm_walls: dict[str, dict[str, float]] = {}
         """Per shape, the wall time of its first calls (written by the preparing thread)."""
 
@@ -203,7 +205,7 @@ class TimingPhase:
         p, ev = self.p, self.ev
         seeds = [ev.rng.randrange(2**SEED_BITS)]
         first = ev.reference(case.dims, seeds[0])
-        like = ev.output_like(first[1])
+        self.like = like = ev.output_like(first[1])
         goal, hw = ev.goal, ev.goal.goal.hardware
         floor = floor_ms(
             goal.flops(case.dims), goal.bytes(case.dims), hw.peak_tflops, bandwidth_of(goal, report.environment.gpu)[0]
@@ -255,7 +257,7 @@ class TimingPhase:
                 proc.send(Release(names=list(sides[side])))
                 proc.recv()
         finally:
-            self.ins, self.turns.ring = {}, None
+            self.ins, self.like, self.turns.ring = {}, [], None
             for bindings in sides.values():
                 for b in bindings.values():
                     b.free()
