@@ -243,7 +243,11 @@ def main() -> int:
         help="start no goal, hack or demo after this many seconds (a host that limits a command's time); none by "
         "default: the whole check took 467 s on the H200 in run 16 (597 s in run 12, before the bytecode cache)",
     )
-    parser.add_argument("--earlier", type=Path, help="check.json of an earlier run whose evals `repeat` compares with")
+    parser.add_argument(
+        "--earlier",
+        type=Path,
+        help="check.json of an earlier call of this run: its parts stay in the record, `repeat` compares its evals",
+    )
     parser.add_argument(
         "--timing",
         action="append",
@@ -291,6 +295,12 @@ def main() -> int:
     if args.earlier:
         earlier = json.loads(args.earlier.read_text())
         results |= {k: earlier[k] for k in kept if k in earlier}
+        # A check too long for one command is run as calls that each take the last one's check.json: the parts,
+        # times, skips and errors of the earlier calls stay in the run's record and its verdict.
+        results["parts"] = [*earlier.get("parts", []), *(p for p in parts if p not in earlier.get("parts", []))]
+        results["part_wall_s"] = dict(earlier.get("part_wall_s", {}))
+        results |= {k: earlier[k] for k in ("skipped", "errors", "demo") if k in earlier}
+        start -= earlier.get("wall_s", 0.0)
     try:
         steps = {
             "evals": lambda: check_evals(goals, results, "evals", deadline, timing),

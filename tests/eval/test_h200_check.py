@@ -133,6 +133,8 @@ def test_the_check_writes_its_parts_and_a_second_call_finishes_what_the_first_le
     done = json.loads((second / "check.json").read_text())
     assert done["hacks"]["background_thread"]["ok"] and done["evals"]["softmax"]["accepted"]
     assert done["hacks"]["background_thread"]["phases"]["correctness"] > 0, "a hack's eval keeps its phases"
+    assert done["parts"] == ["evals", "repeat", "hacks"], "the run's record names every call's parts"
+    assert set(done["part_wall_s"]) == {"evals", "repeat", "hacks"} and done["wall_s"] > written["wall_s"]
     assert main("--out", str(second), "--parts", "hacks", "--earlier", str(second / "check.json")) == 0
     assert len(ran) == 3, "a hack already in the earlier run is not run again"
     assert main("--out", str(second), "--parts", "hacks", "--hack-rounds", "2", "--earlier", earlier) == 0
@@ -145,6 +147,10 @@ def test_the_check_writes_its_parts_and_a_second_call_finishes_what_the_first_le
     late = tmp_path / "late"
     assert main("--out", str(late), "--goals", "softmax", "--parts", "evals", "--deadline-s", "0") == 1
     assert "SKIPPED (past --deadline-s): evals:softmax" in (late / "check.md").read_text() and len(ran) == 5
+    after = tmp_path / "after"
+    assert main("--out", str(after), "--parts", "hacks", "--earlier", str(late / "check.json")) == 1, (
+        "a skip in an earlier call fails the run"
+    )
 
 
 def test_the_spread_between_processes_is_read_the_same_way_for_the_eval_and_for_do_bench():
