@@ -140,8 +140,10 @@ HELP_ONLY = {
     "python3 -m pip download": [PY, "-m", "pip", "download", "--help"],
     "python3 -m venv": [PY, "-m", "venv", "--help"],
     f"{PY} -m pip install --no-index": [PY, "-m", "pip", "install", "--help"],
+    f"{PY} eval/h200_check.py --out": [PY, "eval/h200_check.py", "--help"],
 }
-"""Commands that install or download, by prefix, with the help command that must list each option they use."""
+"""Commands that install, download or need a GPU, by prefix, with the help command that must list each option they
+use."""
 
 
 def covered(command: str) -> str | None:
