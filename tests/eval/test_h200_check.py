@@ -151,6 +151,12 @@ def test_the_check_writes_its_parts_and_a_second_call_finishes_what_the_first_le
     assert main("--out", str(after), "--parts", "hacks", "--earlier", str(late / "check.json")) == 1, (
         "a skip in an earlier call fails the run"
     )
+    made_up = tmp_path / "made_up"
+    assert (
+        main("--out", str(made_up), "--goals", "softmax", "--parts", "evals", "--earlier", str(late / "check.json"))
+        == 0
+    )
+    assert not json.loads((made_up / "check.json").read_text())["skipped"], "a later call made the skipped eval up"
 
 
 def test_the_spread_between_processes_is_read_the_same_way_for_the_eval_and_for_do_bench():
