@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from pydantic import BaseModel
 
 from jg_mcp import log
 from jg_mcp.errors import PathRefused
@@ -25,6 +24,7 @@ from jg_mcp.live.sandbox import SandboxLimits
 from jg_mcp.live.sandbox_probe import choose
 from jg_mcp.live.uids import SandboxError
 from jg_mcp.live.workspace import Workspace
+from jg_mcp.models import Strict
 from jg_mcp.record.events import FileChange
 from jg_mcp.record.steps import END, BlobError, Record, ToolCall, read_blob, state_at
 from jg_mcp.record.textdiff import unified
@@ -37,7 +37,7 @@ TIMING_NOTE = (
 )
 
 
-class Rebuild(BaseModel):
+class Rebuild(Strict):
     step: int
     written: list[str] = []
     deleted: list[str] = []
@@ -107,7 +107,7 @@ def rebuild(record: Record, dest: Path, step: int = END) -> Rebuild:
     return report
 
 
-class Rerun(BaseModel):
+class Rerun(Strict):
     step: int
     command: str
     recorded_exit: int | None
@@ -206,7 +206,7 @@ def rerun_call(record: Record, root: Path, call: ToolCall, runner: Runner) -> Re
     )
 
 
-class RerunReport(BaseModel):
+class RerunReport(Strict):
     sandbox: str
     """How the re-run commands were isolated: `bwrap` or `none`."""
     warning: str | None
