@@ -24,6 +24,8 @@ from jg_mcp.campaign.budget import Budget
 from jg_mcp.models import Strict
 
 RUN_FILE = "run.json"
+SHOWN_REASON_CHARS = 200
+"""How much of a run's exit reason a command's one-line summary of the run shows."""
 FAILED_TO_START: Literal["failed to start"] = "failed to start"
 
 

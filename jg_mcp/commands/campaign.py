@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _summary(runs: list, out: Path) -> int:
-    from jg_mcp.campaign.run_record import is_finished, load_record
+    from jg_mcp.campaign.run_record import SHOWN_REASON_CHARS, is_finished, load_record
     from jg_mcp.terminal import lines as terminal_lines
 
     failed: Counter[str] = Counter()
@@ -107,7 +107,7 @@ def _summary(runs: list, out: Path) -> int:
             continue
         record = load_record(out / run_id)
         if record.status == "failed to start":
-            failed[record.exit_reason.split("; ")[0][:200]] += 1
+            failed[record.exit_reason.split("; ")[0][:SHOWN_REASON_CHARS]] += 1
         else:
             done += 1
     lines = [f"campaign done: {done}/{len(runs)} runs finished in {out}"]

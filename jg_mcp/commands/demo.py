@@ -98,6 +98,11 @@ EXPECTED = {"read_file was refused": "expected: the demo's last step tries to le
 """The audit's findings that the demo causes on purpose, by a text each one's line holds, with what to print beside
 it: a newcomer reads a WARNING as something wrong with the install."""
 
+SHOWN_LINES = 12
+"""The last lines of `jg-mcp eval`'s and `jg-mcp audit`'s output the demo shows: the verdict and its findings."""
+STDERR_TAIL_CHARS = 2000
+"""How much of a failed eval's or audit's stderr the demo shows (its end, where the error is)."""
+
 NEXT = """
 next:
   the session page, every step, command and file change: open {out}/session.html in a browser
@@ -272,7 +277,7 @@ def _after_session(command: str, args: list[str]) -> bool:
         timeout=900,
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    print("\n".join(mark_expected(ln) for ln in lines[-12:]), flush=True)
+    print("\n".join(mark_expected(ln) for ln in lines[-SHOWN_LINES:]), flush=True)
     if proc.returncode != 0:
-        print(proc.stderr[-2000:], file=sys.stderr)
+        print(proc.stderr[-STDERR_TAIL_CHARS:], file=sys.stderr)
     return proc.returncode == 0

@@ -106,7 +106,7 @@ def spec_from_args(args: argparse.Namespace, **overrides):
 
 def run(args: argparse.Namespace) -> int:
     from jg_mcp.campaign.run import Plan, execute
-    from jg_mcp.campaign.run_record import FAILED_TO_START, is_finished, load_record
+    from jg_mcp.campaign.run_record import FAILED_TO_START, SHOWN_REASON_CHARS, is_finished, load_record
     from jg_mcp.terminal import printable
 
     dir_to_fill(args.out, "--out")
@@ -116,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     if is_finished(run_dir):
         before = load_record(run_dir)
         if before.status == FAILED_TO_START:
-            print(printable(f"{plan.run_id} failed to start before ({before.exit_reason[:200]}); running it again"))
+            why = before.exit_reason[:SHOWN_REASON_CHARS]
+            print(printable(f"{plan.run_id} failed to start before ({why}); running it again"))
         else:
             print(
                 f"reusing the finished run {plan.run_id} (the same agent, version, model, condition, goal, budget, "
