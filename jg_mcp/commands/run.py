@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
     dir_to_fill(args.out, "--out")
     spec = spec_from_args(args)
-    plan = Plan(spec, args.run_id)
+    plan = Plan.resolve(spec, args.run_id)
     run_dir = args.out / plan.run_id
     if is_finished(run_dir):
         before = load_record(run_dir)

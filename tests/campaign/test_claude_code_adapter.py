@@ -101,7 +101,7 @@ def captured(tmp_path_factory, api):
     project = tmp / "project"
     (project / "runs").mkdir(parents=True)
     (project / "CLAUDE.md").write_text("PROJECT-CLAUDE-MD: the project's instructions.\n")
-    run_id = Plan(RunSpec(agent="claude-code", goal=str(DEMO_GOAL))).run_id
+    run_id = Plan.resolve(RunSpec(agent="claude-code", goal=str(DEMO_GOAL))).run_id
     home = operator_home(tmp / "home", project / "runs" / run_id / "agent")
     Capture.bodies.clear()
     env = bare_env(HOME=str(home), ANTHROPIC_API_KEY="not-a-key", ANTHROPIC_BASE_URL=api)
