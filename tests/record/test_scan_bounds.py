@@ -31,7 +31,7 @@ WHEN = "2026-01-01T00:00:00+00:00"
 def ws(tmp_path):
     root = tmp_path / "ws"
     root.mkdir()
-    return Workspace(root)
+    return Workspace.open(root)
 
 
 def deep(root, levels: int, files: int, letter: str = "D") -> str:

@@ -28,7 +28,7 @@ BAD = b"a\xff"
 def ws(tmp_path):
     root = tmp_path / "ws"
     root.mkdir()
-    return Workspace(root)
+    return Workspace.open(root)
 
 
 class Counting:
