@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jg_mcp.commands.arguments import (
     dir_to_fill,
@@ -12,6 +13,9 @@ from jg_mcp.commands.arguments import (
     positive_float,
     positive_int,
 )
+
+if TYPE_CHECKING:
+    from jg_mcp.campaign.run_record import RunSpec
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -81,8 +85,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def spec_from_args(args: argparse.Namespace, **overrides):
-    from jg_mcp.campaign.run import RunSpec
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    """The run `jg-mcp run`'s parsed command line asks for: its one config, built here at the edge."""
+    from jg_mcp.campaign.run_record import RunSpec
 
     return RunSpec(
         agent=args.agent,
@@ -100,7 +105,6 @@ def spec_from_args(args: argparse.Namespace, **overrides):
         eval_args=args.eval_arg,
         sandbox=args.sandbox,
         grace_s=args.grace,
-        **overrides,
     )
 
 
