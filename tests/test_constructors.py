@@ -36,13 +36,14 @@ IO_NAMES = {
     "read_key",
     "private_goal",
     "launcher_libraries",
+    "choose_isolation",
 }
 """The last part of a called name that does I/O: the operating system's, and the package's own (loading a goal,
-reading a key file, copying a goal, asking the loader)."""
+reading a key file, copying a goal, asking the loader, probing the candidate's sandbox)."""
 
 IO_CALLS = {"subprocess.run", "subprocess.check_output", "subprocess.call", "choose"}
 """Whole called names that do I/O where the last part alone would be too common: a process run to its end, and
-the sandbox and isolation probes (both named `choose`)."""
+the sandbox probe (`choose`)."""
 
 
 def _io_calls(function: ast.FunctionDef) -> list[str]:

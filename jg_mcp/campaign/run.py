@@ -39,7 +39,7 @@ from jg_mcp.campaign.run_record import (
     RunSpec,
     ShapeSummary,
     is_finished,
-    load_record,
+    load_run,
 )
 from jg_mcp.campaign.supervise import (
     POLL_S,
@@ -162,8 +162,8 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None, plan: Plan | No
     out = out.resolve()
     run_dir = out / run_id
     check_place(run_dir, "the run directory")
-    if is_finished(run_dir) and load_record(run_dir).status != FAILED_TO_START:
-        return load_record(run_dir)
+    if is_finished(run_dir) and load_run(run_dir).status != FAILED_TO_START:
+        return load_run(run_dir)
     if run_dir.exists():
         shutil.rmtree(run_dir)
     make_private_dir(run_dir, "the run directory")  # as serve's runs/RUN_ID: the sandbox uid may open below it

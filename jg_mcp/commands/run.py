@@ -110,7 +110,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
 
 def run(args: argparse.Namespace) -> int:
     from jg_mcp.campaign.run import Plan, execute
-    from jg_mcp.campaign.run_record import FAILED_TO_START, SHOWN_REASON_CHARS, is_finished, load_record
+    from jg_mcp.campaign.run_record import FAILED_TO_START, SHOWN_REASON_CHARS, is_finished, load_run
     from jg_mcp.terminal import printable
 
     dir_to_fill(args.out, "--out")
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     plan = Plan.resolve(spec, args.run_id)
     run_dir = args.out / plan.run_id
     if is_finished(run_dir):
-        before = load_record(run_dir)
+        before = load_run(run_dir)
         if before.status == FAILED_TO_START:
             why = before.exit_reason[:SHOWN_REASON_CHARS]
             print(printable(f"{plan.run_id} failed to start before ({why}); running it again"))

@@ -35,7 +35,7 @@ from jg_mcp.eval.ops import forbidden_ops
 from jg_mcp.eval.options import EvalOptions
 from jg_mcp.eval.processes.compile_cache import baseline_dir, baseline_env
 from jg_mcp.eval.processes.compile_cache import root as cache_root
-from jg_mcp.eval.processes.isolation import NOBODY, choose, prepare
+from jg_mcp.eval.processes.isolation import NOBODY, choose_isolation, prepare
 from jg_mcp.eval.processes.process import TAIL_BYTES, CandidateGone, WorkerLaunch, WorkerProcess
 from jg_mcp.eval.processes.proctree import sweep
 from jg_mcp.eval.processes.spares import Spares, SpareSet
@@ -106,7 +106,7 @@ class Evaluation:
         device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
         if device == "cuda" and not torch.cuda.is_available():
             raise JgError("--device cuda: no CUDA device is available here (torch sees none)")
-        isolation = choose(options.isolation)
+        isolation = choose_isolation(options.isolation)
         spares = spares if isolation.sandbox == "bwrap" else None
         spare = spares.take() if spares is not None else None
         work = spare.work if spare else Path(tempfile.mkdtemp(prefix="jg-eval-"))

@@ -513,15 +513,16 @@ def test_the_sandboxed_candidate_cannot_reach_the_kernel_keyrings(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
 def test_where_bwrap_cannot_load_the_seccomp_filter_the_operator_may_keep_the_sandbox_without_it(tmp_path, monkeypatch):
-    """A host that cannot load the filter refuses `auto` and `bwrap` (jg_mcp.eval.processes.isolation.choose); with
-    `bwrap-unfiltered` the candidate stays sandboxed without it, and the report names the protection missing."""
+    """A host that cannot load the filter refuses `auto` and `bwrap` (jg_mcp.eval.processes.isolation's
+    choose_isolation); with `bwrap-unfiltered` the candidate stays sandboxed without it, and the report names the
+    protection missing."""
     from jg_mcp.eval.processes import isolation
     from jg_mcp.live import seccomp
 
     monkeypatch.setattr(seccomp, "program", lambda machine=None: b"\x06\x00\x00\x00\x00\x00")  # not 8-byte ops
     isolation.bwrap_problem.cache_clear()
     try:
-        chosen = isolation.choose("bwrap-unfiltered")
+        chosen = isolation.choose_isolation("bwrap-unfiltered")
         assert chosen.sandbox == "bwrap" and chosen.missing == [isolation.UNFILTERED], chosen
         (tmp_path / "src").mkdir()
         solution = tmp_path / "src" / "solution.py"
@@ -534,7 +535,7 @@ def test_where_bwrap_cannot_load_the_seccomp_filter_the_operator_may_keep_the_sa
     finally:
         monkeypatch.undo()
         isolation.bwrap_problem.cache_clear()
-        assert isolation.choose("auto").missing == [] and isolation.FILTERED == [True]
+        assert isolation.choose_isolation("auto").missing == [] and isolation.FILTERED == [True]
 
 
 LIMITS = """
