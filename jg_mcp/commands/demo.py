@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 DEMO_GOAL = Path(__file__).resolve().parent.parent / "demo_goal" / "axpy.yaml"
 
-SOLUTION = (DEMO_GOAL.parent / "axpy_solution.py").read_text()
+SOLUTION = DEMO_GOAL.parent / "axpy_solution.py"
 """The demo goal's known-good solution, the Triton kernel the scripted session writes."""
 
 CHECK = """import sys
@@ -85,7 +85,7 @@ def demo_steps(goal_name: str, interpret: bool) -> list[Step]:
         Step(kind="read_resource", name=f"goal://{goal_name}", note="read the goal"),
         call("query_gpu", note="look at the hardware"),
         call("read_file", path="reference.py", limit=20, note="read the reference"),
-        call("write_file", path="solution.py", content=SOLUTION, note="write a Triton kernel"),
+        call("write_file", path="solution.py", content=SOLUTION.read_text(), note="write a Triton kernel"),
         call("write_file", path="check.py", content=CHECK, note="write a correctness check"),
         # -B: no __pycache__ in the workspace, which the transcript would note as files it does not record
         call("run_command", command=f"{prefix}python -B check.py", timeout_s=300, note="run the check"),
