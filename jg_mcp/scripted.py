@@ -13,7 +13,6 @@ from typing import Any, Literal
 import anyio
 from mcp import Client
 from mcp.types import TextContent, TextResourceContents
-from pydantic import BaseModel
 
 from jg_mcp.models import Strict
 
@@ -27,7 +26,7 @@ class Step(Strict):
     """What the step is for, printed by the demo."""
 
 
-class StepResult(BaseModel):
+class StepResult(Strict):
     step: Step
     ok: bool
     """False when the server answered with an error."""

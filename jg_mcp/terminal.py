@@ -22,6 +22,9 @@ STEERING_IN_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\
 """STEERING but for the line feed and the tab, which end a line or move right and can neither hide nor rewrite
 what is already shown: what `guarded` streams let through."""
 
+SHOWN_COMMAND_CHARS = 100
+"""How much of a recorded command a one-line row (the audit's and the replay's) shows."""
+
 
 def _escape(match: re.Match[str]) -> str:
     return match.group().encode("unicode_escape").decode()

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from jg_mcp.models import Strict
 
 
-class Check(BaseModel):
+class Check(Strict):
     goal: str
     shape: str
     check: str
@@ -26,7 +26,7 @@ class Check(BaseModel):
     """Why it failed or was skipped."""
 
 
-class BaselineTiming(BaseModel):
+class BaselineTiming(Strict):
     goal: str
     shape: str
     baseline: str
@@ -41,7 +41,7 @@ class BaselineTiming(BaseModel):
     """Time the goal's roofline allows (the larger of flops/peak and bytes/bandwidth) over the median, in %."""
 
 
-class Report(BaseModel):
+class Report(Strict):
     device: str
     full: bool
     environment: dict[str, Any]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from mcp.server import MCPServer
 
     from jg_mcp.live.recording import SessionPool
+    from jg_mcp.live.session import Session
 
 SPENT_PREFIX = "budget spent"
 """Start of the close reason and of the error every tool call past the budget gets."""
@@ -120,10 +121,10 @@ class Budgets:
         self.clock = clock
         self.states: dict[str, BudgetState] = {}
 
-    def session(self, ctx) -> Any:
+    def session(self, ctx) -> Session:
         return self.pool.get(ctx.session)
 
-    def state(self, session: Any) -> BudgetState:
+    def state(self, session: Session) -> BudgetState:
         if session.run_id not in self.states:
             self.states[session.run_id] = BudgetState(self.budget, self.clock)
         return self.states[session.run_id]

@@ -137,7 +137,7 @@ def expand(campaign: Campaign) -> list[tuple[str, RunSpec]]:
                         eval_args=campaign.eval_args,
                         sandbox=campaign.sandbox,
                     )
-                    runs.append((Plan(spec, loaded=loaded[goal]).run_id, spec))
+                    runs.append((Plan.resolve(spec, loaded=loaded[goal]).run_id, spec))
     return runs
 
 

@@ -23,7 +23,7 @@ from jg_mcp.campaign.run import (
     RunRecord,
     RunSpec,
     is_finished,
-    load_record,
+    load_run,
     record_failure,
 )
 from jg_mcp.errors import JgError
@@ -102,7 +102,7 @@ def run_worker(run_id: str, spec: RunSpec, out: Path, timeout_s: float, slot_env
                     continue
             reason = f"campaign run timeout: the run took over {timeout_s:.0f}s and was killed"
     if is_finished(out / run_id):
-        return load_record(out / run_id)
+        return load_run(out / run_id)
     tail = log_path.read_text(errors="replace").strip().splitlines()[-1:]
     return record_failure(spec, out, run_id, reason + (f": {tail[0][:REASON_CHARS]}" if tail else ""))
 

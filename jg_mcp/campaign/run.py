@@ -20,11 +20,12 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from jg_mcp import log
-from jg_mcp.campaign import RunInputs
+from jg_mcp.campaign import Agent, RunInputs
 from jg_mcp.campaign.agent_account import violations
 from jg_mcp.campaign.agents import make_agent, mcp_config
 from jg_mcp.campaign.budget import Budget
@@ -38,7 +39,7 @@ from jg_mcp.campaign.run_record import (
     RunSpec,
     ShapeSummary,
     is_finished,
-    load_record,
+    load_run,
 )
 from jg_mcp.campaign.supervise import (
     POLL_S,
@@ -55,6 +56,9 @@ from jg_mcp.live.places import check_place, make_private_dir
 from jg_mcp.live.session import host_info, now_iso
 from jg_mcp.record.audit import read_eval_report
 from jg_mcp.record.conditions import NAMES, agent_instruction, check_transcript
+
+if TYPE_CHECKING:
+    from jg_mcp.goals import LoadedGoal
 
 logger = log.get("jg_mcp.run")
 CLOSE_WAIT_S = 15.0
@@ -103,35 +107,47 @@ def summarize_eval(path: Path, code: int | None) -> EvalSummary:
     )
 
 
+@dataclass(frozen=True)
 class Plan:
-    """What a spec resolves to before anything runs: the goal, the agent, the budget, the identity and the id."""
+    """What a spec resolves to before anything runs: the goal, the agent, the budget, the identity and the id.
+    `resolve` loads the goal and asks the agent its version; the constructor only holds them."""
 
-    def __init__(self, spec: RunSpec, run_id: str | None = None, loaded: Any = None):
+    loaded: LoadedGoal
+    agent: Agent
+    minutes: float
+    """The wall-clock budget: the spec's, else the goal's."""
+    budget: Budget
+    identity: RunIdentity
+    run_id: str
+
+    @classmethod
+    def resolve(cls, spec: RunSpec, run_id: str | None = None, loaded: LoadedGoal | None = None) -> Plan:
+        """The plan of `spec` (its goal `loaded` already, when given); `run_id` overrides the identity's."""
         from jg_mcp.goals import find_goal, load_goal
 
         if spec.condition not in NAMES:
             raise UsageError(f"unknown condition '{spec.condition}' (one of {', '.join(NAMES)})")
-        self.loaded = loaded or load_goal(find_goal(spec.goal))
-        self.agent = make_agent(spec.agent, spec.model, spec.agent_cmd, spec.agent_executable)
-        self.minutes = spec.budget_minutes or self.loaded.goal.budget.wall_clock_minutes
-        self.budget = Budget(
-            wall_clock_minutes=self.minutes,
+        loaded = loaded or load_goal(find_goal(spec.goal))
+        agent = make_agent(spec.agent, spec.model, spec.agent_cmd, spec.agent_executable)
+        minutes = spec.budget_minutes or loaded.goal.budget.wall_clock_minutes
+        budget = Budget(
+            wall_clock_minutes=minutes,
             max_tool_calls=spec.max_tool_calls,
             max_command_seconds=spec.max_command_seconds,
         )
-        self.identity = RunIdentity(
-            agent=spec.label or self.agent.name,
+        identity = RunIdentity(
+            agent=spec.label or agent.name,
             adapter=spec.agent,
             agent_cmd=spec.agent_cmd,
-            agent_version=self.agent.version(),
+            agent_version=agent.version(),
             model=spec.model,
             condition=spec.condition,
-            goal=self.loaded.name,
-            goal_sha256=self.loaded.sha256(),
-            budget=self.budget,
+            goal=loaded.name,
+            goal_sha256=loaded.sha256(),
+            budget=budget,
             seed=spec.seed,
         )
-        self.run_id = run_id or self.identity.run_id()
+        return cls(loaded, agent, minutes, budget, identity, run_id or identity.run_id())
 
 
 def execute(spec: RunSpec, out: Path, run_id: str | None = None, plan: Plan | None = None) -> RunRecord:
@@ -139,15 +155,15 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None, plan: Plan | No
     failed to start is."""
     from jg_mcp.goal_text import instruction
 
-    plan = plan or Plan(spec, run_id)
+    plan = plan or Plan.resolve(spec, run_id)
     loaded, agent, minutes, budget = plan.loaded, plan.agent, plan.minutes, plan.budget
     run_id = plan.run_id
     make_private_dir(out, "--out")
     out = out.resolve()
     run_dir = out / run_id
     check_place(run_dir, "the run directory")
-    if is_finished(run_dir) and load_record(run_dir).status != FAILED_TO_START:
-        return load_record(run_dir)
+    if is_finished(run_dir) and load_run(run_dir).status != FAILED_TO_START:
+        return load_run(run_dir)
     if run_dir.exists():
         shutil.rmtree(run_dir)
     make_private_dir(run_dir, "the run directory")  # as serve's runs/RUN_ID: the sandbox uid may open below it
@@ -240,7 +256,7 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None, plan: Plan | No
     return record
 
 
-def finish(record: RunRecord, loaded: Any, run_dir: Path, env: dict[str, str], spec: RunSpec) -> None:
+def finish(record: RunRecord, loaded: LoadedGoal, run_dir: Path, env: dict[str, str], spec: RunSpec) -> None:
     """Wait (bounded) for the transcript to close, then eval, audit, check the condition; write run.json."""
     waited = time.monotonic()
     while (
@@ -312,7 +328,7 @@ def record_failure(spec: RunSpec, out: Path, run_id: str, reason: str) -> RunRec
     """run.json for a run that ended without writing one (killed at the campaign's timeout, crashed), or that could
     not start (its agent or GPU missing): `failed to start` unless its transcript shows the agent reached the
     server."""
-    plan = Plan(spec, run_id)
+    plan = Plan.resolve(spec, run_id)
     run_dir = out / run_id
     make_private_dir(run_dir, "the run directory")
     found = transcripts(run_dir)

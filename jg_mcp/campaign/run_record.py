@@ -24,6 +24,8 @@ from jg_mcp.campaign.budget import Budget
 from jg_mcp.models import Strict
 
 RUN_FILE = "run.json"
+SHOWN_REASON_CHARS = 200
+"""How much of a run's exit reason a command's one-line summary of the run shows."""
 FAILED_TO_START: Literal["failed to start"] = "failed to start"
 
 
@@ -206,10 +208,10 @@ def is_finished(run_dir: Path) -> bool:
 
 
 def failed_to_start(run_dir: Path) -> bool:
-    return is_finished(run_dir) and load_record(run_dir).status == FAILED_TO_START
+    return is_finished(run_dir) and load_run(run_dir).status == FAILED_TO_START
 
 
-def load_record(run_dir: Path) -> RunRecord:
+def load_run(run_dir: Path) -> RunRecord:
     return RunRecord.model_validate_json((run_dir / RUN_FILE).read_text())
 
 

@@ -25,6 +25,8 @@ from jg_mcp.goals import DEMO_GOALS
 
 SOLUTIONS = Path(jg_mcp.__file__).resolve().parent.parent / "eval" / "solutions"
 """Known-good solutions, one directory per goal name."""
+LOGGED_TEXT_CHARS = 200
+"""How much of each answer's text a step's line in the agent's log keeps."""
 OVERRUN_MAX_CALLS = 3000
 """A bound on the overrun agent's calls, so it ends even when nothing stops it."""
 STALL_S = 600
@@ -77,14 +79,20 @@ async def drive(params, behaviour: str) -> int:
             return 1
         for step in steps(behaviour, goal_name):
             r = await run_step(client, step)
-            emit(step=step.kind, name=step.name, ok=r.ok, text=r.text[:200], duration_s=round(r.duration_s, 3))
+            emit(
+                step=step.kind,
+                name=step.name,
+                ok=r.ok,
+                text=r.text[:LOGGED_TEXT_CHARS],
+                duration_s=round(r.duration_s, 3),
+            )
         if behaviour == "stall":
             await anyio.sleep(STALL_S)
         if behaviour == "overrun":
             for i in range(OVERRUN_MAX_CALLS):
                 res = await client.call_tool("run_command", {"command": "sleep 0.2", "timeout_s": 30})
                 text = first_text(res.content)
-                emit(step="call_tool", name="run_command", call=i, ok=not res.is_error, text=text[:200])
+                emit(step="call_tool", name="run_command", call=i, ok=not res.is_error, text=text[:LOGGED_TEXT_CHARS])
     return 0
 
 

@@ -14,7 +14,7 @@ from jg_mcp import log
 from jg_mcp.commands.arguments import input_file, output_file
 from jg_mcp.live.places import write_output
 from jg_mcp.record import textdiff
-from jg_mcp.terminal import lines
+from jg_mcp.terminal import SHOWN_COMMAND_CHARS, lines
 
 if TYPE_CHECKING:
     from jg_mcp.record import audit
@@ -124,7 +124,7 @@ def render_text(report: audit.AuditReport) -> str:
             f"wall time {s.wall_time_s:.1f}s, inside commands {s.command_time_s:.1f}s, ended: {s.end_reason}",
             f"calls: {tools}; GPU queries {s.gpu_queries}",
         ]
-        out += [f"  step {c.step:3d} {outcome(c)}  $ {c.command[:100]}" for c in s.commands]
+        out += [f"  step {c.step:3d} {outcome(c)}  $ {c.command[:SHOWN_COMMAND_CHARS]}" for c in s.commands]
         written = sorted({w.path for w in s.files_written if w.step != 0})
         out.append(f"files written: {', '.join(written) or 'none'}")
         if s.solution_sha256 is None:

@@ -37,11 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _state(run_dir: Path) -> str:
-    from jg_mcp.campaign.run_record import FAILED_TO_START, is_finished, load_record
+    from jg_mcp.campaign.run_record import FAILED_TO_START, is_finished, load_run
 
     if not is_finished(run_dir):
         return "todo"
-    return "failed" if load_record(run_dir).status == FAILED_TO_START else "done"
+    return "failed" if load_run(run_dir).status == FAILED_TO_START else "done"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _summary(runs: list, out: Path) -> int:
-    from jg_mcp.campaign.run_record import is_finished, load_record
+    from jg_mcp.campaign.run_record import SHOWN_REASON_CHARS, is_finished, load_run
     from jg_mcp.terminal import lines as terminal_lines
 
     failed: Counter[str] = Counter()
@@ -105,9 +105,9 @@ def _summary(runs: list, out: Path) -> int:
         if not is_finished(out / run_id):
             missing += 1
             continue
-        record = load_record(out / run_id)
+        record = load_run(out / run_id)
         if record.status == "failed to start":
-            failed[record.exit_reason.split("; ")[0][:200]] += 1
+            failed[record.exit_reason.split("; ")[0][:SHOWN_REASON_CHARS]] += 1
         else:
             done += 1
     lines = [f"campaign done: {done}/{len(runs)} runs finished in {out}"]

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 DEMO_GOAL = Path(__file__).resolve().parent.parent / "demo_goal" / "axpy.yaml"
 
-SOLUTION = (DEMO_GOAL.parent / "axpy_solution.py").read_text()
+SOLUTION = DEMO_GOAL.parent / "axpy_solution.py"
 """The demo goal's known-good solution, the Triton kernel the scripted session writes."""
 
 CHECK = """import sys
@@ -85,7 +85,7 @@ def demo_steps(goal_name: str, interpret: bool) -> list[Step]:
         Step(kind="read_resource", name=f"goal://{goal_name}", note="read the goal"),
         call("query_gpu", note="look at the hardware"),
         call("read_file", path="reference.py", limit=20, note="read the reference"),
-        call("write_file", path="solution.py", content=SOLUTION, note="write a Triton kernel"),
+        call("write_file", path="solution.py", content=SOLUTION.read_text(), note="write a Triton kernel"),
         call("write_file", path="check.py", content=CHECK, note="write a correctness check"),
         # -B: no __pycache__ in the workspace, which the transcript would note as files it does not record
         call("run_command", command=f"{prefix}python -B check.py", timeout_s=300, note="run the check"),
@@ -97,6 +97,11 @@ def demo_steps(goal_name: str, interpret: bool) -> list[Step]:
 EXPECTED = {"read_file was refused": "expected: the demo's last step tries to leave the workspace on purpose"}
 """The audit's findings that the demo causes on purpose, by a text each one's line holds, with what to print beside
 it: a newcomer reads a WARNING as something wrong with the install."""
+
+SHOWN_LINES = 12
+"""The last lines of `jg-mcp eval`'s and `jg-mcp audit`'s output the demo shows: the verdict and its findings."""
+STDERR_TAIL_CHARS = 2000
+"""How much of a failed eval's or audit's stderr the demo shows (its end, where the error is)."""
 
 NEXT = """
 next:
@@ -272,7 +277,7 @@ def _after_session(command: str, args: list[str]) -> bool:
         timeout=900,
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    print("\n".join(mark_expected(ln) for ln in lines[-12:]), flush=True)
+    print("\n".join(mark_expected(ln) for ln in lines[-SHOWN_LINES:]), flush=True)
     if proc.returncode != 0:
-        print(proc.stderr[-2000:], file=sys.stderr)
+        print(proc.stderr[-STDERR_TAIL_CHARS:], file=sys.stderr)
     return proc.returncode == 0

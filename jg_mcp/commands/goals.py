@@ -97,13 +97,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _save(args: argparse.Namespace, report: validate.Report) -> None:
+def _save(json: Path | None, markdown: Path | None, report: validate.Report) -> None:
     from jg_mcp import validate
 
-    if args.json:
-        write_output(args.json, report.model_dump_json(indent=2) + "\n", "--json")
-    if args.markdown:
-        write_output(args.markdown, validate.markdown(report), "--markdown")
+    if json:
+        write_output(json, report.model_dump_json(indent=2) + "\n", "--json")
+    if markdown:
+        write_output(markdown, validate.markdown(report), "--markdown")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -129,9 +129,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"FAILED  {exc}", file=sys.stderr)
             failed += 1
     solutions = args.solutions or validate.SOLUTIONS
-    report = validate.run(
-        valid, args.device, args.full, solutions, emit=partial(print, flush=True), save=partial(_save, args)
-    )
+    save = partial(_save, args.json, args.markdown)
+    report = validate.run(valid, args.device, args.full, solutions, emit=partial(print, flush=True), save=save)
     for c in report.failures:
         print(f"FAILED  {c.goal} at shape {c.shape}, {c.check}: {c.error}", file=sys.stderr)
     failed += len(report.failures)

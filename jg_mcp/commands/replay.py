@@ -9,7 +9,7 @@ from pathlib import Path
 from jg_mcp.commands.arguments import input_file, new_dir, non_negative_int
 from jg_mcp.errors import UsageError
 from jg_mcp.record import replay, steps, textdiff
-from jg_mcp.terminal import printable
+from jg_mcp.terminal import SHOWN_COMMAND_CHARS, printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -100,7 +100,7 @@ def _rerun(record: steps.Record, root: Path, step: int, sandbox: str) -> bool:
         print(f"  note: {note}")
     for r in results:
         exits = f"{_exit(r.recorded_exit)} -> {_exit(r.rerun_exit)}"
-        print(f"  step {r.step:3d}  {r.verdict:17s}  {exits}  $ {printable(r.command[:100])}")
+        print(f"  step {r.step:3d}  {r.verdict:17s}  {exits}  $ {printable(r.command[:SHOWN_COMMAND_CHARS])}")
         if r.skipped:
             print(f"      {printable(r.skipped)}")
         if r.files_differ:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jg_mcp.commands.arguments import (
     dir_to_fill,
@@ -12,6 +13,9 @@ from jg_mcp.commands.arguments import (
     positive_float,
     positive_int,
 )
+
+if TYPE_CHECKING:
+    from jg_mcp.campaign.run_record import RunSpec
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -81,8 +85,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def spec_from_args(args: argparse.Namespace, **overrides):
-    from jg_mcp.campaign.run import RunSpec
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    """The run `jg-mcp run`'s parsed command line asks for: its one config, built here at the edge."""
+    from jg_mcp.campaign.run_record import RunSpec
 
     return RunSpec(
         agent=args.agent,
@@ -100,23 +105,23 @@ def spec_from_args(args: argparse.Namespace, **overrides):
         eval_args=args.eval_arg,
         sandbox=args.sandbox,
         grace_s=args.grace,
-        **overrides,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     from jg_mcp.campaign.run import Plan, execute
-    from jg_mcp.campaign.run_record import FAILED_TO_START, is_finished, load_record
+    from jg_mcp.campaign.run_record import FAILED_TO_START, SHOWN_REASON_CHARS, is_finished, load_run
     from jg_mcp.terminal import printable
 
     dir_to_fill(args.out, "--out")
     spec = spec_from_args(args)
-    plan = Plan(spec, args.run_id)
+    plan = Plan.resolve(spec, args.run_id)
     run_dir = args.out / plan.run_id
     if is_finished(run_dir):
-        before = load_record(run_dir)
+        before = load_run(run_dir)
         if before.status == FAILED_TO_START:
-            print(printable(f"{plan.run_id} failed to start before ({before.exit_reason[:200]}); running it again"))
+            why = before.exit_reason[:SHOWN_REASON_CHARS]
+            print(printable(f"{plan.run_id} failed to start before ({why}); running it again"))
         else:
             print(
                 f"reusing the finished run {plan.run_id} (the same agent, version, model, condition, goal, budget, "

@@ -20,7 +20,7 @@ from jg_mcp.commands.serve_config import DEFAULT_HOST, DEFAULT_PORT, HttpConfig,
 from jg_mcp.goals import LoadedGoal, find_goal, load_goal
 from jg_mcp.live import workspace_fs
 from jg_mcp.live.bwrap import Bwrap
-from jg_mcp.live.protections import unsandboxed
+from jg_mcp.live.protections import Protections, unsandboxed
 from jg_mcp.live.sandbox import MODES, NoSandbox, Sandbox, SandboxLimits
 from jg_mcp.live.sandbox_probe import choose
 from jg_mcp.live.session import CLOSE_WAIT_S, Session, new_run_id
@@ -225,24 +225,46 @@ def hidden_dirs(loaded: LoadedGoal, config: ServeConfig) -> list[Path]:
 
 
 class Sessions:
-    """Makes the sessions of one server: the goal is loaded and the sandbox mode chosen once, at start (or the
-    start refused: `choose` never falls back on its own)."""
+    """Makes the sessions of one server: `open` loads the goal and chooses the sandbox mode once, at start (or
+    refuses the start: `choose` never falls back on its own); the constructor only holds what it found."""
 
-    def __init__(self, config: ServeConfig, probe_dir: Path):
+    def __init__(
+        self,
+        config: ServeConfig,
+        loaded: LoadedGoal,
+        key: bytes | None,
+        template: Bwrap,
+        mode: str,
+        warning: str | None,
+        no_sandbox: Protections,
+        workspace_bytes: int | None,
+    ):
         self.config = config
-        self.loaded = load_goal(find_goal(config.goal))
-        self.key = read_key(config.transcript_key_file) if config.transcript_key_file else None
-        limits = config.limits
-        self.template = Bwrap(config.runs, hidden_dirs(self.loaded, config), limits)
-        self.mode, self.warning = choose(config.sandbox, self.template, probe_dir, not config.seccomp)
-        self.unsandboxed = unsandboxed(self.template.asked)
+        self.loaded = loaded
+        self.key = key
+        self.template = template
+        self.mode, self.warning = mode, warning
+        self.unsandboxed = no_sandbox
         """The protections of a session without a sandbox: all waived by `--sandbox none`, none by `auto`."""
-        bounded = self.mode == "bwrap" and not config.unbounded_workspace
+        self.workspace_bytes = workspace_bytes
+
+    @classmethod
+    def open(cls, config: ServeConfig, probe_dir: Path) -> Sessions:
+        """The sessions `config` asks for, with the sandbox probed in `probe_dir`; an error when the goal, the key or
+        the sandbox (and its bounded workspace) cannot be had as asked."""
+        loaded = load_goal(find_goal(config.goal))
+        key = read_key(config.transcript_key_file) if config.transcript_key_file else None
+        limits = config.limits
+        template = Bwrap(config.runs, hidden_dirs(loaded, config), limits)
+        mode, warning = choose(config.sandbox, template, probe_dir, not config.seccomp)
+        no_sandbox = unsandboxed(template.asked)
+        bounded = mode == "bwrap" and not config.unbounded_workspace
         if config.unbounded_workspace:  # recorded as asked: the audit fails a sandboxed session without the bound else
-            self.template.asked.append("--unbounded-workspace")
-        self.workspace_bytes = limits.max_workspace_bytes if bounded else None
+            template.asked.append("--unbounded-workspace")
         if bounded and (why := workspace_fs.unavailable(probe_dir)) is not None:
             raise workspace_fs.WorkspaceFsError(f"{why}; --unbounded-workspace runs without this bound")
+        workspace_bytes = limits.max_workspace_bytes if bounded else None
+        return cls(config, loaded, key, template, mode, warning, no_sandbox, workspace_bytes)
 
     def make(self, workspace: Path | None = None) -> tuple[Session, Callable[[], None]]:
         """A new session and what gives its sandbox's uid back."""
@@ -292,7 +314,7 @@ def run_stdio(config: ServeConfig) -> int:
     # Imported here, not at the top: the MCP SDK is needed to serve, not to run the other commands.
     from jg_mcp.live.server import SingleSession
 
-    sessions = Sessions(config, config.workspace.parent if config.workspace else config.runs)
+    sessions = Sessions.open(config, config.workspace.parent if config.workspace else config.runs)
     session, _ = sessions.make(config.workspace)
     logger.info(
         "session started",
@@ -333,7 +355,7 @@ def run_http(config: ServeConfig) -> int:
         tokens=len(tokens),
     )
     listener = listen(host, http.port)
-    sessions = Sessions(config, config.runs)
+    sessions = Sessions.open(config, config.runs)
     if generated:
         logger.warning("HTTP bearer token (send as 'Authorization: Bearer TOKEN')", token=tokens[0])
     pool = ConnectionPool(sessions.make, http.max_sessions, http.first_call_s, http.idle_s)

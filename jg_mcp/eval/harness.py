@@ -35,12 +35,12 @@ from jg_mcp.eval.ops import forbidden_ops
 from jg_mcp.eval.options import EvalOptions
 from jg_mcp.eval.processes.compile_cache import baseline_dir, baseline_env
 from jg_mcp.eval.processes.compile_cache import root as cache_root
-from jg_mcp.eval.processes.isolation import NOBODY, choose, prepare
+from jg_mcp.eval.processes.isolation import NOBODY, choose_isolation, prepare
 from jg_mcp.eval.processes.process import TAIL_BYTES, CandidateGone, WorkerLaunch, WorkerProcess
 from jg_mcp.eval.processes.proctree import sweep
-from jg_mcp.eval.processes.spares import Spares
+from jg_mcp.eval.processes.spares import Spares, SpareSet
 from jg_mcp.eval.reasons import ERROR_TAIL_CHARS, Reason
-from jg_mcp.eval.report import Environment, EvalReport, Finding, SourceRecord
+from jg_mcp.eval.report import Environment, EvalReport, Finding, Isolation, SourceRecord
 from jg_mcp.eval.report_timing import TimingMethod
 from jg_mcp.eval.scoring import score
 from jg_mcp.eval.shapes import select_cases
@@ -54,34 +54,39 @@ Progress = Callable[[str], None]
 
 
 class Evaluation:
-    """One run of the harness over one solution."""
+    """One run of the harness over one solution. `open` does what makes one (the candidate's isolation chosen, a
+    spare set taken or a work directory made, the goal copied into it, the host's native code noted); the
+    constructor only holds what it made."""
 
-    def __init__(self, options: EvalOptions, progress: Progress | None = None, spares: Spares | None = None):
+    def __init__(
+        self,
+        options: EvalOptions,
+        progress: Progress | None,
+        device: str,
+        isolation: Isolation,
+        spares: Spares | None,
+        spare: SpareSet | None,
+        work: Path,
+        goal: LoadedGoal,
+        native: NativeScan,
+    ):
         self.o = options
         self.progress = progress or (lambda _label: None)
-        self.device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if self.device == "cuda" and not torch.cuda.is_available():
-            raise JgError("--device cuda: no CUDA device is available here (torch sees none)")
+        self.device = device
         self.seed = secrets.randbits(SEED_BITS)
         self.rng = random.Random(self.seed)
-        self.isolation = choose(options.isolation)
-        self.spares = spares if self.isolation.sandbox == "bwrap" else None
-        self.spare = self.spares.take() if self.spares is not None else None
+        self.isolation = isolation
+        self.spares = spares
+        self.spare = spare
         """The processes a previous eval started for this one (`jg_mcp.eval.processes.spares`), with their work and
         token."""
-        self.token = self.spare.token if self.spare else secrets.token_hex(16)
+        self.token = spare.token if spare else secrets.token_hex(16)
         self.tails: list[str] = []
         self.procs: list[WorkerProcess] = []
-        self.work = self.spare.work if self.spare else Path(tempfile.mkdtemp(prefix="jg-eval-"))
-        try:
-            self.goal: LoadedGoal = private_goal(Path(options.goal), self.work)
-        except BaseException:
-            if self.spare is not None:
-                self.spare.close()
-            shutil.rmtree(self.work, ignore_errors=True)
-            raise
-        self.outputs = self.goal.goal.outputs
-        self.tol = self.goal.goal.tolerance
+        self.work = work
+        self.goal = goal
+        self.outputs = goal.goal.outputs
+        self.tol = goal.goal.tolerance
         self.deadline: tuple[float, float] | None = None
         """When the eval's own time limit runs out (`WorkerProcess.deadline`), set as it starts."""
         self.baseline_cache: Path | None = None
@@ -90,9 +95,30 @@ class Evaluation:
         """The libraries the goal forbids, each covered by a failing stub in the candidate's sandbox (GPU only)."""
         self.extensions: Path | None = None
         """Where this eval keeps the candidate's native build for the next eval of the same sources."""
-        self.native = NativeScan(self.goal.goal.forbidden, self.work)
+        self.native = native
         """The judge of the native code the candidate's processes load, which it reads from /proc whenever they are
         stopped (each freeze, and before each is closed): its findings join the report at the end."""
+
+    @classmethod
+    def open(cls, options: EvalOptions, progress: Progress | None = None, spares: Spares | None = None) -> Evaluation:
+        """An eval of `options`' solution, ready to `run`; with `spares` (used only under bwrap), the processes a
+        previous eval started for it. What it made is removed again if it cannot be made whole."""
+        device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if device == "cuda" and not torch.cuda.is_available():
+            raise JgError("--device cuda: no CUDA device is available here (torch sees none)")
+        isolation = choose_isolation(options.isolation)
+        spares = spares if isolation.sandbox == "bwrap" else None
+        spare = spares.take() if spares is not None else None
+        work = spare.work if spare else Path(tempfile.mkdtemp(prefix="jg-eval-"))
+        try:
+            goal = private_goal(Path(options.goal), work)
+        except BaseException:
+            if spare is not None:
+                spare.close()
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        native = NativeScan.open(goal.goal.forbidden, work)
+        return cls(options, progress, device, isolation, spares, spare, work, goal, native)
 
     def run(self) -> EvalReport:
         start = time.monotonic()
@@ -382,6 +408,6 @@ class Evaluation:
 def evaluate(options: EvalOptions, progress: Progress | None = None, spares: Spares | None = None) -> EvalReport:
     """Evaluate one solution; every problem with the candidate is a finding, never an exception. With `spares`,
     take the processes a previous eval started for this one and start the next eval's."""
-    report = Evaluation(options, progress, spares).run()
+    report = Evaluation.open(options, progress, spares).run()
     _log.info("eval done", goal=report.goal, accepted=report.accepted, reasons=[str(r) for r in report.reasons])
     return report

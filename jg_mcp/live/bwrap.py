@@ -232,7 +232,7 @@ class Bwrap:
         if self.as_root:
             uid = self.uid()
             head += ["--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
-        status = reaper.Status()
+        status = reaper.Status.open()
         inner = lifeline.inner(reaper.reaped(argv, status.write_fd))
         wrapped = Argv([*head, "--", *inner], [args_file, *files, status.write_end], [lifeline.read_end()])
         wrapped.notes += notes

@@ -113,7 +113,7 @@ def host_names(host: str, allowed_hosts: list[str] | None = None) -> list[str]:
 
 
 def security_settings(host: str, allowed_hosts: list[str] | None = None) -> TransportSecuritySettings:
-    """The SDK's Host and Origin allow-lists for `host_names`, which its app checks after the Gate's `HostNames`
+    """The SDK's Host and Origin allow-lists for `host_names`, which its app checks after the HttpGate's `HostNames`
     (stricter: the SDK's `name:*` takes any text after `name:` for a port)."""
     names = host_names(host, allowed_hosts)
     return TransportSecuritySettings(
@@ -150,7 +150,7 @@ class HostNames:
         return None
 
 
-class Gate:
+class HttpGate:
     """ASGI middleware in front of the SDK app: Host/Origin, then the bearer token (which names its holder), then
     the era; then the session cap for requests that would open a session, and the session's and holder's shares
     (`jg_mcp.live.shares`); then the body, read within its budget and examined, and a note of each session's first
@@ -294,7 +294,7 @@ async def serve_http(
         max_sessions=limits.max_sessions,
     )
     shares = Shares(limits.shares, pool, limits.max_sessions, limits.max_connections, len(tokens))
-    app = Gate(sdk, tokens, HostNames(host_names(host, allowed_hosts)), pool, shares)
+    app = HttpGate(sdk, tokens, HostNames(host_names(host, allowed_hosts)), pool, shares)
     config = uvicorn.Config(
         app,
         log_level="warning",

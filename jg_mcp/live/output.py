@@ -11,6 +11,8 @@ import anyio
 from anyio.abc import ByteReceiveStream
 
 DEFAULT_CAP = 64 * 1024
+LAST_LINE_BYTES = 200
+"""The most of a command's last line of output a progress report shows (its end)."""
 ProgressFn = Callable[[float, str], Awaitable[None]]
 
 
@@ -42,7 +44,7 @@ class CappedBuffer:
 
     @property
     def last_line(self) -> str:
-        """The last non-blank line of what is kept (at most 200 characters), found when asked (each progress
+        """The last non-blank line of what is kept (its last LAST_LINE_BYTES bytes), found when asked (each progress
         report), never per chunk: a flood of short lines made that a split of the whole tail on the event loop for
         every read, 16,000 lines a chunk, and slowed every session's calls by a hundred times."""
         return _last_line(self.tail) or _last_line(self.head)
@@ -60,7 +62,7 @@ class CappedBuffer:
 
 def _last_line(data: bytearray) -> str:
     lines = [ln for ln in data.splitlines() if ln.strip()]
-    return lines[-1][-200:].decode(errors="replace") if lines else ""
+    return lines[-1][-LAST_LINE_BYTES:].decode(errors="replace") if lines else ""
 
 
 async def pump(stream: ByteReceiveStream | None, buf: CappedBuffer) -> None:

@@ -55,11 +55,16 @@ class Status:
     """The pipe a reaper reports on: `write_end` goes to the sandbox (and is closed here once it has started),
     `signal()` reads the report once the sandbox has exited."""
 
-    def __init__(self) -> None:
+    def __init__(self, read: int, write_end: BinaryIO) -> None:
+        self._read = read
+        self.write_end = write_end
+
+    @classmethod
+    def open(cls) -> Status:
+        """A new pipe: its read end does not block, its write end is a file for the sandbox to inherit."""
         read, write = os.pipe2(os.O_CLOEXEC)
         os.set_blocking(read, False)  # the reaper's end blocks: its one short write always lands
-        self._read = read
-        self.write_end: BinaryIO = open(write, "wb", buffering=0)
+        return cls(read, open(write, "wb", buffering=0))
 
     @property
     def write_fd(self) -> int:

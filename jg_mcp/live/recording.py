@@ -26,6 +26,7 @@ from jg_mcp.live.stdio import (
     MAX_ID_CHARS,
     MAX_REQUEST_BYTES,
     MAX_SAFE_ID,
+    METHOD_CHARS,
     OVERSIZED,
     REFUSED,
     UNREADABLE,
@@ -83,8 +84,8 @@ def note_dropped(session: Session, method: str) -> None:
     """Record a message that named a request's method but had no id, as a notice: the SDK takes it for a
     notification, runs nothing and answers nothing, so it is neither a call nor a response."""
     message = (
-        f"a {storable(method[:100])} message without an id was dropped unanswered: a request needs an id, a message "
-        "without one is a notification (`notifications/...`); nothing ran"
+        f"a {storable(method[:METHOD_CHARS])} message without an id was dropped unanswered: a request needs an id, a "
+        "message without one is a notification (`notifications/...`); nothing ran"
     )
     session.writer.record(Notice(level="warning", message=message))
 

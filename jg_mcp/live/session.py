@@ -143,8 +143,8 @@ class Session:
         try:
             shutil.copyfile(loaded.module_path, place.root / REFERENCE_FILE)
             (place.root / REFERENCE_FILE).chmod(0o444)
-            workspace = Workspace(place.root, protected=(REFERENCE_FILE,))
-            writer = TranscriptWriter(config.transcripts_dir / f"{run_id}.jsonl", key=transcript_key)
+            workspace = Workspace.open(place.root, protected=(REFERENCE_FILE,))
+            writer = TranscriptWriter.open(config.transcripts_dir / f"{run_id}.jsonl", key=transcript_key)
             quota = box.limits.max_workspace_bytes if box.limits is not None else None
             runner = Runner(workspace.root, wrap=box.wrap, env=box.env, quota_bytes=quota, own_fs=place.fs is not None)
             session = cls(loaded, run_id, place, workspace, writer, runner, config.sandbox)

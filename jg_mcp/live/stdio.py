@@ -62,6 +62,10 @@ MAX_REQUEST_BYTES = WRITE_BLOB_CAP + 1024 * 1024
 """Largest request served and recorded whole: its params, counted as UTF-8 bytes of their strings (plus a few per
 item) by the transcript middleware (`value_size`), and a stdio line or an HTTP body as `Measure` counts it. Larger
 ones are recorded by size and refused."""
+METHOD_CHARS = 100
+"""How much of a refused or dropped message's method name the transcript's notice names."""
+PARSE_ERROR_CHARS = 200
+"""How much of the parser's first line of error an unreadable request's stand-in keeps."""
 MAX_ID_CHARS = 200
 """Longest string id a request may have; an integer id must be within ±MAX_SAFE_ID. The transcript repeats a call's
 id on its request, its response and every file change it made, so longer ones are refused (see
@@ -126,7 +130,7 @@ def id_refusal(outline: list[bytes] | None) -> Refused | None:
     rid, method = message["id"], message["method"]
     if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
         return None
-    named = storable(method[:100]) if isinstance(method, str) and method else "unknown"
+    named = storable(method[:METHOD_CHARS]) if isinstance(method, str) and method else "unknown"
     reason = (
         f"request refused: its id is {_kind(rid)}, not a string or an integer, so it can be neither answered by "
         "its id nor told from a notification; nothing ran: send it again with a string or integer id"
@@ -195,7 +199,7 @@ def refusal(line: str, exc: Exception) -> str | None:
     """The UNREADABLE stand-in for a request the JSON-RPC parser refused with `exc`; None when it names no id. A
     request whose strings hold a lone surrogate keeps its params, escaped, within the size limit; any other
     (nested deeper than the parser reads, say) keeps none."""
-    error = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    error = str(exc).splitlines()[0][:PARSE_ERROR_CHARS] if str(exc) else type(exc).__name__
     return _surrogates(line) or _refused(line, error)
 
 

@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 
 from jg_mcp.errors import PathRefused
 from jg_mcp.live import safefs
-from jg_mcp.live.walk import SCAN_PATH_CHARS, commands_in, shown
+from jg_mcp.live.walk import SCAN_PATH_CHARS, Commands, commands_in, shown
 from jg_mcp.live.workspace_scan import FileState, Hasher, Scan, file_sha256, is_utf8, scan_files
 
 LISTED_ENTRIES = 10_000
@@ -68,18 +68,32 @@ def clean_parts(path: str, root: Path) -> tuple[str, ...]:
 class Workspace:
     """A directory the agent may read and write, and nothing outside it."""
 
-    def __init__(self, root: Path, protected: tuple[str, ...] = ()):
-        self.root = Path(root).resolve()
+    def __init__(self, root: Path, fd: int, commands: Commands, protected: tuple[str, ...] = ()):
+        self.root = root
         self.protected = set(protected)
-        self.fd = os.open(self.root, safefs.DIR_FLAGS)
+        self.fd = fd
+        """The workspace's directory, open: every path is resolved beneath it."""
         self.close = weakref.finalize(self, os.close, self.fd)
         """Close the workspace's descriptor (once; a mount at the workspace cannot be taken down while it is open)."""
         self._states: dict[str, FileState] = {}
-        self.commands = commands_in(self.fd)
+        self.commands = commands
         """The commands run here (a Runner of this directory shares them): when the hash cache may be trusted."""
         self._cache: tuple[int | None, dict[str, FileState]] = (None, {})
         """The hashes of the last scan and the quiet epoch it started in (None: a command was running, nothing
         kept)."""
+
+    @classmethod
+    def open(cls, root: Path, protected: tuple[str, ...] = ()) -> Workspace:
+        """The workspace at `root` (resolved once), its directory opened; `protected` are the files it refuses to
+        write."""
+        resolved = Path(root).resolve()
+        fd = os.open(resolved, safefs.DIR_FLAGS)
+        try:
+            commands = commands_in(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(resolved, fd, commands, protected)
 
     def parts(self, path: str, for_write: bool = False) -> tuple[str, ...]:
         """Map an agent-supplied path to its components inside the workspace, or refuse it."""

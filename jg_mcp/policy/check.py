@@ -44,7 +44,7 @@ rules of its kind (identifiers, by tables.NAME_FIELDS); a plain-valued field the
 refused. It is linear in the source: an explicit stack, not recursion, and each node's dotted name and constant
 string computed once, bottom up, before the walk (context.Context.prepare). The visitor shows each node it
 judges to every rule in the order `rules` gives, each rule one concern in one module:
-- Environment (writes): `os.environ` only read;
+- Environ (writes): `os.environ` only read;
 - Imports (imports): what may be imported, and what a name an import binds stands for;
 - DottedNames (names): what each dotted name rooted at an import spells and reaches, and how it is used,
   with the members of each allowed module (members);
@@ -82,14 +82,14 @@ from jg_mcp.policy.spellings import Annotations, Operators, Strings
 from jg_mcp.policy.syntax import Syntax
 from jg_mcp.policy.tables import ALLOWED_MODULES, ALLOWED_SYNTAX, MAX_SOURCE_BYTES
 from jg_mcp.policy.trusted import UNKNOWN
-from jg_mcp.policy.writes import Environment, Writes
+from jg_mcp.policy.writes import Environ, Writes
 
 
 def rules(ctx: Context, scan: Callable[[ast.AST], None]) -> list[Rule]:
     """The rules, in the order the visitor shows each node to them: a node's findings come in this order."""
     names = DottedNames(ctx)
     return [
-        Environment(ctx),
+        Environ(ctx),
         Imports(ctx, names),
         names,
         Classes(ctx),

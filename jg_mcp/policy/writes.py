@@ -1,6 +1,6 @@
 """What a solution's statements write, for the static policy (jg_mcp.policy.check): assignment, deletion and loop
 targets that write into an imported module or an object the solution did not make (Writes), and `os.environ`, which
-may only be read (Environment)."""
+may only be read (Environ)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from jg_mcp.policy.tables import OWN
 from jg_mcp.policy.trusted import builtin_class
 
 
-class Environment(Rule):
+class Environ(Rule):
     """`os.environ`, under any name, only read."""
 
     def visit_Name(self, node: ast.Name) -> None:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from jg_mcp.models import Strict
 
 
@@ -29,7 +27,7 @@ class AuditFinding(Strict):
     message: str
 
 
-class CommandRun(BaseModel):
+class CommandRun(Strict):
     step: int
     line: int
     command: str
@@ -43,7 +41,7 @@ class CommandRun(BaseModel):
     """The server answered with an error instead of the command's result."""
 
 
-class FileWrite(BaseModel):
+class FileWrite(Strict):
     step: int
     """The tools/call that made it (0: session start, -1: session end)."""
     line: int
@@ -55,8 +53,7 @@ class FileWrite(BaseModel):
     stored: bool
 
 
-class Summary(BaseModel):
-    model_config = ConfigDict(use_attribute_docstrings=True)
+class Summary(Strict):
     run_id: str
     goal: str
     goal_sha256: str
@@ -79,8 +76,7 @@ class Summary(BaseModel):
     """Where the hash came from: the close manifest or the FileChange on a named line."""
 
 
-class AuditReport(BaseModel):
-    model_config = ConfigDict(use_attribute_docstrings=True)
+class AuditReport(Strict):
     transcript: str
     lines: int
     head_sha256: str

@@ -8,15 +8,16 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
+from jg_mcp.models import Strict
 from jg_mcp.record.events import EVENT, FORMAT_VERSION, GENESIS, Close, FileChange, Header, sha256_bytes
 from jg_mcp.record.keys import key_id, mac_ok
 from jg_mcp.record.reading import newer_version
 from jg_mcp.record.transcript import blobs_dir
 
 
-class LineProblem(BaseModel):
+class LineProblem(Strict):
     line: int | None = None
     """The line (from 1) the problem is on or before; None for the whole file."""
     kind: str
@@ -26,7 +27,7 @@ class LineProblem(BaseModel):
     """A warning says what could not be checked (authenticity without the key)."""
 
 
-class Diagnosis(BaseModel):
+class Diagnosis(Strict):
     problems: list[LineProblem]
     lines: int
     """Complete lines."""

@@ -7,13 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from jg_mcp.errors import TranscriptError
+from jg_mcp.models import Strict
 from jg_mcp.record.events import EVENT, FORMAT_VERSION, GENESIS, Close, Header, sha256_bytes
 
 
-class ReadResult(BaseModel):
+class ReadResult(Strict):
     events: list[Any]
     truncated: bool = False
     """The last line was cut mid-write (the server was killed)."""

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from pydantic import BaseModel
 
 from jg_mcp import log
 from jg_mcp.errors import PathRefused
@@ -25,6 +24,7 @@ from jg_mcp.live.sandbox import SandboxLimits
 from jg_mcp.live.sandbox_probe import choose
 from jg_mcp.live.uids import SandboxError
 from jg_mcp.live.workspace import Workspace
+from jg_mcp.models import Strict
 from jg_mcp.record.events import FileChange
 from jg_mcp.record.steps import END, BlobError, Record, ToolCall, read_blob, state_at
 from jg_mcp.record.textdiff import unified
@@ -37,7 +37,7 @@ TIMING_NOTE = (
 )
 
 
-class Rebuild(BaseModel):
+class Rebuild(Strict):
     step: int
     written: list[str] = []
     deleted: list[str] = []
@@ -53,7 +53,7 @@ def sync(record: Record, root: Path, step: int) -> Rebuild:
     left in `root` is never followed; a path through one is reported as a problem."""
     target = state_at(record, step)
     report = Rebuild(step=step)
-    ws = Workspace(root)
+    ws = Workspace.open(root)
     scan = ws.scan()
     present = scan.states
     report.problems += scan.skipped
@@ -98,7 +98,7 @@ def rebuild(record: Record, dest: Path, step: int = END) -> Rebuild:
         raise FileExistsError(f"{dest} is not empty; replay rebuilds into a new or empty directory")
     report = sync(record, dest, step)
     if step == END and record.close is not None:
-        rebuilt = {p: {"sha256": s.sha256, "size": s.size} for p, s in Workspace(dest).scan().states.items()}
+        rebuilt = {p: {"sha256": s.sha256, "size": s.size} for p, s in Workspace.open(dest).scan().states.items()}
         missing = {r["path"] for r in report.not_reconstructible}
         for rel in sorted(set(rebuilt) | set(record.close.manifest)):
             if rel not in missing and rebuilt.get(rel) != record.close.manifest.get(rel):
@@ -107,7 +107,7 @@ def rebuild(record: Record, dest: Path, step: int = END) -> Rebuild:
     return report
 
 
-class Rerun(BaseModel):
+class Rerun(Strict):
     step: int
     command: str
     recorded_exit: int | None
@@ -139,7 +139,7 @@ def _diff(label: str, recorded: str, rerun: str) -> str:
 
 
 def _file_text(root: Path, record: Record, rel: str, recorded: FileChange | None) -> tuple[str, str]:
-    ws = Workspace(root)
+    ws = Workspace.open(root)
     try:
         with ws.open_file(ws.parts(rel)) as (fd, st):
             now = b"".join(read_bounded(fd, st.st_size)).decode(errors="replace")
@@ -180,7 +180,7 @@ def rerun_call(record: Record, root: Path, call: ToolCall, runner: Runner) -> Re
     timeout = float(call.arguments.get("timeout_s", 600))
     result: CommandResult = anyio.run(runner.run, command, timeout)
     after = state_at(record, call.step)
-    present = Workspace(root).scan().states
+    present = Workspace.open(root).scan().states
     differ = sorted(
         p
         for p in set(after) | set(present)
@@ -206,7 +206,7 @@ def rerun_call(record: Record, root: Path, call: ToolCall, runner: Runner) -> Re
     )
 
 
-class RerunReport(BaseModel):
+class RerunReport(Strict):
     sandbox: str
     """How the re-run commands were isolated: `bwrap` or `none`."""
     warning: str | None

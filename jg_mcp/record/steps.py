@@ -17,8 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
+from jg_mcp.models import Strict
 from jg_mcp.record.events import Close, FileChange, Header, Request, Response, sha256_bytes
 from jg_mcp.record.reading import read_transcript
 from jg_mcp.record.transcript import blobs_dir
@@ -27,7 +26,7 @@ END = -1
 """Step number meaning "the end of the session", session-end changes included."""
 
 
-class ToolCall(BaseModel):
+class ToolCall(Strict):
     step: int
     """1 for the first tools/call in the transcript, 2 for the next, ..."""
     line: int
@@ -56,20 +55,20 @@ class ToolCall(BaseModel):
         return (self.result or {}).get("structuredContent") or {}
 
 
-class Change(BaseModel):
+class Change(Strict):
     step: int
     """The step that made the change; 0 for session start, END for session end."""
     line: int
     event: FileChange
 
 
-class IdProblem(BaseModel):
+class IdProblem(Strict):
     line: int
     """Transcript line of the request that reused an id still in flight."""
     message: str
 
 
-class Record(BaseModel):
+class Record(Strict):
     """A transcript read into the tool calls and file changes that replay and audit work on."""
 
     path: Path

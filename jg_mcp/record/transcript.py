@@ -133,19 +133,19 @@ class TranscriptWriter(BlobStore):
     def __init__(
         self,
         path: Path,
+        fd: int,
         key: bytes | None = None,
         blob_budget: int | None = None,
         pending_limit: int = PENDING_LIMIT_BYTES,
         budget: int | None = None,
         blob_files_budget: int | None = None,
     ):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         self.blobs = blobs_dir(self.path)
-        self.blobs.mkdir(exist_ok=True)
         self.key = key
         self.lock = threading.Lock()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        self._fd = fd
+        """The transcript, open for writing (`open` made it)."""
         self._end = 0
         """Offset just past the last whole line written: the file is cut back to it when a write fails."""
         self._cut_failed = False
@@ -178,6 +178,24 @@ class TranscriptWriter(BlobStore):
         """seq of the first line past the budget, from which large payloads are recorded by size and sha256 only;
         None while under it."""
         self._budget_noted = False
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        key: bytes | None = None,
+        blob_budget: int | None = None,
+        pending_limit: int = PENDING_LIMIT_BYTES,
+        budget: int | None = None,
+        blob_files_budget: int | None = None,
+    ) -> TranscriptWriter:
+        """A writer of a new transcript at `path` (an error if one is there), its directory and blob store made;
+        `key` MACs every line; the budgets are the writer's, as its attributes say."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        blobs_dir(path).mkdir(exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        return cls(path, fd, key, blob_budget, pending_limit, budget, blob_files_budget)
 
     def append(self, event: EventBase) -> EventBase:
         with self.lock:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jg_mcp.campaign.run_record import RUN_FILE, load_record
+from jg_mcp.campaign.run_record import RUN_FILE, load_run
 from tests.support import DEMO_GOAL, jg
 
 pytestmark = pytest.mark.slow
@@ -94,7 +94,7 @@ def test_a_killed_campaign_resumes_skipping_finished_runs_then_the_table_renders
     for run_id, text in finished.items():
         assert (out / run_id / RUN_FILE).read_text() == text, f"{run_id} was redone"
         assert f"{run_id}: started" not in resumed.stderr
-    records = [load_record(p.parent) for p in sorted(out.glob(f"*/{RUN_FILE}"))]
+    records = [load_run(p.parent) for p in sorted(out.glob(f"*/{RUN_FILE}"))]
     assert sorted(r.run_id.rsplit("__", 1)[0] for r in records) == [
         f"scripted__axpy__{c}__s0" for c in ("eval-tool", "goal-only")
     ]
@@ -112,9 +112,9 @@ def test_a_killed_campaign_resumes_skipping_finished_runs_then_the_table_renders
     failing.write_text(FAILING)
     ran = jg("campaign", str(failing), "--out", str(out), timeout=300)
     assert ran.returncode == 0, ran.stderr
-    idle = load_record(run_dir(out, "scripted-idle__axpy_copy__knowledge__s0"))
+    idle = load_run(run_dir(out, "scripted-idle__axpy_copy__knowledge__s0"))
     assert idle.eval.status == "no solution" and idle.exit_reason == "agent exited (code 0)"
-    over = load_record(run_dir(out, "scripted-overrun__axpy_copy__knowledge__s0"))
+    over = load_run(run_dir(out, "scripted-overrun__axpy_copy__knowledge__s0"))
     assert over.exit_reason.startswith("budget spent: 0.1 minutes of wall clock; agent stopped"), over.exit_reason
     assert over.close_reason == "budget spent: 0.1 minutes of wall clock"
     assert over.agent_exit_code == -signal.SIGTERM and over.agent_wall_s < 60
@@ -152,7 +152,7 @@ def test_an_agent_that_cannot_start_leaves_a_run_directory_with_the_reason(tmp_p
         timeout=120,
     )
     assert proc.returncode == 1, proc.stderr
-    record = load_record(run_dir(tmp_path, "command__axpy__goal-only__s0"))
+    record = load_run(run_dir(tmp_path, "command__axpy__goal-only__s0"))
     assert record.exit_reason == "agent could not start: no executable 'no-such-agent-binary' on PATH"
     assert record.status == "failed to start" and record.transcript is None
     assert f"{record.run_id}: failed to start: agent could not start: no executable" in proc.stdout

@@ -40,7 +40,7 @@ def test_a_run_directory_planted_as_a_link_is_refused_not_followed(tmp_path):
     out = tmp_path / "runs"
     out.mkdir(mode=0o700)
     (tmp_path / "elsewhere").mkdir()
-    run_id = Plan(RunSpec(agent="scripted-idle", goal=str(DEMO_GOAL))).run_id
+    run_id = Plan.resolve(RunSpec(agent="scripted-idle", goal=str(DEMO_GOAL))).run_id
     os.symlink(tmp_path / "elsewhere", out / run_id)
     done = jg("run", "--agent", "scripted-idle", "--goal", DEMO_GOAL, "--out", out, timeout=120)
     assert done.returncode == 2, (done.stdout, done.stderr)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jg_mcp.campaign.run_record import load_record
+from jg_mcp.campaign.run_record import load_run
 from tests.support import DEMO_GOAL, jg
 
 pytestmark = pytest.mark.slow
@@ -45,9 +45,9 @@ grace_s: 1
     proc = jg("campaign", campaign, "--out", tmp_path / "runs", timeout=240)
     assert proc.returncode == 1, proc.stderr
     for seed in (0, 1):
-        crash = load_record(run_dir(tmp_path / "runs", f"crash__axpy__goal-only__s{seed}"))
+        crash = load_run(run_dir(tmp_path / "runs", f"crash__axpy__goal-only__s{seed}"))
         assert crash.exit_reason.startswith("agent exited (code 3)") and crash.status == "failed to start"
-        hang = load_record(run_dir(tmp_path / "runs", f"hang__axpy__goal-only__s{seed}"))
+        hang = load_run(run_dir(tmp_path / "runs", f"hang__axpy__goal-only__s{seed}"))
         assert hang.exit_reason.startswith("campaign run timeout: the run took over 15s and was killed")
         assert hang.status == "failed to start"
     assert "campaign done: 0/4 runs finished" in proc.stderr
@@ -67,7 +67,7 @@ def test_a_campaign_on_gpus_this_machine_lacks_fails_every_run_to_start_and_says
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
     proc = jg("campaign", campaign, "--out", tmp_path / "runs", timeout=120)
     assert proc.returncode == 1
-    record = load_record(run_dir(tmp_path / "runs", "scripted__axpy__goal-only__s0"))
+    record = load_run(run_dir(tmp_path / "runs", "scripted__axpy__goal-only__s0"))
     assert record.status == "failed to start" and record.exit_reason.startswith("agent could not start: no GPU 7")
     assert "started" not in proc.stderr and "0/1 runs finished" in proc.stderr
     single = jg("run", "--agent", "scripted", "--goal", DEMO_GOAL, "--gpu", "7", "--out", tmp_path / "one")
@@ -90,7 +90,7 @@ def test_an_agent_that_stops_calling_after_its_budget_is_stopped_at_budget_plus_
         timeout=120,
     )
     assert proc.returncode == 1, proc.stderr
-    record = load_record(run_dir(tmp_path, "scripted-stall__axpy__goal-only__s0"))
+    record = load_run(run_dir(tmp_path, "scripted-stall__axpy__goal-only__s0"))
     assert record.exit_reason.startswith(
         "budget spent: 0.05 minutes of wall clock, no tool call after it; agent stopped"
     ), record.exit_reason
@@ -146,7 +146,7 @@ def test_a_command_template_agent_runs_end_to_end_and_its_solution_is_accepted(t
         timeout=240,
     )
     assert proc.returncode == 0, proc.stderr
-    record = load_record(run_dir(tmp_path, "mine__axpy__goal-only__s0"))
+    record = load_run(run_dir(tmp_path, "mine__axpy__goal-only__s0"))
     assert record.agent == "mine" and record.eval.status == "accepted" and record.audit_ok
     assert record.launch.argv[:3] == [sys.executable, "-m", "jg_mcp.campaign.scripted_agent"]
     empty = jg("table", tmp_path / "nothing-here")

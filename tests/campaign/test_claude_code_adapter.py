@@ -22,7 +22,7 @@ import pytest
 
 from jg_mcp.campaign.agent_account import BUILT_IN_SUBAGENTS
 from jg_mcp.campaign.run import Plan
-from jg_mcp.campaign.run_record import RunSpec, load_record
+from jg_mcp.campaign.run_record import RunSpec, load_run
 from tests.support import DEMO_GOAL, jg
 
 pytestmark = pytest.mark.slow
@@ -101,7 +101,7 @@ def captured(tmp_path_factory, api):
     project = tmp / "project"
     (project / "runs").mkdir(parents=True)
     (project / "CLAUDE.md").write_text("PROJECT-CLAUDE-MD: the project's instructions.\n")
-    run_id = Plan(RunSpec(agent="claude-code", goal=str(DEMO_GOAL))).run_id
+    run_id = Plan.resolve(RunSpec(agent="claude-code", goal=str(DEMO_GOAL))).run_id
     home = operator_home(tmp / "home", project / "runs" / run_id / "agent")
     Capture.bodies.clear()
     env = bare_env(HOME=str(home), ANTHROPIC_API_KEY="not-a-key", ANTHROPIC_BASE_URL=api)
@@ -122,7 +122,7 @@ def test_the_operators_skills_subagents_and_memory_do_not_reach_the_agent_by_its
     assert init["skills"] == [] and init["plugins"] == []
     assert init["slash_commands"] == ["mcp__jg__goal"], "only the jg server's own prompt"
     assert set(init["agents"]) <= BUILT_IN_SUBAGENTS and "memory_paths" not in init
-    record = load_record(run_dir)
+    record = load_run(run_dir)
     assert record.agent_account.skills == [] and sorted(record.agent_account.tools) == JG_TOOLS
     assert record.condition_violations == []
     assert record.model == init["model"] and record.spec.model is None, "the model the agent named is recorded"
@@ -161,7 +161,7 @@ def test_a_run_without_credentials_fails_to_start_and_names_the_fix(tmp_path):
     )
     assert proc.returncode == 1, proc.stderr
     [run_dir] = (tmp_path / "runs").iterdir()
-    record = load_record(run_dir)
+    record = load_run(run_dir)
     assert record.status == "failed to start" and record.eval.status == "no solution"
     assert "Not logged in" in record.exit_reason, record.exit_reason
     assert "set ANTHROPIC_API_KEY, or CLAUDE_CODE_OAUTH_TOKEN from `claude setup-token`" in record.exit_reason

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from jg_mcp.campaign.executors import Progress, run_ray
-from jg_mcp.campaign.run_record import load_record
+from jg_mcp.campaign.run_record import load_run
 from jg_mcp.errors import JgError
 from tests.support import DEMO_GOAL, jg
 
@@ -41,5 +41,5 @@ def test_a_campaign_runs_as_ray_tasks_on_a_local_instance(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     [run_dir] = (tmp_path / "runs").glob("scripted__axpy__goal-only__s0__*/")
     assert f"{run_dir.name}: submitted" in proc.stderr
-    record = load_record(run_dir)
+    record = load_run(run_dir)
     assert record.eval.status == "accepted", record

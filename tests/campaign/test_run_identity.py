@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jg_mcp.campaign.run_record import RUN_FILE, load_record
+from jg_mcp.campaign.run_record import RUN_FILE, load_run
 from tests.support import DEMO_GOAL, jg
 
 pytestmark = pytest.mark.slow
@@ -24,7 +24,7 @@ def test_another_model_or_budget_is_a_new_run_and_a_reused_run_is_said_in_one_li
     first = jg(*base, timeout=240)
     [only] = run_dirs(out)
     assert first.returncode == 1 and "reusing" not in first.stdout, first.stderr
-    record = load_record(only)
+    record = load_run(only)
     assert record.status == "finished" and record.eval.status == "no solution"
     assert record.identity.model is None and record.identity.budget.wall_clock_minutes == 10
     text = (only / RUN_FILE).read_text()
@@ -42,7 +42,7 @@ def test_another_model_or_budget_is_a_new_run_and_a_reused_run_is_said_in_one_li
     assert "reusing" not in other_model.stdout + other_budget.stdout
     dirs = run_dirs(out)
     assert len(dirs) == 3 and all(d.name.startswith("scripted-idle__axpy__goal-only__s0__") for d in dirs)
-    records = {d: load_record(d) for d in dirs}
+    records = {d: load_run(d) for d in dirs}
     assert sorted((r.identity.model or "", r.identity.budget.wall_clock_minutes) for r in records.values()) == [
         ("", 3.0),
         ("", 10.0),
@@ -68,7 +68,7 @@ grace_s: 1
     assert first.returncode == 1, first.stderr
     assert f"1 failed to start: agent could not start: no executable file {agent}" in first.stderr
     assert "campaign done: 1/2 runs finished" in first.stderr and "--retry-failed" in first.stderr
-    mine, idle = (load_record(d) for d in run_dirs(out))
+    mine, idle = (load_run(d) for d in run_dirs(out))
     assert mine.run_id.startswith("mine__") and idle.run_id.startswith("scripted-idle__")
     assert (idle.status, mine.status) == ("finished", "failed to start")
     idle_text = (out / idle.run_id / RUN_FILE).read_text()
@@ -84,5 +84,5 @@ grace_s: 1
     assert "1 failed to start, 1 to run" in retried.stderr
     assert f"{mine.run_id}: started" in retried.stderr and f"{idle.run_id}: started" not in retried.stderr
     assert (out / idle.run_id / RUN_FILE).read_text() == idle_text
-    assert load_record(out / mine.run_id).status == "finished"
+    assert load_run(out / mine.run_id).status == "finished"
     assert "campaign done: 2/2 runs finished" in retried.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jg_mcp.campaign.run_record import RUN_FILE, load_record
+from jg_mcp.campaign.run_record import RUN_FILE, load_run
 from jg_mcp.campaign.scripted_agent import SOLUTIONS, known_good
 from tests.support import REPO, jg
 
@@ -39,7 +39,7 @@ grace_s: 3
     out = tmp_path / "runs"
     done = jg("campaign", campaign, "--out", out, timeout=1500)
     assert done.returncode == 0, done.stderr
-    records = [load_record(p.parent) for p in sorted(out.glob(f"*/{RUN_FILE}"))]
+    records = [load_run(p.parent) for p in sorted(out.glob(f"*/{RUN_FILE}"))]
     assert sorted(r.goal for r in records) == GOALS
     for r in records:
         assert r.eval.status == "accepted", (

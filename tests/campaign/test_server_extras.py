@@ -97,7 +97,7 @@ def test_eval_tool_condition_serves_an_evaluate_tool_that_runs_the_eval(axpy, tm
     async def fn(c):
         names = [t.name for t in (await c.list_tools()).tools]
         missing = await c.call_tool("evaluate", {})
-        await c.call_tool("write_file", {"path": "solution.py", "content": SOLUTION})
+        await c.call_tool("write_file", {"path": "solution.py", "content": SOLUTION.read_text()})
         return names, missing, await c.call_tool("evaluate", {})
 
     names, missing, accepted = drive(server, fn, timeout_s=300)

@@ -312,7 +312,7 @@ def test_the_baselines_read_nothing_the_sandboxed_candidate_can_write(tmp_path, 
     monkeypatch.setenv("JG_MCP_CACHE", str(tmp_path / "cache"))
     seen = []
     for _ in range(2):
-        ev = Evaluation(EvalOptions(goal=DEMO_GOAL, workspace=tmp_path, device="cpu", isolation="bwrap"))
+        ev = Evaluation.open(EvalOptions(goal=DEMO_GOAL, workspace=tmp_path, device="cpu", isolation="bwrap"))
         try:
             (ev.work / "solution").mkdir()
             (ev.work / "solution" / "solution.py").write_text("def kernel(x, y, alpha):\n    return x\n")
@@ -351,7 +351,7 @@ def test_the_workers_bytecode_is_written_by_the_baselines_and_only_read_by_the_s
     bytecode = compile_cache.bytecode_dir()
     assert bytecode is not None and oct(bytecode.stat().st_mode & 0o777) == "0o755"
     monkeypatch.setattr(process, "bytecode_dir", lambda: bytecode)
-    ev = Evaluation(EvalOptions(goal=DEMO_GOAL, workspace=tmp_path, device="cpu", isolation="bwrap"))
+    ev = Evaluation.open(EvalOptions(goal=DEMO_GOAL, workspace=tmp_path, device="cpu", isolation="bwrap"))
     try:
         (ev.work / "solution").mkdir()
         (ev.work / "solution" / "solution.py").write_text("def kernel(x, y, alpha):\n    return x\n")
@@ -513,15 +513,16 @@ def test_the_sandboxed_candidate_cannot_reach_the_kernel_keyrings(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not BWRAP, reason="no bubblewrap")
 def test_where_bwrap_cannot_load_the_seccomp_filter_the_operator_may_keep_the_sandbox_without_it(tmp_path, monkeypatch):
-    """A host that cannot load the filter refuses `auto` and `bwrap` (jg_mcp.eval.processes.isolation.choose); with
-    `bwrap-unfiltered` the candidate stays sandboxed without it, and the report names the protection missing."""
+    """A host that cannot load the filter refuses `auto` and `bwrap` (jg_mcp.eval.processes.isolation's
+    choose_isolation); with `bwrap-unfiltered` the candidate stays sandboxed without it, and the report names the
+    protection missing."""
     from jg_mcp.eval.processes import isolation
     from jg_mcp.live import seccomp
 
     monkeypatch.setattr(seccomp, "program", lambda machine=None: b"\x06\x00\x00\x00\x00\x00")  # not 8-byte ops
     isolation.bwrap_problem.cache_clear()
     try:
-        chosen = isolation.choose("bwrap-unfiltered")
+        chosen = isolation.choose_isolation("bwrap-unfiltered")
         assert chosen.sandbox == "bwrap" and chosen.missing == [isolation.UNFILTERED], chosen
         (tmp_path / "src").mkdir()
         solution = tmp_path / "src" / "solution.py"
@@ -534,7 +535,7 @@ def test_where_bwrap_cannot_load_the_seccomp_filter_the_operator_may_keep_the_sa
     finally:
         monkeypatch.undo()
         isolation.bwrap_problem.cache_clear()
-        assert isolation.choose("auto").missing == [] and isolation.FILTERED == [True]
+        assert isolation.choose_isolation("auto").missing == [] and isolation.FILTERED == [True]
 
 
 LIMITS = """
@@ -578,7 +579,8 @@ def test_a_candidate_slow_on_every_call_is_stopped_by_the_eval_time_limit(tmp_pa
         "        n += i & 1\n    return torch.sub(y, x * -alpha) if n else y\n"
     )
     start = time.monotonic()
-    report = Evaluation(EvalOptions(goal=DEMO_GOAL, workspace=ws, device="cpu", timeout_s=60, total_timeout_s=6)).run()
+    options = EvalOptions(goal=DEMO_GOAL, workspace=ws, device="cpu", timeout_s=60, total_timeout_s=6)
+    report = Evaluation.open(options).run()
     assert time.monotonic() - start < 20
     assert not report.accepted
     assert [f.reason for f in report.findings] == [Reason.TIMEOUT]

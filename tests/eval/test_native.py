@@ -161,7 +161,7 @@ def test_the_sandbox_launcher_is_trusted_by_identity_and_a_copy_of_it_is_judged(
     copy = tmp_path / "elsewhere" / "bwrap"
     copy.parent.mkdir()
     shutil.copy2(launcher, copy)
-    scan = NativeScan(AXPY_FORBIDDEN, tmp_path / "work")
+    scan = NativeScan.open(AXPY_FORBIDDEN, tmp_path / "work")
     for path in (launcher, copy):
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -205,7 +205,7 @@ def test_the_launchers_own_libraries_beside_it_are_trusted_and_a_copy_elsewhere_
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     copy = Path(shutil.copy2(beside[0], elsewhere))
-    scan = NativeScan(AXPY_FORBIDDEN, tmp_path / "work")
+    scan = NativeScan.open(AXPY_FORBIDDEN, tmp_path / "work")
     for path in (*beside, copy):
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -417,7 +417,7 @@ def test_a_running_process_has_its_mapped_library_judged_even_once_deleted(libs,
     proc = _hold(lib)
     try:
         lib.unlink()
-        scan = NativeScan(GEMM_FORBIDDEN, tmp_path / "work")
+        scan = NativeScan.open(GEMM_FORBIDDEN, tmp_path / "work")
         scan.scan([proc.pid])
     finally:
         proc.kill()
@@ -431,7 +431,7 @@ def test_a_running_process_has_its_mapped_library_judged_even_once_deleted(libs,
 def test_a_running_process_whose_library_calls_only_operators_the_goal_allows_passes(libs, tmp_path):
     proc = _hold(libs["weak_mm"])
     try:
-        scan = NativeScan(AXPY_FORBIDDEN, tmp_path / "work")
+        scan = NativeScan.open(AXPY_FORBIDDEN, tmp_path / "work")
         scan.scan([proc.pid])
         scan.scan([proc.pid])  # each freeze looks again: judged once
     finally:
@@ -453,7 +453,7 @@ def test_without_map_files_libraries_are_read_at_their_path_and_the_cache_is_jud
     procs = [_hold(held), _hold(gone)]
     try:
         gone.unlink()
-        scan = NativeScan(GEMM_FORBIDDEN, work)
+        scan = NativeScan.open(GEMM_FORBIDDEN, work)
         scan.by_path = True
         scan.scan([p.pid for p in procs])
     finally:
@@ -480,7 +480,7 @@ def test_what_triton_builds_in_its_cache_may_load_by_name_but_never_calls_a_libr
     ]:
         where.parent.mkdir(parents=True, exist_ok=True)
         where.write_bytes(libs[name].read_bytes())
-    scan = NativeScan(GEMM_FORBIDDEN, work)
+    scan = NativeScan.open(GEMM_FORBIDDEN, work)
     scan.by_path = True
     scan.scan([])
     details = [f.detail for f in scan.findings]

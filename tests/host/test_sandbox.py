@@ -434,7 +434,7 @@ def test_the_run_directory_serve_makes_is_reachable_by_its_owner_only(tmp_path):
             str(tmp_path / "tr"),
         ]
     )
-    session, release = Sessions(from_args(args), tmp_path / "runs").make()
+    session, release = Sessions.open(from_args(args), tmp_path / "runs").make()
     try:
         run = session.workspace.root.parent
         assert run.parent == tmp_path / "runs" and stat.S_IMODE(run.stat().st_mode) == 0o700

@@ -152,7 +152,7 @@ def test_auto_without_bwrap_on_a_server_that_is_not_root_runs_unsandboxed_and_th
     )
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    sessions = Sessions(from_args(args), tmp_path / "runs")
+    sessions = Sessions.open(from_args(args), tmp_path / "runs")
     monkeypatch.undo()
     assert sessions.mode == "none" and sessions.warning and sessions.warning.startswith("SANDBOX OFF")
     session, release = sessions.make()

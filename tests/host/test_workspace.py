@@ -26,7 +26,7 @@ def ws(tmp_path, resolver):
     root = tmp_path / "ws"
     root.mkdir()
     (tmp_path / "secret.txt").write_text("secret")
-    return Workspace(root, protected=("reference.py",))
+    return Workspace.open(root, protected=("reference.py",))
 
 
 def read(ws: Workspace, path: str) -> bytes:

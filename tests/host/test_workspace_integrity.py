@@ -67,7 +67,7 @@ def test_walks_of_thousands_of_sibling_directories_complete_under_a_low_descript
         root = Path({str(root)!r})
         print(repr(quota_notice(root, 15_000)))
         print(repr(quota_notice(root, 14_999)))
-        scan = Workspace(root).scan()
+        scan = Workspace.open(root).scan()
         print(len(scan.states), scan.partial, scan.skipped)
         """,
         nofile=256,
@@ -125,14 +125,14 @@ def test_a_scan_stops_at_its_entry_bound_and_is_partial(tmp_path, monkeypatch):
     root = tmp_path / "ws"
     for i in range(300):
         (root / f"{i:03}").mkdir(parents=True)
-    ws = Workspace(root)
+    ws = Workspace.open(root)
     monkeypatch.setattr(walk, "SCAN_ENTRIES", 100)
     scan = ws.scan()
     assert scan.partial and any("100 entries" in s for s in scan.skipped)
 
 
 def test_a_command_between_two_scans_makes_the_next_scan_hash_every_file_afresh(tmp_path):
-    ws = Workspace(tmp_path)
+    ws = Workspace.open(tmp_path)
     (tmp_path / "a.py").write_bytes(A)
     ws.changes()
     hasher = Counting()
@@ -144,7 +144,7 @@ def test_a_command_between_two_scans_makes_the_next_scan_hash_every_file_afresh(
 
 
 def test_a_session_close_hashes_every_file_afresh(tmp_path):
-    ws = Workspace(tmp_path)
+    ws = Workspace.open(tmp_path)
     (tmp_path / "a.py").write_bytes(A)
     runner = Runner(tmp_path)
     ws.changes()
@@ -158,7 +158,7 @@ def test_a_session_close_hashes_every_file_afresh(tmp_path):
 def test_a_write_through_a_shared_mmap_during_a_command_is_seen_by_the_scan_after_it(tmp_path):
     """The red team's mmap_hide: the command dirties a mapped page (times updated), a scan taken meanwhile hashes A,
     then the command writes B through the still dirty, writable page: no size, time or inode changes."""
-    ws = Workspace(tmp_path)
+    ws = Workspace.open(tmp_path)
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
     script = f"""

@@ -18,9 +18,9 @@ def test_a_session_made_from_its_parts_touches_nothing_on_disk(gemm_goal, tmp_pa
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "solution.py").write_text("x = 1\n")
-    writer = TranscriptWriter(tmp_path / "tr" / "r1.jsonl")
+    writer = TranscriptWriter.open(tmp_path / "tr" / "r1.jsonl")
     before = sorted((p, p.stat().st_size) for p in tmp_path.rglob("*"))
-    session = Session(gemm_goal, "r1", Place(ws, None, []), Workspace(ws), writer, Runner(ws))
+    session = Session(gemm_goal, "r1", Place(ws, None, []), Workspace.open(ws), writer, Runner(ws))
     assert sorted((p, p.stat().st_size) for p in tmp_path.rglob("*")) == before
     assert session.transcript_path == writer.path and session.workspace.root == ws
 

@@ -729,7 +729,7 @@ def test_every_shipped_honest_solution_passes_the_static_check():
     from tests.eval.eval_suite import GOALS, REPO, SOLUTIONS
 
     demo = yaml.safe_load((REPO / "jg_mcp" / "demo_goal" / "axpy.yaml").read_text())["forbidden"]
-    assert static_check(SOLUTION, demo) == []
+    assert static_check(SOLUTION.read_text(), demo) == []
     for path in sorted(SOLUTIONS.glob("*/solution.py")):
         forbidden = yaml.safe_load((GOALS / f"{path.parent.name}.yaml").read_text())["forbidden"]
         assert static_check(path.read_text(), forbidden) == [], path

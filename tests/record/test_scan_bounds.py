@@ -31,7 +31,7 @@ WHEN = "2026-01-01T00:00:00+00:00"
 def ws(tmp_path):
     root = tmp_path / "ws"
     root.mkdir()
-    return Workspace(root)
+    return Workspace.open(root)
 
 
 def deep(root, levels: int, files: int, letter: str = "D") -> str:
@@ -119,7 +119,7 @@ def change(i: int, op: str = "write") -> FileChange:
 
 
 def test_past_its_budget_a_batch_records_its_first_file_changes_and_summarises_the_rest_in_one_notice(tmp_path):
-    w = TranscriptWriter(tmp_path / "run.jsonl", budget=4096)
+    w = TranscriptWriter.open(tmp_path / "run.jsonl", budget=4096)
     w.append(transcript_header())
     w.append_all([change(i) for i in range(CHANGES_PAST_BUDGET + 50)])
     assert w.budget_passed_at is not None
@@ -145,7 +145,7 @@ def test_past_its_budget_a_batch_records_its_first_file_changes_and_summarises_t
 
 
 def test_under_its_budget_every_file_change_of_a_batch_is_recorded(tmp_path):
-    w = TranscriptWriter(tmp_path / "run.jsonl")
+    w = TranscriptWriter.open(tmp_path / "run.jsonl")
     w.append(transcript_header())
     w.append_all([change(i) for i in range(3 * CHANGES_PAST_BUDGET)])
     events = read_transcript(w.path, verify=True).events
@@ -154,7 +154,7 @@ def test_under_its_budget_every_file_change_of_a_batch_is_recorded(tmp_path):
 
 
 def test_the_blob_store_stops_at_its_budget_of_blobs_and_says_so_once(tmp_path):
-    w = TranscriptWriter(tmp_path / "run.jsonl", blob_files_budget=3)
+    w = TranscriptWriter.open(tmp_path / "run.jsonl", blob_files_budget=3)
     src = tmp_path / "src"
 
     def store(data: bytes) -> bool:

@@ -28,7 +28,7 @@ BAD = b"a\xff"
 def ws(tmp_path):
     root = tmp_path / "ws"
     root.mkdir()
-    return Workspace(root)
+    return Workspace.open(root)
 
 
 class Counting:
@@ -104,7 +104,7 @@ def test_an_io_error_on_one_file_is_named_and_the_other_files_are_recorded(ws):
 
 
 def test_the_blob_store_stops_at_its_budget_and_says_so_once(tmp_path):
-    w = TranscriptWriter(tmp_path / "run.jsonl", blob_budget=1000)
+    w = TranscriptWriter.open(tmp_path / "run.jsonl", blob_budget=1000)
     src = tmp_path / "src"
 
     def store(data: bytes) -> tuple[str, int, bool]:

@@ -24,7 +24,7 @@ BWRAP_MISSING = bwrap_missing()
 
 
 def write(tmp_path, n=3):
-    w = TranscriptWriter(tmp_path / "run.jsonl")
+    w = TranscriptWriter.open(tmp_path / "run.jsonl")
     w.append(transcript_header())
     for i in range(n):
         w.append(Notice(level="info", message=f"m{i}"))
@@ -72,7 +72,7 @@ def test_tampering_is_detected_with_the_line(tmp_path, tamper):
 
 
 def test_blobs_are_content_addressed_and_capped(tmp_path):
-    w = TranscriptWriter(tmp_path / "run.jsonl")
+    w = TranscriptWriter.open(tmp_path / "run.jsonl")
     (tmp_path / "small").write_bytes(b"small")
     (tmp_path / "big").write_bytes(b"x" * 11)
 
@@ -93,7 +93,7 @@ def test_blobs_are_content_addressed_and_capped(tmp_path):
 def test_a_transcript_is_never_overwritten(tmp_path):
     write(tmp_path)
     with pytest.raises(FileExistsError):
-        TranscriptWriter(tmp_path / "run.jsonl")
+        TranscriptWriter.open(tmp_path / "run.jsonl")
 
 
 def test_head_hash_is_the_hash_of_the_last_line(tmp_path):
@@ -253,7 +253,7 @@ def test_calls_whose_ids_differ_only_in_type_keep_their_own_file_changes(tmp_pat
     from jg_mcp.record.events import FileChange, Request
     from jg_mcp.record.steps import load_record
 
-    w = TranscriptWriter(tmp_path / "run.jsonl")
+    w = TranscriptWriter.open(tmp_path / "run.jsonl")
     w.append(transcript_header())
     w.append(Request(request_id=500, method="tools/call", params={"name": "run_command", "arguments": {}}))
     w.append(Request(request_id="500", method="tools/call", params={"name": "run_command", "arguments": {}}))
@@ -271,7 +271,7 @@ from jg_mcp.record.transcript import TranscriptWriter
 
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-w = TranscriptWriter(Path(sys.argv[1]))
+w = TranscriptWriter.open(Path(sys.argv[1]))
 w.append(Header(jg_mcp_version="0", run_id="r", goal="g", goal_sha256="0" * 64, condition="goal-only",
                 sandbox="none", workspace="/w", host={}, gpu={}, started_at="t"))
 w.append(Notice(level="info", message="before"))
@@ -315,7 +315,7 @@ def test_two_unanswered_requests_with_one_id_are_an_integrity_error_not_a_silent
     from jg_mcp.record.steps import load_record
 
     def run(name: str, refused: bool) -> Path:
-        w = TranscriptWriter(tmp_path / name)
+        w = TranscriptWriter.open(tmp_path / name)
         w.append(transcript_header())
         w.append(
             Request(request_id=7, method="tools/call", params={"name": "run_command", "arguments": {"command": "evil"}})

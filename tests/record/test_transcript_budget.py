@@ -74,7 +74,7 @@ def test_past_its_budget_the_writer_keeps_the_chain_and_every_event_in_order_wit
     which payloads may be hashes; a refused request stays on the line before its refusal."""
     key = b"k" * 32
     budget = 1500_000
-    w = TranscriptWriter(tmp_path / "run.jsonl", key=key, budget=budget)
+    w = TranscriptWriter.open(tmp_path / "run.jsonl", key=key, budget=budget)
     w.append(transcript_header(key))
     rid = 0
     while w.budget_passed_at is None:
@@ -134,7 +134,7 @@ def test_past_its_budget_the_writer_keeps_the_chain_and_every_event_in_order_wit
 
 
 def test_a_transcript_under_its_budget_is_written_whole_without_a_notice(tmp_path):
-    w = TranscriptWriter(tmp_path / "run.jsonl", budget=10 * 1024 * 1024)
+    w = TranscriptWriter.open(tmp_path / "run.jsonl", budget=10 * 1024 * 1024)
     w.append(transcript_header())
     for rid in range(3):
         w.append_all(read_call(rid))
@@ -148,7 +148,7 @@ def test_the_budget_is_crossed_by_whole_events_so_a_refusal_pair_stays_adjacent_
 ):
     """The budget passed inside an append_all: the notice comes after the batch; a close is never omitted and
     comes after the notice."""
-    w = TranscriptWriter(tmp_path / "run.jsonl", budget=2000)
+    w = TranscriptWriter.open(tmp_path / "run.jsonl", budget=2000)
     w.append(transcript_header())
     w.append_all(
         [

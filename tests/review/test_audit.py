@@ -219,7 +219,7 @@ def test_a_session_over_its_budget_and_a_changed_goal_are_policy_errors(tmp_path
     loaded = load_goal(DEMO_GOAL)
     start = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
     path = tmp_path / "t" / "long.jsonl"
-    w = TranscriptWriter(path)
+    w = TranscriptWriter.open(path)
     w.append(
         Header(
             jg_mcp_version="0.1.0",

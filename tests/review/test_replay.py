@@ -41,7 +41,7 @@ def replay_command(transcript: Path, to: Path, step: int | None = None, rerun: b
 
 
 def files(root: Path) -> dict[str, bytes]:
-    return {rel: (root / rel).read_bytes() for rel in Workspace(root).scan().states}
+    return {rel: (root / rel).read_bytes() for rel in Workspace.open(root).scan().states}
 
 
 @pytest.mark.slow

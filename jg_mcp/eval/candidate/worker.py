@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from jg_mcp.eval.candidate.worker_commands import Worker
+from jg_mcp.eval.candidate.worker_commands import TRACEBACK_CHARS, Worker
 from jg_mcp.eval.wire import channel
 from jg_mcp.eval.wire.messages import (
     COMMAND,
@@ -161,7 +161,7 @@ def main(argv: list[str]) -> int:
     except (channel.ChannelClosed, channel.ChannelTimeout):
         return 0
     except Exception as exc:
-        worker.send(WorkerError(error="".join(traceback.format_exception(exc)[-4:])[-3000:]))
+        worker.send(WorkerError(error="".join(traceback.format_exception(exc)[-4:])[-TRACEBACK_CHARS:]))
         return 1
 
 

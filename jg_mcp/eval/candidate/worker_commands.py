@@ -44,6 +44,9 @@ from jg_mcp.eval.wire.stream_ops import wait_value, write_value
 
 RESUME_WAIT_S = 600
 """How long a CPU block waits for the harness's `Resume`."""
+TRACEBACK_CHARS = 3000
+"""The most of a traceback the worker sends (its end, where it names what failed): a message of bounded size,
+more than a finding quotes (ERROR_TAIL_CHARS) so that the harness's cut decides."""
 
 
 class Worker:
@@ -284,7 +287,7 @@ def how_raised(exc: BaseException) -> tuple[str, str]:
     """How a call ended that raised (`exit` or `exception`) and what it said, for `Done`."""
     if isinstance(exc, SystemExit):
         return "exit", f"the callable called sys.exit({exc.code!r})"
-    return "exception", "".join(traceback.format_exception(exc)[-6:])[-3000:]
+    return "exception", "".join(traceback.format_exception(exc)[-6:])[-TRACEBACK_CHARS:]
 
 
 def wrong_output(exc: Exception) -> list[Finding]:

@@ -97,12 +97,13 @@ class NativeScan:
     processes (stopped, or done) that is not this host's own; each problem is a `forbidden_call` finding, kept in
     `findings` for the report. A file is read and judged once per version (its inode, size and times)."""
 
-    def __init__(self, forbidden: list[str], work: Path):
+    def __init__(self, forbidden: list[str], work: Path, roots: list[str], launcher: set[tuple[int, int]]):
         self.judge = Judge(forbidden)
         self.work = str(work.resolve())
         self.cache = work / "cache"
-        self.roots = trusted_roots()
-        self.launcher = {i for i in (_identity(launcher()), *map(_identity, launcher_libraries())) if i is not None}
+        self.roots = roots
+        """Where this host's own code lies (`trusted_roots`)."""
+        self.launcher = launcher
         """The device and inode of the bwrap executable that starts the sandbox, whose processes are scanned too, and
         of the libraries the loader gives it here (a GPU host may have them beside it, through LD_LIBRARY_PATH)."""
         self.tritons = [f"{CACHE_DIR}/triton", str((work / "cache" / "triton").resolve())]
@@ -118,6 +119,13 @@ class NativeScan:
         self.by_path = False
         """Set once /proc/PID/map_files cannot be opened (the harness is not root): libraries are then read at their
         paths (checked against the mapping's device and inode) and every ELF file in the eval's cache is judged."""
+
+    @classmethod
+    def open(cls, forbidden: list[str], work: Path) -> NativeScan:
+        """The judge of one eval's native code in `work`, with this host's own code found first (its directories,
+        the sandbox's launcher and the libraries `ldd` says the loader maps for it)."""
+        launchers = (_identity(launcher()), *map(_identity, launcher_libraries()))
+        return cls(forbidden, work, trusted_roots(), {i for i in launchers if i is not None})
 
     def scan(self, pids: list[int]) -> None:
         for pid in pids:

@@ -39,7 +39,7 @@ def read_solution(workspace: Path, rel: str) -> bytes:
     workspace, so a link (to a host file the harness, often root, could read) or a FIFO is refused, not followed,
     and nothing is checked by name and then reopened."""
     try:
-        ws = Workspace(workspace)
+        ws = Workspace.open(workspace)
         with ws.open_file(ws.parts(rel)) as (fd, st):
             if st.st_size > MAX_SOLUTION_BYTES:
                 raise JgError(f"solution file {workspace / rel} is {st.st_size} bytes, over {MAX_SOLUTION_BYTES}")
@@ -121,7 +121,7 @@ def read_sources(workspace: Path, rel: str, everything: bool) -> list[SourceFile
     found = [SourceFile(rel, main)]
     if not everything:
         return found
-    ws = Workspace(workspace)
+    ws = Workspace.open(workspace)
     total = len(main)
     for path in _source_paths(ws.fd, (), main_rel=rel):
         if len(found) >= MAX_SOURCE_FILES:

@@ -247,8 +247,8 @@ UNFILTERED = (
     "host's core helper"
 )
 FILTERED = [True]
-"""Whether the candidate's sandbox gets the seccomp filter: only `choose("bwrap-unfiltered")` turns it off (and
-names it missing)."""
+"""Whether the candidate's sandbox gets the seccomp filter: only `choose_isolation("bwrap-unfiltered")` turns it
+off (and names it missing)."""
 
 
 def filter_file() -> BinaryIO | None:
@@ -318,7 +318,7 @@ def prepare(solution_dir: Path, cache_dir: Path) -> None:
     cache_dir.chmod(0o700)
 
 
-def choose(mode: str) -> Isolation:
+def choose_isolation(mode: str) -> Isolation:
     """Resolve the `isolation` option, failing closed: `bwrap` demands the sandbox with its seccomp filter,
     `bwrap-unfiltered` the sandbox without the filter, `auto` the sandbox with the filter, or none only where
     bubblewrap is not installed and the harness is not root. Anything else that stops the sandbox raises JgError,
