@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import platform
 import random
 import secrets
 import shutil
@@ -23,17 +22,17 @@ from pathlib import Path
 
 import torch
 
-import jg_mcp
 from jg_mcp import log
 from jg_mcp.errors import JgError
 from jg_mcp.eval.correctness import correctness
+from jg_mcp.eval.environment import host_environment
 from jg_mcp.eval.native.builds import build_key, compiled_a_kernel, keep, place, restore
 from jg_mcp.eval.native.native import BY_PATH, NativeScan
 from jg_mcp.eval.native.sources import SourceFile, private_goal, read_sources, solution_text
 from jg_mcp.eval.native.stubs import forbids_gemm, library_files, stub_binds
 from jg_mcp.eval.ops import forbidden_ops
 from jg_mcp.eval.options import EvalOptions
-from jg_mcp.eval.processes.compile_cache import baseline_dir, baseline_env
+from jg_mcp.eval.processes.compile_cache import baseline_env
 from jg_mcp.eval.processes.compile_cache import root as cache_root
 from jg_mcp.eval.processes.isolation import NOBODY, choose_isolation, prepare
 from jg_mcp.eval.processes.process import TAIL_BYTES, CandidateGone, WorkerLaunch, WorkerProcess
@@ -296,27 +295,8 @@ class Evaluation:
         return self.device == "cuda" or self.o.timing_on_cpu
 
     def environment(self) -> Environment:
-        import triton
-
-        from jg_mcp.gpu import query_gpu
-
-        gpu = query_gpu() if self.device == "cuda" else None
-        name = torch.cuda.get_device_name() if self.device == "cuda" else None
-        self.baseline_cache, problem = baseline_dir(torch.__version__, triton.__version__, name, self.work / "bcache")
-        return Environment(
-            device=self.device,
-            gpu=name,
-            driver=gpu.driver_version if gpu else None,
-            gpu_uuid=str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid) if name else None,
-            torch=torch.__version__,
-            triton=triton.__version__,
-            python=platform.python_version(),
-            jg_mcp=jg_mcp.__version__,
-            host=platform.node(),
-            interpreter=self.device != "cuda",
-            baseline_cache=str(self.baseline_cache),
-            baseline_cache_problem=problem,
-        )
+        environment, self.baseline_cache = host_environment(self.device, self.work)
+        return environment
 
     def spawn(self, role: str) -> WorkerProcess:
         g = self.goal.goal
