@@ -49,8 +49,8 @@ from jg_mcp.eval.wire.messages import Graph, Release
 from jg_mcp.goals import SEED_BITS
 
 if TYPE_CHECKING:
+    from jg_mcp.eval.bench import Bench
     from jg_mcp.eval.clock import Clocked
-    from jg_mcp.eval.shapes import Case
     from jg_mcp.eval.timing import TimingPhase
     from jg_mcp.eval.turns import Ran
 
@@ -103,10 +103,10 @@ class Replays:
 class GraphTimer:
     """One shape's graph timing (see the module's docstring)."""
 
-    def __init__(self, t: TimingPhase, report: EvalReport, case: Case, results: dict[str, Timing]):
-        self.t, self.report, self.case, self.results = t, report, case, results
+    def __init__(self, t: TimingPhase, report: EvalReport, b: Bench, results: dict[str, Timing]):
+        self.t, self.report, self.bench, self.results = t, report, b, results
+        self.case, self.shape = b.case, b.shape
         self.p, self.ev = t.p, t.ev
-        self.shape = next(s for s in report.shapes if s.name == case.name)
         self.sides = {side: {n: SharedBinding(n, t.ev.device) for n in ("gin", "gring")} for side in SIDES}
         self.sets: list[int] = []
         self.ins: dict[str, InputSets] = {}
@@ -118,16 +118,16 @@ class GraphTimer:
         return self.p.graph_below_ms > 0 and fastest < self.p.graph_below_ms
 
     def run(self) -> None:
-        p, ev, case = self.p, self.ev, self.case
-        like = self.t.like  # the per-call timing's layouts: the shape's sets and outputs are the graph's
-        fit = graph_fit(nbytes(self.t.ins["candidate"].inputs[0]), nbytes(like), p.ring_bytes, free_bytes(ev.device))
+        p, ev = self.p, self.ev
+        like = self.bench.like  # the per-call timing's layouts: the shape's sets and outputs are the graph's
+        fit = graph_fit(nbytes(self.bench.own.inputs[0]), nbytes(like), p.ring_bytes, free_bytes(ev.device))
         baselines = [r.median_ms for n, r in self.results.items() if n != "candidate"]
         calls = replay_calls(p.graph_calls, min(baselines, default=math.inf), p.graph_replay_ms, fit)
         if calls < LEAST_CALLS:
             self.shape.graph_note = f"memory holds the input sets and ring slots of {calls} calls only"
             return
         self.sets = list(range(calls))
-        made = self.t.new_inputs(case, calls, self.shape)
+        made = self.t.new_inputs(self.bench, calls)
         self.shape.graph_seeds = [(self.shape.renewed_seeds[-1] + i) % 2**SEED_BITS for i in range(calls)]
         try:
             for key, side in self.sides.items():
@@ -209,7 +209,7 @@ class GraphTimer:
         timed = {n: Replays() for n in t.names}
         lead = lead_replays([r.median_ms for r in self.results.values()], len(self.sets), p.lead_ms)
         for turn in range(p.graph_rounds):
-            made = t.new_inputs(self.case, len(self.sets), self.shape)
+            made = t.new_inputs(self.bench, len(self.sets))
             for name in t.names if turn % 2 == 0 else t.names[::-1]:
                 side = "candidate" if name == "candidate" else "baseline"
                 led = self.block(name, lead)
@@ -244,8 +244,8 @@ class GraphTimer:
         return statistics.median(times)
 
 
-def time_under_graphs(t: TimingPhase, report: EvalReport, case: Case, results: dict[str, Timing]) -> None:
+def time_under_graphs(t: TimingPhase, report: EvalReport, b: Bench, results: dict[str, Timing]) -> None:
     """Time the shape under CUDA graphs too, where it qualifies (`graph_below_ms`); adds `graph` to each result."""
-    timer = GraphTimer(t, report, case, results)
+    timer = GraphTimer(t, report, b, results)
     if timer.wanted():
         timer.run()

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from jg_mcp.errors import JgError
+from jg_mcp.eval.bench import Bench
 from jg_mcp.eval.checks import call_findings
 from jg_mcp.eval.clocks import ClockSampler, device_sampler
 from jg_mcp.eval.graphs import time_under_graphs
@@ -87,12 +88,6 @@ class TimingPhase:
         self.ready = False
         self.failure: BaseException | None = None
         self.prepare_s = 0.0
-        self.sides: dict[str, dict[str, SharedBinding]] = {}
-        """The shape being timed's bindings of each side (inputs, ring)."""
-        self.ins: dict[str, InputSets] = {}
-        """The shape being timed's input sets of each side, as the harness last wrote them."""
-        self.like: list[torch.Tensor] = []
-        """The shape being timed's outputs as the goal lays them out (`Evaluation.output_like`)."""
         self.warm_walls: dict[str, dict[str, float]] = {}
         """Per shape, the wall time of its first calls (written by the preparing thread)."""
 
@@ -190,22 +185,21 @@ class TimingPhase:
         except CandidateGone as gone:
             report.add(gone.finding)
 
-    def lead_block(self, report: EvalReport, case: Case, shape: ShapeResult, name: str, sets: list[int]) -> Ran:
+    def lead_block(self, report: EvalReport, b: Bench, name: str, sets: list[int]) -> Ran:
         """A block whose times go unused (warm-up, estimate, lead): the candidate's into a freshly poisoned ring,
         one of its calls judged as often as a timed block's, so work skipped there shows as it does in a timed one."""
-        own = self.sides[CANDIDATE]
         if name == CANDIDATE:
-            own["ring"].poison()
-        ran = self.turns.block(name, sets, "tin")
+            b.ring.poison()
+        ran = self.turns.block(name, sets, "tin", b.ring)
         if name == CANDIDATE and self.pick.random() < self.p.spot_check_p:
-            spot_check(self.pick, self.ev.tol, report, case, shape, own["ring"], self.ins[CANDIDATE], sets)
+            spot_check(self.pick, self.ev.tol, report, b.case, b.shape, b.ring, b.own, sets)
         return ran
 
     def time_case(self, report: EvalReport, case: Case, shape: ShapeResult) -> None:
         p, ev = self.p, self.ev
         seeds = [ev.rng.randrange(2**SEED_BITS)]
         first = ev.reference(case.dims, seeds[0])
-        self.like = like = ev.output_like(first[1])
+        like = ev.output_like(first[1])
         goal, hw = ev.goal, ev.goal.goal.hardware
         floor = floor_ms(
             goal.flops(case.dims), goal.bytes(case.dims), hw.peak_tflops, bandwidth_of(goal, report.environment.gpu)[0]
@@ -218,29 +212,27 @@ class TimingPhase:
         seeds += [ev.rng.randrange(2**SEED_BITS) for _ in range(plan.input_sets - 1)]
         made = [first[0], *(ev.make_inputs(case.dims, seed) for seed in seeds[1:])]
         slots = plan.ring_slots
-        sides = {side: {n: SharedBinding(n, ev.device) for n in ("tin", "ring")} for side in SIDES}
-        self.sides = sides
+        b = Bench.empty(case, shape, like, ev.device)
         try:
             for side in SIDES:
-                self.ins[side] = InputSets(ev.expected, sides[side]["tin"], made)
-                sides[side]["ring"].add_ring(like, slots)
-            self.ins[CANDIDATE].done[0] = first[1]
+                b.ins[side] = InputSets(ev.expected, b.sides[side]["tin"], made)
+                b.sides[side]["ring"].add_ring(like, slots)
+            b.own.done[0] = first[1]
             del made, first
             for side, proc in ((CANDIDATE, self.cand), (BASELINE, self.base)):
-                proc.bind(sides[side]["tin"])
-                proc.bind(sides[side]["ring"])
-            self.turns.ring = sides[CANDIDATE]["ring"]
+                proc.bind(b.sides[side]["tin"])
+                proc.bind(b.sides[side]["ring"])
             cal = self.turns.calibrate(
-                rotation(min(slots, p.max_block), len(self.ins[BASELINE])), sides[BASELINE]["ring"]
+                rotation(min(slots, p.max_block), len(b.ins[BASELINE])), b.sides[BASELINE]["ring"]
             )
             shape.clock = CLOCKS[ev.device]
             shape.ordering_ms, shape.copy_ms = cal.ordering_ms, cal.copy_ms
 
             def measure(careful: bool) -> dict[str, Timing]:
                 """The shape's timed rounds, then its blocks on seen inputs (each after a lead block when `careful`)."""
-                results, last = self.rounds(report, case, shape, slots)
+                results, last = self.rounds(report, b, slots)
                 begin = time.monotonic()
-                seen_pass(self, report, case, shape, results, last, lead=careful)
+                seen_pass(self, report, b, results, last, lead=careful)
                 report.phases["timing_seen"] = report.phases.get("timing_seen", 0.0) + time.monotonic() - begin
                 return results
 
@@ -248,19 +240,16 @@ class TimingPhase:
             if suspicion := self.suspicion(results):
                 shape.retimed = suspicion
                 results = measure(careful=True)
-            time_under_graphs(self, report, case, results)
+            time_under_graphs(self, report, b, results)
             shape.input_seeds = seeds
             shape.gate_busy_ms = self.turns.clocks[BASELINE].busiest_ms if ev.device == "cuda" else None
             shape.candidate = results.pop(CANDIDATE)
             shape.baselines = results
             for side, proc in ((CANDIDATE, self.cand), (BASELINE, self.base)):
-                proc.send(Release(names=list(sides[side])))
+                proc.send(Release(names=list(b.sides[side])))
                 proc.recv()
         finally:
-            self.ins, self.like, self.turns.ring = {}, [], None
-            for bindings in sides.values():
-                for b in bindings.values():
-                    b.free()
+            b.free()
 
     def suspicion(self, results: dict[str, Timing]) -> str | None:
         """What the timing finding would say of these results (speed on seen inputs), else None: such a finding is
@@ -271,37 +260,34 @@ class TimingPhase:
         bases = {n: r for n, r in results.items() if n != CANDIDATE}
         return seen_inputs_gain(cand, bases, self.p.seen_slack)
 
-    def estimate(self, report: EvalReport, case: Case, shape: ShapeResult, n_sets: int) -> dict[str, float]:
+    def estimate(self, report: EvalReport, b: Bench, n_sets: int) -> dict[str, float]:
         """Warm each callable up and measure its time per call by a block over the input sets once."""
         device: dict[str, float] = {}
         for name in self.names[1:] + self.names[:1]:
             if self.p.warmup:
-                self.lead_block(report, case, shape, name, rotation(self.p.warmup * n_sets, n_sets))
-            device[name] = self.lead_block(report, case, shape, name, list(range(n_sets))).per_call_ms
+                self.lead_block(report, b, name, rotation(self.p.warmup * n_sets, n_sets))
+            device[name] = self.lead_block(report, b, name, list(range(n_sets))).per_call_ms
         return device
 
-    def new_inputs(self, case: Case, count: int, shape: ShapeResult) -> list[list[torch.Tensor]]:
+    def new_inputs(self, b: Bench, count: int) -> list[list[torch.Tensor]]:
         """`count` input sets none has seen, from one new secret seed (set i from that seed + i), which the report
         publishes (`renewed_seeds`)."""
         seed = self.ev.rng.randrange(2**SEED_BITS)
-        shape.renewed_seeds.append(seed)
-        return [self.ev.make_inputs(case.dims, (seed + i) % 2**SEED_BITS) for i in range(count)]
+        b.shape.renewed_seeds.append(seed)
+        return [self.ev.make_inputs(b.case.dims, (seed + i) % 2**SEED_BITS) for i in range(count)]
 
-    def rounds(
-        self, report: EvalReport, case: Case, shape: ShapeResult, slots: int
-    ) -> tuple[dict[str, Timing], dict[str, list[int]]]:
+    def rounds(self, report: EvalReport, b: Bench, slots: int) -> tuple[dict[str, Timing], dict[str, list[int]]]:
         """The timed rounds, and each callable's last timed block's sets."""
-        p, names = self.p, self.names
-        own = self.ins[CANDIDATE]  # the harness reads back the candidate's inputs and ring
+        p, names, case, shape = self.p, self.names, b.case, b.shape
+        own, ring = b.own, b.ring  # the harness reads back the candidate's inputs and ring
         n_sets = len(own)
-        estimates = self.estimate(report, case, shape, n_sets)
+        estimates = self.estimate(report, b, n_sets)
         per_block = block_sizes(estimates, p.block_ms, min(p.max_block, slots, n_sets))
         lead = lead_sizes(estimates, p.lead_ms)
         times: dict[str, list[float]] = {n: [] for n in names}
         calls: dict[str, int] = dict.fromkeys(names, 0)
         queued, rounds, checked, begin = dict.fromkeys(names, 0), 0, 0, time.monotonic()
         sampled = len(self.sampler.samples) if self.sampler else 0  # a second timing's clocks are its own
-        ring = self.sides[CANDIDATE]["ring"]
 
         def lead_sets(name: str, count: int) -> list[int]:
             """The callable's next `count` lead calls, rotating over the input sets where its last lead left off."""
@@ -312,7 +298,7 @@ class TimingPhase:
             """A lead block of `name` (its times unused, on the sets as they are), then a timed block whose sets
             the harness renews with `made` after its gate, one set per call; a candidate's each into a freshly
             poisoned ring, its inputs read back after them."""
-            hints = self.lead_block(report, case, shape, name, lead_sets(name, lead[name])).hints if lead[name] else []
+            hints = self.lead_block(report, b, name, lead_sets(name, lead[name])).hints if lead[name] else []
             side = CANDIDATE if name == CANDIDATE else BASELINE
             if name == CANDIDATE:
                 ring.poison()
@@ -320,7 +306,7 @@ class TimingPhase:
             if self.sampler:
                 self.sampler.owner = name
             try:
-                ran = self.turns.block(name, sets, "tin", self.ins[side].renewal(sets, made[: len(sets)]))
+                ran = self.turns.block(name, sets, "tin", ring, b.ins[side].renewal(sets, made[: len(sets)]))
             finally:
                 if self.sampler:
                     self.sampler.owner = None
@@ -330,7 +316,7 @@ class TimingPhase:
 
         last: dict[str, list[int]] = {}
         while True:
-            made = self.new_inputs(case, max(per_block.values()), shape)  # the round's: every callable reads them
+            made = self.new_inputs(b, max(per_block.values()))  # the round's: every callable reads them
             for name in names if rounds % 2 == 0 else names[::-1]:
                 ran, last[name] = run(name, made)
                 times[name].append(ran.per_call_ms)
@@ -345,7 +331,7 @@ class TimingPhase:
             if worst < p.target_rel_se or time.monotonic() - begin > p.budget_s or full:
                 break
         while checked < p.spot_checks:
-            made = self.new_inputs(case, per_block[CANDIDATE], shape)
+            made = self.new_inputs(b, per_block[CANDIDATE])
             checked += spot_check(self.pick, self.ev.tol, report, case, shape, ring, own, run(CANDIDATE, made)[1])
 
         def result(n: str) -> Timing:

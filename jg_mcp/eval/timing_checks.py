@@ -22,6 +22,7 @@ from jg_mcp.eval.wire.buffers import SharedBinding
 from jg_mcp.eval.wire.messages import Benched, DoBench
 
 if TYPE_CHECKING:
+    from jg_mcp.eval.bench import Bench
     from jg_mcp.eval.shapes import Case
     from jg_mcp.eval.timing import TimingPhase
     from jg_mcp.goals import Tolerance
@@ -80,8 +81,7 @@ def spot_check(
 def seen_pass(
     t: TimingPhase,
     report: EvalReport,
-    case: Case,
-    shape: ShapeResult,
+    b: Bench,
     results: dict[str, Timing],
     last: dict[str, list[int]],
     lead: bool = False,
@@ -94,21 +94,21 @@ def seen_pass(
     p, ev = t.p, t.ev
     if p.seen <= 0:
         return
-    own = t.ins["candidate"]
+    case, shape, own = b.case, b.shape, b.own
     n_sets = len(own)
     times: dict[str, list[float]] = {n: [] for n in t.names}
     for _ in range(p.seen):
         for name in t.names if t.pick.random() < 0.5 else t.names[::-1]:
             hints: list[Finding] = []
             if lead and results[name].lead:
-                hints = t.lead_block(report, case, shape, name, rotation(results[name].lead, n_sets)).hints
+                hints = t.lead_block(report, b, name, rotation(results[name].lead, n_sets)).hints
             if name == "candidate":
-                t.sides["candidate"]["ring"].poison()
-            ran = t.turns.block(name, last[name], "tin")
+                b.ring.poison()
+            ran = t.turns.block(name, last[name], "tin", b.ring)
             times[name].append(ran.per_call_ms)
             if name == "candidate":
                 check_inputs(report, case, shape, hints + ran.hints, own.intact())
-                spot_check(t.pick, ev.tol, report, case, shape, t.sides["candidate"]["ring"], own, last[name])
+                spot_check(t.pick, ev.tol, report, case, shape, b.ring, own, last[name])
     for name, ts in times.items():
         results[name].seen_median_ms = statistics.median(ts)
     if ev.o.do_bench:

@@ -56,8 +56,6 @@ class Turns:
         }
         self.cal = Calibration(ordering_ms=0.0, copy_ms=0.0)
         """The shape being timed's calibration (`calibrate`, on the baselines' process)."""
-        self.ring: SharedBinding | None = None
-        """The candidate's ring of the shape being timed (per-call blocks)."""
 
     def worker(self, name: str) -> WorkerProcess:
         return self.cand if name == CANDIDATE else self.base
@@ -83,12 +81,14 @@ class Turns:
             self.not_busy(BASELINE, clock.busiest_ms)
         return self.cal
 
-    def block(self, name: str, sets: list[int], inputs: str, before_go: Callable[[], None] | None = None) -> Ran:
-        """One block, its outputs into the callable's ring. Every block has the one form (warm-up, estimate, lead,
-        timed, seen): the candidate cannot tell which of its blocks count."""
+    def block(
+        self, name: str, sets: list[int], inputs: str, ring: SharedBinding, before_go: Callable[[], None] | None = None
+    ) -> Ran:
+        """One block, its outputs into the callable's ring (the harness reads `ring`, the candidate's, after the
+        candidate's blocks). Every block has the one form (warm-up, estimate, lead, timed, seen): the candidate
+        cannot tell which of its blocks count."""
         message = Block(fn=name, inputs=inputs, sets=sets, ring="ring")
-        ring = self.ring if name == CANDIDATE else None
-        clocked = self.exchange(name, message, len(sets), ring, before_go)
+        clocked = self.exchange(name, message, len(sets), ring if name == CANDIDATE else None, before_go)
         return self.ran(name, clocked, self.cal.per_call(clocked.ms, len(sets)))
 
     def exchange(

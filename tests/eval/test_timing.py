@@ -129,10 +129,10 @@ def test_every_timed_call_reads_inputs_none_has_seen(tmp_path, timing_goal, monk
     real_send, real_block = WorkerProcess.send, Turns.block
     renewing = [False]
 
-    def block(self, name, sets, inputs, before_go=None):
+    def block(self, name, sets, inputs, ring, before_go=None):
         renewing[0] = before_go is not None
         try:
-            return real_block(self, name, sets, inputs, before_go)
+            return real_block(self, name, sets, inputs, ring, before_go)
         finally:
             renewing[0] = False
 
@@ -208,8 +208,8 @@ def test_a_timing_finding_that_a_second_timing_does_not_show_is_not_reported(tmp
 
     real, passes = timing_module.seen_pass, []
 
-    def noisy_first(t, report, case, shape, results, last, lead=False):
-        real(t, report, case, shape, results, last, lead)
+    def noisy_first(t, report, bench, results, last, lead=False):
+        real(t, report, bench, results, last, lead)
         passes.append(lead)
         if len(passes) == 1:
             results["candidate"].seen_median_ms = results["candidate"].median_ms / 10
