@@ -51,6 +51,7 @@ from jg_mcp.eval.processes.compile_cache import baseline_env, bytecode_dir  # no
 
 sys.path.insert(0, str(REPO / "eval"))
 from h200_tables import speedups  # noqa: E402
+from independent_graph import RENEWALS  # noqa: E402
 
 
 def dobench_all(plan: dict[str, dict[str, dict]], only: str | None = None) -> dict[str, dict]:
@@ -64,6 +65,7 @@ VARIANT_ENV = {
     "dobench_unsampled": {"JG_CHECK_UNSAMPLED": "1"},
     "dobench_lean": {"JG_CHECK_LEAN": "1"},
     "dobench_burst": {"JG_CHECK_BURST": "1"},
+    "dobench_renewed": {"JG_CHECK_RENEWED": "1"},
 }
 """Parts that measure do_bench again with one thing varied (not run unless named), each by its process's
 environment: `dobench_mapped` times the independent graphs on input sets another process holds, mapped as the
@@ -72,7 +74,8 @@ eval does before its graphs, in the process right before its graph; `dobench_uns
 samples NVML in another process than the one timed, do_bench in its own); `dobench_lean` frees the sets made
 from the seeds once the graph's copies of them are made (a worker holds only the copies it maps). Each measures
 only the shapes the eval timed under CUDA graphs (what they vary is the graph gap); `dobench_burst` also times each
-graph in the eval's pattern (`graph_burst_times`)."""
+graph in the eval's pattern (`graph_burst_times`); `dobench_renewed` also times single replays after the inputs were
+renewed, the L2 cleared, or both (`graph_renewed_times`, one series per way)."""
 DOBENCH_ROUNDS = 2
 """Rounds of do_bench per shape, each solution, baseline, baseline, solution. One round (run 23) let one of its two
 measurements decide: at rope's 9 us decode shape the compiled baseline took 0.00896 then 0.01040 ms in one
@@ -123,7 +126,7 @@ def dobench_one(
     (`median`, `iqm`, and `mhz`: NVML's median SM clock during the measurement), each callable's values in the
     order measured."""
     import torch
-    from independent_graph import graph_burst_times, graph_times
+    from independent_graph import graph_burst_times, graph_renewed_times, graph_times
 
     from jg_mcp.eval.candidate.worker_commands import rotating_do_bench
     from jg_mcp.eval.sizing import iqm
@@ -162,6 +165,12 @@ def dobench_one(
                 out[shape.name].setdefault("graph_burst", {}).setdefault(name, []).append(
                     statistics.median(graph_burst_times(fns[name], own))
                 )
+            if graph_seeds and os.environ.get("JG_CHECK_RENEWED"):  # the eval's order: renew, clear, one replay
+                fresh = [list(goal.make_inputs(shape.dims, seed ^ 1, "cuda")) for seed in graph_seeds]
+                for way, (renew, clear) in RENEWALS.items():
+                    times = graph_renewed_times(fns[name], own, fresh, renew, clear)
+                    out[shape.name].setdefault(f"graph_{way}", {}).setdefault(name, []).append(statistics.median(times))
+                del fresh
         if binding is not None:
             binding.free()
         del sets, own
@@ -278,7 +287,7 @@ def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results
                 "do_bench_order_pct": 100 * ((lib[0] / cand[0]) / (lib[-1] / cand[-1]) - 1),
                 "measured_by": "graph" if plan[shape].get("graph_seeds") else "do_bench",
             }
-            for series in ("graph_burst",):
+            for series in ("graph_burst", *(f"graph_{way}" for way in RENEWALS)):
                 if series in measured[shape]:
                     rows[shape][f"{series}_runs_ms"] = measured[shape][series]
             rows[shape] |= per_cycle(report, shape, base, sp, ratio, measured[shape].get("mhz", {}))

@@ -298,6 +298,9 @@ GRAPH_SERIES = {
     "do_bench_runs_ms": "independent graph",
     "graph_burst_runs_ms": "in the eval's pattern",
     "graph_burst_evallead_runs_ms": "with the eval's lead",
+    "graph_renewed_runs_ms": "one replay after renewal and clear",
+    "graph_cleared_runs_ms": "one replay after a clear",
+    "graph_rewritten_runs_ms": "one replay after renewal",
     "graph_evalcode_runs_ms": "the eval's code, this process",
     "graph_workerproc_runs_ms": "the eval's code, a worker process",
 }

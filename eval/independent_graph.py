@@ -1,8 +1,9 @@
 """The independent graph eval/h200_dobench.py times where the eval timed a shape under CUDA graphs: one CUDA graph
 of calls rotating over input sets, built by other code than the eval's (jg_mcp/eval/graphs.py and the worker's
 `captured`), timed with CUDA events around each replay, as do_bench warms up and times its calls (`graph_times`),
-or in the eval's own pattern of a lead, a gap and three timed replays (`graph_burst_times`). lab/timing_probe.py's
-`graph_rot` is `graph_times` without warm-up.
+or in the eval's own pattern of a lead, a gap and three timed replays (`graph_burst_times`), or one replay at a
+time after the inputs were renewed and the L2 cleared, as the eval times its graphs (`graph_renewed_times`).
+lab/timing_probe.py's `graph_rot` is `graph_times` without warm-up.
 """
 
 from __future__ import annotations
@@ -54,6 +55,47 @@ def graph_burst_times(
         time.sleep(gap_ms / 1e3)
         times += timed_replays(graph, replays)
     del kept
+    return [t / n for t in times]
+
+
+RENEWALS = {"renewed": (True, True), "cleared": (False, True), "rewritten": (True, False)}
+"""The ways `graph_renewed_times` may time single replays (part `dobench_renewed`): each a (write new inputs, clear
+the L2) pair before every timed replay. `renewed` is the eval's own order since every timed call reads renewed
+inputs; the other two each leave one of the two out."""
+
+
+def graph_renewed_times(
+    fn,
+    sets: list[list],
+    fresh: list[list],
+    renew: bool,
+    clear: bool,
+    rounds: int = 12,
+    lead_ms: float = 60.0,
+    clear_bytes: int = 256 << 20,
+) -> list[float]:
+    """Device time per call of single replays of the graph over `sets`, each after untimed replays for `lead_ms`
+    and, with `renew`, `fresh`'s values written into every set the graph reads, then, with `clear`, `clear_bytes`
+    written to clear the L2; `rounds` times, each replay between two events. Which of the two makes a replay on
+    renewed inputs slower than replays back to back (docs/decisions/2026-12-06-graph-replays-on-renewed-inputs.md)."""
+    import torch
+
+    graph, n, kept = captured(fn, sets, keep=True)
+    scratch = torch.empty(clear_bytes, dtype=torch.uint8, device="cuda") if clear else None
+    replay_ms = timed_replays(graph, 1)[0]
+    times = []
+    for _ in range(rounds):
+        for _ in range(min(10_000, math.ceil(lead_ms / replay_ms))):
+            graph.replay()
+        if renew:
+            for group, new in zip(sets, fresh, strict=True):
+                for tensor, value in zip(group, new, strict=True):
+                    tensor.copy_(value)
+        if scratch is not None:
+            scratch.zero_()
+        times += timed_replays(graph, 1)
+    del kept, scratch
+    torch.cuda.synchronize()
     return [t / n for t in times]
 
 
