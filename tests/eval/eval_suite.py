@@ -100,8 +100,8 @@ CPU_TIMING = {
     },
 }
 """Options of evals that run the timing protocol on the CPU (the worker's CPU clock for the harness's events; a wider
-seen-input slack for a shared 2-core machine, where the caching hacks of test_hacks.py ran 37x-530x faster on inputs
-they had seen)."""
+seen-input slack for a shared 2-core machine, where the caching hacks of test_hacks_timed.py ran 37x-530x faster on
+inputs they had seen)."""
 
 
 def eval_solution(solution: Path, goal: str | Path, root: Path, whole: bool = False, **options) -> EvalReport:
