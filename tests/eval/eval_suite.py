@@ -26,6 +26,9 @@ NATIVE_HACKS: dict[str, tuple[str, set[Reason]]] = {
     "native_keeps_results": ("gemm_bf16", {Reason.INCORRECT}),
 }
 """C++ solutions that reach a library's kernel, look code up by name, or answer from results kept between calls."""
+NATIVE_BUILDS = {"timeout_s": 400.0, "policy": "open", "whole": True, "domain_shapes": 1}
+"""Options of an eval of a native solution, which builds in the candidate's import: half a minute or more on a loaded
+2-core machine."""
 
 SOLUTIONS = REPO / "eval" / "solutions"
 GOALS = REPO / "goals"
