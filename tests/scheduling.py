@@ -23,8 +23,8 @@ DEMO_READERS = frozenset(
     }
 )
 TIMED_ON_THE_CPU = (
-    "tests/eval/test_hacks.py::test_timing_hack_is_caught_by_the_harness_from_outside",
-    "tests/eval/test_hacks.py::test_times_the_candidate_forges_gain_it_nothing",
+    "tests/eval/test_hacks_timed.py::test_timing_hack_is_caught_by_the_harness_from_outside",
+    "tests/eval/test_hacks_timed.py::test_times_the_candidate_forges_gain_it_nothing",
     "tests/eval/test_timing.py::test_an_honest_candidate_timed_on_the_cpu_is_accepted_with_every_measurement",
     "tests/eval/test_freeze.py::test_no_candidate_process_runs_while_a_baseline_is_timed",
     "tests/eval/test_timing.py::test_a_timing_finding_that_a_second_timing_does_not_show_is_not_reported",

@@ -201,7 +201,7 @@ def test_a_timing_finding_that_a_second_timing_does_not_show_is_not_reported(tmp
     """A timing finding is judged on a second, independent timing of the shape (each block on seen inputs after a
     lead block); the report says why the shape was timed twice. Here the first timing's seen-input times are made
     to look like caching, as host noise or a power-capped clock once made an honest kernel's look; a hack that
-    caches shows it every time (the timing hacks of test_hacks.py stay rejected)."""
+    caches shows it every time (the timing hacks of test_hacks_timed.py stay rejected)."""
     from eval_suite import CPU_TIMING, eval_solution
 
     from jg_mcp.eval import timing as timing_module

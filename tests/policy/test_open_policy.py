@@ -1,11 +1,10 @@
 """The open policy, the eval's default: a solution may be written in any language and several files. Native code is
 built from the workspace's sources inside the candidate's sandbox, judged by what it binds once loaded, and kept by
 the hash of its sources so a repeat eval does not build again; prebuilt binaries are never copied; kernel libraries
-are hidden from the sandbox; the rules the agent reads fit in a minute."""
+are hidden from the sandbox; the rules the agent reads fit in a minute. The native hacks: test_native_hacks.py."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -18,26 +17,11 @@ from jg_mcp.eval.native.sources import MAX_SOURCE_FILES, read_sources
 from jg_mcp.goal_text import render_markdown
 from jg_mcp.goals import load_goal
 from jg_mcp.policy.open_policy import open_check, open_rules
-from tests.eval.eval_suite import GOALS, HACKS, NATIVE, NATIVE_HACKS, REPO, eval_solution
+from tests.eval.eval_suite import GOALS, NATIVE, NATIVE_BUILDS, REPO, eval_solution
 
 DEMO_GOAL = REPO / "jg_mcp" / "demo_goal" / "axpy.yaml"
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler: native code cannot be built")
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
-BUILDS = {"timeout_s": 400.0, "policy": "open", "whole": True, "domain_shapes": 1}
-"""A native solution builds in the candidate's import: half a minute or more on a loaded 2-core machine."""
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """A build cache of this module's own, so a build kept by another run cannot make a test pass or fail."""
-    path = tmp_path_factory.mktemp("jg-cache")
-    old = os.environ.get("JG_MCP_CACHE")
-    os.environ["JG_MCP_CACHE"] = str(path)
-    yield path
-    if old is None:
-        del os.environ["JG_MCP_CACHE"]
-    else:
-        os.environ["JG_MCP_CACHE"] = old
 
 
 @pytest.mark.slow
@@ -46,7 +30,7 @@ def cache(tmp_path_factory):
     ("name", "goal"), [("axpy_cpp", DEMO_GOAL), ("softmax_cpp", "softmax")], ids=["axpy_cpp", "softmax_cpp"]
 )
 def test_a_correct_cpp_solution_is_accepted_with_every_file_listed(cache, tmp_path, name, goal):
-    report = eval_solution(NATIVE / name / "solution.py", goal, tmp_path, device="cpu", **BUILDS)
+    report = eval_solution(NATIVE / name / "solution.py", goal, tmp_path, device="cpu", **NATIVE_BUILDS)
     assert report.accepted, [f.detail for f in report.findings]
     assert report.policy == "open"
     expected = sorted(p.name for p in (NATIVE / name).iterdir() if p.is_file())
@@ -57,26 +41,16 @@ def test_a_correct_cpp_solution_is_accepted_with_every_file_listed(cache, tmp_pa
 
 @pytest.mark.slow
 @needs_gxx
-@pytest.mark.parametrize("name", sorted(NATIVE_HACKS))
-def test_a_native_hack_is_rejected_for_what_it_does(cache, tmp_path, name):
-    goal, reasons = NATIVE_HACKS[name]
-    report = eval_solution(HACKS / name / "solution.py", goal, tmp_path, device="cpu", **BUILDS)
-    assert not report.accepted
-    assert reasons <= set(report.reasons), (report.reasons, [f.detail for f in report.findings])
-
-
-@pytest.mark.slow
-@needs_gxx
 def test_a_repeat_eval_of_the_same_sources_does_not_build_again(cache, tmp_path):
     """softmax_cpp builds softmax.cpp with `load`, which torch's builder (ninja) rebuilds when a source is newer
     than its objects: every eval writes its copies anew, so they carry one fixed time, else the kept build is
     built again (as it was on an H100)."""
     solution = NATIVE / "softmax_cpp" / "solution.py"
-    first = eval_solution(solution, "softmax", tmp_path / "1", device="cpu", **BUILDS)
+    first = eval_solution(solution, "softmax", tmp_path / "1", device="cpu", **NATIVE_BUILDS)
     assert first.accepted, [f.detail for f in first.findings]
     (library,) = (cache / "extensions").rglob("softmax_rows*.so")  # the module's other tests keep builds there too
     built = library.stat().st_mtime_ns
-    second = eval_solution(solution, "softmax", tmp_path / "2", device="cpu", **BUILDS)
+    second = eval_solution(solution, "softmax", tmp_path / "2", device="cpu", **NATIVE_BUILDS)
     assert second.accepted, [f.detail for f in second.findings]
     (again,) = (cache / "extensions").rglob("softmax_rows*.so")
     assert again == library
