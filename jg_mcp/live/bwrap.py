@@ -234,7 +234,9 @@ class Bwrap:
             head += ["--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
         status = reaper.Status()
         inner = lifeline.inner(reaper.reaped(argv, status.write_fd))
-        wrapped = Argv([*head, "--", *inner], [args_file, *files, status.write_end], [lifeline.read_end()])
+        wrapped = Argv(
+            [*head, "--", *inner], [args_file, *files, status.write_end], [lifeline.read_end()], contained=True
+        )
         wrapped.notes += notes
         wrapped.ended = lambda: wrapped.notes.extend(self.seal())
         wrapped.killed_by = status.signal
