@@ -10,7 +10,9 @@ tests hold pid 1 in that window for as long as they need: a `--lock-file` that i
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -115,3 +117,37 @@ def test_a_timeout_kills_a_sandbox_whose_pid_1_is_not_yet_bound_to_bwrap(held_in
     result = anyio.run(go)
     assert result.timed_out
     assert not survivors_after(marker), "the command outlived the timeout that killed it"
+
+
+SPAWN_HELD = f"""
+import subprocess, sys, time
+from pathlib import Path
+from jg_mcp.live.bwrap import Bwrap
+ws, fifo, command = Path(sys.argv[1]), sys.argv[2], ["/bin/bash", "-c", sys.argv[3]]
+argv = Bwrap(ws).wrap(command)
+at = argv.index("--args") + 2
+argv[at:at] = ["--bind", fifo, "{HELD}", "--lock-file", "{HELD}"]
+subprocess.Popen(argv, pass_fds=argv.pass_fds, start_new_session=True, stdin=subprocess.DEVNULL)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root server gives bwrap a pid namespace of its own")
+def test_a_server_killed_while_its_sandbox_s_pid_1_is_not_yet_bound_to_bwrap_takes_the_command_down(tmp_path):
+    """SIGKILL (the operator, the OOM killer) lands on the server once the command runs but before bwrap's pid 1 has
+    bound itself to bwrap's outer process: the lifeline has passed, and bwrap's --die-with-parent ends only the outer
+    process; the command must end all the same."""
+    ws, fifo = tmp_path / "ws", tmp_path / "hold"
+    ws.mkdir()
+    os.mkfifo(fifo, 0o666)
+    marker = f"jg-held-{uuid.uuid4().hex}"
+    server = subprocess.Popen([sys.executable, "-c", SPAWN_HELD, str(ws), str(fifo), f"exec -a {marker} sleep 600"])
+    try:
+        assert wait_for(lambda: running(f"^{marker}"), WAIT_S), "the command did not start"
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait(timeout=WAIT_S)
+        assert not survivors_after(marker), "the command outlived the server that started it"
+    finally:
+        server.kill()
+        server.wait(timeout=WAIT_S)
+        release(fifo)
