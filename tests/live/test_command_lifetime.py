@@ -90,20 +90,26 @@ def survivors_after(marker: str) -> list[int]:
     return left
 
 
-def test_a_cancelled_call_kills_a_sandbox_whose_pid_1_is_not_yet_bound_to_bwrap(held_init):
+@pytest.mark.parametrize("end", ["call cancelled", "session closed"])
+def test_a_kill_takes_down_a_sandbox_whose_pid_1_is_not_yet_bound_to_bwrap(held_init, end):
+    """The call is cancelled (the client cancels it or disconnects), or the session closes (its client gone, a
+    SIGTERM): `kill_all`), once the command runs."""
     runner, _ = held_init
     marker = f"jg-held-{uuid.uuid4().hex}"
 
-    async def cancel_once_running() -> None:
+    async def end_once_running() -> None:
         with anyio.fail_after(WAIT_S + 30):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(runner.run, f"exec -a {marker} sleep 600", 600)
                 while not await anyio.to_thread.run_sync(running, f"^{marker}"):
                     await anyio.sleep(0.05)
-                tg.cancel_scope.cancel()
+                if end == "call cancelled":
+                    tg.cancel_scope.cancel()
+                else:
+                    await anyio.to_thread.run_sync(runner.kill_all)
 
-    anyio.run(cancel_once_running)
-    assert not survivors_after(marker), "the command outlived the cancelled call that started it"
+    anyio.run(end_once_running)
+    assert not survivors_after(marker), f"the command outlived its kill ({end})"
 
 
 def test_a_timeout_kills_a_sandbox_whose_pid_1_is_not_yet_bound_to_bwrap(held_init):
