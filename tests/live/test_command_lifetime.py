@@ -1,9 +1,10 @@
-"""A sandboxed command never outlives its kill: the runner's kill (the call cancelled, the client gone, the timeout)
-takes the whole sandbox down, wherever bubblewrap is in its start.
+"""A sandboxed command outlives neither its kill nor the server: the runner's kill (the call cancelled, the client
+gone, the session closed, the timeout) and the server's SIGKILL take the whole sandbox down, wherever bubblewrap is
+in its start.
 
 bwrap's pid 1 binds itself to bwrap's outer process (--die-with-parent) only once it is up; under load it can be
-slow to get there while the command it forked already runs. A kill that reaches only the outer process in that
-window orphans pid 1 with the command still running, and the lifeline lets it run on (the server is alive). These
+slow to get there while the command it forked already runs. A kill or a death that ends only the outer process in
+that window orphans pid 1 with the command still running, and the lifeline, checked before, lets it run on. These
 tests hold pid 1 in that window for as long as they need: a `--lock-file` that is a FIFO, which bwrap's pid 1 opens
 (and blocks on, no writer) just before it sets its parent-death signal, while the command runs beside it."""
 
