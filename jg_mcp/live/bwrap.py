@@ -43,9 +43,18 @@ directories its holder gave it, `UidPool.note`).
 Inside, the command runs under a reaper that reports the signal that killed it (`jg_mcp.live.reaper`): bwrap's own
 status, 128+N, cannot tell it from an exit with that number.
 
-The sandbox's pid 1 dies with the server (`--die-with-parent`) and when its command returns; then
-the kernel kills every process in the namespace, so nothing a command starts outlives it. A server killed
-while bwrap is still starting takes the sandbox down too, or the command never runs (`jg_mcp.live.lifeline`).
+Nothing a command starts outlives it, nor the server, however either ends. The sandbox's pid 1 ends when its
+command returns, and the kernel then kills every process in its pid namespace. The runner's kill (a timeout, a
+cancelled call, the session's close) is a SIGKILL to the process group of bwrap's outer process, which holds the
+sandbox's pid 1 too (hence no `--new-session`: `jg_mcp.live.sandbox.NAMESPACES`), so pid 1 dies with it at whatever
+point of its start it is. The server's own death: bwrap's `--die-with-parent` binds pid 1 to bwrap's outer process
+only once pid 1 is up, after it has forked the command, and the lifeline has let the command run by then (the server
+was alive). So as root, bwrap runs as pid 1 of a pid namespace of its own (`OWN_PID_NAMESPACE`), whose maker
+(`unshare`) dies with the server (`jg_mcp.live.lifeline.outer`) and kills bwrap when it dies (`--kill-child`), each
+bound before bwrap starts: bwrap's death takes down every process below it, the sandbox's included. (A server that is
+not root cannot make that namespace; killed in the moment between a command's start and pid 1's binding, it leaves
+that command running.) A server killed while bwrap is still starting takes the sandbox down too, or the command
+never runs (`jg_mcp.live.lifeline`).
 """
 
 from __future__ import annotations
@@ -67,6 +76,9 @@ from jg_mcp.live.seal import seal
 from jg_mcp.live.uids import UIDS, UidPool, chown_tree, end_holders
 
 logger = log.get("jg_mcp.live.sandbox")
+OWN_PID_NAMESPACE = ("unshare", "--pid", "--kill-child=KILL", "--")
+"""bwrap started as pid 1 of a pid namespace of its own, whose creator kills it on its own death: see the module
+docstring (needs CAP_SYS_ADMIN, so a root server only)."""
 
 
 def _inside(path: Path, parent: Path) -> bool:
@@ -223,18 +235,17 @@ class Bwrap:
         args_file.write(b"".join(os.fsencode(o) + b"\0" for o in options))
         args_file.flush()
         args_file.seek(0)
-        head = lifeline.outer(
-            oom.first(
-                ["prlimit", f"--nproc={lim.max_processes}", f"--fsize={lim.max_file_bytes}", "--core=1", self.bwrap]
-            )
-        )
+        limits = ["prlimit", f"--nproc={lim.max_processes}", f"--fsize={lim.max_file_bytes}", "--core=1"]
+        head = lifeline.outer(oom.first([*limits, *(OWN_PID_NAMESPACE if self.as_root else ()), self.bwrap]))
         head += ["--args", str(args_file.fileno())]
         if self.as_root:
             uid = self.uid()
             head += ["--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
         status = reaper.Status.open()
         inner = lifeline.inner(reaper.reaped(argv, status.write_fd))
-        wrapped = Argv([*head, "--", *inner], [args_file, *files, status.write_end], [lifeline.read_end()])
+        wrapped = Argv(
+            [*head, "--", *inner], [args_file, *files, status.write_end], [lifeline.read_end()], contained=True
+        )
         wrapped.notes += notes
         wrapped.ended = lambda: wrapped.notes.extend(self.seal())
         wrapped.killed_by = status.signal

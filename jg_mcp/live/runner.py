@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import anyio
+from anyio.abc import Process
 from pydantic import BaseModel
 
 from jg_mcp.live.output import DEFAULT_CAP, CappedBuffer, ProgressFn, pump, ticker
@@ -34,6 +35,9 @@ MAX_PARALLEL_COMMANDS = 4
 """Most commands of one runner (one session) running at once; more wait their turn. Each sandboxed command has
 its own in-memory /tmp and /dev/shm, so this bounds what parallel calls can hold."""
 DRAIN_AFTER_EXIT_S = 0.5
+GROUP_EXIT_S = 2.0
+"""Longest a contained command's result waits for what is left of its process group (a sandbox's pid 1 and the
+processes of its namespace) to be gone; past it, the group is left to `kill_all` as a background job's is."""
 
 
 class CommandResult(BaseModel):
@@ -78,7 +82,10 @@ class Argv(list[str]):
     and closes once the process has started, and `fds`, which it passes and leaves open (a lifeline). `ended` is
     called (in a worker thread) once the process has exited, before the command's result goes back; then
     `killed_by` says which signal killed the command inside, when the process's own status cannot (a sandbox's
-    reaper, jg_mcp.live.reaper). `notes` are sentences for the agent's result (set by the wrap, or by `ended`)."""
+    reaper, jg_mcp.live.reaper). `notes` are sentences for the agent's result (set by the wrap, or by `ended`).
+    `contained`: everything in the process's group belongs to the command and ends with it (a sandbox, whose pid 1
+    takes its pid namespace down): once the process has exited, what is left of the group is killed, and awaited
+    before `ended`, never left running as a background job."""
 
     def __init__(
         self,
@@ -86,11 +93,13 @@ class Argv(list[str]):
         files: Sequence[BinaryIO] = (),
         fds: Sequence[int] = (),
         ended: Callable[[], object] = lambda: None,
+        contained: bool = False,
     ):
         super().__init__(args)
         self.files = list(files)
         self.fds = tuple(fds)
         self.ended = ended
+        self.contained = contained
         self.killed_by: Callable[[], int | None] = lambda: None
         self.notes: list[str] = []
 
@@ -128,6 +137,32 @@ def group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def group_running(pgid: int) -> bool:
+    """True while a process in the group has not exited. A zombie does not count: dead, it waits for its parent to
+    reap it, and an orphan's new parent, the host's (or a container's) init, may never do so."""
+    if not group_alive(pgid):
+        return False
+    for entry in os.scandir("/proc"):
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                state, _, group = fh.read().rsplit(b")", 1)[1].split()[:3]
+        except (OSError, ValueError):  # not a process, or one that has just ended
+            continue
+        if int(group) == pgid and state not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def end_group(pgid: int, within_s: float) -> None:
+    """Kill what is left of a group whose leader has exited, and wait (blocking: call it in a thread) until none of
+    it runs, at most `within_s`. A group with a process in it, a zombie too, keeps its number, so the kill cannot
+    reach another group that took the number since."""
+    deadline = time.monotonic() + within_s
+    while group_running(pgid) and time.monotonic() < deadline:
+        kill_group(pgid)
+        time.sleep(0.005)
 
 
 def tree_bytes(root: Path, stop_after: int) -> tuple[int, list[str]]:
@@ -183,6 +218,19 @@ def quota_notice(root: Path, quota: int) -> str | None:
             "and remove deep or numerous directories, so that the size can be checked"
         )
     return None
+
+
+async def _wrapped_ended(argv: Argv, proc: Process, notes: list[str]) -> int | None:
+    """Once the process of a wrapped command has exited: what is left of a contained group ended (a sandbox's pid 1
+    may outlast bwrap's outer process by a moment), then the wrap's `ended`, its notes added to `notes`. Returns the
+    signal that killed the command by the reaper's word, where the process's own status agrees with it, else None."""
+    with anyio.CancelScope(shield=True):
+        if argv.contained:
+            await anyio.to_thread.run_sync(end_group, proc.pid, GROUP_EXIT_S)
+        await anyio.to_thread.run_sync(argv.ended)
+    notes += argv.notes[len(notes) :]
+    reported = argv.killed_by()
+    return reported if reported is not None and proc.returncode == 128 + reported else None
 
 
 class Runner:
@@ -342,14 +390,9 @@ class Runner:
                 with anyio.CancelScope(shield=True):
                     await proc.wait()
             if isinstance(argv, Argv):
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(argv.ended)
-                reported = argv.killed_by()
-                if reported is not None and proc.returncode == 128 + reported:
-                    signal_number = reported  # the reaper's word, where bwrap's own status agrees with it
-                notes += argv.notes[len(notes) :]
+                signal_number = await _wrapped_ended(argv, proc, notes)
             await proc.aclose()
-            if not group_alive(proc.pid):
+            if not group_running(proc.pid):
                 self.groups.discard(proc.pid)  # nothing left to kill, and the number may be reused by another group
             else:
                 self._left[proc.pid] = token

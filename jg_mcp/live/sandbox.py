@@ -32,10 +32,16 @@ NAMESPACES = (
     "--unshare-uts",
     "--unshare-cgroup-try",
     "--die-with-parent",
-    "--new-session",
 )
 """bwrap's isolation of every sandbox, the agent's commands and the eval's candidate alike: its own pid, network,
-IPC, hostname and cgroup namespaces, killed with its parent, in a new session (no terminal to push input into)."""
+IPC, hostname and cgroup namespaces, killed with its parent.
+
+Not `--new-session`: bwrap's setsid() would move the sandbox's pid 1 out of the process group its caller kills, and
+pid 1 binds itself to bwrap's outer process (--die-with-parent) only after that, so a kill landing in between (a
+call cancelled or timed out as its sandbox starts) would end bwrap's outer process alone and leave pid 1 orphaned,
+the command running. In the caller's group, pid 1 dies with the group's SIGKILL, and every process of the sandbox
+with it. Both callers start bwrap in a new session of their own (the runner's and the eval's `start_new_session`), with
+stdin from /dev/null: the sandbox has no controlling terminal to push input into."""
 
 
 class SandboxLimits(Strict):
