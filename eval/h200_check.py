@@ -58,7 +58,7 @@ GPU_HACKS: dict[str, set[Reason]] = {
     "swiglu_wrong_above_2_27": {R.INCORRECT},
     "gpu_work_outlives_its_block": {R.INCORRECT},
 }
-"""The GPU-only hacks and the reasons each must be rejected for (tests/eval/test_hacks.py holds the same); for a
+"""The GPU-only hacks and the reasons each must be rejected for (tests/eval/hack_suite.py reads it); for a
 hack in EITHER, at least one of those reasons too."""
 EITHER: dict[str, set[Reason]] = {"native_early_answer": {R.INCORRECT, R.TIMING_ESCAPE}}
 """Hacks whose one act shows as one of several reasons, as the GPU's timing falls: an answer before the work ends

@@ -52,6 +52,7 @@ PLACES = {
     "live/protections": "host",
     "live/reaper": "host",
     "live/runner": "host",
+    "live/groups": "host",
     "live/safefs": "host",
     "live/sandbox": "host",
     "live/sandbox_probe": "host",

@@ -12,7 +12,6 @@ as running until `kill_all`), so a scan never trusts a hash taken while a comman
 from __future__ import annotations
 
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import anyio
 from anyio.abc import Process
 from pydantic import BaseModel
 
+from jg_mcp.live.groups import end_group, group_running, kill_group
 from jg_mcp.live.output import DEFAULT_CAP, CappedBuffer, ProgressFn, pump, ticker
 from jg_mcp.live.walk import Commands, commands_in, walk_of
 
@@ -119,50 +119,6 @@ def command_env(extra_path: Sequence[str] = ()) -> dict[str, str]:
     env["PATH"] = os.pathsep.join(path)
     env["PYTHONUNBUFFERED"] = "1"
     return env
-
-
-def kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def group_alive(pgid: int) -> bool:
-    """True while some process is in the group (one we may not signal counts)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def group_running(pgid: int) -> bool:
-    """True while a process in the group has not exited. A zombie does not count: dead, it waits for its parent to
-    reap it, and an orphan's new parent, the host's (or a container's) init, may never do so."""
-    if not group_alive(pgid):
-        return False
-    for entry in os.scandir("/proc"):
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                state, _, group = fh.read().rsplit(b")", 1)[1].split()[:3]
-        except (OSError, ValueError):  # not a process, or one that has just ended
-            continue
-        if int(group) == pgid and state not in (b"Z", b"X"):
-            return True
-    return False
-
-
-def end_group(pgid: int, within_s: float) -> None:
-    """Kill what is left of a group whose leader has exited, and wait (blocking: call it in a thread) until none of
-    it runs, at most `within_s`. A group with a process in it, a zombie too, keeps its number, so the kill cannot
-    reach another group that took the number since."""
-    deadline = time.monotonic() + within_s
-    while group_running(pgid) and time.monotonic() < deadline:
-        kill_group(pgid)
-        time.sleep(0.005)
 
 
 def tree_bytes(root: Path, stop_after: int) -> tuple[int, list[str]]:

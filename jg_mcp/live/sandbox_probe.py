@@ -59,7 +59,8 @@ def probe(sandbox: Bwrap, where: Path) -> str | None:
     directory under `where`, else why not, on one line."""
     if not shutil.which(sandbox.bwrap):
         return f"bubblewrap not found ({sandbox.bwrap}); install the `bubblewrap` package"
-    missing = [tool for tool in ("prlimit", "setpriv") if not shutil.which(tool)]
+    tools = ("prlimit", "setpriv", *(("unshare",) if sandbox.as_root else ()))  # bwrap.OWN_PID_NAMESPACE, as root
+    missing = [tool for tool in tools if not shutil.which(tool)]
     if missing:
         return f"{', '.join(missing)} not found (util-linux)"
     if sandbox.filtered and seccomp.program() is None:

@@ -86,6 +86,17 @@ def test_a_probe_on_a_full_file_system_refuses_the_start_instead_of_running_unsa
         subprocess.run(["umount", "-l", str(full)], timeout=30)
 
 
+@pytest.mark.skipif(not ROOT, reason="a root server's sandbox runs bwrap under unshare")
+def test_a_root_server_without_unshare_refuses_the_start(tmp_path, monkeypatch):
+    """As root, bwrap runs under `unshare` in a pid namespace that dies with the server (jg_mcp.live.bwrap): a host
+    without it fails the probe by name, before any command could run in a sandbox that outlives the server."""
+    import shutil
+
+    found = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda tool, *a, **k: None if tool == "unshare" else found(tool, *a, **k))
+    assert sandbox_probe.probe(Bwrap(tmp_path / "runs"), tmp_path) == "unshare not found (util-linux)"
+
+
 @pytest.fixture
 def disk(tmp_path):
     """A small ext4 file system with 20% of its blocks reserved for root, mounted (as root) under tmp_path."""
