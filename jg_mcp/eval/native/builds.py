@@ -39,19 +39,34 @@ def build_key(torch_version: str, gpu: str | None, sources: list[SourceRecord]) 
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
+UNFINISHED = "lock"
+"""The file torch's extension builder holds in an extension's build directory while it builds (its `FileBaton`) and
+removes when the build ends. A build cut off (an eval's timeout, a crash) leaves it, and a later build of the same
+extension waits on it for ever: kept and restored, it made every later eval of the same sources time out."""
+
+
+def unfinished(builds: Path) -> bool:
+    """Whether a build in `builds` (one directory per extension) was cut off before it ended."""
+    return any(builds.glob(f"*/{UNFINISHED}"))
+
+
 def restore(key: str, builds: Path, owner: int | None) -> Path | None:
     """Put the build kept under `key` (`compile_cache.extensions_dir`) into `builds`, where the candidate's torch
     builds, owned by `owner`; returns where this eval's build is to be kept (`keep`), or None where that directory
-    cannot be trusted."""
+    cannot be trusted. A kept build that was cut off is dropped: this eval builds anew."""
     kept = extensions_dir(key)
+    if kept is not None and unfinished(kept):
+        shutil.rmtree(kept, ignore_errors=True)
+        kept = extensions_dir(key)
     if kept is not None and any(kept.iterdir()):
         copy_build(kept, builds, owner)
     return kept
 
 
 def keep(builds: Path, kept: Path | None) -> None:
-    """Keep what the candidate's sandbox built in `builds` for the next eval of the same sources (`restore`)."""
-    if kept is not None and builds.is_dir() and any(builds.iterdir()):
+    """Keep what the candidate's sandbox built in `builds` for the next eval of the same sources (`restore`), unless
+    its build was cut off."""
+    if kept is not None and builds.is_dir() and any(builds.iterdir()) and not unfinished(builds):
         shutil.rmtree(kept, ignore_errors=True)
         copy_build(builds, kept)
 
