@@ -32,6 +32,11 @@ def cpu_suite(runs):
     return submit_cpu_hacks(runs, CAUGHT_RUNNING, "open")
 
 
+def test_every_hack_caught_running_has_reasons_it_must_be_rejected_for():
+    """A rejection for no named reason would pass a hack that only crashed or timed out."""
+    assert [n for n in CAUGHT_RUNNING if not expected(n, "open")] == []
+
+
 def test_every_hack_directory_is_in_the_suite():
     listed = set(CPU_HACKS) | set(CPU_TIMED_HACKS) | set(GPU_HACKS) | set(NATIVE_HACKS)
     assert {p.parent.name for p in HACKS.glob("*/solution.py")} == listed
