@@ -274,7 +274,7 @@ def test_the_goal_only_claude_code_invocation_as_written_has_only_the_four_tools
 @pytest.mark.slow
 def test_the_gpu_checks_commands_as_written():
     """The GPU check's help, and the committed runs read by h200_runs.py and h200_spread.py."""
-    for command in [*starting(f"{PY} eval/h200_check.py"), *starting(f"{PY} eval/h200_runs.py")]:
+    for command in [*starting(f"{PY} eval/h200_check.py --help"), *starting(f"{PY} eval/h200_runs.py")]:
         done = sh(command)
         assert done.returncode == 0 and done.stdout.strip(), command + done.stderr
     (spread,) = starting(f"{PY} eval/h200_spread.py")

@@ -231,7 +231,7 @@ def test_the_eval_refuses_a_broken_sandbox_instead_of_running_the_candidate_unsa
 
     def choose(mode: str):
         isolation.bwrap_problem.cache_clear()
-        return isolation.choose(mode)
+        return isolation.choose_isolation(mode)
 
     try:
         monkeypatch.setenv("PATH", failing_bwrap(tmp_path))
