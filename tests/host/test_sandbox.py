@@ -418,8 +418,8 @@ def test_the_run_directory_serve_makes_is_reachable_by_its_owner_only(tmp_path):
     made 0700 on that path too (red team: it was 0755 there, and a host user ran a setuid copy of bash a command
     left in the opened workspace)."""
     from jg_mcp.cli import build_parser
-    from jg_mcp.commands.serve import Sessions
     from jg_mcp.commands.serve_config import from_args
+    from jg_mcp.commands.serve_sessions import Sessions
 
     args = build_parser().parse_args(
         [

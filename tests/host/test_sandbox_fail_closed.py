@@ -155,8 +155,8 @@ def test_auto_without_bwrap_on_a_server_that_is_not_root_runs_unsandboxed_and_th
     """The one fallback left: no bubblewrap installed and a server that is not root. It runs, says so loudly, and
     its header records the sandbox and the filter missing and not waived, so the audit fails the transcript."""
     from jg_mcp.cli import build_parser
-    from jg_mcp.commands.serve import Sessions
     from jg_mcp.commands.serve_config import from_args
+    from jg_mcp.commands.serve_sessions import Sessions
 
     args = build_parser().parse_args(
         ["serve", "--goal", "gemm_fp8", "--runs", str(tmp_path / "runs"), "--transcripts", str(tmp_path / "tr")]
