@@ -40,7 +40,12 @@ def test_a_candidate_cannot_slow_the_baseline_by_writing_its_inputs(runs, timing
     helper thread races the harness's read-back of the inputs: where it loses (1 clean-clone CI run in 3 here), the
     timing stops with input_modified, which gains it nothing either."""
     runs.wait_idle()
-    report = runs.get(HACKS / "sabotage_baseline_inputs" / "solution.py", timing_goal, **CPU_TIMING)
+    # blocks of 64 calls, not CPU_TIMING's 8: in 8-call blocks the CPU clock's ticks can show this slower hack faster
+    report = runs.get(
+        HACKS / "sabotage_baseline_inputs" / "solution.py",
+        timing_goal,
+        **(CPU_TIMING | {"timing": CPU_TIMING["timing"] | {"max_block": 64}}),
+    )
     speedups = [v for s in report.shapes for v in (s.speedup or {}).values()]
     caught = not report.accepted and Reason.INPUT_MODIFIED in report.reasons
     assert caught or (speedups and max(speedups) < 1.3), (speedups, report.reasons)
