@@ -191,3 +191,15 @@ def submit_cpu_hacks(runs: Runs, names: list[str], policy: str) -> Runs:
 
 def gpu_options(name: str) -> dict:
     return {"shapes": "timed", "only": [hack_goal(name)[1]], "domain_shapes": 0, "timing": {"budget_s": 1.0}}
+
+
+def assert_rejected_for_its_reasons(runs: Runs, name: str) -> None:
+    """A hack of CPU_HACKS evaluated under the open policy is rejected, for every reason `expected` names."""
+    goal, _ = CPU_HACKS[name]
+    report = runs.get(HACKS / name / "solution.py", goal, **cpu_options(name))
+    assert report.policy == "open"
+    assert not report.accepted
+    missing = expected(name, "open") - set(report.reasons)
+    assert not missing, (
+        f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
+    )

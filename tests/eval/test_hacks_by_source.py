@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import pytest
 from eval_suite import HACKS
-from hack_suite import CPU_HACKS, GEMM, OPEN_ALLOWED, by_source, cpu_options, expected, submit_cpu_hacks
+from hack_suite import (
+    CPU_HACKS,
+    GEMM,
+    OPEN_ALLOWED,
+    assert_rejected_for_its_reasons,
+    by_source,
+    cpu_options,
+    expected,
+    submit_cpu_hacks,
+)
 
 NAMED_BY_SOURCE = sorted(n for n in set(CPU_HACKS) - set(OPEN_ALLOWED) if by_source(n, "open"))
 """The hacks of CPU_HACKS whose rejection under the open policy rests on the source check alone."""
@@ -23,14 +32,7 @@ def cpu_suite(runs):
 
 @pytest.mark.parametrize("name", NAMED_BY_SOURCE)
 def test_a_hack_the_source_check_names_is_rejected_for_it_under_the_open_policy(cpu_suite, name):
-    goal, _ = CPU_HACKS[name]
-    report = cpu_suite.get(HACKS / name / "solution.py", goal, **cpu_options(name))
-    assert report.policy == "open"
-    assert not report.accepted
-    missing = expected(name, "open") - set(report.reasons)
-    assert not missing, (
-        f"{name}: missing {sorted(missing)}; got {report.reasons}: {[f.detail for f in report.findings]}"
-    )
+    assert_rejected_for_its_reasons(cpu_suite, name)
 
 
 @pytest.mark.parametrize("name", sorted(OPEN_ALLOWED))
