@@ -8,7 +8,7 @@ outside the candidate's process (its own buffers, its own clock) even if the sou
 
 from __future__ import annotations
 
-from eval_suite import HACKS, Runs, load_h200_check
+from eval_suite import HACKS, NATIVE_BUILDS, Runs, load_h200_check
 
 from jg_mcp.eval import Reason
 
@@ -169,6 +169,14 @@ ACCEPTED_ON_CPU |= {"no_kernel_softmax", "graph_capture_skips_work", "swiglu_wro
 graphs, Triton interpreted) they compute the right answer."""
 hack_goal = load_h200_check().hack_goal
 TIMEOUTS = {"hang": 30.0}
+TIMEOUTS |= {
+    name: NATIVE_BUILDS["timeout_s"]
+    for name in CPU_HACKS
+    if "cpp_extension" in (HACKS / name / "solution.py").read_text()
+}
+"""Each answer's time limit where the default's 90 s is not it: the hang waits out a short one; a hack that builds
+C++ in its import takes a long one (one ran past 90 s on a loaded 2-core CI machine and was rejected for `timeout`
+instead of its reason)."""
 BY_SOURCE = {"domain_shapes": 0, "trials": 1}
 """The options of an eval whose expected reasons the source check alone gives (`by_source`): the source is judged
 whatever the shapes, so the candidate runs at the smoke shapes, one trial each (a Triton GEMM interpreted at every
@@ -182,8 +190,8 @@ def cpu_options(name: str, policy: str = "open") -> dict:
 
 
 def submit_cpu_hacks(runs: Runs, names: list[str], policy: str) -> Runs:
-    """Start the evals of these hacks of CPU_HACKS at once (any in TIMEOUTS first: it waits out its timeout while
-    the others run); each test then waits for its own."""
+    """Start the evals of these hacks of CPU_HACKS at once (any in TIMEOUTS first: the hang waits out its timeout
+    and the builds take longest while the others run); each test then waits for its own."""
     for name in sorted(names, key=lambda n: n not in TIMEOUTS):
         runs.submit(HACKS / name / "solution.py", CPU_HACKS[name][0], **cpu_options(name, policy))
     return runs

@@ -12,6 +12,7 @@ import anyio
 import pytest
 from mcp import StdioServerParameters
 
+from jg_mcp.live.workspace_fs import WorkspaceFs, mount_points
 from jg_mcp.record.reading import read_transcript
 from jg_mcp.scripted import Step, call, run_script
 from tests.support import GEMM_FP8, Wire
@@ -97,6 +98,22 @@ def test_sigkill_leaves_a_readable_prefix(tmp_path):
     assert not transcript.closed
     kinds = [e.event for e in transcript.events]
     assert kinds[0] == "header" and "file_change" in kinds and kinds[-1] == "response"
+    _take_up_the_killed_workspace(tmp_path / "ws")
+
+
+def _take_up_the_killed_workspace(ws):
+    """What the next server does with the workspace of one killed mid-session: its file system, left mounted, is
+    taken up with the file the session wrote, and taken down to a plain directory again (which also leaves no
+    mount behind the test)."""
+    fs = WorkspaceFs(ws, ws.parent / f".{ws.name}.cache")
+    if not fs.home.exists():
+        return  # no file system of its own here (not root): the workspace is a plain directory already
+    assert str(ws) in mount_points()
+    fs.open(size=0)
+    assert (ws / "s.py").read_text() == "x=1"
+    assert fs.close() == []
+    assert (ws / "s.py").read_text() == "x=1"
+    assert not [m for m in mount_points() if m.startswith(str(ws.parent))]
 
 
 def test_stdout_carries_only_protocol_messages(tmp_path):
