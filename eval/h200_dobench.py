@@ -126,13 +126,14 @@ def dobench_one(
     (`median`, `iqm`, and `mhz`: NVML's median SM clock during the measurement), each callable's values in the
     order measured."""
     import torch
-    from independent_graph import graph_burst_times, graph_renewed_times, graph_times
+    from independent_graph import OtherContext, graph_burst_times, graph_renewed_times, graph_times
 
     from jg_mcp.eval.candidate.worker_commands import rotating_do_bench
     from jg_mcp.eval.sizing import iqm
 
     goal, kernel = known_good(goal_name)
     out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    other: OtherContext | None = None
     for shape in goal.goal.shapes:
         if shape.name not in shapes:
             continue
@@ -167,14 +168,20 @@ def dobench_one(
                 )
             if graph_seeds and os.environ.get("JG_CHECK_RENEWED"):  # the eval's order: renew, clear, one replay
                 fresh = [list(goal.make_inputs(shape.dims, seed ^ 1, "cuda")) for seed in graph_seeds]
-                for way, (renew, clear) in RENEWALS.items():
-                    times = graph_renewed_times(fns[name], own, fresh, renew, clear)
-                    out[shape.name].setdefault(f"graph_{way}", {}).setdefault(name, []).append(statistics.median(times))
+                for way, (renew, clear, elsewhere) in RENEWALS.items():
+                    other = other or (OtherContext() if elsewhere else None)
+                    times = graph_renewed_times(fns[name], own, fresh, renew, clear, other if elsewhere else None)
+                    series = out[shape.name]
+                    series.setdefault(f"graph_{way}", {}).setdefault(name, []).append(statistics.median(times))
+                    q90 = statistics.quantiles(times, n=10, method="inclusive")[8]
+                    series.setdefault(f"graph_{way}_q90", {}).setdefault(name, []).append(q90)
                 del fresh
         if binding is not None:
             binding.free()
         del sets, own
         torch.cuda.empty_cache()
+    if other is not None:
+        other.close()
     return out
 
 
@@ -287,7 +294,7 @@ def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results
                 "do_bench_order_pct": 100 * ((lib[0] / cand[0]) / (lib[-1] / cand[-1]) - 1),
                 "measured_by": "graph" if plan[shape].get("graph_seeds") else "do_bench",
             }
-            for series in ("graph_burst", *(f"graph_{way}" for way in RENEWALS)):
+            for series in ("graph_burst", *(f"graph_{way}{q}" for way in RENEWALS for q in ("", "_q90"))):
                 if series in measured[shape]:
                     rows[shape][f"{series}_runs_ms"] = measured[shape][series]
             rows[shape] |= per_cycle(report, shape, base, sp, ratio, measured[shape].get("mhz", {}))

@@ -301,6 +301,7 @@ GRAPH_SERIES = {
     "graph_renewed_runs_ms": "one replay after renewal and clear",
     "graph_cleared_runs_ms": "one replay after a clear",
     "graph_rewritten_runs_ms": "one replay after renewal",
+    "graph_elsewhere_runs_ms": "one replay after another process's clear",
     "graph_evalcode_runs_ms": "the eval's code, this process",
     "graph_workerproc_runs_ms": "the eval's code, a worker process",
 }

@@ -58,10 +58,56 @@ def graph_burst_times(
     return [t / n for t in times]
 
 
-RENEWALS = {"renewed": (True, True), "cleared": (False, True), "rewritten": (True, False)}
+RENEWALS = {
+    "renewed": (True, True, False),
+    "cleared": (False, True, False),
+    "rewritten": (True, False, False),
+    "elsewhere": (False, True, True),
+}
 """The ways `graph_renewed_times` may time single replays (part `dobench_renewed`): each a (write new inputs, clear
-the L2) pair before every timed replay. `renewed` is the eval's own order since every timed call reads renewed
-inputs; the other two each leave one of the two out."""
+the L2, clear it from another process) triple before every timed replay. `renewed` is the eval's own order since
+every timed call reads renewed inputs; `cleared` and `rewritten` each leave one of the two out; `elsewhere` clears
+the L2 from another process's CUDA context, as the eval's harness renews and clears from its own process while
+the timed graph runs in a worker's."""
+
+
+class OtherContext:
+    """Another process with a CUDA context of its own, which writes `clear_bytes` of its own memory (an L2 clear)
+    each time `clear` is called and returns when that work has ended on the GPU."""
+
+    SCRIPT = (
+        "import sys, torch\n"
+        "scratch = torch.empty(int(sys.argv[1]), dtype=torch.uint8, device='cuda')\n"
+        "print('ready', flush=True)\n"
+        "for _ in sys.stdin:\n"
+        "    scratch.zero_(); torch.cuda.synchronize(); print('done', flush=True)\n"
+    )
+
+    def __init__(self, clear_bytes: int = 256 << 20):
+        import subprocess
+        import sys
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", self.SCRIPT, str(clear_bytes)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._expect("ready")
+
+    def _expect(self, word: str) -> None:
+        line = self.proc.stdout.readline().strip()  # type: ignore[union-attr]
+        if line != word:
+            raise RuntimeError(f"the other CUDA process answered {line!r}, not {word!r}")
+
+    def clear(self) -> None:
+        self.proc.stdin.write("clear\n")  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        self._expect("done")
+
+    def close(self) -> None:
+        self.proc.stdin.close()  # type: ignore[union-attr]
+        self.proc.wait(timeout=60)
 
 
 def graph_renewed_times(
@@ -70,18 +116,20 @@ def graph_renewed_times(
     fresh: list[list],
     renew: bool,
     clear: bool,
+    other: OtherContext | None = None,
     rounds: int = 12,
     lead_ms: float = 60.0,
     clear_bytes: int = 256 << 20,
 ) -> list[float]:
     """Device time per call of single replays of the graph over `sets`, each after untimed replays for `lead_ms`
     and, with `renew`, `fresh`'s values written into every set the graph reads, then, with `clear`, `clear_bytes`
-    written to clear the L2; `rounds` times, each replay between two events. Which of the two makes a replay on
-    renewed inputs slower than replays back to back (docs/decisions/2026-12-06-graph-replays-on-renewed-inputs.md)."""
+    written to clear the L2 (by `other` once the lead has ended, when given); `rounds` times, each replay between
+    two events. Which of these makes a replay on renewed inputs slower than replays back to back
+    (docs/decisions/2026-12-06-graph-replays-on-renewed-inputs.md)."""
     import torch
 
     graph, n, kept = captured(fn, sets, keep=True)
-    scratch = torch.empty(clear_bytes, dtype=torch.uint8, device="cuda") if clear else None
+    scratch = torch.empty(clear_bytes, dtype=torch.uint8, device="cuda") if clear and other is None else None
     replay_ms = timed_replays(graph, 1)[0]
     times = []
     for _ in range(rounds):
@@ -93,6 +141,9 @@ def graph_renewed_times(
                     tensor.copy_(value)
         if scratch is not None:
             scratch.zero_()
+        if clear and other is not None:
+            torch.cuda.synchronize()
+            other.clear()
         times += timed_replays(graph, 1)
     del kept, scratch
     torch.cuda.synchronize()

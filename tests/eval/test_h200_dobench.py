@@ -214,23 +214,35 @@ def test_a_shape_the_eval_timed_under_graphs_is_measured_under_an_independent_gr
     assert out["n16m"]["median"]["candidate"] == [2.0] * 4 and out["n16m"]["graph_burst"]["torch_add"] == [1.0] * 4
     assert dob.VARIANT_ENV["dobench_burst"] == {"JG_CHECK_BURST": "1"}
 
-    ways: list[tuple[bool, bool]] = []
+    ways: list[tuple[bool, bool, bool]] = []
 
-    def renewed(fn, sets, fresh, renew, clear):
+    class Other:
+        closed = 0
+
+        def close(self):
+            Other.closed += 1
+
+    def renewed(fn, sets, fresh, renew, clear, other):
         assert sets == [["own", 4], ["own", 5]] and len(fresh) == len(sets), "new values for every set the graph reads"
-        ways.append((renew, clear))
-        return [3.0 if renew and clear else 2.5]
+        ways.append((renew, clear, other is not None))
+        return [3.0 if renew and clear else 2.5] * 3 + [9.0]
 
     monkeypatch.setattr(independent_graph, "graph_renewed_times", renewed)
+    monkeypatch.setattr(independent_graph, "OtherContext", Other)
     monkeypatch.delenv("JG_CHECK_BURST")
     monkeypatch.setenv("JG_CHECK_RENEWED", "1")
     out = dob.dobench_one("axpy", {"n16m": plan})
     assert made[-2:] == [4 ^ 1, 5 ^ 1], "the fresh values are made from other seeds than the graph's"
-    assert ways == [(True, True), (False, True), (True, False)] * 8, "each way, at each of the eight measurements"
+    assert ways == [(True, True, False), (False, True, False), (True, False, False), (False, True, True)] * 8, (
+        "each way, at each of the eight measurements, the last one's clear in another process"
+    )
+    assert Other.closed == 1, "one other process for the whole goal, ended with it"
     assert (
         out["n16m"]["graph_renewed"]["candidate"] == [3.0] * 4
         and out["n16m"]["graph_cleared"]["torch_add"] == [2.5] * 4
+        and out["n16m"]["graph_elsewhere"]["torch_add"] == [2.5] * 4
     )
+    assert out["n16m"]["graph_renewed_q90"]["candidate"][0] > 3.0, "the slow replays show in the 90th percentile"
 
 
 def test_the_variant_parts_time_each_graph_after_per_call_timing_or_with_no_clock_sampler(monkeypatch):
@@ -339,9 +351,9 @@ def test_check_md_sets_every_way_a_graph_was_timed_beside_the_evals_graph_time()
     }
     results = {"evals": {"axpy": raw}, "dobench_burst": {"axpy": {"n16m": row}}, "dobench": {}}
     lines = tables.graph_table(results)
-    rest = " - | 8.000 (+100.0%) | - | - | - | - |"
+    rest = " - | 8.000 (+100.0%) | - | - | - | - | - |"
     assert f"| dobench_burst | axpy | n16m | candidate | 4.000 | 4.200 (+5.0%) | 4.000 (+0.0%) |{rest}" in lines
-    rest = " - | 6.000 (+20.0%) | - | - | - | - |"
+    rest = " - | 6.000 (+20.0%) | - | - | - | - | - |"
     assert f"| dobench_burst | axpy | n16m | torch_add | 5.000 | 5.500 (+10.0%) | 5.000 (+0.0%) |{rest}" in lines
     row["measured_by"] = "do_bench"
     assert tables.graph_table(results) == []
