@@ -35,7 +35,7 @@ class Imported:
         if not line:
             self.holder.wait()
             raise RuntimeError(f"the process holding the inputs ended with {self.holder.returncode}")
-        self.mapped = MappedBinding(Bind.model_validate_json(line), [])
+        self.mapped = MappedBinding.map(Bind.model_validate_json(line), [])
         self.groups: list[list[Any]] = self.mapped.groups
 
     def free(self) -> None:

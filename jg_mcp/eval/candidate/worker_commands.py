@@ -116,7 +116,7 @@ class Worker:
         fds: list[int] = []
         if any(b.kind == "memfd" for b in cmd.buffers):
             _, fds, _, _ = socket.recv_fds(self.sock, 1, len(cmd.buffers))
-        self.bound[cmd.name] = self.mapped_binding(cmd, list(fds))
+        self.bound[cmd.name] = self.mapped_binding.map(cmd, list(fds))
         self.send(Bound(name=cmd.name))
 
     def release(self, cmd: Release) -> None:

@@ -322,12 +322,22 @@ class SharedBinding:
 class MappedBinding:
     """Worker side: the tensors of one Bind, over memory the harness owns."""
 
-    def __init__(self, bind: Bind, fds: list[int]):
-        self.name = bind.name
-        self._opened: list[int] = []
-        self._maps: list[mmap.mmap] = []
-        raws = [self._map(ref, fds) for ref in bind.buffers]
-        self.groups = [[lay(raws[s.buffer], s) for s in group] for group in bind.tensors]
+    def __init__(self, name: str, groups: list[list[torch.Tensor]], opened: list[int], maps: list[mmap.mmap]):
+        self.name = name
+        self.groups = groups
+        self._opened = opened
+        """Device pointers opened from the harness's IPC handles, closed by `close`."""
+        self._maps = maps
+        """Host mappings of the harness's memory files, closed by `close`."""
+
+    @classmethod
+    def map(cls, bind: Bind, fds: list[int]) -> MappedBinding:
+        """Map the buffers of `bind` (host ones from `fds`, in order, each closed once mapped) and lay its tensors
+        over them."""
+        mapped = cls(bind.name, [], [], [])
+        raws = [mapped._map(ref, fds) for ref in bind.buffers]
+        mapped.groups = [[lay(raws[s.buffer], s) for s in group] for group in bind.tensors]
+        return mapped
 
     def _map(self, ref: BufferRef, fds: list[int]) -> torch.Tensor:
         if ref.kind == "cuda_ipc":
