@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Literal
 
 from jg_mcp.goals import LoadedGoal, Shape
@@ -15,7 +14,7 @@ def _shape_rows(shapes: list[Shape]) -> list[str]:
 
 
 def _signature(loaded: LoadedGoal) -> str:
-    params = ", ".join(inspect.signature(loaded.reference).parameters)
+    params = ", ".join(loaded.reference_parameters())
     return f"{loaded.goal.solution.function}({params})"
 
 

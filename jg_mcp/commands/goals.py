@@ -93,7 +93,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    print(render_markdown(load_goal(find_goal(args.name, args.dir)), policy=args.policy), end="")
+    loaded = load_goal(find_goal(args.name, args.dir), import_module=False)  # the text needs no torch
+    print(render_markdown(loaded, policy=args.policy), end="")
     return 0
 
 

@@ -62,7 +62,7 @@ class Sessions:
     def open(cls, config: ServeConfig, probe_dir: Path) -> Sessions:
         """The sessions `config` asks for, with the sandbox probed in `probe_dir`; an error when the goal, the key or
         the sandbox (and its bounded workspace) cannot be had as asked."""
-        loaded = load_goal(find_goal(config.goal))
+        loaded = load_goal(find_goal(config.goal), import_module=False)
         key = read_key(config.transcript_key_file) if config.transcript_key_file else None
         limits = config.limits
         template = Bwrap(config.runs, hidden_dirs(loaded, config), limits)

@@ -103,7 +103,7 @@ def find_loaded_goal(name: str, explicit: Path | None = None) -> LoadedGoal | No
     candidates = [explicit] if explicit else [find_goal(name), packaged]
     for path in candidates:
         if path.is_file():
-            return load_goal(path)
+            return load_goal(path, import_module=False)
     return None
 
 

@@ -121,3 +121,63 @@ def test_serve_with_bad_goal_exits_1_with_message(tmp_path):
     )
     assert proc.returncode == 1
     assert "field 'shapes'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_goal_loaded_without_its_module_imports_it_when_first_used(tmp_path):
+    """A server or an audit loads a goal without importing its module (which imports torch): the goal loads, and
+    the module's import error shows when the module is first needed, as the eager load shows it."""
+    path = copy_goal(tmp_path)
+    module = path.with_suffix(".py")
+    module.write_text(module.read_text() + "\nraise RuntimeError('boom')\n")
+    loaded = load_goal(path, import_module=False)
+    assert loaded.reference_parameters() == ["a", "b", "scale_a", "scale_b"]
+    with pytest.raises(GoalError, match="import failed: RuntimeError: boom"):
+        loaded.module  # noqa: B018
+
+
+@pytest.mark.parametrize("case", ["missing callable", "missing baseline callable"])
+def test_a_goal_naming_an_undefined_function_fails_without_running_its_module(tmp_path, case):
+    edit, field, _ = CASES[case]
+    path = copy_goal(tmp_path)
+    _edit(path, edit)
+    ran = tmp_path / "ran"
+    module = path.with_suffix(".py")
+    module.write_text(f"open({str(ran)!r}, 'w').close()\n" + module.read_text())
+    with pytest.raises(GoalError, match="is not defined at the top level of gemm_fp8.py") as info:
+        load_goal(path, import_module=False)
+    assert info.value.field == field and not ran.exists()
+
+
+def test_a_goal_module_with_a_syntax_error_fails_to_load_naming_the_line(tmp_path):
+    path = copy_goal(tmp_path)
+    path.with_suffix(".py").write_text("def reference(a, b:\n")
+    with pytest.raises(GoalError, match="gemm_fp8.py line 1: syntax error"):
+        load_goal(path, import_module=False)
+
+
+@pytest.mark.slow
+def test_a_goals_text_and_a_server_start_import_no_torch(tmp_path):
+    """The agent's goal text names the reference's parameters as the imported function has them, read without
+    importing its module; and the real server starts serving a goal without importing torch."""
+    import inspect
+
+    from jg_mcp.goal_text import render_markdown
+    from tests.support import REPO
+
+    for yaml_path in sorted((REPO / "goals").glob("*.yaml")):
+        lazy, eager = load_goal(yaml_path, import_module=False), load_goal(yaml_path)
+        assert lazy.reference_parameters() == list(inspect.signature(eager.reference).parameters), yaml_path
+        assert render_markdown(lazy) == render_markdown(eager)
+    argv = serve_argv("--transcripts", tmp_path / "t", "--workspace", tmp_path / "ws")
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "importtime", *argv[1:]],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    init = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+    init += '"capabilities":{},"clientInfo":{"name":"t","version":"0"}}}\n'
+    out, err = proc.communicate(init.encode(), timeout=120)
+    assert b'"result"' in out and b"session started" in err
+    imported = [line.rsplit("|", 1)[-1].strip() for line in err.decode().splitlines() if line.startswith("import time")]
+    assert "jg_mcp.live.server" in imported and "torch" not in imported
