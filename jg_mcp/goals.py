@@ -208,14 +208,15 @@ class LoadedGoal:
         return self.fn(self.goal.reference)
 
     def reference_parameters(self) -> list[str]:
-        """The names of the reference's parameters: read from its `def` where the module has one at its top level
-        (nothing imported), else from the imported function."""
-        for node in _top_level(ast.parse(self.module_path.read_text(), str(self.module_path))):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == self.goal.reference:
-                a = node.args
-                rest = [a.vararg] if a.vararg else []
-                rest += a.kwonlyargs + ([a.kwarg] if a.kwarg else [])
-                return [arg.arg for arg in a.posonlyargs + a.args + rest]
+        """The names of the reference's parameters: from the imported function once the module is imported, else
+        from its `def` at the module's top level (nothing imported), else from the function imported now."""
+        if self._module is None:
+            for node in _top_level(ast.parse(self.module_path.read_text(), str(self.module_path))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == self.goal.reference:
+                    a = node.args
+                    rest = [a.vararg] if a.vararg else []
+                    rest += a.kwonlyargs + ([a.kwarg] if a.kwarg else [])
+                    return [arg.arg for arg in a.posonlyargs + a.args + rest]
         import inspect
 
         return list(inspect.signature(self.reference).parameters)
