@@ -76,6 +76,10 @@ from the seeds once the graph's copies of them are made (a worker holds only the
 only the shapes the eval timed under CUDA graphs (what they vary is the graph gap); `dobench_burst` also times each
 graph in the eval's pattern (`graph_burst_times`); `dobench_renewed` also times single replays after the inputs were
 renewed, the L2 cleared, or both (`graph_renewed_times`, one series per way)."""
+RENEWED_ROUNDS = 16
+"""Single replays per way and callable in `dobench_renewed`, measured at each callable's first measurement only: a
+series long enough for its deciles to show a slow mode that one replay in four falls into (all four ways at
+all eight measurements of every graph shape ran past 170 s of an H100's command)."""
 DOBENCH_ROUNDS = 2
 """Rounds of do_bench per shape, each solution, baseline, baseline, solution. One round (run 23) let one of its two
 measurements decide: at rope's 9 us decode shape the compiled baseline took 0.00896 then 0.01040 ms in one
@@ -166,15 +170,20 @@ def dobench_one(
                 out[shape.name].setdefault("graph_burst", {}).setdefault(name, []).append(
                     statistics.median(graph_burst_times(fns[name], own))
                 )
-            if graph_seeds and os.environ.get("JG_CHECK_RENEWED"):  # the eval's order: renew, clear, one replay
+            renewed = out[shape.name].get("graph_renewed", {})
+            if graph_seeds and os.environ.get("JG_CHECK_RENEWED") and name not in renewed:
+                # the eval's order (renew, clear, one replay), once per callable: four ways of RENEWED_ROUNDS replays
                 fresh = [list(goal.make_inputs(shape.dims, seed ^ 1, "cuda")) for seed in graph_seeds]
                 for way, (renew, clear, elsewhere) in RENEWALS.items():
                     other = other or (OtherContext() if elsewhere else None)
-                    times = graph_renewed_times(fns[name], own, fresh, renew, clear, other if elsewhere else None)
+                    times = graph_renewed_times(
+                        fns[name], own, fresh, renew, clear, other if elsewhere else None, rounds=RENEWED_ROUNDS
+                    )
                     series = out[shape.name]
                     series.setdefault(f"graph_{way}", {}).setdefault(name, []).append(statistics.median(times))
-                    q90 = statistics.quantiles(times, n=10, method="inclusive")[8]
-                    series.setdefault(f"graph_{way}_q90", {}).setdefault(name, []).append(q90)
+                    deciles = statistics.quantiles(times, n=10, method="inclusive")
+                    series.setdefault(f"graph_{way}_q10", {}).setdefault(name, []).append(deciles[0])
+                    series.setdefault(f"graph_{way}_q90", {}).setdefault(name, []).append(deciles[8])
                 del fresh
         if binding is not None:
             binding.free()
@@ -294,7 +303,7 @@ def agreement(goal: str, report: EvalReport, plan: dict, measured: dict, results
                 "do_bench_order_pct": 100 * ((lib[0] / cand[0]) / (lib[-1] / cand[-1]) - 1),
                 "measured_by": "graph" if plan[shape].get("graph_seeds") else "do_bench",
             }
-            for series in ("graph_burst", *(f"graph_{way}{q}" for way in RENEWALS for q in ("", "_q90"))):
+            for series in ("graph_burst", *(f"graph_{way}{q}" for way in RENEWALS for q in ("", "_q10", "_q90"))):
                 if series in measured[shape]:
                     rows[shape][f"{series}_runs_ms"] = measured[shape][series]
             rows[shape] |= per_cycle(report, shape, base, sp, ratio, measured[shape].get("mhz", {}))
