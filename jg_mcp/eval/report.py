@@ -12,7 +12,7 @@ from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report_timing import ClockSummary, MemoryPlan, Timing, TimingMethod
 from jg_mcp.models import ReportModel
 
-REPORT_VERSION = 13
+REPORT_VERSION = 14
 """The report's format version: what each version changed is in CHANGELOG.md. Reports of earlier versions still
 load (the new fields are optional; one without `policy` was judged by the Triton-only policy)."""
 
@@ -130,7 +130,11 @@ class ShapeResult(ReportModel):
     inputs and reference outputs, `check_bind` shared the buffers with the candidate's process, `check_calls`
     waited for its calls), `warm_candidate` and
     `warm_baselines` (every callable's first call in the timing processes, compilation included, while the
-    correctness phase runs; the baselines' reads as at least the candidate's), `time` (its timing)."""
+    correctness phase runs; the baselines' reads as at least the candidate's), `time` (its timing; of it,
+    `time_estimate` warmed every callable and estimated its time per call, `time_inputs` made the new inputs of the
+    timed rounds, `time_lead` ran the lead blocks, `time_blocks` the timed blocks with the harness's renewal of their
+    inputs and its L2 clear, `time_seen` the blocks on seen inputs and `time_graphs` the CUDA graphs, next to
+    nothing where none were timed; version 14)."""
 
 
 class Environment(ReportModel):

@@ -32,6 +32,7 @@ import random
 import secrets
 import threading
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import torch
@@ -65,6 +66,16 @@ CLOCKS = {
     "cpu": "the worker process's CPU clock, read by the harness around each block",
 }
 """Which clock timed a shape's blocks, by device (`ShapeResult.clock`)."""
+
+
+@contextlib.contextmanager
+def walled(shape: ShapeResult, part: str) -> Iterator[None]:
+    """Add the wall time of what it wraps to the shape's `wall_s[part]` (a part may run in both timings of a shape)."""
+    mark = time.monotonic()
+    try:
+        yield
+    finally:
+        shape.wall_s[part] = shape.wall_s.get(part, 0.0) + time.monotonic() - mark
 
 
 def method(p: TimingParams) -> TimingMethod:
@@ -232,7 +243,8 @@ class TimingPhase:
                 """The shape's timed rounds, then its blocks on seen inputs (each after a lead block when `careful`)."""
                 results, last = self.rounds(report, b, slots)
                 begin = time.monotonic()
-                seen_pass(self, report, b, results, last, lead=careful)
+                with walled(shape, "time_seen"):
+                    seen_pass(self, report, b, results, last, lead=careful)
                 report.phases["timing_seen"] = report.phases.get("timing_seen", 0.0) + time.monotonic() - begin
                 return results
 
@@ -240,7 +252,8 @@ class TimingPhase:
             if suspicion := self.suspicion(results):
                 shape.retimed = suspicion
                 results = measure(careful=True)
-            time_under_graphs(self, report, b, results)
+            with walled(shape, "time_graphs"):
+                time_under_graphs(self, report, b, results)
             shape.input_seeds = seeds
             shape.gate_busy_ms = self.turns.clocks[BASELINE].busiest_ms if ev.device == "cuda" else None
             shape.candidate = results.pop(CANDIDATE)
@@ -281,7 +294,8 @@ class TimingPhase:
         p, names, case, shape = self.p, self.names, b.case, b.shape
         own, ring = b.own, b.ring  # the harness reads back the candidate's inputs and ring
         n_sets = len(own)
-        estimates = self.estimate(report, b, n_sets)
+        with walled(shape, "time_estimate"):
+            estimates = self.estimate(report, b, n_sets)
         per_block = block_sizes(estimates, p.block_ms, min(p.max_block, slots, n_sets))
         lead = lead_sizes(estimates, p.lead_ms)
         times: dict[str, list[float]] = {n: [] for n in names}
@@ -298,7 +312,8 @@ class TimingPhase:
             """A lead block of `name` (its times unused, on the sets as they are), then a timed block whose sets
             the harness renews with `made` after its gate, one set per call; a candidate's each into a freshly
             poisoned ring, its inputs read back after them."""
-            hints = self.lead_block(report, b, name, lead_sets(name, lead[name])).hints if lead[name] else []
+            with walled(shape, "time_lead"):
+                hints = self.lead_block(report, b, name, lead_sets(name, lead[name])).hints if lead[name] else []
             side = CANDIDATE if name == CANDIDATE else BASELINE
             if name == CANDIDATE:
                 ring.poison()
@@ -306,7 +321,8 @@ class TimingPhase:
             if self.sampler:
                 self.sampler.owner = name
             try:
-                ran = self.turns.block(name, sets, "tin", ring, b.ins[side].renewal(sets, made[: len(sets)]))
+                with walled(shape, "time_blocks"):
+                    ran = self.turns.block(name, sets, "tin", ring, b.ins[side].renewal(sets, made[: len(sets)]))
             finally:
                 if self.sampler:
                     self.sampler.owner = None
@@ -316,7 +332,8 @@ class TimingPhase:
 
         last: dict[str, list[int]] = {}
         while True:
-            made = self.new_inputs(b, max(per_block.values()))  # the round's: every callable reads them
+            with walled(shape, "time_inputs"):
+                made = self.new_inputs(b, max(per_block.values()))  # the round's: every callable reads them
             for name in names if rounds % 2 == 0 else names[::-1]:
                 ran, last[name] = run(name, made)
                 times[name].append(ran.per_call_ms)

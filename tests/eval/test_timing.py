@@ -109,9 +109,12 @@ def test_an_honest_candidate_timed_on_the_cpu_is_accepted_with_every_measurement
         assert set(shape.baselines) == {"torch_add"}
         assert cand.q10_ms <= cand.iqm_ms <= cand.q90_ms, "the interquartile mean sits inside the spread"
         parts = {"check", "check_reference", "check_bind", "check_calls", "warm_candidate", "warm_baselines", "time"}
-        assert set(shape.wall_s) == parts
+        timing = {"time_estimate", "time_inputs", "time_lead", "time_blocks", "time_seen"}
+        assert set(shape.wall_s) == parts | timing | {"time_graphs"}
         assert 0 < shape.wall_s["warm_candidate"] <= shape.wall_s["warm_baselines"]
         assert 0 < sum(shape.wall_s[k] for k in parts if k.startswith("check_")) <= shape.wall_s["check"]
+        assert all(shape.wall_s[k] > 0 for k in timing), "every part of the timing ran"
+        assert sum(shape.wall_s[k] for k in timing | {"time_graphs"}) <= shape.wall_s["time"]
     assert {"setup", "correctness", "timing", "total"} <= set(report.phases)
 
 
