@@ -54,9 +54,39 @@ from h200_tables import speedups  # noqa: E402
 from independent_graph import RENEWALS  # noqa: E402
 
 
-def dobench_all(plan: dict[str, dict[str, dict]], only: str | None = None) -> dict[str, dict]:
-    """In this (fresh) process: `dobench_one` for every goal of `plan` (goal -> shape -> baseline and sets)."""
-    return {goal: dobench_one(goal, shapes, only) for goal, shapes in plan.items()}
+def dobench_all(plan: dict[str, dict[str, dict]], only: str | None = None) -> None:
+    """In this (fresh) process: `dobench_one` for every goal of `plan` (goal -> shape -> baseline and sets), each
+    goal's measurements printed as one JSON line once it is measured, so that a process stopped at its time limit
+    leaves the goals it finished (`run_measuring`)."""
+    for goal, shapes in plan.items():
+        print(json.dumps({goal: dobench_one(goal, shapes, only)}), flush=True)
+
+
+def run_measuring(args: list[str], env: dict[str, str], timeout_s: float) -> tuple[dict, str | None]:
+    """Run a measuring process (`dobench_all`) for at most `timeout_s`: the goals it printed, merged, and what went
+    wrong (None: it ended well). Past its time it is killed and the goals it finished are kept: a device command's
+    limit cut a whole part's measurements before (all four renewed ways at every graph shape of five goals)."""
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(args, stdout=out, stderr=err, text=True, env=env)
+        try:
+            proc.wait(timeout=timeout_s)
+            problem = None
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            problem = f"stopped at its time limit of {timeout_s:.0f} s"
+        out.seek(0)
+        err.seek(0)
+        measured: dict = {}
+        for line in out:
+            with contextlib.suppress(json.JSONDecodeError):  # a line the kill cut, or another's output
+                if isinstance(part := json.loads(line), dict):
+                    merge_measured(measured, part)
+        if problem is None and proc.returncode != 0:
+            problem = f"exit {proc.returncode}: {err.read()[-3000:]}"
+        return measured, problem
 
 
 VARIANT_ENV = {
@@ -224,12 +254,13 @@ def dedicated(sets: list[list]) -> tuple[Any, list[list]]:
     return binding, [binding.add_copy(group) for group in sets]
 
 
-def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None:
+def check_dobench(goals: list[str], results: dict, key: str = "dobench", timeout_s: float = 600.0) -> None:
     """do_bench of every evaluated goal's timed shapes in one fresh process (not the eval's workers), whose
     torch.compile and Triton caches are the eval's baselines' (the same compiled baseline). `dobench_repeat` does it
     again in another fresh process: how far do_bench's own ratio moves between processes. A part named
     `dobench_split...` times the solution in one fresh process and the baseline in another, as the eval does: does
-    do_bench's ratio then move between runs as much as the eval's?"""
+    do_bench's ratio then move between runs as much as the eval's? Each process is stopped after `timeout_s`, and
+    the goals it finished are kept."""
     reports = {
         g: EvalReport.model_validate(results["evals"][g])
         for g in goals
@@ -259,16 +290,21 @@ def check_dobench(goals: list[str], results: dict, key: str = "dobench") -> None
     if (bytecode := bytecode_dir()) is not None:
         env["PYTHONPYCACHEPREFIX"] = str(bytecode)  # what the baselines' processes compiled (trusted, as they are)
     measured: dict = {}
-    for only in ("candidate", "baseline") if key.startswith("dobench_split") else (None,):
+    finished = set(plan)
+    roles = ("candidate", "baseline") if key.startswith("dobench_split") else (None,)
+    for only in roles:
         args = [sys.executable, str(Path(__file__)), json.dumps(plan), *([only] if only else [])]
-        done = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
-        if done.returncode != 0:
-            results["errors"] = results.get("errors", {}) | {key: done.stderr[-3000:]}
-            print(f"{key} HARNESS ERROR {done.stderr[-300:]}", flush=True)
-            return
-        merge_measured(measured, json.loads(done.stdout.strip().splitlines()[-1]))
-    for goal, rows in measured.items():
-        agreement(goal, reports[goal], plan[goal], rows, results, key)
+        part, problem = run_measuring(args, env, timeout_s)
+        merge_measured(measured, part)
+        finished &= set(part)
+        if problem is not None:
+            results["errors"] = results.get("errors", {}) | {key: problem}
+            print(f"{key} HARNESS ERROR {problem[-300:]}", flush=True)
+            if only != roles[-1]:
+                finished = set()  # the other callable's process never ran: no goal has both
+            break
+    for goal in sorted(finished):
+        agreement(goal, reports[goal], plan[goal], measured[goal], results, key)
 
 
 def cleared_env() -> dict[str, str]:
@@ -347,4 +383,4 @@ def per_cycle(report: EvalReport, shape: str, base: str, speedup: float, ratio: 
 
 
 if __name__ == "__main__":
-    print(json.dumps(dobench_all(json.loads(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None)))
+    dobench_all(json.loads(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None)

@@ -7,8 +7,9 @@ and the goal recorded or stood in for (they need CUDA); the measurements themsel
 from __future__ import annotations
 
 import json
-import subprocess
+import os
 import sys
+import time
 
 import pytest
 from eval_suite import load_h200_check, load_h200_dobench
@@ -95,11 +96,11 @@ def test_a_split_do_bench_times_the_solution_and_the_baseline_in_two_fresh_proce
     }
     seen = []
 
-    def fake_run(args, **kwargs):
+    def fake_run(args, env, timeout_s):
         seen.append(args[3:])
-        return subprocess.CompletedProcess(args, 0, stdout=json.dumps(per_role[args[3]]) + "\n", stderr="")
+        return per_role[args[3]], None
 
-    monkeypatch.setattr(dob.subprocess, "run", fake_run)
+    monkeypatch.setattr(dob, "run_measuring", fake_run)
     dob.check_dobench(["axpy"], results, "dobench_split1")
     assert seen == [["candidate"], ["baseline"]]
     row = results["dobench_split1"]["axpy"]["n16m"]
@@ -374,3 +375,32 @@ def fake_worker_graphs(dob, monkeypatch, graph_times) -> list[tuple]:
     monkeypatch.setattr(independent_graph, "graph_times", graph_times)
     monkeypatch.setattr(independent_graph, "graph_burst_times", lambda fn, sets: [1.0])
     return events
+
+
+def test_a_measuring_process_past_its_limit_is_stopped_and_the_goals_it_finished_are_kept(tmp_path):
+    """A device command's limit cut a whole part before; each goal is now one line printed as it is finished, and a
+    process past its limit is killed with those goals kept and the stop named."""
+    dob = load_h200_dobench()
+    done = {"axpy": {"n16m": {"median": {"candidate": [1.0]}}}}
+    script = f"import time\nprint({json.dumps(json.dumps(done))}, flush=True)\nprint('{{\"cut', flush=True)\n"
+    script += "time.sleep(60)\n"
+    start = time.monotonic()
+    measured, problem = dob.run_measuring([sys.executable, "-c", script], dict(os.environ), timeout_s=3.0)
+    assert time.monotonic() - start < 30
+    assert measured == done and problem == "stopped at its time limit of 3 s"
+    measured, problem = dob.run_measuring([sys.executable, "-c", "import sys; sys.exit('broke')"], {}, 30.0)
+    assert measured == {} and problem is not None and "exit 1" in problem and "broke" in problem
+
+
+def test_the_measuring_process_prints_each_goal_once_it_is_measured(monkeypatch, capsys):
+    dob = load_h200_dobench()
+    printed: list[str] = []
+
+    def one(goal, shapes, only):
+        printed.append(capsys.readouterr().out)  # what the goals before this one had printed by now
+        return {"n16m": {"median": {"candidate": [float(len(goal))]}}}
+
+    monkeypatch.setattr(dob, "dobench_one", one)
+    dob.dobench_all({"axpy": {}, "softmax": {}})
+    assert printed[0] == "" and json.loads(printed[1]) == {"axpy": {"n16m": {"median": {"candidate": [4.0]}}}}
+    assert json.loads(capsys.readouterr().out) == {"softmax": {"n16m": {"median": {"candidate": [7.0]}}}}
