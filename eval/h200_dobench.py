@@ -38,6 +38,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +67,6 @@ def run_measuring(args: list[str], env: dict[str, str], timeout_s: float) -> tup
     """Run a measuring process (`dobench_all`) for at most `timeout_s`: the goals it printed, merged, and what went
     wrong (None: it ended well). Past its time it is killed and the goals it finished are kept: a device command's
     limit cut a whole part's measurements before (all four renewed ways at every graph shape of five goals)."""
-    import tempfile
-
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(args, stdout=out, stderr=err, text=True, env=env)
         try:
@@ -108,8 +107,8 @@ graph in the eval's pattern (`graph_burst_times`); `dobench_renewed` also times 
 renewed, the L2 cleared, or both (`graph_renewed_times`, one series per way)."""
 RENEWED_ROUNDS = 16
 """Single replays per way and callable in `dobench_renewed`, measured at each callable's first measurement only: a
-series long enough for its deciles to show a slow mode that one replay in four falls into (all four ways at
-all eight measurements of every graph shape ran past 170 s of an H100's command)."""
+series long enough for its deciles to show the slow mode that one or more of the eval's six replays fell into in
+run 76 (all four ways at all eight measurements of every graph shape ran past 170 s of an H100's command)."""
 DOBENCH_ROUNDS = 2
 """Rounds of do_bench per shape, each solution, baseline, baseline, solution. One round (run 23) let one of its two
 measurements decide: at rope's 9 us decode shape the compiled baseline took 0.00896 then 0.01040 ms in one
