@@ -65,8 +65,8 @@ def dobench_all(plan: dict[str, dict[str, dict]], only: str | None = None) -> No
 
 def run_measuring(args: list[str], env: dict[str, str], timeout_s: float) -> tuple[dict, str | None]:
     """Run a measuring process (`dobench_all`) for at most `timeout_s`: the goals it printed, merged, and what went
-    wrong (None: it ended well). Past its time it is killed and the goals it finished are kept: a device command's
-    limit cut a whole part's measurements before (all four renewed ways at every graph shape of five goals)."""
+    wrong (None: it ended well). Past its time it is killed and the goals it finished are kept, so a command's time
+    limit costs only the goal it cut."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(args, stdout=out, stderr=err, text=True, env=env)
         try:
@@ -106,9 +106,10 @@ only the shapes the eval timed under CUDA graphs (what they vary is the graph ga
 graph in the eval's pattern (`graph_burst_times`); `dobench_renewed` also times single replays after the inputs were
 renewed, the L2 cleared, or both (`graph_renewed_times`, one series per way)."""
 RENEWED_ROUNDS = 16
-"""Single replays per way and callable in `dobench_renewed`, measured at each callable's first measurement only: a
-series long enough for its deciles to show the slow mode that one or more of the eval's six replays fell into in
-run 76 (all four ways at all eight measurements of every graph shape ran past 170 s of an H100's command)."""
+"""Single replays per way and callable in `dobench_renewed`, measured at each callable's first measurement only:
+enough for the deciles to show a slow mode that only some replays fall into
+(docs/decisions/2026-12-06-graph-replays-on-renewed-inputs.md), in a part short enough for one device command
+(every way at each of the eight measurements took minutes per goal)."""
 DOBENCH_ROUNDS = 2
 """Rounds of do_bench per shape, each solution, baseline, baseline, solution. One round (run 23) let one of its two
 measurements decide: at rope's 9 us decode shape the compiled baseline took 0.00896 then 0.01040 ms in one
