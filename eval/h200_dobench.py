@@ -14,7 +14,7 @@ outputs kept, as in the eval's graphs; warmed up and timed for as long as do_ben
 says which). Until run 29 the independent graph was timed with no warm-up, ten replays right after its capture; run
 30 timed it both ways and found no difference over 0.1%, while its times at rope's and softmax's smallest shapes
 stayed 4-14% above the eval's. Under the part `dobench_burst`, `graph_burst_runs_ms` holds
-the same graph timed in the eval's pattern (eval/independent_graph.py's `graph_burst_times`: rounds of a 60 ms lead,
+the same graph timed in the eval's pattern (eval/independent_graph.py's `graph_burst_times`: rounds of a 30 ms lead,
 the GPU idle for 1 ms, three timed replays). Until stop 35 every do_bench part timed it, eight times per graph-timed
 shape; in runs 31-49 it stayed within 0.4% of the steady graph in the same process (a new capture in run 41 aside,
 the graph state of lab/state_probe.py), so the default part no longer spends its time on it.

@@ -36,7 +36,7 @@ def graph_burst_times(
     sets: list[list],
     rounds: int = 6,
     replays: int = 3,
-    lead_ms: float = 60.0,
+    lead_ms: float = 30.0,
     gap_ms: float = 1.0,
     lead: int | None = None,
 ) -> list[float]:
@@ -118,7 +118,7 @@ def graph_renewed_times(
     clear: bool,
     other: OtherContext | None = None,
     rounds: int = 12,
-    lead_ms: float = 60.0,
+    lead_ms: float = 30.0,
     clear_bytes: int = 256 << 20,
 ) -> list[float]:
     """Device time per call of single replays of the graph over `sets`, each after untimed replays for `lead_ms`

@@ -41,7 +41,7 @@ from jg_mcp.eval.memory import free_bytes, graph_fit, nbytes
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import EvalReport
 from jg_mcp.eval.report_timing import GraphTiming, Timing
-from jg_mcp.eval.sizing import MAX_LEAD_CALLS, iqm
+from jg_mcp.eval.sizing import iqm
 from jg_mcp.eval.timing_checks import check_inputs, spot_check
 from jg_mcp.eval.turns import BASELINE, SIDES
 from jg_mcp.eval.wire.buffers import SharedBinding
@@ -69,11 +69,11 @@ def replay_calls(least: int, per_call_ms: float, replay_ms: float, fit: int) -> 
     return min(wanted, MOST_CALLS, fit)
 
 
-def lead_replays(per_call_ms: list[float], calls: int, lead_ms: float) -> int:
+def lead_replays(per_call_ms: list[float], calls: int, lead_ms: float, most: int) -> int:
     """Untimed replays before each timed block, the same for every callable: enough to fill `lead_ms` at the
     slowest callable's per-call time (a baseline's at least, so no candidate's reported time can stretch it), at
-    least one and at most MAX_LEAD_CALLS."""
-    return max(1, min(MAX_LEAD_CALLS, math.ceil(lead_ms / max(1e-3, calls * max(per_call_ms)))))
+    least one and at most `most`."""
+    return max(1, min(most, math.ceil(lead_ms / max(1e-3, calls * max(per_call_ms)))))
 
 
 @dataclass
@@ -207,7 +207,7 @@ class GraphTimer:
     def rounds(self) -> dict[str, Replays]:
         p, t = self.p, self.t
         timed = {n: Replays() for n in t.names}
-        lead = lead_replays([r.median_ms for r in self.results.values()], len(self.sets), p.lead_ms)
+        lead = lead_replays([r.median_ms for r in self.results.values()], len(self.sets), p.lead_ms, p.max_lead)
         for turn in range(p.graph_rounds):
             made = t.new_inputs(self.bench, len(self.sets))
             for name in t.names if turn % 2 == 0 else t.names[::-1]:

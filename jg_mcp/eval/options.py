@@ -30,10 +30,14 @@ class TimingParams(Strict):
     """Fewest rounds (each callable's block once) before the stopping rule is applied."""
     block_ms: float = Field(default=25.0, ge=0)
     """Device time of one block of back-to-back calls of one callable (0: one call per block)."""
-    lead_ms: float = Field(default=60.0, ge=0)
+    lead_ms: float = Field(default=30.0, ge=0)
     """Device time of the lead block before every timed block: the same calls, their times unused, so that each
     callable is timed in its own steady state (on a power-capped GPU the clock follows the running kernel's draw
-    over tens of ms), not in the state the previous callable's block left."""
+    over tens of ms), not in the state the previous callable's block left. 30 ms is the device time the leads had
+    when the eval agreed with do_bench at 31 of 37 shapes (docs/decisions/2026-12-07-shorter-leads.md)."""
+    max_lead: int = Field(default=256, ge=1)
+    """Most calls in one lead block: at a shape of a few microseconds per call the host's launches, not the
+    device, set a lead's length, and such a shape is timed under graphs anyway (`graph_below_ms`)."""
     max_block: int = Field(default=64, ge=1)
     """Most calls in one block."""
     target_rel_se: float = Field(default=0.01, gt=0)

@@ -7,9 +7,6 @@ from __future__ import annotations
 import math
 import statistics
 
-MAX_LEAD_CALLS = 1024
-"""The most calls in one lead block."""
-
 
 def rotation(count: int, n_sets: int, first: int = 0) -> list[int]:
     """The input sets of `count` consecutive calls that rotate over `n_sets` sets call by call, the first call on
@@ -62,9 +59,6 @@ def block_sizes(estimates_ms: dict[str, float], block_ms: float, most: int) -> d
     return {n: max(1, min(most, math.ceil(block_ms / max(ms, 1e-4)))) for n, ms in estimates_ms.items()}
 
 
-def lead_sizes(estimates_ms: dict[str, float], lead_ms: float) -> dict[str, int]:
-    """Calls per lead block: enough to fill `lead_ms`, at most MAX_LEAD_CALLS (none when lead_ms is 0)."""
-    return {
-        n: min(MAX_LEAD_CALLS, math.ceil(lead_ms / max(ms, 1e-4))) if lead_ms > 0 else 0
-        for n, ms in estimates_ms.items()
-    }
+def lead_sizes(estimates_ms: dict[str, float], lead_ms: float, most: int) -> dict[str, int]:
+    """Calls per lead block: enough to fill `lead_ms`, at most `most` (none when lead_ms is 0)."""
+    return {n: min(most, math.ceil(lead_ms / max(ms, 1e-4))) if lead_ms > 0 else 0 for n, ms in estimates_ms.items()}

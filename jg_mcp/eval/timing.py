@@ -297,7 +297,7 @@ class TimingPhase:
         with walled(shape, "time_estimate"):
             estimates = self.estimate(report, b, n_sets)
         per_block = block_sizes(estimates, p.block_ms, min(p.max_block, slots, n_sets))
-        lead = lead_sizes(estimates, p.lead_ms)
+        lead = lead_sizes(estimates, p.lead_ms, p.max_lead)
         times: dict[str, list[float]] = {n: [] for n in names}
         calls: dict[str, int] = dict.fromkeys(names, 0)
         queued, rounds, checked, begin = dict.fromkeys(names, 0), 0, 0, time.monotonic()

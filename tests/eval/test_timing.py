@@ -12,7 +12,7 @@ from eval_suite import REPO, timing
 from jg_mcp.eval.clock import Calibration
 from jg_mcp.eval.options import EvalOptions, TimingParams
 from jg_mcp.eval.scoring import floor_ms, seen_inputs_gain
-from jg_mcp.eval.sizing import block_sizes, iqm, summarize
+from jg_mcp.eval.sizing import block_sizes, iqm, lead_sizes, summarize
 
 AXPY = REPO / "jg_mcp" / "demo_goal" / "axpy.yaml"
 HONEST = "import torch\n\n\ndef kernel(x, y, alpha):\n    return torch.addcmul(y, x, alpha)\n"
@@ -44,6 +44,13 @@ def test_the_interquartile_mean_moves_smoothly_where_the_median_jumps_between_tw
 def test_floor_is_the_larger_of_compute_and_memory_time():
     assert floor_ms(2e12, 1e6, 1000.0, 4.0) == 2.0
     assert floor_ms(1e6, 8e9, 1000.0, 4.0) == 2.0
+
+
+def test_a_lead_fills_its_device_time_up_to_its_most_calls():
+    """swiglu's prefill shapes (0.23 ms a call) get a lead of 30 ms; a shape of a few microseconds stops at the cap,
+    where the host's launches and not the device set the lead's length."""
+    assert lead_sizes({"a": 0.23, "b": 0.005, "c": 50.0}, 30.0, 256) == {"a": 131, "b": 256, "c": 1}
+    assert lead_sizes({"a": 0.23}, 0.0, 256) == {"a": 0}
 
 
 def test_block_sizes_fill_the_block_time_within_bounds():
