@@ -3,6 +3,10 @@ pytest-xdist splits the suite between its workers (tests/scheduling.py)."""
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 import pytest
 
 from jg_mcp.goals import load_goal
@@ -11,6 +15,12 @@ from jg_mcp.live.session import Session
 from jg_mcp.live.session_place import SessionConfig
 from tests.scheduling import check_names, make_scheduler
 from tests.support import GEMM_FP8
+
+PRECOMPILED = Path(sys.prefix) / "torch-pch"
+"""Where `.ci/setup --tests` precompiles torch/extension.h (tests/tools/precompile_torch_header.py): named in CPATH,
+which the eval's workers keep, it halves the suite's C++ builds."""
+if "CPATH" not in os.environ and (PRECOMPILED / "torch" / "extension.h.gch").is_file():
+    os.environ["CPATH"] = str(PRECOMPILED)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -4,9 +4,11 @@ virtualenv that sees the node's torch and holds pip to its version. The real ins
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,7 +74,7 @@ def test_the_demo_setup_installs_nothing_only_the_tests_need_which_tests_adds(tm
     done, log = run_setup(tmp_path / "tests", "--tests")
     assert done.returncode == 0, done.stderr
     assert "apt-get install -y -qq bubblewrap e2fsprogs chromium" in log
-    assert log[-1] == "python -m pip install -q -e .[test,ray]"
+    assert log[-2:] == ["python -m pip install -q -e .[test,ray]", "python tests/tools/precompile_torch_header.py"]
 
 
 def test_system_torch_keeps_the_nodes_torch(tmp_path):
@@ -80,7 +82,7 @@ def test_system_torch_keeps_the_nodes_torch(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "python3 -m venv --system-site-packages .venv" in log
     assert not any("torch==2.13.0" in line for line in log), "torch is not reinstalled"
-    assert log[-1] == "python -m pip install -q --constraint .venv/jg-torch.txt -e .[test,ray]"
+    assert log[-2] == "python -m pip install -q --constraint .venv/jg-torch.txt -e .[test,ray]"
     assert (tmp_path / "repo" / ".venv" / "jg-torch.txt").read_text() == "torch==2.5.1+cu124\n"
 
 
@@ -96,3 +98,41 @@ def test_system_torch_refuses_a_python_without_torch_or_a_venv_that_cannot_see_i
         done, log = run_setup(tmp_path, JG_SYSTEM_TORCH="1")
         assert "python3 has no torch" in done.stderr
     assert done.returncode == 1 and not any(" pip " in line for line in log)
+
+
+@pytest.mark.slow
+def test_the_tests_setup_precompiles_torch_extension_h_for_torchs_own_flags(tmp_path):
+    """What `.ci/setup --tests` runs leaves a torch/extension.h.gch that GCC uses for an extension built with the
+    flags torch writes into build.ninja, under another extension's name (`-H` marks a used one with `!`)."""
+    pytest.importorskip("torch")
+    script = REPO / "tests" / "tools" / "precompile_torch_header.py"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    if "no C++ compiler" in done.stderr:
+        pytest.skip("no C++ compiler: native code cannot be built")
+    pch_dir = Path(done.stdout.strip())
+    spec = importlib.util.spec_from_file_location("precompile_torch_header", script)
+    tool = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(tool)  # type: ignore[union-attr]
+    cxx, flags = tool.torch_cflags()
+    source = tmp_path / "main.cpp"
+    source.write_text("#include <torch/extension.h>\n#include <torch/extension.h>\n")
+    compiled = subprocess.run(
+        [
+            cxx,
+            "-DTORCH_EXTENSION_NAME=another",
+            *flags,
+            "-Winvalid-pch",
+            "-H",
+            "-c",
+            str(source),
+            "-o",
+            str(tmp_path / "main.o"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "CPATH": str(pch_dir)},
+    )
+    assert compiled.returncode == 0, compiled.stderr[-2000:]
+    assert f"! {pch_dir}/torch/extension.h.gch" in compiled.stderr.splitlines(), compiled.stderr[:2000]

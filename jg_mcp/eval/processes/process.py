@@ -42,7 +42,11 @@ from jg_mcp.live import lifeline
 M = TypeVar("M", bound=BaseModel)
 TAIL_BYTES = 4000
 """How much of a worker's output the report keeps (its last bytes)."""
-KEPT_ENV = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "LANG", "TZ", "CUDA_HOME", "TRITON_PTXAS_PATH")
+KEPT_ENV = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "LANG", "TZ", "CUDA_HOME", "TRITON_PTXAS_PATH", "CPATH")
+"""The host's variables a worker keeps. `CPATH` names include directories the compiler searches before torch's
+own: where the operator keeps a precompiled `torch/extension.h` (tests/tools/precompile_torch_header.py), a C++
+build of a torch extension takes about 9 core-s instead of 20; GCC uses it only where it is valid for the build's
+flags, so what a build makes is the same."""
 
 
 class CandidateGone(Exception):
