@@ -93,7 +93,9 @@ def python_binds() -> list[Path]:
 def _imported_from(directory: Path) -> list[Path]:
     """The files and package directories of top-level modules this process imported from `directory`."""
     found = []
-    for name, module in list(sys.modules.items()):
+    # dict.copy is one step under the GIL; iterating the live dict, even into a list, raises when a thread of this
+    # process (another eval's) imports meanwhile
+    for name, module in sys.modules.copy().items():
         file = getattr(module, "__file__", None)
         if "." in name or name == "__main__" or not file:
             continue
