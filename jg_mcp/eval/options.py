@@ -33,8 +33,8 @@ class TimingParams(Strict):
     lead_ms: float = Field(default=30.0, ge=0)
     """Device time of the lead block before every timed block: the same calls, their times unused, so that each
     callable is timed in its own steady state (on a power-capped GPU the clock follows the running kernel's draw
-    over tens of ms), not in the state the previous callable's block left. 30 ms is the device time the leads had
-    when the eval agreed with do_bench at 31 of 37 shapes (docs/decisions/2026-12-07-shorter-leads.md)."""
+    over tens of ms), not in the state the previous callable's block left. 30 ms is about the device time the leads
+    had when the eval agreed with do_bench at 31 of 37 shapes (docs/decisions/2026-12-07-shorter-leads.md)."""
     max_lead: int = Field(default=256, ge=1)
     """Most calls in one lead block: at a shape of a few microseconds per call the host's launches, not the
     device, set a lead's length, and such a shape is timed under graphs anyway (`graph_below_ms`)."""

@@ -93,8 +93,8 @@ def python_binds() -> list[Path]:
 def _imported_from(directory: Path) -> list[Path]:
     """The files and package directories of top-level modules this process imported from `directory`."""
     found = []
-    # dict.copy is one step under the GIL; iterating the live dict, even into a list, raises when a thread of this
-    # process (another eval's) imports meanwhile
+    # dict.copy takes the entries in one step under the GIL; iterating the live dict, even into a list, can let
+    # another thread of this process (another eval's) import between two items, and then it raises
     for name, module in sys.modules.copy().items():
         file = getattr(module, "__file__", None)
         if "." in name or name == "__main__" or not file:
