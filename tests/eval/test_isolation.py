@@ -615,3 +615,24 @@ def test_the_sandboxed_candidate_is_what_the_oom_killer_takes_first(tmp_path):
     assert "oom_score_adj 1000 " in details, details
     if can_set_oom_floor():
         assert "oom_score_adj 1000 refused errno 13" in details, details
+
+
+class ImportedMeanwhile(dict):
+    """sys.modules as another thread of the harness's process changes it: a module is imported between the first
+    item read and the next."""
+
+    def items(self):  # type: ignore[override]
+        view = iter(dict.items(self))
+        yield next(view)
+        self["jg_imported_meanwhile"] = None
+        yield from view
+
+
+def test_a_module_imported_while_the_sandbox_reads_what_python_imported_breaks_nothing(monkeypatch):
+    """Evals run in threads of one process (the eval-tool condition, the suite's batches): one eval's import while
+    another reads sys.modules for its sandbox's binds once raised 'dictionary changed size during iteration'."""
+    from jg_mcp.eval.processes.isolation import python_binds
+
+    expected = python_binds()
+    monkeypatch.setattr(sys, "modules", ImportedMeanwhile(sys.modules))
+    assert python_binds() == expected
