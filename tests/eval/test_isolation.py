@@ -636,3 +636,17 @@ def test_a_module_imported_while_the_sandbox_reads_what_python_imported_breaks_n
     expected = python_binds()
     monkeypatch.setattr(sys, "modules", ImportedMeanwhile(sys.modules))
     assert python_binds() == expected
+
+
+def test_only_the_candidates_worker_keeps_the_include_path_of_the_precompiled_header(tmp_path, monkeypatch):
+    """CPATH speeds the candidate's C++ builds; no header under it reaches a baseline's compile."""
+    from jg_mcp.eval.processes.process import WorkerLaunch
+
+    monkeypatch.setenv("CPATH", str(tmp_path / "pch"))
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    envs = {
+        role: WorkerLaunch(role, tmp_path, False, "t", 30.0, "cpu").environment("t", None)
+        for role in ("candidate", "baseline")
+    }
+    assert envs["candidate"]["CPATH"] == str(tmp_path / "pch") and "CPATH" not in envs["baseline"]
+    assert envs["candidate"]["LANG"] == envs["baseline"]["LANG"] == "C.UTF-8"

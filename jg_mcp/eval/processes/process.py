@@ -42,11 +42,14 @@ from jg_mcp.live import lifeline
 M = TypeVar("M", bound=BaseModel)
 TAIL_BYTES = 4000
 """How much of a worker's output the report keeps (its last bytes)."""
-KEPT_ENV = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "LANG", "TZ", "CUDA_HOME", "TRITON_PTXAS_PATH", "CPATH")
-"""The host's variables a worker keeps. `CPATH` names include directories the compiler searches before torch's
-own: where the operator keeps a precompiled `torch/extension.h` (tests/tools/precompile_torch_header.py), a C++
-build of a torch extension takes about 9 core-s instead of 20; GCC uses it only where it is valid for the build's
-flags, so what a build makes is the same."""
+KEPT_ENV = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "LANG", "TZ", "CUDA_HOME", "TRITON_PTXAS_PATH")
+"""The host's variables a worker keeps."""
+CANDIDATE_ENV = ("CPATH",)
+"""The host's variables only a candidate's worker keeps. `CPATH` names include directories the compiler searches
+before torch's own: where the operator keeps a precompiled `torch/extension.h` (tests/tools/precompile_torch_header.py),
+a C++ build of a torch extension takes about 9 core-s instead of 20; GCC uses it only where it is valid for the
+build's flags, so what a build makes is the same. The baselines build nothing from it, and headers there must not
+reach their compiles (torch.compile's C++ on a CPU)."""
 
 
 class CandidateGone(Exception):
@@ -90,7 +93,8 @@ class WorkerLaunch:
     def environment(self, token: str, bytecode: Path | None) -> dict[str, str]:
         """The worker's environment (less its home, which `WorkerProcess.spawn` makes when unsandboxed): `token` is
         its own, carried only by a candidate's; `bytecode` the shared compiled-bytecode directory, if any."""
-        env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
+        kept = KEPT_ENV + (CANDIDATE_ENV if self.role == "candidate" else ())
+        env = {k: os.environ[k] for k in kept if k in os.environ}
         env |= {
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
             "PYTHONPATH": os.pathsep.join(pythonpath()),
