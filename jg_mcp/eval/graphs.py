@@ -120,7 +120,9 @@ class GraphTimer:
     def run(self) -> None:
         p, ev = self.p, self.ev
         like = self.bench.like  # the per-call timing's layouts: the shape's sets and outputs are the graph's
-        fit = graph_fit(nbytes(self.bench.own.inputs[0]), nbytes(like), p.ring_bytes, free_bytes(ev.device))
+        fit = graph_fit(
+            nbytes(self.bench.own.inputs[0]), nbytes(like), p.ring_bytes, free_bytes(ev.device), len(self.t.names)
+        )
         baselines = [r.median_ms for n, r in self.results.items() if n != "candidate"]
         calls = replay_calls(p.graph_calls, min(baselines, default=math.inf), p.graph_replay_ms, fit)
         if calls < LEAST_CALLS:

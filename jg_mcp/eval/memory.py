@@ -168,15 +168,16 @@ def unfit(plan: MemoryPlan) -> str:
     )
 
 
-def graph_fit(inputs: int, outputs: int, ring_bytes: int, free: int | None) -> int:
+def graph_fit(inputs: int, outputs: int, ring_bytes: int, free: int | None, graphs: int = 1) -> int:
     """The most calls a CUDA graph may have, each with an input set and a ring slot of its own: as many as
     `ring_bytes` of outputs per timing process, and as leave within SHARE of the memory `free` (while the shape's
     per-call buffers are still held) the harness's two copies of every set (what it last wrote, a round's new
-    inputs) and each timing process's set and slot per call."""
+    inputs), each timing process's set and slot per call, and the outputs of every call that each of the `graphs`
+    captured graphs (one per callable) keeps until the shape is done."""
     most = ring_bytes // max(1, outputs)
     if free is None:
         return most
-    per_call = 2 * inputs + 2 * (inputs + outputs)
+    per_call = 2 * inputs + 2 * (inputs + outputs) + graphs * outputs
     return max(0, min(most, int(SHARE * free) // max(1, per_call)))
 
 
