@@ -168,7 +168,7 @@ def unfit(plan: MemoryPlan) -> str:
     )
 
 
-def graph_fit(inputs: int, outputs: int, ring_bytes: int, free: int | None, graphs: int = 1) -> int:
+def graph_fit(inputs: int, outputs: int, ring_bytes: int, free: int | None, graphs: int) -> int:
     """The most calls a CUDA graph may have, each with an input set and a ring slot of its own: as many as
     `ring_bytes` of outputs per timing process, and as leave within SHARE of the memory `free` (while the shape's
     per-call buffers are still held) the harness's two copies of every set (what it last wrote, a round's new

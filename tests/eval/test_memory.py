@@ -86,17 +86,17 @@ def test_the_model_counts_each_timing_process_its_own_shared_buffers():
 
 def test_a_graphs_calls_each_with_a_set_and_a_slot_of_their_own_fit_within_the_share():
     free, mib = 10 * GIB, 1 << 20
-    calls = graph_fit(inputs=8 * mib, outputs=4 * mib, ring_bytes=8 * GIB, free=free)
+    calls = graph_fit(inputs=8 * mib, outputs=4 * mib, ring_bytes=8 * GIB, free=free, graphs=1)
     assert calls * (2 * 8 * mib + 2 * (8 * mib + 4 * mib) + 4 * mib) <= SHARE * free
     assert (calls + 1) * (2 * 8 * mib + 2 * (8 * mib + 4 * mib) + 4 * mib) > SHARE * free
-    assert graph_fit(inputs=8 * mib, outputs=4 * mib, ring_bytes=8 * GIB, free=None) == 2048, "the ring alone"
-    assert graph_fit(inputs=8 * GIB, outputs=4 * mib, ring_bytes=8 * GIB, free=free) == 0
+    assert graph_fit(inputs=8 * mib, outputs=4 * mib, ring_bytes=8 * GIB, free=None, graphs=1) == 2048, "the ring alone"
+    assert graph_fit(inputs=8 * GIB, outputs=4 * mib, ring_bytes=8 * GIB, free=free, graphs=1) == 0
 
 
 def test_every_callables_graph_keeps_its_calls_outputs_so_more_callables_fit_fewer_calls():
     """Each callable's graph keeps every call's outputs (the worker copies them into the ring after the replay):
-    fused_add_rmsnorm's decode shape, 8 MiB of outputs a call and three callables, left out of the count, would have
-    taken 24 GiB past the share at 1,024 calls."""
+    at fused_add_rmsnorm's decode shape (8 MiB of outputs a call, three callables) a graph of 1,024 calls keeps 24 GiB
+    that the count left out before."""
     free, mib = 70 * GIB, 1 << 20
     one = graph_fit(inputs=8 * mib, outputs=8 * mib, ring_bytes=8 * GIB, free=free, graphs=1)
     three = graph_fit(inputs=8 * mib, outputs=8 * mib, ring_bytes=8 * GIB, free=free, graphs=3)
