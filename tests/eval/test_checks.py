@@ -119,6 +119,30 @@ def test_dropping_a_share_of_a_rows_mass_fails_even_within_atol():
     assert mass_findings(ref.to(torch.bfloat16), ref, 0.01) == []
 
 
+def test_judging_float64_buffers_leaves_them_as_they_were():
+    """The judge's float64 copies are the buffers themselves at float64: it must work on new tensors."""
+    ref = torch.randn(8, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    clean = ref + 1e-3
+    special = clean.clone()
+    special[2, 3] = float("nan")
+    for out in (clean, special):
+        kept = out.clone(), ref.clone()
+        measure(out, ref, 0.02, 0.01)
+        mass_findings(out, ref, 0.01)
+        assert torch.equal(out.nan_to_num(), kept[0].nan_to_num()) and torch.equal(ref, kept[1])
+
+
+@pytest.mark.skipif(not hasattr(torch, "float8_e4m3fnuz"), reason="no fnuz float8 in this torch")
+def test_poison_that_reads_as_a_finite_number_is_still_unwritten():
+    """In the fnuz float8 formats all-ones bytes are a finite negative number, not NaN."""
+    ref = torch.full((4, 8), -0.5).to(torch.float8_e4m3fnuz)
+    out = ref.clone()
+    out.view(torch.uint8)[1].fill_(255)
+    assert math.isfinite(float(out.float()[1, 0]))
+    stats, found = _judged(out, ref.float(), 1e9, 1e9)
+    assert [f.reason for f in found] == [Reason.UNWRITTEN] and stats.bad_elements == 8
+
+
 @pytest.mark.parametrize("text", ["SystemExit(0)", "SystemExit" + "B" * 2989, "the kernel called sys.exit(0)"])
 def test_an_error_text_that_looks_like_an_exit_is_an_exception(text):
     """The error is free text the candidate writes; only the worker's structured `raised` says it exited."""
