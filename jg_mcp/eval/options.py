@@ -30,11 +30,11 @@ class TimingParams(Strict):
     """Fewest rounds (each callable's block once) before the stopping rule is applied."""
     block_ms: float = Field(default=25.0, ge=0)
     """Device time of one block of back-to-back calls of one callable (0: one call per block)."""
-    lead_ms: float = Field(default=30.0, ge=0)
-    """Device time of the lead block before every timed block: the same calls, their times unused, so that each
-    callable is timed in its own steady state (on a power-capped GPU the clock follows the running kernel's draw
-    over tens of ms), not in the state the previous callable's block left. 30 ms is about the device time the leads
-    had when the eval agreed with do_bench at 31 of 37 shapes (docs/decisions/2026-12-07-shorter-leads.md)."""
+    lead_ms: float = Field(default=0.0, ge=0)
+    """Device time of a lead block before every timed block: the same calls, their times unused, so that each
+    callable is timed in its own steady state rather than the one the previous callable's block left (0: none). On
+    an H100 leads of 30 ms bought no agreement with do_bench and cost 2.4-4.3 s of a goal's eval
+    (docs/decisions/2026-12-07-no-leads-and-8-ms-graph-replays.md); `--timing lead_ms=30` gives them back."""
     max_lead: int = Field(default=256, ge=1)
     """Most calls in one lead block: at a shape of a few microseconds per call the host's launches, not the
     device, set a lead's length, and such a shape is timed under graphs anyway (`graph_below_ms`)."""
@@ -69,12 +69,14 @@ class TimingParams(Strict):
     per-call times of 20-50 us shapes repeated within 4.3%, their graphs' within 0.6% (run 29)."""
     graph_calls: int = Field(default=64, ge=1)
     """Fewest calls in one graph, each on an input set of its own."""
-    graph_replay_ms: float = Field(default=2.0, ge=0)
+    graph_replay_ms: float = Field(default=8.0, ge=0)
     """A graph has as many calls as fill one replay this long at the fastest baseline's per-call time (measured
     first; at a launch-bound shape it is up to twice the graph's), at most graphs.MOST_CALLS and as many as memory
     holds: each call reads an input set of its own, and a timed block is one replay on sets the harness renewed
-    after its gate. The harness's clock sees, besides the replay, the block's ordering (about 10 us, calibrated and
-    subtracted) and the copy of the outputs after it. 0: `graph_calls` alone."""
+    after its gate. The harness's clock sees, besides the replay, the block's ordering and the copy of the outputs
+    after it: on an H100 a cost of 0.14-0.34 ms per block that the calibration's empty blocks do not show, which a
+    replay of 8 ms keeps to a few percent (docs/decisions/2026-12-07-no-leads-and-8-ms-graph-replays.md). 0:
+    `graph_calls` alone."""
     graph_rounds: int = Field(default=6, ge=2)
     """Rounds of graph blocks per shape (A B, then B A, ...)."""
     seen_slack: float = Field(default=SEEN_SLACK, gt=1)

@@ -1,18 +1,17 @@
 """Timing: the candidate in its process and the baselines in theirs take turns in blocks of back-to-back calls, each
 block clocked by the harness itself (jg_mcp/eval/clock.py), and the harness reads back outputs at random.
 
-What a time means: the device time of one call on inputs no callable has seen and that are not in the L2 (once a
-timed block's gate has passed, the harness writes new inputs into the sets its calls read, one set per call, and
-then clears the L2 on its own stream, as do_bench's flush before every call leaves it; nothing runs in the
-candidate's process for it to skip), in the callable's own sustained steady state (each timed block follows a lead
-block of ~lead_ms of the same calls, whose times are not used, so the clocks follow this callable's own power draw,
-not the previous one's), with its launches hidden (the GPU is held behind the harness's gate until the whole block
-is queued), by the harness's own CUDA events around the block, ordered against the worker's stream by flags in
-shared memory, less what the harness measures on the baselines' process for the ordering of a block and for
-copying a call's outputs into its ring slot, divided by the block's calls. On the CPU stand-in the harness's clock
-is the worker process's CPU clock. Each call's outputs are copied into the harness's ring, a slot per call,
-poisoned before the block; when the block ends the harness reads a sample of every slot at once (an early `done`
-leaves poison there) and judges a call of its choosing. A shape whose fastest callable takes under
+What a time means: the device time of one call on inputs no callable has seen and that are not in the L2 (once a timed
+block's gate has passed, the harness writes new inputs into the sets its calls read, one set per call, and then clears
+the L2 on its own stream, as do_bench's flush before every call leaves it; nothing runs in the candidate's process for
+it to skip), where `lead_ms` asks for it after a lead block of the same calls whose times are not used (none by
+default: on an H100 they bought no agreement with do_bench), with its launches hidden (the GPU is held behind the
+harness's gate until the whole block is queued), by the harness's own CUDA events around the block, ordered against
+the worker's stream by flags in shared memory, less what the harness measures on the baselines' process for the
+ordering of a block and for copying a call's outputs into its ring slot, divided by the block's calls. On the CPU
+stand-in the harness's clock is the worker process's CPU clock. Each call's outputs are copied into the harness's
+ring, a slot per call, poisoned before the block; when the block ends the harness reads a sample of every slot at once
+(an early `done` leaves poison there) and judges a call of its choosing. A shape whose fastest callable takes under
 `graph_below_ms` per call is timed under CUDA graphs too, and its speedups are the graphs' (jg_mcp/eval/graphs.py;
 every check here runs there first). Blocks take turns A B, then B A, so drift between blocks cancels; each call's
 output is freed before the next call, as under do_bench.
