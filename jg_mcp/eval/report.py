@@ -122,9 +122,9 @@ class ShapeResult(ReportModel):
     """Per round of timed blocks (per-call rounds, then graph rounds), the first seed of the inputs the harness wrote
     for it after each block's gate: call i of a block read `make_inputs(dims, seed + i)` (version 13)."""
     retimed: str | None = None
-    """Why the shape was timed twice: what a timing finding would have said of the first timing. The times here
-    are the second's, whose blocks on seen inputs each follow a lead block; a finding is reported only if it shows
-    too."""
+    """Why the shape was timed twice: what a timing finding would have said of the first timing. The times here are the
+    second's, whose blocks on seen inputs each follow a lead block where `lead_ms` asks for one; a finding is
+    reported only if it shows too."""
     wall_s: dict[str, float] = {}
     """Wall time this shape took, per part: `check` (its correctness trials; of it, `check_reference` made their
     inputs and reference outputs, `check_bind` shared the buffers with the candidate's process, `check_calls`

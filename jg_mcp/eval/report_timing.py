@@ -134,11 +134,11 @@ class TimingMethod(ReportModel):
     skipped: str | None = None
     """Why timing was skipped, if it was."""
     description: str = (
-        "the harness's own clock around blocks of back-to-back calls, candidate and baselines taking turns (A B, "
-        "then B A, ...), each after a lead block of the same calls, every timed call on new inputs the harness wrote "
-        "after the block's gate, the L2 cleared; outputs read when each block ends and judged at calls the harness "
-        "picks; blocks rerun on seen inputs to find kept results; at shapes of a few microseconds per call, under CUDA "
-        "graphs too"
+        "the harness's own clock around blocks of back-to-back calls, candidate and baselines taking turns (A B, then"
+        " B A, ...), each after a lead block of the same calls where lead_ms asks for one, every timed call on new "
+        "inputs the harness wrote after the block's gate, the L2 cleared; outputs read when each block ends and "
+        "judged at calls the harness picks; blocks rerun on seen inputs to find kept results; at shapes of a few "
+        "microseconds per call, under CUDA graphs too"
     )
     """The method in words."""
     params: TimingParams | None = None
