@@ -74,8 +74,9 @@ class _Part(NamedTuple):
 
 
 def _judge(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> _Part:
-    """`measure` of one flat chunk."""
-    o, r = out.double(), ref.double()
+    """`measure` of one flat chunk, judged on a float64 copy taken once: `out` is a buffer the candidate's process
+    shares, and a float64 output's `.double()` would be that buffer itself, read anew by every check below."""
+    o, r = out.to(torch.float64, copy=True), ref.double()
     r_abs = r.abs()
     bound = r_abs.mul(rtol).add_(atol)
     if out.dtype not in _FINITE_POISON and bool(torch.isfinite(o).all()) and bool(torch.isfinite(r).all()):
@@ -173,7 +174,7 @@ def mass_findings(out: torch.Tensor, ref: torch.Tensor, rtol: float) -> list[Fin
     rows = max(1, JUDGE_CHUNK // out.shape[-1])  # rows judged at once, as `measure` judges elements
     errs, masses = [], []
     for first in range(0, len(outs), rows):
-        o, r = outs[first : first + rows].double(), refs[first : first + rows].double()
+        o, r = outs[first : first + rows].to(torch.float64, copy=True), refs[first : first + rows].double()
         finite = torch.isfinite(o) & torch.isfinite(r)
         if bool(finite.all()):
             errs.append((o - r).abs_().sum(-1))

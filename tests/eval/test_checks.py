@@ -132,6 +132,25 @@ def test_judging_float64_buffers_leaves_them_as_they_were():
         assert torch.equal(out.nan_to_num(), kept[0].nan_to_num()) and torch.equal(ref, kept[1])
 
 
+def test_a_write_into_the_output_buffer_while_it_is_judged_does_not_reach_the_judged_values(monkeypatch):
+    """The output buffer is shared with the candidate's process: once the judge has found every value finite, a NaN
+    written into the buffer must not turn up in the values it goes on to measure."""
+    from jg_mcp.eval import checks
+
+    ref = torch.randn(64, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    out = ref + 1e-3
+    real = torch.isfinite
+
+    def then_written(t):
+        found = real(t)
+        out[7] = float("nan")
+        return found
+
+    monkeypatch.setattr(checks.torch, "isfinite", then_written)
+    stats, found = _judged(out, ref, 0.02, 0.01)
+    assert found == [] and math.isfinite(stats.max_abs) and math.isfinite(stats.max_rel), stats
+
+
 @pytest.mark.skipif(not hasattr(torch, "float8_e4m3fnuz"), reason="no fnuz float8 in this torch")
 def test_poison_that_reads_as_a_finite_number_is_still_unwritten():
     """In the fnuz float8 formats all-ones bytes are a finite negative number, not NaN."""
