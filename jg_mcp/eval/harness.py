@@ -176,7 +176,9 @@ class Evaluation:
             timer = TimingPhase(self, self.spawn("candidate"), self.spawn("baseline"))
             timer.start(report, timed)
         if self.spares is not None:
-            self.spares.prestart(self.device, self.o.timeout_s, candidates=2 if timed else 1, baseline=bool(timed))
+            self.spares.prestart(
+                self.device, self.o.timeout_s, candidates=2 if timed else 1, baseline=bool(timed), covers=self.covers
+            )
         report.phases["setup"] = time.monotonic() - start
         mark = time.monotonic()
         started = self.ready(candidate, report)

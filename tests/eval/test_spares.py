@@ -107,6 +107,44 @@ def test_evals_in_a_row_take_the_processes_started_ahead_and_reach_the_same_verd
     assert all(r.phases["spares_wait"] >= 0.3 for r in reports), "the wait for the spares is a phase of its own"
 
 
+SEES_COVER = """import torch
+
+COVERED = open("/usr/lib/os-release").read()
+
+
+def kernel(x, y, alpha):
+    return torch.addcmul(y, x, alpha) if COVERED == "stubbed\\n" else x
+"""
+
+
+@pytest.mark.slow
+def test_the_spares_cover_what_the_running_evals_sandbox_covers(tmp_path, monkeypatch):
+    """A goal that forbids a library (cuBLAS, for the GEMM goals on a GPU) has it covered by a stub in its
+    candidates' sandboxes; the spares an eval starts cover the same files, so the next eval of the goal takes them
+    instead of starting its own (here a system file is covered, and the candidate is correct only if it reads the
+    stub)."""
+    from jg_mcp.eval.harness import Evaluation
+
+    stub = tmp_path / "stub"
+    stub.write_text("stubbed\n")
+    monkeypatch.setattr(Evaluation, "stubbed", lambda self, report: ((str(stub), "/usr/lib/os-release"),))
+    started: list[tuple[str, float]] = []
+    real_start = WorkerProcess.start
+
+    def start(self, setup):
+        started.append((self.role, self.born))
+        real_start(self, setup)
+
+    monkeypatch.setattr(WorkerProcess, "start", start)
+    with Spares() as spares:
+        assert run(tmp_path, SEES_COVER, DEMO_GOAL, spares).accepted
+        begin, first = time.monotonic(), len(started)
+        report = run(tmp_path, SEES_COVER, DEMO_GOAL, spares)
+        assert report.accepted, report.findings
+        assert spares.taken == 1
+        assert [(role, born < begin) for role, born in started[first:]] == [("candidate", True)]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("why", ["died", "waited too long"])
 def test_a_spare_set_that_died_or_waited_too_long_is_thrown_away(tmp_path, why):

@@ -178,9 +178,12 @@ def test_a_session_past_its_budget_records_a_bounded_number_of_changes_per_comma
 ):
     monkeypatch.setattr(transcript, "TRANSCRIPT_BUDGET_BYTES", 64 * 1024)
     monkeypatch.setattr(transcript, "CHANGES_PAST_BUDGET", 5)
-    many = "mkdir -p D && for i in $(seq 400); do echo $RANDOM$i > D/f$i; done"
-    steps = [call("run_command", command=many) for _ in range(3)]
-    steps.append(call("run_command", command="echo 'x = 1' > solution.py && " + many))
+
+    def many(step: int) -> str:  # each step writes every file anew: a repeated content is no change to count
+        return f"mkdir -p D && for i in $(seq 400); do echo {step}-$i > D/f$i; done"
+
+    steps = [call("run_command", command=many(step)) for step in range(3)]
+    steps.append(call("run_command", command="echo 'x = 1' > solution.py && " + many(3)))
     path, _ = scripted_session(tmp_path, steps)
     record = load_record(path)
     last = record.calls[-1]

@@ -88,9 +88,18 @@ class Spares:
         self.taken += 1
         return spare
 
-    def prestart(self, device: str, timeout_s: float, candidates: int, baseline: bool) -> None:
+    def prestart(
+        self,
+        device: str,
+        timeout_s: float,
+        candidates: int,
+        baseline: bool,
+        covers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         """Start the next eval's set, unless one is waiting already: its own work directory and token,
-        `candidates` sandboxed candidate processes and a baseline process (with torch.compile imported ahead)."""
+        `candidates` sandboxed candidate processes and a baseline process (with torch.compile imported ahead).
+        The candidates' sandboxes cover `covers`, the running eval's stubs: an eval takes only processes whose
+        sandbox covers what its own would, and the next eval is most often of the same goal (a campaign's)."""
         if self.idle is not None:
             return
         import torch
@@ -104,7 +113,9 @@ class Spares:
             prepare(work / "solution", work / "cache")
             for _ in range(candidates):
                 spare.procs.append(
-                    WorkerProcess.spawn(WorkerLaunch("candidate", work, True, spare.token, timeout_s, device))
+                    WorkerProcess.spawn(
+                        WorkerLaunch("candidate", work, True, spare.token, timeout_s, device, covers=covers)
+                    )
                 )
             if baseline:
                 gpu = torch.cuda.get_device_name() if device == "cuda" else None
