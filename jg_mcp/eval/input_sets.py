@@ -60,9 +60,15 @@ class InputSets(References):
         return write
 
     def intact(self) -> bool:
-        """Whether every set holds what the harness last wrote (read back from the process's buffers)."""
-        return all(
-            torch.equal(view, kept)
+        """Whether every set holds what the harness last wrote (read back from the process's buffers). Compared on
+        the device and read once: a `torch.equal` per tensor waits for the device once each (12,791 waits, 1.3 s,
+        in one gemm_fp8 eval on an H100)."""
+        pairs = [
+            (view, kept)
             for views, group in zip(self.binding.groups, self.inputs, strict=True)
             for view, kept in zip(views, group, strict=True)
-        )
+        ]
+        if any(view.shape != kept.shape or view.dtype != kept.dtype for view, kept in pairs):
+            return False
+        differs = [torch.ne(view, kept).any() for view, kept in pairs]
+        return not differs or not bool(torch.stack(differs).any())

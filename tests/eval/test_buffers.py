@@ -43,3 +43,25 @@ def test_a_ring_lays_its_slots_in_one_buffer_per_output_and_reads_which_slots_st
         assert bool((ring.groups[3][0] == -1).all()), "poisoning a slot leaves the others"
     finally:
         ring.free()
+
+
+def test_input_sets_read_back_intact_until_one_element_of_one_set_changes_and_renewal_moves_what_is_kept():
+    from jg_mcp.eval.input_sets import InputSets
+
+    made = [[torch.randn(4, 6), torch.arange(5)] for _ in range(3)]
+    binding = SharedBinding("tin", "cpu")
+    try:
+        sets = InputSets(lambda ins: [ins[0] * 2], binding, made)
+        assert sets.intact() and torch.equal(sets[1][0], made[1][0] * 2)
+        binding.groups[2][1][4] = 7  # the candidate's process wrote one element of one input
+        assert not sets.intact()
+        binding.groups[2][1][4] = 4
+        assert sets.intact()
+        new = [[torch.randn(4, 6), torch.arange(5) + 1]]
+        sets.renewal([1], new)()
+        assert sets.intact() and torch.equal(binding.groups[1][0], new[0][0])
+        assert torch.equal(sets[1][0], new[0][0] * 2), "the renewed set's reference is the new inputs'"
+        binding.groups[1][0][0, 0] += 1
+        assert not sets.intact()
+    finally:
+        binding.free()

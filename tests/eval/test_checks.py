@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from jg_mcp.eval.checks import call_findings, mass_findings, measure, metadata_findings
+from jg_mcp.eval.checks import call_findings, mass_findings, measure, metadata_findings, unravel
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.wire.messages import Done, OutputMeta
 
@@ -54,6 +54,33 @@ def test_values_outside_tolerance_are_incorrect_and_the_worst_is_located():
     stats, found = _judged(out, ref, 0.02, 0.01)
     assert [f.reason for f in found] == [Reason.INCORRECT]
     assert stats.worst_index == [3, 1] and stats.worst_value == 1.5 and stats.bad_elements == 1
+
+
+@pytest.mark.parametrize("shape", [[7], [3, 5], [2, 1, 4], [4, 3, 2, 5], [1, 1, 9]])
+def test_the_worst_element_is_located_as_torch_unravel_index_locates_it(shape):
+    n = math.prod(shape)
+    for flat in {0, 1, n // 2, n - 1}:
+        assert unravel(flat, shape) == [int(i) for i in torch.unravel_index(torch.tensor(flat), shape)]
+
+
+@pytest.mark.slow
+def test_judging_an_output_imports_nothing_of_torchs_symbolic_shapes():
+    """torch.unravel_index's first call imports sympy and torch's symbolic shapes: seconds in an eval's harness
+    process on a host without their bytecode."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from jg_mcp.eval.checks import measure\n"
+        "ref = torch.randn(4, 8)\n"
+        "out = ref.clone()\n"
+        "out[2, 3] = 9.0\n"
+        "assert measure(out, ref, 0.01, 0.01).stats.worst_index == [2, 3]\n"
+        "print(sorted(m for m in ('sympy', 'torch.fx.experimental.symbolic_shapes') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
 def test_a_correct_output_names_the_element_closest_to_its_tolerance():
