@@ -59,11 +59,8 @@ def gone(pid: int) -> bool:
     return False
 
 
-def test_evals_in_a_row_take_the_processes_started_ahead_and_reach_the_same_verdicts(
-    tmp_path, timing_goal, monkeypatch
-):
-    """The second and third evals start no process of their own: each takes the two candidate processes and the
-    baseline process the eval before started, born before it began; the verdicts are what they are without."""
+def record_starts(monkeypatch) -> list[tuple[str, float]]:
+    """Each worker process's role and birth time, as evals hand it its setup (taken from a spare set or new)."""
     started: list[tuple[str, float]] = []
     real_start = WorkerProcess.start
 
@@ -72,6 +69,15 @@ def test_evals_in_a_row_take_the_processes_started_ahead_and_reach_the_same_verd
         real_start(self, setup)
 
     monkeypatch.setattr(WorkerProcess, "start", start)
+    return started
+
+
+def test_evals_in_a_row_take_the_processes_started_ahead_and_reach_the_same_verdicts(
+    tmp_path, timing_goal, monkeypatch
+):
+    """The second and third evals start no process of their own: each takes the two candidate processes and the
+    baseline process the eval before started, born before it began; the verdicts are what they are without."""
+    started = record_starts(monkeypatch)
     from jg_mcp.eval.timing import TimingPhase
 
     real_run, imported_when_timed = TimingPhase.run, []
@@ -128,14 +134,7 @@ def test_the_spares_cover_what_the_running_evals_sandbox_covers(tmp_path, monkey
     stub = tmp_path / "stub"
     stub.write_text("stubbed\n")
     monkeypatch.setattr(Evaluation, "stubbed", lambda self, report: ((str(stub), "/usr/lib/os-release"),))
-    started: list[tuple[str, float]] = []
-    real_start = WorkerProcess.start
-
-    def start(self, setup):
-        started.append((self.role, self.born))
-        real_start(self, setup)
-
-    monkeypatch.setattr(WorkerProcess, "start", start)
+    started = record_starts(monkeypatch)
     with Spares() as spares:
         assert run(tmp_path, SEES_COVER, DEMO_GOAL, spares).accepted
         begin, first = time.monotonic(), len(started)
