@@ -10,9 +10,11 @@ FP8_MAX = 448.0
 
 
 def _quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-row absmax scaling into the full e4m3 range, as inference stacks quantise."""
-    scale = x.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / FP8_MAX
-    return (x / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8), scale.float()
+    """Per-row absmax scaling into the full e4m3 range, as inference stacks quantise. Divides `x` in place: the
+    timing makes thousands of these sets, and a pass over a (10240, 8192) float32 weight reads and writes 670 MB. No
+    quotient exceeds 448 by more than rounding, which e4m3 rounds to 448."""
+    scale = torch.linalg.vector_norm(x, float("inf"), dim=1, keepdim=True).clamp_(min=1e-12).div_(FP8_MAX)
+    return x.div_(scale).to(FP8), scale
 
 
 def make_inputs(dims: dict, seed: int, device: str):
@@ -21,9 +23,9 @@ def make_inputs(dims: dict, seed: int, device: str):
     g = torch.Generator(device=device).manual_seed(seed)
     with torch.device(device):  # generate where the kernel runs: large inputs in milliseconds
         # Unit-variance activations with a few outlier channels; the K**-0.25 factor keeps |C| ~ 1.
-        a = torch.randn(m, k, generator=g) * k**-0.25
+        a = torch.randn(m, k, generator=g).mul_(k**-0.25)
         a[:, torch.randint(0, k, (max(1, k // 64),), generator=g)] *= 8.0
-        b = torch.randn(n, k, generator=g) * k**-0.25
+        b = torch.randn(n, k, generator=g).mul_(k**-0.25)
         a8, sa = _quantize_rows(a)
         b8, sb = _quantize_rows(b)
         return a8.to(device), b8.to(device), sa.to(device), sb.t().contiguous().to(device)

@@ -4,9 +4,11 @@ graph of calls on cold inputs repeated within 0.8% (eval/results/h200/probe_grap
 per call like every other (every check of jg_mcp/eval/timing.py runs there), then each callable in its own process
 captures one graph of `calls` calls, each on an input set of its own, as many as fill a replay of `graph_replay_ms`
 at the fastest baseline's per-call time (`replay_calls`) and as memory holds. Candidate and baselines take turns (A
-B, then B A), each turn a lead of untimed replays (the callable's own steady state; as many for every callable,
-sized by the slowest callable's per-call time), then a timed block of one replay, clocked by the harness as every
-block is (jg_mcp/eval/clock.py); a time is the block's time, less the calibrated ordering, divided by its calls.
+B, then B A) for `graph_min_rounds` rounds, or up to `graph_rounds` until every callable's times agree within
+`graph_spread` (`enough`), each turn a lead of untimed replays (the callable's own steady state; as many for every
+callable, sized by the slowest callable's per-call time), then a timed block of one replay, clocked by the harness
+as every block is (jg_mcp/eval/clock.py); a time is the block's time, less the calibrated ordering, divided by its
+calls.
 The speedups, rates and floor check then use these times for every callable alike (`ShapeResult.timed_by`).
 
 The candidate captures its own graph, so it can tell it is being captured and record other work than it runs
@@ -67,6 +69,15 @@ def replay_calls(least: int, per_call_ms: float, replay_ms: float, fit: int) -> 
     time: no candidate's time sizes it), from `least`, and at most MOST_CALLS and what memory holds (`fit`)."""
     wanted = max(least, math.ceil(replay_ms / max(1e-6, per_call_ms)))
     return min(wanted, MOST_CALLS, fit)
+
+
+def enough(per_call: list[list[float]], least: int, spread: float) -> bool:
+    """Whether the graph rounds may stop: every callable has `least` times or more, as many as each other and an even
+    number (each order of the turns as often), and each one's times lie within `spread` of their median (0: never)."""
+    counts = {len(ts) for ts in per_call}
+    if spread <= 0 or len(counts) != 1 or (n := counts.pop()) < least or n % 2:
+        return False
+    return all((max(ts) - min(ts)) <= spread * statistics.median(ts) for ts in per_call)
 
 
 def lead_replays(per_call_ms: list[float], calls: int, lead_ms: float, most: int) -> int:
@@ -222,6 +233,8 @@ class GraphTimer:
                 mine.block.append(ran.ms)
                 if name == "candidate":
                     self.judged(ran, 1)
+            if enough([r.per_call for r in timed.values()], p.graph_min_rounds, p.graph_spread):
+                break
         return timed
 
     def copy_ms(self) -> float:

@@ -78,7 +78,16 @@ class TimingParams(Strict):
     replay of 8 ms keeps to a few percent (docs/decisions/2026-12-07-no-leads-and-8-ms-graph-replays.md). 0:
     `graph_calls` alone."""
     graph_rounds: int = Field(default=6, ge=2)
-    """Rounds of graph blocks per shape (A B, then B A, ...)."""
+    """Most rounds of graph blocks per shape (A B, then B A, ...)."""
+    graph_min_rounds: int = Field(default=4, ge=2)
+    """Fewest rounds of graph blocks: after these, and after every second round from there, the rounds stop once
+    every callable's graph times so far lie within `graph_spread` of their median (jg_mcp.eval.graphs.enough). Each
+    round renews every call's input set: at gemm_fp8's decode shape 147 sets of 84 MB, 0.3 s of the harness's
+    making."""
+    graph_spread: float = Field(default=0.02, ge=0)
+    """The spread (largest less smallest, over the median) of every callable's graph times under which the rounds
+    stop after `graph_min_rounds` (0: always `graph_rounds`). On an H100 (run 81) five of the six graph-timed shapes
+    spread 0.2-1.0% over six rounds; fused_add_rmsnorm's decode shape 4-37%."""
     seen_slack: float = Field(default=SEEN_SLACK, gt=1)
     """How many times faster on inputs it has seen than on new ones the candidate may be, beyond the baselines'
     factor, before it is CACHED_OUTPUT (see SEEN_SLACK)."""
@@ -90,6 +99,12 @@ class TimingParams(Strict):
         if isinstance(data, dict) and LEGACY_PARAMETERS & data.keys():
             return {k: v for k, v in data.items() if k not in LEGACY_PARAMETERS}
         return data
+
+    @model_validator(mode="after")
+    def _rounds(self) -> TimingParams:
+        if self.graph_min_rounds > self.graph_rounds:
+            raise ValueError(f"graph_min_rounds ({self.graph_min_rounds}) exceeds graph_rounds ({self.graph_rounds})")
+        return self
 
 
 class EvalOptions(Strict):

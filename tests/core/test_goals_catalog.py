@@ -181,3 +181,32 @@ def test_shipped_solution_calls_nothing_forbidden_and_stands_alone(goal):
         assert name not in source, name
     tree = ast.parse(source)
     assert not any(isinstance(n, ast.MatMult) for n in ast.walk(tree)), "the @ operator"
+
+
+def test_gemm_fp8_makes_the_inputs_of_its_first_published_formula_bit_for_bit():
+    """Seeds published in earlier reports name the same inputs: the in-place quantisation gives the bytes of the
+    out-of-place formula it replaced, rows of outliers, of zeros and of tiny values included."""
+    module = load_goal(REPO / "goals" / "gemm_fp8.yaml").module
+    fp8, most = torch.float8_e4m3fn, 448.0
+
+    def first(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        scale = x.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / most
+        return (x / scale).clamp(-most, most).to(fp8), scale.float()
+
+    for m, n, k in [(16, 64, 128), (48, 192, 256), (64, 1024, 8192)]:
+        for seed in (0, 7, 2**40 + 3):
+            g = torch.Generator().manual_seed(seed)
+            a = torch.randn(m, k, generator=g) * k**-0.25
+            a[:, torch.randint(0, k, (max(1, k // 64),), generator=g)] *= 8.0
+            b = torch.randn(n, k, generator=g) * k**-0.25
+            (a8, sa), (b8, sb) = first(a), first(b)
+            made = module.make_inputs({"M": m, "N": n, "K": k}, seed, "cpu")
+            for got, want in zip(made, (a8, b8, sa, sb.t().contiguous()), strict=True):
+                assert got.dtype == want.dtype and got.shape == want.shape
+                assert torch.equal(
+                    got.view(torch.uint8) if got.dtype == fp8 else got,
+                    want.view(torch.uint8) if want.dtype == fp8 else want,
+                )
+    rows = torch.tensor([[448.0, 447.99997, -448.0, 1e-30], [0.0, 0.0, 0.0, 0.0], [1e-14, -3e-13, 2e-13, 0.0]])
+    want, got = first(rows.clone()), module._quantize_rows(rows.clone())
+    assert torch.equal(got[0].view(torch.uint8), want[0].view(torch.uint8)) and torch.equal(got[1], want[1])

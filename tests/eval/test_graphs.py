@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from eval_suite import CPU_TIMING, eval_solution
 
-from jg_mcp.eval.graphs import MOST_CALLS, lead_replays, replay_calls
+from jg_mcp.eval.graphs import MOST_CALLS, enough, lead_replays, replay_calls
+from jg_mcp.eval.options import TimingParams
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.scoring import SEEN_MIN_MS, gained
 
@@ -85,6 +86,18 @@ def test_a_graph_has_as_many_calls_as_fill_a_replay_at_the_fastest_baselines_tim
     assert replay_calls(64, 0.008, 4.0, fit=5) == 5, "under graph_calls where memory says so (then not timed)"
 
 
+def test_graph_rounds_stop_after_an_even_number_from_the_least_once_every_callables_times_agree():
+    steady, noisy = [1.0, 1.01, 0.995, 1.0], [1.0, 1.1, 0.95, 1.0]
+    assert enough([steady, [2.0] * 4], 4, 0.02)
+    assert not enough([steady, noisy], 4, 0.02), "one callable's spread keeps the rounds going"
+    assert not enough([steady[:3], [2.0] * 3], 4, 0.02), "fewer than the least"
+    assert not enough([steady + [1.0], [2.0] * 5], 4, 0.02), "an odd count: one order of the turns more often"
+    assert not enough([steady, [2.0] * 3], 4, 0.02), "as many times for every callable"
+    assert not enough([steady, [2.0] * 4], 4, 0.0), "0: every round"
+    with pytest.raises(ValueError, match="graph_min_rounds"):
+        TimingParams(graph_min_rounds=8, graph_rounds=6)
+
+
 def test_speed_on_seen_sets_is_caching_unless_the_baselines_share_it():
     least = SEEN_MIN_MS
     assert gained((0.007, 0.0035), [(0.0051, 0.005)], "", least), "twice as fast on seen sets"
@@ -96,7 +109,8 @@ def test_speed_on_seen_sets_is_caching_unless_the_baselines_share_it():
 def test_an_honest_candidate_is_timed_under_graphs_and_its_speedups_are_the_graphs(tmp_path, timing_goal):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "solution.py").write_text(HONEST)
-    sized = GRAPHED | {"timing": GRAPHED["timing"] | {"graph_replay_ms": 8.0}}
+    stops = {"graph_min_rounds": 2, "graph_spread": 10.0}  # any spread stops the rounds after the least
+    sized = GRAPHED | {"timing": GRAPHED["timing"] | {"graph_replay_ms": 8.0} | stops}
     report = eval_solution(tmp_path / "src" / "solution.py", timing_goal, tmp_path / "runs", **sized)
     assert report.accepted, [f.detail for f in report.findings]
     params = report.timing.params
@@ -107,8 +121,9 @@ def test_an_honest_candidate_is_timed_under_graphs_and_its_speedups_are_the_grap
     assert cand is not None and cand.graph is not None and base.graph is not None
     assert cand.graph.calls > 8, "sized by the baseline's time (8 by graph_calls)"
     assert cand.graph.sets == cand.graph.calls, "every call of a replay reads a set of its own"
-    assert cand.graph.replays == 6 and base.graph.calls == cand.graph.calls, "one replay per timed block"
-    rounds = 1 + params.graph_rounds  # the graph's own sets, then one renewal per round
+    assert cand.graph.replays == base.graph.replays == 2, "one replay per timed block, the least rounds"
+    assert base.graph.calls == cand.graph.calls
+    rounds = 1 + cand.graph.replays  # the graph's own sets, then one renewal per round
     assert len(shape.renewed_seeds) >= rounds and len(set(shape.renewed_seeds)) == len(shape.renewed_seeds)
     assert cand.graph.block_ms > 0 and cand.graph.seen_ms is None, "no seen-input check under the graph"
     assert shape.speedup["torch_add"] == pytest.approx(base.graph.median_ms / cand.graph.median_ms)
