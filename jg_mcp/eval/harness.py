@@ -158,7 +158,8 @@ class Evaluation:
         )
         if self.o.expect_goal_sha256 and self.o.expect_goal_sha256 != report.goal_sha256:
             report.goal_changed = self.o.expect_goal_sha256
-        for f in self.source_findings(files, report):
+        reference = self.goal.module_path.read_bytes()
+        for f in source_findings(self.o.policy, files, g.forbidden, reference, report.notes):
             report.add(f)
         self.extensions = self.restore_build(report)
         self.covers = self.stubbed(report)
@@ -229,25 +230,6 @@ class Evaluation:
         report.wall_s = time.monotonic() - start
         report.phases["total"] = report.wall_s
         return report
-
-    def source_findings(self, files: list[SourceFile], report: EvalReport) -> list[Finding]:
-        """The policy's findings in the solution's Python files (the Triton-only policy reads only the solution file;
-        the open policy every Python file copied, but a copy of the goal's own module, the reference the server put
-        in the workspace, which is never imported as the solution)."""
-        forbidden = self.goal.goal.forbidden
-        if self.o.policy == "triton":
-            text = solution_text(files[0].data)  # what the worker's import compiles from the same bytes
-            return [text] if isinstance(text, Finding) else static_check(text, forbidden, notes=report.notes)
-        reference = self.goal.module_path.read_bytes()
-        found: list[Finding] = []
-        for i, file in enumerate(files):
-            if i > 0 and (not file.path.endswith(".py") or file.data == reference):
-                continue
-            text = solution_text(file.data)
-            where = "" if i == 0 else f"{file.path}: "
-            for finding in [text] if isinstance(text, Finding) else open_check(text, forbidden):
-                found.append(finding.model_copy(update={"detail": where + finding.detail}))
-        return found
 
     def restore_build(self, report: EvalReport) -> Path | None:
         """The native build kept for these very sources, put where the candidate's torch builds (`builds.restore`);
@@ -393,3 +375,23 @@ def evaluate(options: EvalOptions, progress: Progress | None = None, spares: Spa
     report = Evaluation.open(options, progress, spares).run()
     _log.info("eval done", goal=report.goal, accepted=report.accepted, reasons=[str(r) for r in report.reasons])
     return report
+
+
+def source_findings(
+    policy: str, files: list[SourceFile], forbidden: list[str], reference: bytes, notes: list[str]
+) -> list[Finding]:
+    """The policy's findings in the solution's Python files (the Triton-only policy reads only the solution file;
+    the open policy every Python file copied, but a copy of the goal's own module, `reference`, which the server put
+    in the workspace and which is never imported as the solution)."""
+    if policy == "triton":
+        text = solution_text(files[0].data)  # what the worker's import compiles from the same bytes
+        return [text] if isinstance(text, Finding) else static_check(text, forbidden, notes=notes)
+    found: list[Finding] = []
+    for i, file in enumerate(files):
+        if i > 0 and (not file.path.endswith(".py") or file.data == reference):
+            continue
+        text = solution_text(file.data)
+        where = "" if i == 0 else f"{file.path}: "
+        for finding in [text] if isinstance(text, Finding) else open_check(text, forbidden):
+            found.append(finding.model_copy(update={"detail": where + finding.detail}))
+    return found
