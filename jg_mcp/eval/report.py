@@ -12,7 +12,7 @@ from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report_timing import ClockSummary, MemoryPlan, Timing, TimingMethod
 from jg_mcp.models import ReportModel
 
-REPORT_VERSION = 15
+REPORT_VERSION = 16
 """The report's format version: what each version changed is in CHANGELOG.md. Reports of earlier versions still
 load (the new fields are optional; one without `policy` was judged by the Triton-only policy)."""
 
