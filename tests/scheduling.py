@@ -32,7 +32,6 @@ TIMED_ON_THE_CPU = (
     "tests/eval/test_timing.py::test_every_timed_call_reads_inputs_none_has_seen",
     "tests/eval/test_timing.py::test_a_timed_call_runs_with_the_previous_calls_output_freed_as_under_do_bench",
     "tests/eval/test_spares.py::test_evals_in_a_row_take_the_processes_started_ahead_and_reach_the_same_verdicts",
-    "tests/eval/test_native.py::test_an_honest_extension_is_refused_statically_and_passes_the_native_check_behind_it",
     "tests/eval/test_graphs.py::test_an_honest_candidate_is_timed_under_graphs_and_its_speedups_are_the_graphs",
     "tests/eval/test_graphs.py::test_a_candidate_that_answers_graph_calls_from_a_cache_is_rejected",
     "tests/eval/test_graphs.py::test_a_callable_that_cannot_run_under_the_graph_leaves_the_shape_timed_per_call",

@@ -22,8 +22,16 @@ if TYPE_CHECKING:
     from jg_mcp.eval.harness import Evaluation
 
 EXTREME_TRIALS = 2
-"""Trials at an extreme shape: two still write new contents into the same buffers (a cache by address shows), and
-each trial there costs seconds (attention_prefill's float32 reference at its corner: about 1.5 s on an H100)."""
+"""Trials at an extreme shape, and on the CPU at a top shape: two still write new contents into the same buffers (a
+cache by address shows), and each trial there costs seconds (attention_prefill's float32 reference at its corner:
+about 1.5 s on an H100; in the Triton interpreter, attention_decode's top shapes took 39 of its eval's 43 s at three
+trials each)."""
+
+
+def trials_at(case: Case, device: str, asked: int) -> int:
+    """How many trials a case gets: `asked`, but at most EXTREME_TRIALS at an extreme shape or a CPU top shape."""
+    few = case.kind == "extreme" or (case.kind == "top" and device == "cpu")
+    return min(asked, EXTREME_TRIALS) if few else asked
 
 
 def correctness(ev: Evaluation, report: EvalReport, cases: list[Case], proc: WorkerProcess | None) -> None:
@@ -89,7 +97,7 @@ def check_case(ev: Evaluation, report: EvalReport, case: Case, result: ShapeResu
         proc.bind(outs)
         spent["check_bind"] = time.monotonic() - mark
         result.correct = True
-        trials = min(ev.o.trials, EXTREME_TRIALS) if case.kind == "extreme" else ev.o.trials
+        trials = trials_at(case, ev.device, ev.o.trials)
         for trial in range(trials):
             ev.progress(f"check {case.name} trial {trial + 1}/{trials}")
             if trial:
