@@ -36,7 +36,8 @@ TIMED_ON_THE_CPU = (
     "tests/eval/test_graphs.py::test_a_candidate_that_answers_graph_calls_from_a_cache_is_rejected",
     "tests/eval/test_graphs.py::test_a_callable_that_cannot_run_under_the_graph_leaves_the_shape_timed_per_call",
 )
-"""Node id prefixes of the tests that time on the CPU (checked against the collection: a renamed one fails)."""
+"""Node id prefixes of the tests whose assertions rest on the CPU stand-in's times (checked against the collection: a
+renamed one fails); a test that times on the CPU but asserts nothing of the times runs with the others."""
 DEMO, ALONE = "the demo's readers", "timed on the cpu, alone"
 
 

@@ -68,7 +68,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shapes", choices=["timed", "smoke", "all"], default="all", help="which goal shapes (default all)")
     p.add_argument("--only", action="append", default=[], metavar="SHAPE", help="only this goal shape (repeatable)")
     p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available")
-    p.add_argument("--trials", type=_at_least_3, default=3, help="correctness trials per shape, at least 3 (default 3)")
+    p.add_argument(
+        "--trials",
+        type=_at_least_3,
+        default=3,
+        help="correctness trials per shape, at least 3 (default 3; 2 at the extremes and CPU top shapes)",
+    )
     p.add_argument(
         "--domain-shapes", type=non_negative_int, default=2, help="untimed shapes drawn from the domain (default 2)"
     )

@@ -123,7 +123,8 @@ class EvalOptions(Strict):
     only: list[str] = []
     """If given, only the goal shapes with these names (drawn domain shapes are still added)."""
     trials: int = Field(default=3, ge=1)
-    """Correctness trials per shape, each with fresh inputs."""
+    """Correctness trials per shape, each with fresh inputs (at most `correctness.EXTREME_TRIALS` at an extreme shape
+    and at a CPU top shape)."""
     domain_shapes: int = Field(default=2, ge=0)
     """Untimed shapes drawn from the goal's shape domain (with any, also one at the top of the domain)."""
     extremes: bool = True
