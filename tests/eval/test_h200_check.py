@@ -137,6 +137,8 @@ def test_the_check_writes_its_parts_and_a_second_call_finishes_what_the_first_le
     assert set(done["part_wall_s"]) == {"evals", "repeat", "hacks"} and done["wall_s"] > written["wall_s"]
     assert main("--out", str(second), "--parts", "hacks", "--earlier", str(second / "check.json")) == 0
     assert len(ran) == 3, "a hack already in the earlier run is not run again"
+    again = json.loads((second / "check.json").read_text())["part_wall_s"]["hacks"]
+    assert again >= done["part_wall_s"]["hacks"], "a part that a later call runs again adds its time to the earlier"
     assert main("--out", str(second), "--parts", "hacks", "--hack-rounds", "2", "--earlier", earlier) == 0
     rounds = json.loads((second / "check.json").read_text())["hacks"]
     assert len(ran) == 5 and set(rounds) == {"background_thread", "background_thread#2"}
