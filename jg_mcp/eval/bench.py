@@ -5,6 +5,9 @@ the shape (jg_mcp/eval/timing.py makes it, jg_mcp/eval/timing_checks.py and grap
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -49,3 +52,13 @@ class Bench:
         for bindings in self.sides.values():
             for binding in bindings.values():
                 binding.free()
+
+
+@contextlib.contextmanager
+def walled(shape: ShapeResult, part: str) -> Iterator[None]:
+    """Add the wall time of what it wraps to the shape's `wall_s[part]` (a part may run in both timings of a shape)."""
+    mark = time.monotonic()
+    try:
+        yield
+    finally:
+        shape.wall_s[part] = shape.wall_s.get(part, 0.0) + time.monotonic() - mark

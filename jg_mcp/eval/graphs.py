@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from jg_mcp.eval.bench import walled
 from jg_mcp.eval.clock import LEAST_MS
 from jg_mcp.eval.input_sets import InputSets
 from jg_mcp.eval.memory import free_bytes, graph_fit, nbytes
@@ -140,7 +141,8 @@ class GraphTimer:
             self.shape.graph_note = f"memory holds the input sets and ring slots of {calls} calls only"
             return
         self.sets = list(range(calls))
-        made = self.t.new_inputs(self.bench, calls)
+        with walled(self.shape, "graph_inputs"):
+            made = self.t.new_inputs(self.bench, calls)
         self.shape.graph_seeds = [(self.shape.renewed_seeds[-1] + i) % 2**SEED_BITS for i in range(calls)]
         try:
             for key, side in self.sides.items():
@@ -150,10 +152,12 @@ class GraphTimer:
             for key, proc in (("candidate", self.t.cand), ("baseline", self.t.base)):
                 for binding in self.sides[key].values():
                     proc.bind(binding)
-            if note := self.capture():
+            with walled(self.shape, "graph_capture"):
+                note = self.capture()
+                self.copy_per_call = 0.0 if note else self.copy_ms() / calls
+            if note:
                 self.shape.graph_note = note
             else:
-                self.copy_per_call = self.copy_ms() / calls
                 for name, replays in self.rounds().items():
                     self.results[name].graph = replays.timing(calls)
                 self.shape.timed_by = "graph"
@@ -222,17 +226,22 @@ class GraphTimer:
         timed = {n: Replays() for n in t.names}
         lead = lead_replays([r.median_ms for r in self.results.values()], len(self.sets), p.lead_ms, p.max_lead)
         for turn in range(p.graph_rounds):
-            made = t.new_inputs(self.bench, len(self.sets))
+            with walled(self.shape, "graph_inputs"):
+                made = t.new_inputs(self.bench, len(self.sets))
             for name in t.names if turn % 2 == 0 else t.names[::-1]:
                 side = "candidate" if name == "candidate" else "baseline"
-                led = self.block(name, lead)
-                if name == "candidate":  # judged as often as a timed block
-                    self.judged(led, 1 if t.pick.random() < p.spot_check_p else 0)
-                ran, mine = self.block(name, 1, self.ins[side].renewal(self.sets, made)), timed[name]
+                with walled(self.shape, "graph_leads"):
+                    led = self.block(name, lead)
+                    if name == "candidate":  # judged as often as a timed block
+                        self.judged(led, 1 if t.pick.random() < p.spot_check_p else 0)
+                with walled(self.shape, "graph_blocks"):
+                    ran = self.block(name, 1, self.ins[side].renewal(self.sets, made))
+                mine = timed[name]
                 mine.per_call.append(ran.per_call_ms)
                 mine.block.append(ran.ms)
                 if name == "candidate":
-                    self.judged(ran, 1)
+                    with walled(self.shape, "graph_judged"):
+                        self.judged(ran, 1)
             if enough([r.per_call for r in timed.values()], p.graph_min_rounds, p.graph_spread):
                 break
         return timed

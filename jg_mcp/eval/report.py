@@ -134,7 +134,10 @@ class ShapeResult(ReportModel):
     `time_estimate` warmed every callable and estimated its time per call, `time_inputs` made the new inputs of the
     timed rounds, `time_lead` ran the lead blocks, `time_blocks` the timed blocks with the harness's renewal of their
     inputs and its L2 clear, `time_seen` the blocks on seen inputs and `time_graphs` the CUDA graphs, next to
-    nothing where none were timed; version 14)."""
+    nothing where none were timed; version 14; of `time_graphs`, `graph_inputs` made the graphs' input sets,
+    `graph_capture` captured every callable's graph, `graph_leads` ran the untimed replays with their judging,
+    `graph_blocks` the timed replays with the renewal of their inputs, `graph_judged` read back and judged the
+    candidate's timed replays)."""
 
 
 class Environment(ReportModel):

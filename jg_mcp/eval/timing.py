@@ -31,13 +31,12 @@ import random
 import secrets
 import threading
 import time
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import torch
 
 from jg_mcp.errors import JgError
-from jg_mcp.eval.bench import Bench
+from jg_mcp.eval.bench import Bench, walled
 from jg_mcp.eval.checks import call_findings
 from jg_mcp.eval.clocks import ClockSampler, device_sampler
 from jg_mcp.eval.graphs import time_under_graphs
@@ -65,16 +64,6 @@ CLOCKS = {
     "cpu": "the worker process's CPU clock, read by the harness around each block",
 }
 """Which clock timed a shape's blocks, by device (`ShapeResult.clock`)."""
-
-
-@contextlib.contextmanager
-def walled(shape: ShapeResult, part: str) -> Iterator[None]:
-    """Add the wall time of what it wraps to the shape's `wall_s[part]` (a part may run in both timings of a shape)."""
-    mark = time.monotonic()
-    try:
-        yield
-    finally:
-        shape.wall_s[part] = shape.wall_s.get(part, 0.0) + time.monotonic() - mark
 
 
 def method(p: TimingParams) -> TimingMethod:

@@ -123,6 +123,9 @@ def test_an_honest_candidate_is_timed_under_graphs_and_its_speedups_are_the_grap
     assert cand.graph.sets == cand.graph.calls, "every call of a replay reads a set of its own"
     assert cand.graph.replays == base.graph.replays == 2, "one replay per timed block, the least rounds"
     assert base.graph.calls == cand.graph.calls
+    graph_parts = {"graph_inputs", "graph_capture", "graph_leads", "graph_blocks", "graph_judged"}
+    assert graph_parts <= set(shape.wall_s) and all(shape.wall_s[k] > 0 for k in graph_parts)
+    assert sum(shape.wall_s[k] for k in graph_parts) <= shape.wall_s["time_graphs"]
     rounds = 1 + cand.graph.replays  # the graph's own sets, then one renewal per round
     assert len(shape.renewed_seeds) >= rounds and len(set(shape.renewed_seeds)) == len(shape.renewed_seeds)
     assert cand.graph.block_ms > 0 and cand.graph.seen_ms is None, "no seen-input check under the graph"
