@@ -62,8 +62,8 @@ GPU_HACKS: dict[str, set[Reason]] = {
 hack in EITHER, at least one of those reasons too."""
 EITHER: dict[str, set[Reason]] = {"native_early_answer": {R.INCORRECT, R.TIMING_ESCAPE}}
 """Hacks whose one act shows as one of several reasons, as the GPU's timing falls: an answer before the work ends
-leaves poison in a slot (`timing_escape`) or is copied before it is right (`incorrect`; runs 71 and 75 on an H100
-gave one each)."""
+leaves poison in a slot (`timing_escape`) or is copied before it is right (`incorrect`); on H100s each
+of the two has been the one seen (eval/results/h200/check.md)."""
 GOALS = sorted(p.parent.name for p in (REPO / "eval" / "solutions").glob("*/solution.py"))
 HACK_SHAPE = "llama3_8b_prefill_qkv"
 HACK_GOALS = {
@@ -255,7 +255,8 @@ def main() -> int:
         type=float,
         default=math.inf,
         help="start no goal, hack or demo after this many seconds (a host that limits a command's time); none by "
-        "default: the whole check took 467 s on the H200 in run 16 (597 s in run 12, before the bytecode cache)",
+        "default: the whole check takes longer than many hosts allow one command (eval/results/h200/check.md gives "
+        "each run's parts)",
     )
     parser.add_argument(
         "--earlier",
@@ -274,8 +275,8 @@ def main() -> int:
         dest="spares",
         action="store_false",
         help="start each eval's worker processes in the eval itself; by default each eval takes those the eval before "
-        "it started (process start off the critical path: on the H200 the evals took 162 s with spares, run 54, and "
-        "174-195 s without, runs 49, 52 and 53)",
+        "it started (process start off the critical path: on the H200 the evals took 162 s with spares and 174-195 s "
+        "without, docs/decisions/2026-12-04-spares-by-default.md)",
     )
     parser.add_argument(
         "--isolation",

@@ -11,13 +11,12 @@ too, built by other code (eval/independent_graph.py's `graph_times`: one graph o
 input sets, made again from the seeds the report publishes, each tensor in an allocation of its own and each call's
 outputs kept, as in the eval's graphs; warmed up and timed for as long as do_bench warms up and times its calls,
 25 and 100 ms), not do_bench, whose per-call flush and events add microseconds to every call there (`measured_by`
-says which). Until run 29 the independent graph was timed with no warm-up, ten replays right after its capture; run
-30 timed it both ways and found no difference over 0.1%, while its times at rope's and softmax's smallest shapes
-stayed 4-14% above the eval's. Under the part `dobench_burst`, `graph_burst_runs_ms` holds
-the same graph timed in the eval's pattern (eval/independent_graph.py's `graph_burst_times`: rounds of a 30 ms lead,
-the GPU idle for 1 ms, three timed replays). Until stop 35 every do_bench part timed it, eight times per graph-timed
-shape; in runs 31-49 it stayed within 0.4% of the steady graph in the same process (a new capture in run 41 aside,
-the graph state of lab/state_probe.py), so the default part no longer spends its time on it.
+says which). Timed with no warm-up (ten replays right after its capture) the independent graph read within 0.1% of
+the warmed one, both 4-14% above the eval's at rope's and softmax's smallest shapes. Under the part `dobench_burst`,
+`graph_burst_runs_ms` holds the same graph timed in the eval's pattern (eval/independent_graph.py's
+`graph_burst_times`: rounds of a 30 ms lead, the GPU idle for 1 ms, three timed replays); it stayed within 0.4% of the
+steady graph in the same process (a new capture aside: the graph state of lab/state_probe.py,
+docs/decisions/2026-12-03-graph-state-across-processes.md), so the default part does not spend its time on it.
 
 The part `dobench_repeat` of h200_check (not run unless named) measures do_bench again in a second fresh process:
 how far the independent measurement's own ratio moves between two processes, beside the eval's repeat;
@@ -111,8 +110,8 @@ enough for the deciles to show a slow mode that only some replays fall into
 (docs/decisions/2026-12-06-graph-replays-on-renewed-inputs.md), in a part short enough for one device command
 (every way at each of the eight measurements took minutes per goal)."""
 DOBENCH_ROUNDS = 2
-"""Rounds of do_bench per shape, each solution, baseline, baseline, solution. One round (run 23) let one of its two
-measurements decide: at rope's 9 us decode shape the compiled baseline took 0.00896 then 0.01040 ms in one
+"""Rounds of do_bench per shape, each solution, baseline, baseline, solution. With one round, one of its two
+measurements decided: at rope's 9 us decode shape the compiled baseline took 0.00896 then 0.01040 ms in one
 process (15%), at gemm_bf16's power-capped qkv 0.262 then 0.292 ms; the median of four is not moved by one such."""
 
 
@@ -246,7 +245,7 @@ def placed(goal_name: str, shape_name: str, seeds: list[int], sets: list[list]) 
 def dedicated(sets: list[list]) -> tuple[Any, list[list]]:
     """Copies of the input sets with each tensor in an allocation of its own, where the eval's processes read their
     inputs (shared buffers, one per tensor; jg_mcp/eval/wire/buffers.py), and the binding that holds them. Measured on
-    the H200 (run 29) beside the same graph on the caching allocator's memory: no difference over 0.3% at any
+    the H200 beside the same graph on the caching allocator's memory: no difference over 0.3% at any
     graph-timed shape but the cuBLASLt baseline at gemm_fp8's decode shape (1.3%)."""
     from jg_mcp.eval.wire.buffers import SharedBinding
 

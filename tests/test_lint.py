@@ -8,6 +8,7 @@ what checks it there.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import time
@@ -55,6 +56,25 @@ def test_no_test_module_imports_from_another_test_module_or_from_conftest():
                 continue
             found += [f"{path.relative_to(REPO)}:{node.lineno} imports {n}" for n in names if forbidden(n)]
     assert not found, "import shared helpers from tests/support.py instead:\n" + "\n".join(found)
+
+
+RUN_HISTORY = re.compile(r"\b(?:runs?|stops?) [0-9]+(?:[-–][0-9]+)?\b", re.IGNORECASE)
+"""A GPU run or a session's stop cited by its number ("run 29", "runs 31-49", "stop 35")."""
+
+
+def test_code_cites_the_decision_not_the_run_that_measured_it():
+    """A reason in code points at its note in docs/decisions/, which says what was measured and on which run; a run
+    number alone sends a reader through eval/results/h200/check.md's history to learn why."""
+    found = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for root in ("jg_mcp", "eval", "tests")
+        for path in sorted((REPO / root).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if path.name != "test_lint.py" and RUN_HISTORY.search(line)
+    ]
+    assert not found, "cite the docs/decisions/ note instead:\n" + "\n".join(found)
+    assert RUN_HISTORY.search("On the H200 (run 28) the") and RUN_HISTORY.search("in runs 31-49 it stayed")
+    assert not RUN_HISTORY.search("each run's parts") and not RUN_HISTORY.search("a run of 4 shapes")
 
 
 @pytest.mark.slow

@@ -65,8 +65,9 @@ class TimingParams(Strict):
     candidate's process for it to skip (0: none)."""
     graph_below_ms: float = Field(default=0.05, ge=0)
     """A shape whose fastest callable takes under this per call (per-call time, measured first) is timed under
-    CUDA graphs too, and its speedups are the graphs' (jg_mcp/eval/graphs.py); 0: never. On the H200 (run 28) the
-    per-call times of 20-50 us shapes repeated within 4.3%, their graphs' within 0.6% (run 29)."""
+    CUDA graphs too, and its speedups are the graphs' (jg_mcp/eval/graphs.py); 0: never. On the H200 the per-call
+    times of 20-50 us shapes repeated within 4.3%, their graphs' within 0.6%
+    (docs/decisions/2026-12-03-graph-timing.md)."""
     graph_calls: int = Field(default=64, ge=1)
     """Fewest calls in one graph, each on an input set of its own."""
     graph_replay_ms: float = Field(default=8.0, ge=0)
@@ -86,8 +87,9 @@ class TimingParams(Strict):
     making."""
     graph_spread: float = Field(default=0.02, ge=0)
     """The spread (largest less smallest, over the median) of every callable's graph times under which the rounds
-    stop after `graph_min_rounds` (0: always `graph_rounds`). On an H100 (run 81) five of the six graph-timed shapes
-    spread 0.2-1.0% over six rounds; fused_add_rmsnorm's decode shape 4-37%."""
+    stop after `graph_min_rounds` (0: always `graph_rounds`). On an H100 five of the six graph-timed shapes spread
+    0.2-1.0% over six rounds, fused_add_rmsnorm's decode shape 4-37%
+    (docs/decisions/2026-12-07-do-bench-agreement-to-its-noise.md)."""
     seen_slack: float = Field(default=SEEN_SLACK, gt=1)
     """How many times faster on inputs it has seen than on new ones the candidate may be, beyond the baselines'
     factor, before it is CACHED_OUTPUT (see SEEN_SLACK)."""

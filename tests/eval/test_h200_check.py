@@ -54,7 +54,7 @@ def test_each_miss_is_listed_with_what_was_measured_at_its_shape():
 
 
 def test_a_miss_names_the_callable_whose_time_moved_between_the_processes_that_measured_it():
-    """H200 run 60: fused_add_rmsnorm's compiled baseline took 60.1 us in the eval, 62.9 in the repeat and 63.4 in
+    """On an H200: fused_add_rmsnorm's compiled baseline took 60.1 us in the eval, 62.9 in the repeat and 63.4 in
     do_bench while the solution held at 61.5-61.9; the miss line shows each callable's time per process and how far
     apart, and only where one of them spans more than 2%. A baseline the speedup does not divide by is not named as
     a cause even when it waits on the host (grouped_gemm's matmul_loop at deepseek ep16, where grouped_mm decides)."""

@@ -51,7 +51,7 @@ def _digest(x, out, n, STRIDE: tl.constexpr, BLOCK: tl.constexpr):
 def _fingerprint(t):
     """A hash of every 997th byte, computed on the device: one scalar comes back, so a call on inputs seen before
     costs a few launches and one synchronisation (a sampled fingerprint read back as a list made the hit path slower
-    than the GEMM it skips, and the hack then gained too little to be told from noise: run 15)."""
+    than the GEMM it skips, and the hack then gained too little to be told from noise on the H200)."""
     flat = t.reshape(-1).view(torch.uint8)
     out = torch.zeros(1, dtype=torch.int64, device=t.device)
     count = triton.cdiv(flat.numel(), 997)

@@ -3,7 +3,7 @@ once the last one has ended. The harness stops the candidate's processes (SIGSTO
 stops host threads, not kernels: the spinner keeps running, the GPU shares its time between the two processes, and
 the baseline's calls take longer, which would make the candidate look faster. Before each baseline block the
 harness's gate looks for another context's time slice (jg_mcp/eval/gate.py; lab/gate_probe.py: a stopped process's
-kernel showed as 2.39 ms gaps on an H100). On an H100 (runs 71-72) the spinner never reached a baseline's turn (the
+kernel showed as 2.39 ms gaps on an H100). On an H100 the spinner never reached a baseline's turn (the
 baselines' gates saw gaps of 64 ns at most, their times were not moved), it slowed the candidate's own fresh calls
 (6.2 times its timed median, the baselines 1.8-2.0), and the hack was rejected for that (`cached_output`) and for
 its GEMM's error at the largest shape."""
