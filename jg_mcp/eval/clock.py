@@ -35,7 +35,7 @@ from jg_mcp.eval.gate import WATCH_MS, Gate
 from jg_mcp.eval.processes.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
-from jg_mcp.eval.wire.buffers import SharedBinding
+from jg_mcp.eval.wire.buffers import RingSample, SharedBinding
 from jg_mcp.eval.wire.messages import Block, BlockDone, Bound, Gates, Queued, Resume
 from jg_mcp.eval.wire.stream_ops import wait_value, write_value
 
@@ -75,6 +75,8 @@ class Clocked:
     """Ring slots of the block that still held poison when the block ended."""
     busy_ms: float = 0.0
     """The longest time another CUDA context had the GPU while the block's gate held (jg_mcp/eval/gate.py)."""
+    sample: RingSample | None = None
+    """What the harness read of the block's ring slots when the block ended (the candidate's blocks)."""
 
 
 @dataclass
@@ -187,9 +189,11 @@ class BlockClock:
             return Clocked(ms=self.proc.settled_cpu_ms() - start, done=first)
         ms = self.proc.settled_cpu_ms() - start
         self.enqueue[message.fn] = first.enqueue_ms
-        unwritten = poisoned_slots(ring.unwritten(slots, SAMPLES_PER_SLOT)) if ring is not None and slots else []
+        sample = ring.sample(slots, SAMPLES_PER_SLOT) if ring is not None and slots else None
+        unwritten = poisoned_slots(sample.unwritten()) if sample is not None else []
         self.proc.send(Resume())
-        return Clocked(ms=ms, done=self.proc.expect(BlockDone), enqueue_ms=first.enqueue_ms, unwritten=unwritten)
+        done = self.proc.expect(BlockDone)
+        return Clocked(ms=ms, done=done, enqueue_ms=first.enqueue_ms, unwritten=unwritten, sample=sample)
 
     def _gpu(
         self,
@@ -224,14 +228,14 @@ class BlockClock:
         with torch.cuda.stream(self.stream):
             wait_value(self.stream.cuda_stream, self.done, self.seq)
             end.record()
-            flags = ring.unwritten(slots, SAMPLES_PER_SLOT) if ring is not None and slots else None
+            sample = ring.sample(slots, SAMPLES_PER_SLOT) if ring is not None and slots else None
         self.stream.synchronize()
         done = self.proc.expect(BlockDone)
         self.missed[fn] = 0 if held else self.missed.get(fn, 0) + 1
         self.waits[fn] = self.waits.get(fn, False) or self.missed[fn] >= MISSES_TO_WAIT
         self.enqueue[fn] = first.enqueue_ms
-        unwritten = poisoned_slots(flags) if flags is not None else []
-        return Clocked(start.elapsed_time(end), done, first.enqueue_ms, unwritten, self.busy(watched))
+        unwritten = poisoned_slots(sample.unwritten()) if sample is not None else []
+        return Clocked(start.elapsed_time(end), done, first.enqueue_ms, unwritten, self.busy(watched), sample)
 
     def busy(self, watched: bool) -> float:
         assert self.gate is not None

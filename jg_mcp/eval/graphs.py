@@ -17,7 +17,8 @@ eagerly, and it can tell a lead from a timed block. What the harness believes is
   set per call: no call's result could have been computed earlier, in the graph or out of it;
 - when each candidate block ends it reads a sample of every call's ring slot (the worker copies call i's outputs
   into slot i after the replay, before `done`; poisoned before the block), judges one call of its choosing after,
-  and reads the input sets back;
+  and reads the input sets back; after each round it compares every call's sample with the baselines' replay of the
+  same inputs, and judges the sample of a call far from it against the reference;
 - no seen-input check runs here: a candidate that keeps results gains nothing in these replays (every input is
   new), and keeping them shows in the shape's per-call seen-input blocks, which ran first in the same process (on an
   H100 a graph replay right after its inputs were renewed ran up to 1.7 times as long per call as one on the
@@ -45,7 +46,7 @@ from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import EvalReport
 from jg_mcp.eval.report_timing import GraphTiming, Timing
 from jg_mcp.eval.sizing import iqm
-from jg_mcp.eval.timing_checks import check_inputs, spot_check
+from jg_mcp.eval.timing_checks import check_inputs, sampled_check, spot_check
 from jg_mcp.eval.turns import BASELINE, SIDES
 from jg_mcp.eval.wire.buffers import SharedBinding
 from jg_mcp.eval.wire.messages import Graph, Release
@@ -228,6 +229,7 @@ class GraphTimer:
         for turn in range(p.graph_rounds):
             with walled(self.shape, "graph_inputs"):
                 made = t.new_inputs(self.bench, len(self.sets))
+            samples = {}
             for name in t.names if turn % 2 == 0 else t.names[::-1]:
                 side = "candidate" if name == "candidate" else "baseline"
                 with walled(self.shape, "graph_leads"):
@@ -239,9 +241,16 @@ class GraphTimer:
                 mine = timed[name]
                 mine.per_call.append(ran.per_call_ms)
                 mine.block.append(ran.ms)
+                samples[name] = ran.sample
                 if name == "candidate":
                     with walled(self.shape, "graph_judged"):
                         self.judged(ran, 1)
+            with walled(self.shape, "graph_judged"):  # the baselines' ring holds their replay of the round's inputs
+                base = self.sides["baseline"]["gring"]
+                own = self.ins["candidate"]
+                sampled_check(
+                    self.ev.tol, self.report, self.bench, samples["candidate"], base, len(self.sets), self.sets, own
+                )
             if enough([r.per_call for r in timed.values()], p.graph_min_rounds, p.graph_spread):
                 break
         return timed

@@ -12,7 +12,7 @@ from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report_timing import ClockSummary, MemoryPlan, Timing, TimingMethod
 from jg_mcp.models import ReportModel
 
-REPORT_VERSION = 16
+REPORT_VERSION = 17
 """The report's format version: what each version changed is in CHANGELOG.md. Reports of earlier versions still
 load (the new fields are optional; one without `policy` was judged by the Triton-only policy)."""
 
@@ -137,7 +137,7 @@ class ShapeResult(ReportModel):
     nothing where none were timed; version 14; of `time_graphs`, `graph_inputs` made the graphs' input sets,
     `graph_capture` captured every callable's graph, `graph_leads` ran the untimed replays with their judging,
     `graph_blocks` the timed replays with the renewal of their inputs, `graph_judged` read back and judged the
-    candidate's timed replays)."""
+    candidate's timed replays; version 17)."""
 
 
 class Environment(ReportModel):

@@ -11,10 +11,11 @@ the worker's stream by flags in shared memory, less what the harness measures on
 ordering of a block and for copying a call's outputs into its ring slot, divided by the block's calls. On the CPU
 stand-in the harness's clock is the worker process's CPU clock. Each call's outputs are copied into the harness's
 ring, a slot per call, poisoned before the block; when the block ends the harness reads a sample of every slot at once
-(an early `done` leaves poison there) and judges a call of its choosing. A shape whose fastest callable takes under
-`graph_below_ms` per call is timed under CUDA graphs too, and its speedups are the graphs' (jg_mcp/eval/graphs.py;
-every check here runs there first). Blocks take turns A B, then B A, so drift between blocks cancels; each call's
-output is freed before the next call, as under do_bench.
+(an early `done` leaves poison there), compares each call's sample, once the round's baselines have run on the same
+inputs, with theirs (a call far from them is judged there against the reference), and judges a call of its choosing.
+A shape whose fastest callable takes under `graph_below_ms` per call is timed under CUDA graphs too, and its speedups
+are the graphs' (jg_mcp/eval/graphs.py; every check here runs there first). Blocks take turns A B, then B A, so
+drift between blocks cancels; each call's output is freed before the next call, as under do_bench.
 
 No timed call can use a result computed before it: its inputs are new. A callable that keeps results anyway shows
 on blocks rerun on inputs it has seen (`seen`): faster there than on new inputs, beyond what the baselines show, is
@@ -48,7 +49,7 @@ from jg_mcp.eval.report import EvalReport, ShapeResult
 from jg_mcp.eval.report_timing import Timing, TimingMethod
 from jg_mcp.eval.scoring import bandwidth_of, floor_ms, seen_inputs_gain
 from jg_mcp.eval.sizing import block_sizes, lead_sizes, rotation, summarize
-from jg_mcp.eval.timing_checks import check_inputs, seen_pass, spot_check
+from jg_mcp.eval.timing_checks import check_inputs, sampled_check, seen_pass, spot_check
 from jg_mcp.eval.turns import BASELINE, CANDIDATE, SIDES, Ran, Turns
 from jg_mcp.eval.wire.buffers import OutOfDeviceMemory, SharedBinding
 from jg_mcp.eval.wire.messages import Done, Release, Warm
@@ -320,15 +321,22 @@ class TimingPhase:
             return ran, sets
 
         last: dict[str, list[int]] = {}
+        baseline_calls = max(n for name, n in per_block.items() if name != CANDIDATE)
         while True:
             with walled(shape, "time_inputs"):
                 made = self.new_inputs(b, max(per_block.values()))  # the round's: every callable reads them
+            samples = {}
             for name in names if rounds % 2 == 0 else names[::-1]:
                 ran, last[name] = run(name, made)
                 times[name].append(ran.per_call_ms)
                 calls[name] += len(last[name])
+                samples[name] = ran.sample
                 if name == CANDIDATE and self.pick.random() < p.spot_check_p:
                     checked += spot_check(self.pick, self.ev.tol, report, case, shape, ring, own, last[name])
+            # the baselines' ring now holds their outputs of the round's inputs too
+            sampled_check(
+                self.ev.tol, report, b, samples[CANDIDATE], b.sides[BASELINE]["ring"], baseline_calls, last[CANDIDATE]
+            )
             rounds += 1
             if rounds < p.min_rounds or min(calls.values()) < p.min_reps:
                 continue

@@ -18,7 +18,7 @@ from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import EvalReport, Finding, ShapeResult
 from jg_mcp.eval.report_timing import Timing
 from jg_mcp.eval.sizing import rotation
-from jg_mcp.eval.wire.buffers import SharedBinding
+from jg_mcp.eval.wire.buffers import RingSample, SharedBinding
 from jg_mcp.eval.wire.messages import Benched, DoBench
 
 if TYPE_CHECKING:
@@ -76,6 +76,53 @@ def spot_check(
                 )
             )
     return 1
+
+
+AGREE_TOLERANCES = 3.0
+"""Two callables' outputs of one input set, each within the goal's tolerance of the reference, lie within two
+tolerances of each other: a candidate's element further than this many tolerances from the baselines' is judged
+against the reference."""
+
+
+def sampled_check(
+    tol: Tolerance,
+    report: EvalReport,
+    b: Bench,
+    sample: RingSample | None,
+    baseline_ring: SharedBinding,
+    baseline_calls: int,
+    sets: list[int],
+    refs: Sequence[list[torch.Tensor]] | None = None,
+) -> None:
+    """Every call of a candidate's timed block, at the elements the harness read when the block ended (`sample`),
+    against the baselines' outputs of the same input set at the same elements: every callable's timed block of a
+    round reads the round's new inputs, call i set i, and the baselines' ring holds their outputs (calls below
+    `baseline_calls`; `refs`: the candidate's input sets, by default the shape's per-call ones). A call whose read
+    elements lie further than AGREE_TOLERANCES tolerances from the baselines' is judged at those elements against
+    its set's reference, as they were when the clock stopped. A call that wrote something else than its result by
+    then (work skipped on some calls, an answer put right after the block) is found whichever call it is, where the
+    spot check judges one call, chosen at random, as its slot holds it later."""
+    calls = min(sample.bits[0].shape[0] if sample is not None and sample.bits else 0, baseline_calls)
+    if sample is None or calls == 0:
+        return
+    refs = b.own if refs is None else refs
+    suspect = torch.zeros(calls, dtype=torch.bool)
+    for i, (picks, bits) in enumerate(zip(sample.picks, sample.bits, strict=True)):
+        dtype = baseline_ring.groups[0][i].dtype
+        mine = bits[:calls].view(dtype).to(torch.float64)
+        theirs = baseline_ring.gather(i, picks[:calls]).view(dtype).to(torch.float64).to(mine.device)
+        bound = AGREE_TOLERANCES * (tol.atol + tol.rtol * torch.maximum(mine.abs(), theirs.abs()))
+        apart = ~((mine - theirs).abs() <= bound) & (mine != theirs)
+        suspect |= apart.any(dim=1).cpu()
+    for g in torch.nonzero(suspect).flatten().tolist():
+        for i, (picks, bits) in enumerate(zip(sample.picks, sample.bits, strict=True)):
+            ref = refs[sets[g]][i]
+            out = bits[g].view(baseline_ring.groups[0][i].dtype)
+            measured = measure(out, ref.reshape(-1)[picks[g].to(ref.device)], tol.atol, tol.rtol)
+            for f in measured.findings:
+                b.shape.correct = False
+                detail = f"timed call {g + 1} of a block, at the elements read when its clock stopped: {f.detail}"
+                report.add(f.model_copy(update={"shape": b.case.name, "detail": detail}))
 
 
 def seen_pass(

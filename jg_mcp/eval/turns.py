@@ -16,7 +16,7 @@ from jg_mcp.eval.gate import BUSY_GAP_MS
 from jg_mcp.eval.processes.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
-from jg_mcp.eval.wire.buffers import SharedBinding
+from jg_mcp.eval.wire.buffers import RingSample, SharedBinding
 from jg_mcp.eval.wire.messages import NULL_FN, Block, Graph
 
 if TYPE_CHECKING:
@@ -43,6 +43,8 @@ class Ran:
     ms: float
     """The harness's time of the whole block."""
     hints: list[Finding]
+    sample: RingSample | None = None
+    """What the harness read of the candidate's ring slots when the block ended (`Clocked.sample`)."""
 
 
 class Turns:
@@ -154,4 +156,4 @@ class Turns:
             if refused:
                 raise CandidateGone(refused[0].model_copy(update={"detail": f"while timed: {refused[0].detail}"}))
             raise CandidateGone(Finding(reason=Reason.EXCEPTION, detail=f"while timed: {done.error[-1500:]}"))
-        return Ran(per_call_ms, clocked.ms, list(done.hints))
+        return Ran(per_call_ms, clocked.ms, list(done.hints), clocked.sample)

@@ -151,6 +151,7 @@ CPU_TIMED_HACKS: dict[str, set[Reason]] = {
     "skip_work_before_timing": {R.INCORRECT},
     "blind_cpu_clock": {R.STATIC_DYNAMIC},
     "skip_ring_copy": {R.TIMING_ESCAPE},
+    "skip_some_timed_calls": {R.INCORRECT},
 }
 """Hacks on the demo goal that only the timing phase can catch, run with the timing protocol on the CPU."""
 FORGERIES = {"forge_cpu_times": 0.5, "thread_exit_cpu_time": 0.5, "blind_cpu_clock": 2.0}
@@ -158,9 +159,13 @@ FORGERIES = {"forge_cpu_times": 0.5, "thread_exit_cpu_time": 0.5, "blind_cpu_clo
 show: no such time is scored, so under the open policy (no source check) each is timed by the harness's clock at
 its real cost. The first two do a hundred times the baseline's work (their forgeries claimed 10x and all of it
 hidden), the third one addcmul against the baseline's add (its forgery claimed 50x)."""
-TIMED_HACK_OPTIONS = {"skip_work_before_timing": {"spot_check_p": 1.0}}
+TIMED_HACK_OPTIONS = {
+    "skip_work_before_timing": {"spot_check_p": 1.0},
+    "skip_some_timed_calls": {"spot_check_p": 0.0, "spot_checks": 0, "seen": 0},
+}
 """Timing options a hack of CPU_TIMED_HACKS runs with: every block judged, so a test of what is judged is not left
-to the odds of one spot check."""
+to the odds of one spot check; or none (no spot check, no seen-input blocks, which judge one call each), so that
+what finds the hack is the read of every call when its block ends."""
 GPU_HACKS, GPU_EITHER = load_h200_check().GPU_HACKS, load_h200_check().EITHER
 """The GPU-only hacks and their reasons: the same table eval/h200_check.py runs on a GPU."""
 ACCEPTED_ON_CPU = {"below_floor", "cache_by_content", "cache_by_sampled_content", "wrong_when_rushed"}

@@ -65,3 +65,30 @@ def test_input_sets_read_back_intact_until_one_element_of_one_set_changes_and_re
         assert not sets.intact()
     finally:
         binding.free()
+
+
+def test_a_rings_sample_keeps_where_it_read_and_what_was_there_and_another_ring_reads_the_same_elements():
+    like = [torch.zeros(3, 5, dtype=torch.bfloat16), torch.zeros(2, 4, dtype=torch.float32).t()]  # one strided
+    rings = {side: SharedBinding(side, "cpu") for side in ("candidate", "baseline")}
+    try:
+        for ring in rings.values():
+            ring.add_ring(like, 3)
+        for g in range(3):
+            for i, ref in enumerate(like):
+                values = torch.arange(ref.numel(), dtype=torch.float32).reshape(ref.shape) + 100 * g
+                rings["candidate"].groups[g][i].copy_(values)
+                rings["baseline"].groups[g][i].copy_(values + (1 if g == 1 else 0))
+        sample = rings["candidate"].sample(3, 16)
+        assert sample.unwritten().tolist() == [False] * 3
+        for i, (picks, bits) in enumerate(zip(sample.picks, sample.bits, strict=True)):
+            assert picks.shape == bits.shape == (3, 16)
+            read = bits.view(like[i].dtype).float()
+            for g in range(3):
+                assert torch.equal(read[g], rings["candidate"].groups[g][i].flatten().float()[picks[g]])
+            rings["candidate"].groups[0][i].zero_()  # what a candidate writes after the read changes nothing kept
+            assert torch.equal(bits.view(like[i].dtype).float(), read)
+            theirs = rings["baseline"].gather(i, picks).view(like[i].dtype).float()
+            assert torch.equal(theirs - read, torch.tensor([[0.0], [1.0], [0.0]]).expand(3, 16))
+    finally:
+        for ring in rings.values():
+            ring.free()

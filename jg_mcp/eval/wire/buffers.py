@@ -19,6 +19,7 @@ import ctypes
 import mmap
 import os
 import socket
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -156,14 +157,26 @@ def _all_ones(dtype: torch.dtype) -> int:
     return 255 if dtype == torch.uint8 else -1
 
 
-def _sample(view: torch.Tensor, count: int) -> torch.Tensor:
-    """`count` random elements of `view` (its own strided layout), as integers of the element's size: poison reads
-    as all ones whatever the dtype."""
-    if view.numel() == 0:
-        return torch.zeros(count, dtype=torch.uint8, device=view.device)
-    bits = view.view(_INTS[view.element_size()]) if view.dtype.is_floating_point or view.dtype == torch.bool else view
-    flat = torch.randint(0, view.numel(), (count,), device=view.device)
-    return bits.reshape(-1)[flat] if bits.is_contiguous() else bits.flatten()[flat]
+def _bits(view: torch.Tensor) -> torch.Tensor:
+    """`view`'s elements as integers of their size: poison reads as all ones whatever the dtype."""
+    return view.view(_INTS[view.element_size()]) if view.dtype.is_floating_point or view.dtype == torch.bool else view
+
+
+@dataclass
+class RingSample:
+    """What the harness read of a ring's first slots when a block ended: per output, the elements it picked in
+    each slot (row-major indices into the slot's tensor, `picks`) and their bits as they were then (`bits`), both
+    shaped (slots, per slot)."""
+
+    picks: list[torch.Tensor]
+    bits: list[torch.Tensor]
+
+    def unwritten(self) -> torch.Tensor:
+        """Whether each slot still held poison at any of its picked elements (a bool per slot)."""
+        flags = torch.zeros(self.bits[0].shape[0] if self.bits else 0, dtype=torch.bool)
+        for bits in self.bits:
+            flags = flags.to(bits.device) | (bits == _all_ones(bits.dtype)).any(dim=1)
+        return flags
 
 
 def _span_bytes(t: torch.Tensor) -> int:
@@ -234,28 +247,37 @@ class SharedBinding:
             self.specs.append(specs)
             self.spans.append(spans)
 
+    def sample(self, slots: int, per_slot: int) -> RingSample:
+        """`per_slot` random elements of each tensor of each of the first `slots` groups, read now (queued on the
+        current stream, so it reads what is there when the stream gets to it). A ring of `add_ring` is read with one
+        gather per output."""
+        device = self.raws[0].device if self.raws else torch.device("cpu")
+        picks, bits = [], []
+        for i in range(len(self.groups[0]) if self.groups else 0):
+            pick = torch.randint(0, max(1, self.groups[0][i].numel()), (slots, per_slot), device=device)
+            picks.append(pick)
+            bits.append(self.gather(i, pick))
+        return RingSample(picks, bits)
+
     def unwritten(self, slots: int, per_slot: int) -> torch.Tensor:
         """Whether each of the first `slots` groups still holds poison at any of `per_slot` random elements of
-        each of its tensors (a bool per group, queued on the current stream, so it reads what is there when the
-        stream gets to it). A ring of `add_ring` is read with one gather per output."""
-        device = self.raws[0].device if self.raws else torch.device("cpu")
-        flags = torch.zeros(slots, dtype=torch.bool, device=device)
-        for i in range(len(self.groups[0]) if self.groups else 0):
-            flags |= self._poisoned(i, slots, per_slot)
-        return flags
+        each of its tensors (a bool per group)."""
+        return self.sample(slots, per_slot).unwritten()
 
-    def _poisoned(self, i: int, slots: int, per_slot: int) -> torch.Tensor:
+    def gather(self, i: int, picks: torch.Tensor) -> torch.Tensor:
+        """The bits of output `i` of the first `len(picks)` groups at `picks` (row-major indices, a row per group)."""
+        slots = picks.shape[0]
         views = [self.groups[g][i] for g in range(slots)]
+        if not views or views[0].numel() == 0:
+            return torch.zeros(picks.shape, dtype=torch.uint8, device=picks.device)
         shared = len({self.spans[g][i][0] for g in range(slots)}) == 1
-        if not (shared and all(v.is_contiguous() for v in views)) or views[0].numel() == 0:
-            samples = torch.stack([_sample(v, per_slot) for v in views])
-            return (samples == _all_ones(samples.dtype)).any(dim=1)
+        if not (shared and all(v.is_contiguous() for v in views)):
+            return torch.stack([_bits(v).flatten()[picks[g].to(v.device)] for g, v in enumerate(views)])
         size = views[0].element_size()
         raw = self.raws[self.spans[0][i][0]]
         flat = raw[: raw.numel() - raw.numel() % size].view(_INTS[size])
         starts = torch.tensor([self.spans[g][i][1] // size for g in range(slots)], device=raw.device)
-        picks = torch.randint(0, views[0].numel(), (slots, per_slot), device=raw.device) + starts[:, None]
-        return (flat[picks] == _all_ones(flat.dtype)).any(dim=1)
+        return flat[picks.to(raw.device) + starts[:, None]]
 
     def add_copy(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         """New buffers holding copies of `tensors` (as `add_group`, then each tensor copied in); returns views."""
