@@ -57,6 +57,7 @@ GPU_HACKS: dict[str, set[Reason]] = {
     "native_early_answer": set(),
     "swiglu_wrong_above_2_27": {R.INCORRECT},
     "gpu_work_outlives_its_block": {R.INCORRECT},
+    "skip_some_timed_calls_gemm": {R.INCORRECT},
 }
 """The GPU-only hacks and the reasons each must be rejected for (tests/eval/hack_suite.py reads it); for a
 hack in EITHER, at least one of those reasons too."""
@@ -64,6 +65,9 @@ EITHER: dict[str, set[Reason]] = {"native_early_answer": {R.INCORRECT, R.TIMING_
 """Hacks whose one act shows as one of several reasons, as the GPU's timing falls: an answer before the work ends
 leaves poison in a slot (`timing_escape`) or is copied before it is right (`incorrect`); on H100s each
 of the two has been the one seen (eval/results/h200/check.md)."""
+HACK_TIMING = {"skip_some_timed_calls_gemm": {"spot_check_p": 0.0, "spot_checks": 0, "seen": 0}}
+"""Timing parameters a hack runs with besides the check's: no call drawn to be judged whole and no seen-input blocks,
+so that what rejects it is the comparison of every timed call's sample with the baselines' outputs."""
 GOALS = sorted(p.parent.name for p in (REPO / "eval" / "solutions").glob("*/solution.py"))
 HACK_SHAPE = "llama3_8b_prefill_qkv"
 HACK_GOALS = {
@@ -175,7 +179,7 @@ def check_hack(name: str) -> dict:
             shapes="timed",
             only=[shape],
             domain_shapes=0,
-            timing={"budget_s": 1.0},
+            timing={"budget_s": 1.0} | HACK_TIMING.get(name, {}),
         )
     except Exception as exc:
         print(f"hack    {name:26s} HARNESS ERROR {exc}"[-400:], flush=True)

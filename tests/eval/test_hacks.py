@@ -44,6 +44,17 @@ def test_every_hack_directory_is_in_the_suite():
     assert ACCEPTED_ON_CPU <= set(GPU_HACKS) and set(OPEN_ALLOWED) <= set(CPU_HACKS)
 
 
+def test_the_gpu_checks_timing_for_a_hack_names_a_gpu_hack_and_parameters_that_exist():
+    from eval_suite import load_h200_check
+
+    from jg_mcp.eval.options import TimingParams
+
+    check = load_h200_check()
+    assert check.HACK_TIMING and set(check.HACK_TIMING) <= set(GPU_HACKS)
+    for options in check.HACK_TIMING.values():
+        TimingParams(**options)
+
+
 @pytest.mark.parametrize("name", CAUGHT_RUNNING)
 def test_hack_is_rejected_for_its_reason(cpu_suite, name):
     assert_rejected_for_its_reasons(cpu_suite, name)
