@@ -49,7 +49,7 @@ from jg_mcp.eval.report import EvalReport, ShapeResult
 from jg_mcp.eval.report_timing import Timing, TimingMethod
 from jg_mcp.eval.scoring import bandwidth_of, floor_ms, seen_inputs_gain
 from jg_mcp.eval.sizing import block_sizes, lead_sizes, rotation, summarize
-from jg_mcp.eval.timing_checks import check_inputs, sampled_check, seen_pass, spot_check
+from jg_mcp.eval.timing_checks import check_inputs, sampled_check, seen_pass, spot_check, written
 from jg_mcp.eval.turns import BASELINE, CANDIDATE, SIDES, Ran, Turns
 from jg_mcp.eval.wire.buffers import OutOfDeviceMemory, SharedBinding
 from jg_mcp.eval.wire.messages import Done, Release, Warm
@@ -321,12 +321,11 @@ class TimingPhase:
             return ran, sets
 
         last: dict[str, list[int]] = {}
-        baseline_calls = max(n for name, n in per_block.items() if name != CANDIDATE)
         while True:
             with walled(shape, "time_inputs"):
                 made = self.new_inputs(b, max(per_block.values()))  # the round's: every callable reads them
-            samples = {}
-            for name in names if rounds % 2 == 0 else names[::-1]:
+            samples, order = {}, names if rounds % 2 == 0 else names[::-1]
+            for name in order:
                 ran, last[name] = run(name, made)
                 times[name].append(ran.per_call_ms)
                 calls[name] += len(last[name])
@@ -335,7 +334,13 @@ class TimingPhase:
                     checked += spot_check(self.pick, self.ev.tol, report, case, shape, ring, own, last[name])
             # the baselines' ring now holds their outputs of the round's inputs too
             sampled_check(
-                self.ev.tol, report, b, samples[CANDIDATE], b.sides[BASELINE]["ring"], baseline_calls, last[CANDIDATE]
+                self.ev.tol,
+                report,
+                b,
+                samples[CANDIDATE],
+                b.sides[BASELINE]["ring"],
+                written(order, per_block, lead),
+                last[CANDIDATE],
             )
             rounds += 1
             if rounds < p.min_rounds or min(calls.values()) < p.min_reps:

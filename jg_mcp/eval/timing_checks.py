@@ -84,6 +84,17 @@ tolerances of each other: a candidate's element further than this many tolerance
 against the reference."""
 
 
+def written(order: Sequence[str], per_block: dict[str, int], lead: dict[str, int]) -> int:
+    """How many of the baselines' ring slots, from the first, hold their outputs of a round's new inputs once the
+    round's blocks have run in `order`: each baseline's lead block writes its first slots with outputs of inputs
+    seen before, then its timed block the first `per_block` with outputs of the round's."""
+    fresh: set[int] = set()
+    for name in order:
+        if name != "candidate":
+            fresh = (fresh - set(range(lead.get(name, 0)))) | set(range(per_block[name]))
+    return next(i for i in range(len(fresh) + 1) if i not in fresh)
+
+
 def sampled_check(
     tol: Tolerance,
     report: EvalReport,

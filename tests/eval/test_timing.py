@@ -58,6 +58,16 @@ def test_block_sizes_fill_the_block_time_within_bounds():
     assert block_sizes({"a": 1.0}, 0.0, 64) == {"a": 1}
 
 
+def test_the_baselines_slots_of_a_rounds_inputs_are_their_timed_calls_less_what_a_later_lead_overwrote():
+    from jg_mcp.eval.timing_checks import written
+
+    blocks = {"candidate": 30, "a": 10, "b": 20}
+    assert written(["candidate", "a", "b"], blocks, {}) == 20, "the longest baseline block, without leads"
+    assert written(["b", "a", "candidate"], blocks, {"a": 256, "b": 256}) == 10, "a's lead overwrote b's calls"
+    assert written(["a", "b", "candidate"], blocks, {"a": 15, "b": 5}) == 20, "b's lead only rewrote a's first"
+    assert written(["candidate"], {"candidate": 30}, {}) == 0
+
+
 def test_a_block_is_credited_with_its_clock_less_the_calibrated_ordering_and_copies():
     cal = Calibration(ordering_ms=0.3, copy_ms=0.01)
     assert cal.per_call(25.3 + 64 * 0.01, 64) == pytest.approx(25.0 / 64)
