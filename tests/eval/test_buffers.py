@@ -30,16 +30,16 @@ def test_a_ring_lays_its_slots_in_one_buffer_per_output_and_reads_which_slots_st
         assert len(ring.raws) == 2 and len(ring.groups) == 4
         starts = [v.data_ptr() - ring.raws[0].data_ptr() for v in (g[0] for g in ring.groups)]
         assert starts == [0, 256, 512, 768], "each slot starts aligned, as a buffer of its own would"
-        assert ring.unwritten(4, 8).tolist() == [True] * 4
+        assert ring.sample(4, 8).unwritten().tolist() == [True] * 4
         for g in (0, 2, 3):
             for view in ring.groups[g]:
                 view.fill_(-1.0)
         ring.groups[3][1][6] = float("nan")  # a value the call wrote, however odd, is no poison
-        assert ring.unwritten(4, 64).tolist() == [False, True, False, False]
+        assert ring.sample(4, 64).unwritten().tolist() == [False, True, False, False]
         ring.groups[2][1].view(torch.int32)[4] = -1  # one element of one output left unwritten
-        assert ring.unwritten(4, 4096).tolist() == [False, True, True, False]
+        assert ring.sample(4, 4096).unwritten().tolist() == [False, True, True, False]
         ring.poison(0)
-        assert ring.unwritten(1, 8).tolist() == [True]
+        assert ring.sample(1, 8).unwritten().tolist() == [True]
         assert bool((ring.groups[3][0] == -1).all()), "poisoning a slot leaves the others"
     finally:
         ring.free()

@@ -259,17 +259,13 @@ class SharedBinding:
             bits.append(self.gather(i, pick))
         return RingSample(picks, bits)
 
-    def unwritten(self, slots: int, per_slot: int) -> torch.Tensor:
-        """Whether each of the first `slots` groups still holds poison at any of `per_slot` random elements of
-        each of its tensors (a bool per group)."""
-        return self.sample(slots, per_slot).unwritten()
-
     def gather(self, i: int, picks: torch.Tensor) -> torch.Tensor:
         """The bits of output `i` of the first `len(picks)` groups at `picks` (row-major indices, a row per group)."""
         slots = picks.shape[0]
         views = [self.groups[g][i] for g in range(slots)]
         if not views or views[0].numel() == 0:
-            return torch.zeros(picks.shape, dtype=torch.uint8, device=picks.device)
+            ints = _INTS[views[0].element_size()] if views else torch.uint8
+            return torch.zeros(picks.shape, dtype=ints, device=picks.device)
         shared = len({self.spans[g][i][0] for g in range(slots)}) == 1
         if not (shared and all(v.is_contiguous() for v in views)):
             return torch.stack([_bits(v).flatten()[picks[g].to(v.device)] for g, v in enumerate(views)])
