@@ -92,3 +92,17 @@ def test_a_rings_sample_keeps_where_it_read_and_what_was_there_and_another_ring_
     finally:
         for ring in rings.values():
             ring.free()
+
+
+def test_which_elements_the_harness_reads_does_not_follow_torchs_own_seed():
+    """A candidate that could replay the harness's draws would write right values only where they are read."""
+    ring = SharedBinding("ring", "cpu")
+    try:
+        ring.add_ring([torch.zeros(4096, dtype=torch.float32)], 2)
+        drawn = []
+        for _ in range(2):
+            torch.manual_seed(0)
+            drawn.append(ring.sample(2, 8).picks[0])
+        assert not torch.equal(drawn[0], drawn[1])
+    finally:
+        ring.free()

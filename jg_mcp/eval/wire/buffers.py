@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
+import secrets
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -157,6 +158,19 @@ def _all_ones(dtype: torch.dtype) -> int:
     return 255 if dtype == torch.uint8 else -1
 
 
+_PICKERS: dict[str, torch.Generator] = {}
+
+
+def _picker(device: torch.device) -> torch.Generator:
+    """The generator of the elements the harness reads, per device, seeded from the OS's secrets: torch's default
+    generators are the process's own and, on some versions and devices, start from a fixed seed a candidate could
+    replay to learn which elements are read."""
+    key = str(device)
+    if key not in _PICKERS:
+        _PICKERS[key] = torch.Generator(device=device).manual_seed(secrets.randbits(63))
+    return _PICKERS[key]
+
+
 def _bits(view: torch.Tensor) -> torch.Tensor:
     """`view`'s elements as integers of their size: poison reads as all ones whatever the dtype."""
     return view.view(_INTS[view.element_size()]) if view.dtype.is_floating_point or view.dtype == torch.bool else view
@@ -254,7 +268,8 @@ class SharedBinding:
         device = self.raws[0].device if self.raws else torch.device("cpu")
         picks, bits = [], []
         for i in range(len(self.groups[0]) if self.groups else 0):
-            pick = torch.randint(0, max(1, self.groups[0][i].numel()), (slots, per_slot), device=device)
+            count = max(1, self.groups[0][i].numel())
+            pick = torch.randint(0, count, (slots, per_slot), device=device, generator=_picker(device))
             picks.append(pick)
             bits.append(self.gather(i, pick))
         return RingSample(picks, bits)
