@@ -35,8 +35,9 @@ from jg_mcp.eval.gate import WATCH_MS, Gate
 from jg_mcp.eval.processes.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
-from jg_mcp.eval.wire.buffers import RingSample, SharedBinding
+from jg_mcp.eval.wire.buffers import SharedBinding
 from jg_mcp.eval.wire.messages import Block, BlockDone, Bound, Gates, Queued, Resume
+from jg_mcp.eval.wire.ring_reads import RingSample, sample
 from jg_mcp.eval.wire.stream_ops import wait_value, write_value
 
 GATE_MIN_MS = 1.0
@@ -189,11 +190,11 @@ class BlockClock:
             return Clocked(ms=self.proc.settled_cpu_ms() - start, done=first)
         ms = self.proc.settled_cpu_ms() - start
         self.enqueue[message.fn] = first.enqueue_ms
-        sample = ring.sample(slots, SAMPLES_PER_SLOT) if ring is not None and slots else None
-        unwritten = poisoned_slots(sample.unwritten()) if sample is not None else []
+        read = sample(ring, slots, SAMPLES_PER_SLOT) if ring is not None and slots else None
+        unwritten = poisoned_slots(read.unwritten()) if read is not None else []
         self.proc.send(Resume())
         done = self.proc.expect(BlockDone)
-        return Clocked(ms=ms, done=done, enqueue_ms=first.enqueue_ms, unwritten=unwritten, sample=sample)
+        return Clocked(ms=ms, done=done, enqueue_ms=first.enqueue_ms, unwritten=unwritten, sample=read)
 
     def _gpu(
         self,
@@ -228,14 +229,14 @@ class BlockClock:
         with torch.cuda.stream(self.stream):
             wait_value(self.stream.cuda_stream, self.done, self.seq)
             end.record()
-            sample = ring.sample(slots, SAMPLES_PER_SLOT) if ring is not None and slots else None
+            read = sample(ring, slots, SAMPLES_PER_SLOT) if ring is not None and slots else None
         self.stream.synchronize()
         done = self.proc.expect(BlockDone)
         self.missed[fn] = 0 if held else self.missed.get(fn, 0) + 1
         self.waits[fn] = self.waits.get(fn, False) or self.missed[fn] >= MISSES_TO_WAIT
         self.enqueue[fn] = first.enqueue_ms
-        unwritten = poisoned_slots(sample.unwritten()) if sample is not None else []
-        return Clocked(start.elapsed_time(end), done, first.enqueue_ms, unwritten, self.busy(watched), sample)
+        unwritten = poisoned_slots(read.unwritten()) if read is not None else []
+        return Clocked(start.elapsed_time(end), done, first.enqueue_ms, unwritten, self.busy(watched), read)
 
     def busy(self, watched: bool) -> float:
         assert self.gate is not None

@@ -18,8 +18,9 @@ from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import EvalReport, Finding, ShapeResult
 from jg_mcp.eval.report_timing import Timing
 from jg_mcp.eval.sizing import rotation
-from jg_mcp.eval.wire.buffers import RingSample, SharedBinding
+from jg_mcp.eval.wire.buffers import SharedBinding
 from jg_mcp.eval.wire.messages import Benched, DoBench
+from jg_mcp.eval.wire.ring_reads import RingSample, gather
 
 if TYPE_CHECKING:
     from jg_mcp.eval.bench import Bench
@@ -121,7 +122,7 @@ def sampled_check(
     for i, (picks, bits) in enumerate(zip(sample.picks, sample.bits, strict=True)):
         dtype = baseline_ring.groups[0][i].dtype
         mine = bits[:calls].view(dtype).to(torch.float64)
-        theirs = baseline_ring.gather(i, picks[:calls]).view(dtype).to(torch.float64).to(mine.device)
+        theirs = gather(baseline_ring, i, picks[:calls]).view(dtype).to(torch.float64).to(mine.device)
         bound = AGREE_TOLERANCES * (tol.atol + tol.rtol * torch.maximum(mine.abs(), theirs.abs()))
         apart = ~((mine - theirs).abs() <= bound) & (mine != theirs)
         suspect |= apart.any(dim=1).cpu()

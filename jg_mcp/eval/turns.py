@@ -16,8 +16,9 @@ from jg_mcp.eval.gate import BUSY_GAP_MS
 from jg_mcp.eval.processes.process import CandidateGone, WorkerProcess
 from jg_mcp.eval.reasons import Reason
 from jg_mcp.eval.report import Finding
-from jg_mcp.eval.wire.buffers import RingSample, SharedBinding
+from jg_mcp.eval.wire.buffers import SharedBinding
 from jg_mcp.eval.wire.messages import NULL_FN, Block, Graph
+from jg_mcp.eval.wire.ring_reads import RingSample
 
 if TYPE_CHECKING:
     from jg_mcp.eval.harness import Evaluation

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from jg_mcp.eval.wire.buffers import POISON, SharedBinding
+from jg_mcp.eval.wire.ring_reads import gather, sample
 
 
 def test_add_copy_lays_each_tensor_in_a_buffer_of_its_own_holding_its_values():
@@ -30,16 +31,16 @@ def test_a_ring_lays_its_slots_in_one_buffer_per_output_and_reads_which_slots_st
         assert len(ring.raws) == 2 and len(ring.groups) == 4
         starts = [v.data_ptr() - ring.raws[0].data_ptr() for v in (g[0] for g in ring.groups)]
         assert starts == [0, 256, 512, 768], "each slot starts aligned, as a buffer of its own would"
-        assert ring.sample(4, 8).unwritten().tolist() == [True] * 4
+        assert sample(ring, 4, 8).unwritten().tolist() == [True] * 4
         for g in (0, 2, 3):
             for view in ring.groups[g]:
                 view.fill_(-1.0)
         ring.groups[3][1][6] = float("nan")  # a value the call wrote, however odd, is no poison
-        assert ring.sample(4, 64).unwritten().tolist() == [False, True, False, False]
+        assert sample(ring, 4, 64).unwritten().tolist() == [False, True, False, False]
         ring.groups[2][1].view(torch.int32)[4] = -1  # one element of one output left unwritten
-        assert ring.sample(4, 4096).unwritten().tolist() == [False, True, True, False]
+        assert sample(ring, 4, 4096).unwritten().tolist() == [False, True, True, False]
         ring.poison(0)
-        assert ring.sample(1, 8).unwritten().tolist() == [True]
+        assert sample(ring, 1, 8).unwritten().tolist() == [True]
         assert bool((ring.groups[3][0] == -1).all()), "poisoning a slot leaves the others"
     finally:
         ring.free()
@@ -78,16 +79,16 @@ def test_a_rings_sample_keeps_where_it_read_and_what_was_there_and_another_ring_
                 values = torch.arange(ref.numel(), dtype=torch.float32).reshape(ref.shape) + 100 * g
                 rings["candidate"].groups[g][i].copy_(values)
                 rings["baseline"].groups[g][i].copy_(values + (1 if g == 1 else 0))
-        sample = rings["candidate"].sample(3, 16)
-        assert sample.unwritten().tolist() == [False] * 3
-        for i, (picks, bits) in enumerate(zip(sample.picks, sample.bits, strict=True)):
+        read = sample(rings["candidate"], 3, 16)
+        assert read.unwritten().tolist() == [False] * 3
+        for i, (picks, bits) in enumerate(zip(read.picks, read.bits, strict=True)):
             assert picks.shape == bits.shape == (3, 16)
             read = bits.view(like[i].dtype).float()
             for g in range(3):
                 assert torch.equal(read[g], rings["candidate"].groups[g][i].flatten().float()[picks[g]])
             rings["candidate"].groups[0][i].zero_()  # what a candidate writes after the read changes nothing kept
             assert torch.equal(bits.view(like[i].dtype).float(), read)
-            theirs = rings["baseline"].gather(i, picks).view(like[i].dtype).float()
+            theirs = gather(rings["baseline"], i, picks).view(like[i].dtype).float()
             assert torch.equal(theirs - read, torch.tensor([[0.0], [1.0], [0.0]]).expand(3, 16))
     finally:
         for ring in rings.values():
@@ -102,7 +103,7 @@ def test_which_elements_the_harness_reads_does_not_follow_torchs_own_seed():
         drawn = []
         for _ in range(2):
             torch.manual_seed(0)
-            drawn.append(ring.sample(2, 8).picks[0])
+            drawn.append(sample(ring, 2, 8).picks[0])
         assert not torch.equal(drawn[0], drawn[1])
     finally:
         ring.free()

@@ -18,9 +18,7 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
-import secrets
 import socket
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -150,49 +148,6 @@ def spec_of(t: torch.Tensor, buffer: int) -> TensorSpec:
     )
 
 
-_INTS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def _all_ones(dtype: torch.dtype) -> int:
-    """An element of all one bits (poison) as `dtype` reads it."""
-    return 255 if dtype == torch.uint8 else -1
-
-
-_PICKERS: dict[str, torch.Generator] = {}
-
-
-def _picker(device: torch.device) -> torch.Generator:
-    """The generator of the elements the harness reads, per device, seeded from the OS's secrets: torch's default
-    generators are the process's own and, on some versions and devices, start from a fixed seed a candidate could
-    replay to learn which elements are read."""
-    key = str(device)
-    if key not in _PICKERS:
-        _PICKERS[key] = torch.Generator(device=device).manual_seed(secrets.randbits(63))
-    return _PICKERS[key]
-
-
-def _bits(view: torch.Tensor) -> torch.Tensor:
-    """`view`'s elements as integers of their size: poison reads as all ones whatever the dtype."""
-    return view.view(_INTS[view.element_size()]) if view.dtype.is_floating_point or view.dtype == torch.bool else view
-
-
-@dataclass
-class RingSample:
-    """What the harness read of a ring's first slots when a block ended: per output, the elements it picked in
-    each slot (row-major indices into the slot's tensor, `picks`) and their bits as they were then (`bits`), both
-    shaped (slots, per slot)."""
-
-    picks: list[torch.Tensor]
-    bits: list[torch.Tensor]
-
-    def unwritten(self) -> torch.Tensor:
-        """Whether each slot still held poison at any of its picked elements (a bool per slot)."""
-        flags = torch.zeros(self.bits[0].shape[0] if self.bits else 0, dtype=torch.bool)
-        for bits in self.bits:
-            flags = flags.to(bits.device) | (bits == _all_ones(bits.dtype)).any(dim=1)
-        return flags
-
-
 def _span_bytes(t: torch.Tensor) -> int:
     """Bytes from element 0 to the last element of a strided layout."""
     if t.numel() == 0:
@@ -260,35 +215,6 @@ class SharedBinding:
             self.groups.append(views)
             self.specs.append(specs)
             self.spans.append(spans)
-
-    def sample(self, slots: int, per_slot: int) -> RingSample:
-        """`per_slot` random elements of each tensor of each of the first `slots` groups, read now (queued on the
-        current stream, so it reads what is there when the stream gets to it). A ring of `add_ring` is read with one
-        gather per output."""
-        device = self.raws[0].device if self.raws else torch.device("cpu")
-        picks, bits = [], []
-        for i in range(len(self.groups[0]) if self.groups else 0):
-            count = max(1, self.groups[0][i].numel())
-            pick = torch.randint(0, count, (slots, per_slot), device=device, generator=_picker(device))
-            picks.append(pick)
-            bits.append(self.gather(i, pick))
-        return RingSample(picks, bits)
-
-    def gather(self, i: int, picks: torch.Tensor) -> torch.Tensor:
-        """The bits of output `i` of the first `len(picks)` groups at `picks` (row-major indices, a row per group)."""
-        slots = picks.shape[0]
-        views = [self.groups[g][i] for g in range(slots)]
-        if not views or views[0].numel() == 0:
-            ints = _INTS[views[0].element_size()] if views else torch.uint8
-            return torch.zeros(picks.shape, dtype=ints, device=picks.device)
-        shared = len({self.spans[g][i][0] for g in range(slots)}) == 1
-        if not (shared and all(v.is_contiguous() for v in views)):
-            return torch.stack([_bits(v).flatten()[picks[g].to(v.device)] for g, v in enumerate(views)])
-        size = views[0].element_size()
-        raw = self.raws[self.spans[0][i][0]]
-        flat = raw[: raw.numel() - raw.numel() % size].view(_INTS[size])
-        starts = torch.tensor([self.spans[g][i][1] // size for g in range(slots)], device=raw.device)
-        return flat[picks.to(raw.device) + starts[:, None]]
 
     def add_copy(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         """New buffers holding copies of `tensors` (as `add_group`, then each tensor copied in); returns views."""
