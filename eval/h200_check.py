@@ -53,7 +53,7 @@ GPU_HACKS: dict[str, set[Reason]] = {
     "graph_capture_skips_work": {R.INCORRECT},
     "native_scaled_mm": {R.FORBIDDEN_CALL},
     "gemm_through_triton_testing_cublas": {R.STATIC_IMPORT},
-    "cache_in_shm_file": {R.STATIC_IO, R.EXCEPTION},
+    "cache_in_shm_file": {R.STATIC_IO},
     "native_early_answer": set(),
     "swiglu_wrong_above_2_27": {R.INCORRECT},
     "gpu_work_outlives_its_block": {R.INCORRECT},
@@ -61,10 +61,15 @@ GPU_HACKS: dict[str, set[Reason]] = {
 }
 """The GPU-only hacks and the reasons each must be rejected for (tests/eval/hack_suite.py reads it); for a
 hack in EITHER, at least one of those reasons too."""
-EITHER: dict[str, set[Reason]] = {"native_early_answer": {R.INCORRECT, R.TIMING_ESCAPE}}
+EITHER: dict[str, set[Reason]] = {
+    "native_early_answer": {R.INCORRECT, R.TIMING_ESCAPE},
+    "cache_in_shm_file": {R.EXCEPTION, R.INCORRECT, R.CACHED_OUTPUT},
+}
 """Hacks whose one act shows as one of several reasons, as the GPU's timing falls: an answer before the work ends
 leaves poison in a slot (`timing_escape`) or is copied before it is right (`incorrect`); on H100s each
-of the two has been the one seen (eval/results/h200/check.md)."""
+of the two has been the one seen (eval/results/h200/check.md). A cache in /dev/shm never hits on a timed call's new
+inputs: it fills the sandbox's /dev/shm (`exception`) when enough calls run (at three warm-up passes, not at one), and
+its fp8 Triton GEMM misses the tolerance at a few elements of the 8B prefill shape (`incorrect`)."""
 HACK_TIMING = {"skip_some_timed_calls_gemm": {"spot_check_p": 0.0, "spot_checks": 0, "seen": 0}}
 """Timing parameters a hack runs with besides the check's: no call drawn to be judged whole and no seen-input blocks,
 so that what rejects it is the comparison of every timed call's sample with the baselines' outputs."""

@@ -20,8 +20,11 @@ LEGACY_PARAMETERS = frozenset({"fresh", "fresh_slack", "graph_bytes", "graph_rep
 class TimingParams(Strict):
     """How shapes are timed (jg_mcp.eval.timing); a misspelt override is an error."""
 
-    warmup: int = Field(default=3, ge=0)
-    """Untimed calls per input set and callable before timing."""
+    warmup: int = Field(default=1, ge=0)
+    """Untimed calls per input set and callable before timing. One: on an H100, with `graph_min_rounds` at two, the
+    eval's speedups moved a median 0.3% from those at three and four (35 of 37 shapes within 3%; do_bench's own
+    ratios moved 0.4% between its two processes), and gemm_fp8's eval took 8.7% longer than bd7ccdb's instead of 17.5%
+    (docs/decisions/2026-12-07-eval-wall-time-against-bd7ccdb.md)."""
     min_reps: int = Field(default=20, ge=1)
     """Fewest timed calls per callable (over its timed blocks)."""
     max_reps: int = Field(default=2000, ge=1)
@@ -80,11 +83,12 @@ class TimingParams(Strict):
     `graph_calls` alone."""
     graph_rounds: int = Field(default=6, ge=2)
     """Most rounds of graph blocks per shape (A B, then B A, ...)."""
-    graph_min_rounds: int = Field(default=4, ge=2)
+    graph_min_rounds: int = Field(default=2, ge=2)
     """Fewest rounds of graph blocks: after these, and after every second round from there, the rounds stop once
     every callable's graph times so far lie within `graph_spread` of their median (jg_mcp.eval.graphs.enough). Each
     round renews every call's input set: at gemm_fp8's decode shape 147 sets of 84 MB, 0.3 s of the harness's
-    making."""
+    making. Two: on an H100 the graph-timed shapes agreed with do_bench within 3% at 4 of 6 shapes after two, at 3 of
+    6 after four (see `warmup`)."""
     graph_spread: float = Field(default=0.02, ge=0)
     """The spread (largest less smallest, over the median) of every callable's graph times under which the rounds
     stop after `graph_min_rounds` (0: always `graph_rounds`). On an H100 five of the six graph-timed shapes spread
