@@ -12,7 +12,8 @@ ordering of a block and for copying a call's outputs into its ring slot, divided
 stand-in the harness's clock is the worker process's CPU clock. Each call's outputs are copied into the harness's
 ring, a slot per call, poisoned before the block; when the block ends the harness reads a sample of every slot at once
 (an early `done` leaves poison there), compares each call's sample, once the round's baselines have run on the same
-inputs, with theirs (a call far from them is judged there against the reference), and judges a call of its choosing.
+inputs, with theirs (a call far from them is judged there against the reference; for a candidate's calls past the
+baselines' count a baseline runs an untimed block on their inputs), and judges a call of its choosing.
 A shape whose fastest callable takes under `graph_below_ms` per call is timed under CUDA graphs too, and its speedups
 are the graphs' (jg_mcp/eval/graphs.py; every check here runs there first). Blocks take turns A B, then B A, so
 drift between blocks cancels; each call's output is freed before the next call, as under do_bench.
@@ -272,6 +273,14 @@ class TimingPhase:
             device[name] = self.lead_block(report, b, name, list(range(n_sets))).per_call_ms
         return device
 
+    def cover(self, b: Bench, name: str, made: list[list[torch.Tensor]], first: int, count: int) -> None:
+        """A block of baseline `name` (its time unused) on the round's sets `first` to `first + count`, renewed with
+        `made` after its gate as the timed blocks' were: a candidate faster than the baselines has more calls per
+        block than they do, and its calls past theirs would have no baseline output to be compared with
+        (`sampled_check`). The candidate stays stopped; its ring and inputs are untouched."""
+        sets = list(range(first, first + count))
+        self.turns.block(name, sets, "tin", b.ring, b.ins[BASELINE].renewal(sets, made[first : first + count]))
+
     def new_inputs(self, b: Bench, count: int) -> list[list[torch.Tensor]]:
         """`count` input sets none has seen, from one new secret seed (set i from that seed + i), which the report
         publishes (`renewed_seeds`)."""
@@ -333,15 +342,12 @@ class TimingPhase:
                 if name == CANDIDATE and self.pick.random() < p.spot_check_p:
                     checked += spot_check(self.pick, self.ev.tol, report, case, shape, ring, own, last[name])
             # the baselines' ring now holds their outputs of the round's inputs too
-            sampled_check(
-                self.ev.tol,
-                report,
-                b,
-                samples[CANDIDATE],
-                b.sides[BASELINE]["ring"],
-                written(order, per_block, lead),
-                last[CANDIDATE],
-            )
+            theirs, compared = b.sides[BASELINE]["ring"], written(order, per_block, lead)
+            sampled_check(self.ev.tol, report, b, samples[CANDIDATE], theirs, compared, last[CANDIDATE])
+            if (past := len(last[CANDIDATE]) - compared) > 0:
+                with walled(shape, "time_cover"):
+                    self.cover(b, min(names[1:], key=estimates.__getitem__), made, compared, past)
+                sampled_check(self.ev.tol, report, b, samples[CANDIDATE], theirs, past, last[CANDIDATE], first=compared)
             rounds += 1
             if rounds < p.min_rounds or min(calls.values()) < p.min_reps:
                 continue

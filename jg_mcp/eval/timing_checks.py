@@ -105,28 +105,30 @@ def sampled_check(
     baseline_calls: int,
     sets: list[int],
     refs: Sequence[list[torch.Tensor]] | None = None,
+    first: int = 0,
 ) -> None:
     """Every call of a candidate's timed block, at the elements the harness read when the block ended (`sample`),
     against the baselines' outputs of the same input set at the same elements: every callable's timed block of a
-    round reads the round's new inputs, call i set i, and the baselines' ring holds their outputs (calls below
-    `baseline_calls`; `refs`: the candidate's input sets, by default the shape's per-call ones). A call whose read
-    elements lie further than AGREE_TOLERANCES tolerances from the baselines' is judged at those elements against
-    its set's reference, as they were when the clock stopped. A call that wrote something else than its result by
-    then (work skipped on some calls, an answer put right after the block) is found whichever call it is, where the
-    spot check judges one call, chosen at random, as its slot holds it later."""
-    calls = min(sample.bits[0].shape[0] if sample is not None and sample.bits else 0, baseline_calls)
-    if sample is None or calls == 0:
+    round reads the round's new inputs, call i set i, and the baselines' ring holds their outputs in its first
+    `baseline_calls` slots, slot 0 holding that of the candidate's call `first` (`refs`: the candidate's input sets,
+    by default the shape's per-call ones). A call whose read elements lie further than AGREE_TOLERANCES tolerances
+    from the baselines' is judged at those elements against its set's reference, as they were when the clock
+    stopped. A call that wrote something else than its result by then (work skipped on some calls, an answer put
+    right after the block) is found whichever call it is, where the spot check judges one call, chosen at random, as
+    its slot holds it later."""
+    last = min(sample.bits[0].shape[0] if sample is not None and sample.bits else 0, first + baseline_calls)
+    if sample is None or last <= first:
         return
     refs = b.own if refs is None else refs
-    suspect = torch.zeros(calls, dtype=torch.bool)
+    suspect = torch.zeros(last - first, dtype=torch.bool)
     for i, (picks, bits) in enumerate(zip(sample.picks, sample.bits, strict=True)):
         dtype = baseline_ring.groups[0][i].dtype
-        mine = bits[:calls].view(dtype).to(torch.float64)
-        theirs = gather(baseline_ring, i, picks[:calls]).view(dtype).to(torch.float64).to(mine.device)
+        mine = bits[first:last].view(dtype).to(torch.float64)
+        theirs = gather(baseline_ring, i, picks[first:last]).view(dtype).to(torch.float64).to(mine.device)
         bound = AGREE_TOLERANCES * (tol.atol + tol.rtol * torch.maximum(mine.abs(), theirs.abs()))
         apart = ~((mine - theirs).abs() <= bound) & (mine != theirs)
         suspect |= apart.any(dim=1).cpu()
-    for g in torch.nonzero(suspect).flatten().tolist():
+    for g in (first + k for k in torch.nonzero(suspect).flatten().tolist()):
         for i, (picks, bits) in enumerate(zip(sample.picks, sample.bits, strict=True)):
             ref = refs[sets[g]][i]
             out = bits[g].view(baseline_ring.groups[0][i].dtype)

@@ -88,6 +88,24 @@ def cpu_timing_goal(root: Path) -> Path:
     return root / "axpy.yaml"
 
 
+def cpu_slow_baseline_goal(root: Path, repeats: int = 40) -> Path:
+    """`cpu_timing_goal` with one baseline that computes the answer `repeats` times per call: at 1 MiB per tensor
+    it takes milliseconds a call where the candidate takes a fraction of one, so a block of the candidate's has
+    many more calls than the baseline's (a candidate much faster than its baselines)."""
+    goal = cpu_timing_goal(root)
+    text = goal.read_text()
+    start = text.index("baselines:")
+    end = text.index("\n", text.index("\n", start) + 1)
+    slow = 'baselines:\n  repeated: {function: baseline_repeated, description: "torch.addcmul, repeated"}'
+    goal.write_text(text[:start] + slow + text[end:])
+    with (root / "axpy.py").open("a") as f:
+        f.write(
+            f"\n\ndef baseline_repeated(x, y, alpha):\n    for _ in range({repeats}):\n"
+            "        z = torch.addcmul(y, x, alpha)\n    return z\n"
+        )
+    return goal
+
+
 CPU_TIMING = {
     "device": "cpu",
     "timing_on_cpu": True,

@@ -152,6 +152,7 @@ CPU_TIMED_HACKS: dict[str, set[Reason]] = {
     "blind_cpu_clock": {R.STATIC_DYNAMIC},
     "skip_ring_copy": {R.TIMING_ESCAPE},
     "skip_some_timed_calls": {R.INCORRECT},
+    "skip_calls_past_the_baselines": {R.INCORRECT},
 }
 """Hacks on the demo goal that only the timing phase can catch, run with the timing protocol on the CPU."""
 FORGERIES = {"forge_cpu_times": 0.5, "thread_exit_cpu_time": 0.5, "blind_cpu_clock": 2.0}
@@ -162,6 +163,7 @@ hidden), the third one addcmul against the baseline's add (its forgery claimed 5
 TIMED_HACK_OPTIONS = {
     "skip_work_before_timing": {"spot_check_p": 1.0},
     "skip_some_timed_calls": {"spot_check_p": 0.0, "spot_checks": 0, "seen": 0},
+    "skip_calls_past_the_baselines": {"spot_check_p": 0.0, "spot_checks": 0, "seen": 0},
 }
 """Timing options a hack of CPU_TIMED_HACKS runs with: every block judged, so a test of what is judged is not left
 to the odds of one spot check; or none (no spot check, no seen-input blocks, which judge one call each), so that

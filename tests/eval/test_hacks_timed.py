@@ -49,3 +49,25 @@ def test_a_candidate_cannot_slow_the_baseline_by_writing_its_inputs(runs, timing
     speedups = [v for s in report.shapes for v in (s.speedup or {}).values()]
     caught = not report.accepted and Reason.INPUT_MODIFIED in report.reasons
     assert caught or (speedups and max(speedups) < 1.3), (speedups, report.reasons)
+
+
+def test_calls_past_the_baselines_count_are_compared_too(runs, tmp_path):
+    """A candidate much faster than its one baseline (`cpu_slow_baseline_goal`: a block of the baseline's is a call
+    or two, the candidate's eight) computes the first call of each block and skips the rest: only a baseline block
+    on those calls' inputs, after the round, gives them something to be compared with. No call judged at random,
+    no seen-input blocks, no leads (the hack would take a lead and its timed block for one)."""
+    from eval_suite import cpu_slow_baseline_goal
+
+    runs.wait_idle()
+    goal = cpu_slow_baseline_goal(tmp_path / "goal")
+    hack = "skip_calls_past_the_baselines"
+    quiet = TIMED_HACK_OPTIONS[hack] | {"lead_ms": 0.0, "block_ms": 5.0}
+    options = CPU_TIMING | {"policy": "open", "timing": CPU_TIMING["timing"] | quiet}  # it reads `time`
+    report = runs.get(HACKS / hack / "solution.py", goal, **options)
+    assert not report.accepted and Reason.INCORRECT in report.reasons, [f.detail for f in report.findings]
+    timed = [s for s in report.shapes if s.candidate is not None]
+    assert timed and all(s.baselines["repeated"].block < s.candidate.block for s in timed), [
+        (s.name, s.candidate and s.candidate.block) for s in report.shapes
+    ]
+    calls = [int(f.detail.split()[2]) for f in report.findings if "when its clock stopped" in f.detail]
+    assert calls and max(calls) > max(s.baselines["repeated"].block for s in timed), calls
