@@ -11,8 +11,11 @@ from hack_suite import CPU_TIMED_HACKS, FORGERIES, TIMED_HACK_OPTIONS
 
 from jg_mcp.eval import Reason
 
+OWN_TEST = {"skip_calls_past_the_baselines"}
+"""Hacks of CPU_TIMED_HACKS that need a goal of their own, each run by a test below."""
 
-@pytest.mark.parametrize("name", sorted(CPU_TIMED_HACKS))
+
+@pytest.mark.parametrize("name", sorted(CPU_TIMED_HACKS.keys() - OWN_TEST))
 def test_timing_hack_is_caught_by_the_harness_from_outside(runs, timing_goal, name):
     runs.wait_idle()  # timed alone, one at a time: no other eval of this process runs meanwhile
     options = CPU_TIMING | {"timing": CPU_TIMING["timing"] | TIMED_HACK_OPTIONS.get(name, {})}
@@ -64,7 +67,8 @@ def test_calls_past_the_baselines_count_are_compared_too(runs, tmp_path):
     quiet = TIMED_HACK_OPTIONS[hack] | {"lead_ms": 0.0, "block_ms": 5.0}
     options = CPU_TIMING | {"policy": "open", "timing": CPU_TIMING["timing"] | quiet}  # it reads `time`
     report = runs.get(HACKS / hack / "solution.py", goal, **options)
-    assert not report.accepted and Reason.INCORRECT in report.reasons, [f.detail for f in report.findings]
+    missing = CPU_TIMED_HACKS[hack] - set(report.reasons)
+    assert not report.accepted and not missing, [f.detail for f in report.findings]
     timed = [s for s in report.shapes if s.candidate is not None]
     assert timed and all(s.baselines["repeated"].block < s.candidate.block for s in timed), [
         (s.name, s.candidate and s.candidate.block) for s in report.shapes
