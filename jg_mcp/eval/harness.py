@@ -213,9 +213,8 @@ class Evaluation:
                     "outputs came from torch's own kernels",
                 )
             )
-        if self.native.by_path and (self.native.judged or self.native.unread):
-            unread = [f"mapped code that could not be read: {', '.join(self.native.unread[:5])}"]
-            missing = [*self.isolation.missing, BY_PATH, *(unread if self.native.unread else [])]
+        if self.native.by_path and self.native.judged:
+            missing = [*self.isolation.missing, BY_PATH]
             report.isolation = (report.isolation or self.isolation).model_copy(update={"missing": missing})
         if self.isolation.sandbox == "none" and (left := sweep(self.token)):
             report.add(

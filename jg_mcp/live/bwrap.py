@@ -257,7 +257,8 @@ class Bwrap:
         lies under a cover, the workspace read-write and its root-owned files read-only on top."""
         wanted = [Path(d) for d in SYSTEM_DIRS if os.path.lexists(d)]
         links = [d for d in wanted if d.is_symlink()]
-        named = [d for d in named_dirs(self.env) if not any(_inside(d, h) for h in self.hidden)]
+        # this host's toolchain, never the commands' `env`: a replay takes that from a transcript, whose writer chose it
+        named = [d for d in named_dirs(sandbox_env(os.environ)) if not any(_inside(d, h) for h in self.hidden)]
         roots = [*(d for d in wanted if d not in links), *python_dirs(), *named]
         masked = [h for h in self.hidden if h.is_dir() and not _inside(h, ws) and any(_inside(h, r) for r in roots)]
 

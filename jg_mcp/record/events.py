@@ -25,8 +25,8 @@ client cancelled it or disconnected) says so in `cancelled`. 5: a file change se
 them in `running`. 6: the header records which protections were in force and which the operator waived in
 `protections`, and the size of the workspace's own file system in `workspace_fs_bytes` (None: unbounded)."""
 GENESIS = "0" * 64
-
-
+SHA256_HEX = r"^[0-9a-f]{64}$"
+"""A sha256 digest as the transcript spells it."""
 KEPT_PAST_BUDGET_BYTES = 1024
 """Largest payload field (its JSON) still recorded whole once the transcript has passed its budget: small params
 (a short command, which the audit's policy checks read) stay readable, and a line past the budget takes at most a
@@ -118,7 +118,8 @@ class FileChange(EventBase):
     path: str
     """Workspace-relative path."""
     op: Literal["write", "delete"]
-    sha256: str | None = None
+    sha256: Annotated[str, Field(pattern=SHA256_HEX)] | None = None
+    """The content's sha256 in hex: also its blob's name, so nothing else is one (no path, no `..`)."""
     size: int | None = None
     stored: bool = True
     """False when the content exceeded the blob cap and only its hash was kept."""

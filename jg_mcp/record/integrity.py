@@ -14,7 +14,7 @@ from jg_mcp.models import Strict
 from jg_mcp.record.events import EVENT, FORMAT_VERSION, GENESIS, Close, FileChange, Header, sha256_bytes
 from jg_mcp.record.keys import key_id, mac_ok
 from jg_mcp.record.reading import newer_version
-from jg_mcp.record.transcript import blobs_dir
+from jg_mcp.record.transcript import blobs_dir, stored_blob
 
 
 class LineProblem(Strict):
@@ -151,10 +151,10 @@ def blob_problems(path: Path) -> list[LineProblem]:
         except (json.JSONDecodeError, ValidationError, UnicodeDecodeError):
             continue
         if isinstance(event, FileChange) and event.op == "write" and event.stored:
-            blob = blobs_dir(path) / str(event.sha256)
-            if not blob.is_file():
+            data = stored_blob(blobs_dir(path), str(event.sha256))
+            if data is None:
                 problem = "is missing"
-            elif sha256_bytes(blob.read_bytes()) != event.sha256:
+            elif sha256_bytes(data) != event.sha256:
                 problem = "was altered: its content no longer matches its hash"
             else:
                 continue

@@ -31,6 +31,9 @@ from jg_mcp.record.textdiff import unified
 
 logger = log.get("jg_mcp.record.replay")
 
+HOST_LIMITS = ("first_uid", "uid_count")
+"""Sandbox limits that are this host's to choose (which uids sandboxes take), never a transcript's."""
+
 TIMING_NOTE = (
     "Timings (GPU kernels, wall clock) and anything that prints dates, process ids or addresses will "
     "differ on every run: such output differences are reported with a diff, not counted as failures."
@@ -221,13 +224,27 @@ class RerunReport(Strict):
 
 
 def rerun_limits(record: Record) -> tuple[SandboxLimits, list[str]]:
-    """The recorded sandbox limits this version knows (the defaults where none were recorded), and a note
-    naming any recorded limit it cannot apply."""
+    """The sandbox limits to re-run the commands under: each recorded one this version knows, where it is a whole
+    number from 1 to this host's default, else the default; the uids are always this host's. Whoever wrote the
+    transcript chose its header, so a re-run never gets more room (a larger tmpfs, more processes) or another uid
+    than a session here does by default. Also returns a note naming what could not be applied."""
     recorded = record.header.sandbox_limits or {}
-    known = {k: v for k, v in recorded.items() if k in SandboxLimits.model_fields}
-    unknown = [f"{k}={v}" for k, v in recorded.items() if k not in known]
-    note = [f"recorded sandbox limits this version cannot apply: {', '.join(unknown)}"] if unknown else []
-    return SandboxLimits(**known), note
+    default = SandboxLimits()
+    kept: dict[str, int] = {}
+    unknown, raised = [], []
+    for name, value in recorded.items():
+        if name not in SandboxLimits.model_fields:
+            unknown.append(f"{name}={value}")
+        elif name in HOST_LIMITS:
+            continue
+        elif type(value) is int and 1 <= value <= getattr(default, name):
+            kept[name] = value
+        else:
+            raised.append(f"{name}={str(value)[:40]}")
+    notes = [f"recorded sandbox limits this version cannot apply: {', '.join(unknown)}"] if unknown else []
+    if raised:
+        notes.append(f"recorded sandbox limits past this host's defaults, re-run at the defaults: {', '.join(raised)}")
+    return SandboxLimits(**kept), notes
 
 
 def rerun_env(record: Record) -> tuple[dict[str, str] | None, list[str]]:

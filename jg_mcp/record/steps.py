@@ -20,7 +20,7 @@ from typing import Any
 from jg_mcp.models import Strict
 from jg_mcp.record.events import Close, FileChange, Header, Request, Response, sha256_bytes
 from jg_mcp.record.reading import read_transcript
-from jg_mcp.record.transcript import blobs_dir
+from jg_mcp.record.transcript import blobs_dir, stored_blob
 
 END = -1
 """Step number meaning "the end of the session", session-end changes included."""
@@ -222,10 +222,9 @@ def read_blob(record: Record, change: FileChange) -> bytes | None:
     """The stored content of a write, checked against its hash; None when it was not stored."""
     if not change.stored or change.sha256 is None:
         return None
-    blob = record.blobs / change.sha256
-    if not blob.is_file():
+    data = stored_blob(record.blobs, change.sha256)
+    if data is None:
         raise BlobError(f"blob {change.sha256} for '{change.path}' is missing from {record.blobs}")
-    data = blob.read_bytes()
     if sha256_bytes(data) != change.sha256:
         raise BlobError(f"blob {change.sha256} for '{change.path}' does not match its hash: it was changed")
     return data

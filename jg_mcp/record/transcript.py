@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import threading
 import time
 from collections import deque
@@ -41,6 +42,7 @@ from pathlib import Path
 
 from jg_mcp import log
 from jg_mcp.errors import TranscriptError
+from jg_mcp.live.safefs import read_bounded
 from jg_mcp.record.blobs import BlobStore
 from jg_mcp.record.events import (
     GENESIS,
@@ -97,6 +99,22 @@ logger = log.get("jg_mcp.record.transcript")
 
 def blobs_dir(path: Path) -> Path:
     return path.with_suffix(".blobs")
+
+
+def stored_blob(blobs: Path, digest: str) -> bytes | None:
+    """The bytes stored under `digest` in a blob store; None where no regular file is there. A transcript names
+    its blobs, and whoever wrote it chose the names and files: the file is opened without following a link and read
+    up to one byte past the largest blob the writer stores, so a larger one shows as altered, never read whole."""
+    try:
+        fd = os.open(blobs / digest, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return b"".join(read_bounded(fd, max(COMMAND_BLOB_CAP, WRITE_BLOB_CAP) + 1))
+    finally:
+        os.close(fd)
 
 
 @dataclass

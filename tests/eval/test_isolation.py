@@ -650,3 +650,32 @@ def test_only_the_candidates_worker_keeps_the_include_path_of_the_precompiled_he
     }
     assert envs["candidate"]["CPATH"] == str(tmp_path / "pch") and "CPATH" not in envs["baseline"]
     assert envs["candidate"]["LANG"] == envs["baseline"]["LANG"] == "C.UTF-8"
+
+
+@pytest.mark.skipif(bwrap_problem() is not None, reason="bubblewrap cannot run here")
+def test_the_candidate_can_write_neither_its_root_nor_a_hidden_librarys_cover_though_it_owns_them(
+    tmp_path, monkeypatch
+):
+    """Where the harness is not root the candidate's sandbox is a user namespace, and the candidate owns its root
+    and the tmpfs that hides a kernel library: both lie where the native judge takes what it finds for the host's
+    own code (a trusted root such as site-packages or /opt), so both are read-only mounts, which the owner's chmod
+    does not make writable. Here the command runs as bwrap's root without capabilities, an owner the same way."""
+    from jg_mcp.eval.processes import isolation
+    from jg_mcp.live import lifeline
+
+    hidden = tmp_path / "site" / "flash_attn"
+    hidden.mkdir(parents=True)
+    monkeypatch.setattr(isolation, "hidden_packages", lambda: (hidden,))
+    solution, cache = tmp_path / "solution", tmp_path / "cache"
+    solution.mkdir()
+    cache.mkdir()
+    prepare(solution, cache)
+    argv = isolation.bwrap_argv(solution, cache, {"PATH": "/usr/bin:/bin"})
+    if "--reuid=65534" in argv:  # as root the candidate runs as nobody, who owns neither: run it as their owner
+        at = argv.index("--reuid=65534") - 1
+        del argv[at : at + 5]
+    script = f"for d in / {hidden}; do chmod 0777 $d; touch $d/planted && echo wrote $d; done; echo done"
+    done = subprocess.run(
+        [*argv, "/bin/sh", "-c", script], capture_output=True, text=True, timeout=60, pass_fds=[lifeline.read_end()]
+    )
+    assert done.stdout.splitlines() == ["done"] and "Read-only file system" in done.stderr, done

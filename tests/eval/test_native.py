@@ -466,6 +466,36 @@ def test_without_map_files_libraries_are_read_at_their_path_and_the_cache_is_jud
     assert any("the eval's cache: ext/libcaps.so" in d and "`dlsym`" in d for d in details), details
 
 
+def test_a_mapped_library_the_harness_cannot_open_is_a_finding_not_a_note(libs, tmp_path, monkeypatch):
+    """Where the harness is not root the candidate runs as its uid, and can make a library it has mapped unreadable
+    (`chmod 0` on its folder) before the scan: code the harness could not read is never passed as judged. Root
+    reads through any mode, so the refusal the candidate would cause is made here by the open itself."""
+    import jg_mcp.eval.native.native as native
+
+    held = tmp_path / "closed" / "libheld.so"
+    held.parent.mkdir()
+    shutil.copyfile(libs["weak_mm"], held)
+    real_open = os.open
+
+    def refusing(path, *args, **kwargs):
+        if str(path).endswith(str(held)):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *args, **kwargs)
+
+    proc = _hold(held)
+    try:
+        scan = NativeScan.open(AXPY_FORBIDDEN, tmp_path / "work")
+        scan.by_path = True
+        monkeypatch.setattr(native.os, "open", refusing)
+        scan.scan([proc.pid])
+    finally:
+        monkeypatch.undo()
+        proc.kill()
+        proc.wait()
+    (finding,) = scan.findings
+    assert str(held) in finding.detail and "cannot be read by the harness (Permission denied)" in finding.detail
+
+
 def test_what_triton_builds_in_its_cache_may_load_by_name_but_never_calls_a_library(libs, tmp_path):
     """Triton's driver module and its kernels' launchers look libcuda's newer entry points up by name (dlopen,
     dlsym), and their bytes differ with Triton's version and each kernel's signature: in the Triton cache a library

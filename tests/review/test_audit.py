@@ -18,9 +18,9 @@ from jg_mcp.errors import EvalReportError
 from jg_mcp.goals import load_goal
 from jg_mcp.record import audit, audit_policy
 from jg_mcp.record.events import Close, Header, sha256_bytes
-from jg_mcp.record.transcript import TranscriptWriter, blobs_dir
+from jg_mcp.record.transcript import COMMAND_BLOB_CAP, WRITE_BLOB_CAP, TranscriptWriter, blobs_dir, stored_blob
 from jg_mcp.scripted import call
-from tests.support import DEMO_GOAL, copy_transcript, demo_dir, demo_run, eval_report, jg, scripted_session
+from tests.support import DEMO_GOAL, copy_transcript, demo_dir, demo_run, eval_report, jg, rechain, scripted_session
 
 SOLUTION_WITH_ADD = """import torch
 import torch as t
@@ -167,6 +167,40 @@ def test_a_changed_stored_blob_is_detected_and_named(tmp_path):
     assert not report.ok
     blob.unlink()
     assert any("missing" in f.message for f in audit.audit(t).findings if f.kind == "blob")
+
+
+@pytest.mark.slow
+def test_a_blob_named_by_a_path_is_an_invalid_line_and_blobs_are_read_bounded_without_links(tmp_path):
+    """A transcript names its blobs and whoever wrote it chose both: a name that is not a sha256 (an absolute path,
+    `..`) fails the line, and no reviewer's tool opens it; a link in the store is not followed, and a blob larger
+    than any the writer stores is read no further than one byte past that."""
+    t = copy_transcript(demo_run(), tmp_path / "t")
+    lines = t.read_bytes().splitlines()
+    at = next(i for i, line in enumerate(lines) if b'"path":"solution.py"' in line and b'"file_change"' in line)
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"not the reviewer's to open")
+    for name in (str(secret), f"../../{secret.name}"):
+        event = json.loads(lines[at])
+        event["sha256"] = name
+        crafted = tmp_path / name.replace("/", "_") / t.name
+        crafted.parent.mkdir()
+        crafted.write_bytes(rechain([*lines[:at], json.dumps(event).encode(), *lines[at + 1 :]]))
+        found = audit.audit(crafted).findings
+        assert [f.kind for f in found if f.line == at + 1] == ["invalid line"], found
+
+    blob = blobs_dir(t) / json.loads(lines[at])["sha256"]
+    data = blob.read_bytes()
+    blob.unlink()
+    (tmp_path / "outside").write_bytes(data)
+    blob.symlink_to(tmp_path / "outside")
+    assert stored_blob(blobs_dir(t), blob.name) is None
+    assert any("missing" in f.message for f in audit.audit(t).findings if f.kind == "blob")
+    blob.unlink()
+    with blob.open("wb") as f:
+        f.write(data)
+        f.truncate(4 * WRITE_BLOB_CAP)
+    assert len(stored_blob(blobs_dir(t), blob.name) or b"") == max(WRITE_BLOB_CAP, COMMAND_BLOB_CAP) + 1
+    assert any("altered" in f.message for f in audit.audit(t).findings if f.kind == "blob")
 
 
 @pytest.mark.slow

@@ -254,6 +254,42 @@ def test_rerun_applies_the_recorded_sandbox_limits_and_names_those_it_does_not_k
     assert limits.max_file_bytes == 4096 and limits.max_processes == SandboxLimits().max_processes
     assert notes == ["recorded sandbox limits this version cannot apply: a_retired_limit=7"]
 
+    # The header is the transcript writer's: no more room than this host's defaults, and never its uids.
+    crafted = {
+        "max_tmp_bytes": 1 << 50,
+        "max_processes": -1,
+        "first_uid": 100000,
+        "uid_count": 1,
+        "max_file_bytes": 0,
+    }
+    header = json.loads(lines[0]) | {"sandbox_limits": crafted}
+    transcript.write_bytes(rechain([json.dumps(header).encode(), *lines[1:]]))
+    limits, notes = replay.rerun_limits(steps.load_record(transcript))
+    assert limits == SandboxLimits()
+    assert notes == [
+        "recorded sandbox limits past this host's defaults, re-run at the defaults: "
+        f"max_tmp_bytes={1 << 50}, max_processes=-1, max_file_bytes=0"
+    ]
+
+
+@pytest.mark.slow
+def test_a_rerun_binds_no_host_directory_that_the_recorded_environment_names(tmp_path):
+    """The recorded environment reaches the re-run's commands as values only: the toolchain directories bound into
+    its sandbox are this host's, never those a transcript's header names (its writer chose them)."""
+    if BWRAP_MISSING:
+        pytest.skip(BWRAP_MISSING)
+    hostdir = tmp_path / "host"
+    hostdir.mkdir()
+    (hostdir / "secret.txt").write_text("the reviewer's\n")
+    command = f"cat {hostdir}/secret.txt; echo $LD_LIBRARY_PATH"
+    transcript, _ = scripted_session(tmp_path / "s", [call("run_command", command=command)], sandbox="bwrap")
+    lines = transcript.read_bytes().split(b"\n")[:-1]
+    header = json.loads(lines[0])
+    header["env"]["LD_LIBRARY_PATH"] = str(hostdir)
+    transcript.write_bytes(rechain([json.dumps(header).encode(), *lines[1:]]))
+    (result,) = replay.rerun_commands(steps.load_record(transcript), _rebuilt(transcript, tmp_path / "r")).results
+    assert "the reviewer's" not in result.diff and f"+{hostdir}" in result.diff, result.diff
+
 
 def test_a_variable_redacted_when_recording_is_left_unset_on_rerun_and_named(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(SECRET_VAR, "s3cret-value")

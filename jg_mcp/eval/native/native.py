@@ -113,9 +113,6 @@ class NativeScan:
         self.findings: list[Finding] = []
         self.judged: list[str] = []
         """The libraries judged, as their processes see them (or the cache's files, by path), in order."""
-        self.unread: list[str] = []
-        """Mappings of files still present that could not be read (a kernel whose /proc reports mappings otherwise):
-        noted in the report's isolation, not a finding; the cache's files are then judged by path."""
         self.by_path = False
         """Set once /proc/PID/map_files cannot be opened (the harness is not root): libraries are then read at their
         paths (checked against the mapping's device and inode) and every ELF file in the eval's cache is judged."""
@@ -146,11 +143,9 @@ class NativeScan:
         except OSError as exc:
             if not os.path.exists(f"/proc/{m.pid}/maps"):
                 return  # the process is gone (killed from outside while stopped): it runs nothing any more
-            if m.deleted:
-                self.add(m.path, f"cannot be read by the harness ({exc.strerror or exc}): its code cannot be judged")
-            else:  # a kernel whose /proc tells mappings otherwise (gVisor): every ELF file of the cache is judged
-                self.unread.append(f"{m.path} ({exc.strerror or exc})")  # by path instead (`judge_cache`)
-                self.by_path = True
+            # a file the candidate made unreadable (its own uid when the harness is not root), or a kernel whose
+            # /proc tells mappings otherwise: code the harness cannot read is never passed as judged
+            self.add(m.path, f"cannot be read by the harness ({exc.strerror or exc}): its code cannot be judged")
             return
         try:
             self.judge_file(m.path, fd, any(_under(m.path, root) for root in self.tritons))

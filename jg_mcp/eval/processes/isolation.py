@@ -2,7 +2,7 @@
 missing protections the report names.
 
 The candidate's sandbox: its own pid, net, ipc and uts namespaces (nothing it starts outlives it; no network;
-no shared memory with other processes), an empty root with only the system directories, this Python
+no shared memory with other processes), an empty read-only root with only the system directories, this Python
 environment and the jg_mcp package bound read-only (no workspace, goals, reports or other evals to see), a
 private tmpfs /tmp (its cwd and HOME) and /dev/shm, GPU device nodes, and as root an unprivileged uid.
 The per-eval compile cache is the one writable directory it shares with the eval's other candidate process.
@@ -152,14 +152,17 @@ def _hidden_packages(path: tuple[str, ...]) -> tuple[Path, ...]:
 
 
 def hide_args(paths: list[Path], blocker: Path) -> list[str]:
-    """bwrap arguments that hide `paths`: a directory becomes an empty tmpfs whose `__init__.py` raises, a file is
-    covered by that raising module. Without `blocker` written (`prepare` writes it), nothing is hidden."""
+    """bwrap arguments that hide `paths`: a directory becomes an empty read-only tmpfs whose `__init__.py` raises, a
+    file is covered by that raising module. Read-only because the tmpfs lies under a trusted root (site-packages)
+    and, under a user namespace, belongs to the candidate: a library it left there would pass for the host's own
+    code (`jg_mcp.eval.native`). Without `blocker` written (`prepare` writes it), nothing is hidden."""
     if not paths:
         return []
     args: list[str] = []
     for p in paths:
         if p.is_dir():
             args += ["--perms", "0555", "--tmpfs", str(p), "--ro-bind", str(blocker), str(p / "__init__.py")]
+            args += ["--remount-ro", str(p)]
         else:
             args += ["--ro-bind", str(blocker), str(p)]
     return args
@@ -231,6 +234,8 @@ def bwrap_argv(
         "--bind",
         str(cache_dir),
         CACHE_DIR,
+        "--remount-ro",
+        "/",
         "--chdir",
         "/tmp",
         "--clearenv",
