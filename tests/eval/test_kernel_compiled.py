@@ -60,3 +60,13 @@ def test_the_solutions_files_are_placed_under_their_paths_at_one_time(tmp_path):
     assert (tmp_path / "solution" / "solution.py").read_bytes() == b"import k\n"
     assert (tmp_path / "solution" / "kernels" / "k.cu").read_bytes() == b"//\n"
     assert {p.stat().st_mtime for p in (tmp_path / "solution").rglob("*") if p.is_file()} == {SOURCE_TIME}
+
+
+def test_the_main_file_is_the_solution_imported_though_the_workspace_has_a_solution_py_too(tmp_path):
+    """`--solution kernels/main.py` in a workspace that also holds a `solution.py`: the worker imports the main
+    file, whose hash the report names."""
+    from jg_mcp.eval.native.builds import place
+    from jg_mcp.eval.native.sources import SourceFile
+
+    place([SourceFile("kernels/main.py", b"MAIN = 1\n"), SourceFile("solution.py", b"OTHER = 1\n")], tmp_path / "s")
+    assert (tmp_path / "s" / "solution.py").read_bytes() == b"MAIN = 1\n"

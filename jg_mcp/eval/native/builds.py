@@ -23,10 +23,12 @@ objects torch's extension builder has nvcc make (`NAME.cuda.o`) or a build makes
 
 
 def place(files: list[SourceFile], solution_dir: Path) -> None:
-    """Write the solution's files into `solution_dir`: the main file as `solution.py` (what the worker imports),
-    every other at its workspace-relative path, each at SOURCE_TIME."""
+    """Write the solution's files into `solution_dir`: every other file at its workspace-relative path, then the main
+    file as `solution.py` (what the worker imports, and what the report names: last, so that a workspace's own
+    `solution.py` beside another main file never takes its place), each at SOURCE_TIME."""
     solution_dir.mkdir(exist_ok=True)  # a spare set's work holds it already
-    for i, file in enumerate(files):
+    for i in [*range(1, len(files)), 0]:
+        file = files[i]
         path = solution_dir / ("solution.py" if i == 0 else file.path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(file.data)
