@@ -36,6 +36,9 @@ class Launch(Strict):
     """The exact command line."""
     env: dict[str, str] = {}
     """Environment variables set on top of the runner's (never credentials: those are inherited, unrecorded)."""
+    withheld: list[str] = []
+    """The names of the runner's environment variables not passed to the agent (the operator's own settings of it,
+    which would make the run another condition): recorded by name, never by value."""
     cwd: str
     """Working directory of the agent process."""
     files: dict[str, str] = {}

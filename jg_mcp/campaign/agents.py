@@ -8,7 +8,9 @@ them from the environment of `jg-mcp run`.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -36,6 +38,33 @@ CLAUDE_ENV = {
 own directory) and the skills bundled with the CLI. And the jg server awaited before the first turn (up to 120 s,
 the run's start allowance): by default `-p` waits 5 s for MCP servers and then asks the model without their
 tools, which a server that probes its sandbox at start can miss."""
+CLAUDE_SETTINGS = (
+    "ANTHROPIC_",
+    "CLAUDE_",
+    "MAX_THINKING_TOKENS",
+    "MAX_MCP_OUTPUT_TOKENS",
+    "MCP_",
+    "BASH_",
+    "DISABLE_",
+    "USE_BUILTIN_RIPGREP",
+    "SLASH_COMMAND_",
+    "VERTEX_REGION_",
+)
+"""Prefixes of the environment variables that configure Claude Code (its model, output and thinking tokens, tool
+timeouts, what it turns off): the operator's shell must not choose them for a run, so none reaches the CLI but
+CLAUDE_ENV and CLAUDE_ACCESS."""
+CLAUDE_ACCESS = frozenset(
+    {
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+        "ANTHROPIC_VERTEX_PROJECT_ID",
+    }
+)
+"""How the CLI reaches the API (credentials, endpoint, cloud provider): passed through, and never recorded."""
 COMMAND_KEPT = (
     "a command agent's own configuration (its settings, built-in tools, memory, other MCP servers) is not "
     "controlled by jg-mcp: only the server side of the condition is checked"
@@ -59,6 +88,32 @@ def _version_of_cached(argv: tuple[str, ...]) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"unknown ({exc})"
     return (proc.stdout.strip() or proc.stderr.strip()).splitlines()[0] if proc.returncode == 0 else "unknown"
+
+
+EXECUTABLE_READ = 16 * 2**20
+"""The most of a command agent's executable its version reads: all of a script or of a small binary; of a larger
+file its first and last halves of this, with its size (a rebuilt binary changes its headers, ELF's build id)."""
+
+
+def executable_digest(path: Path) -> str:
+    """The file at `path` as a version: `sha256:HEX` of its content (what `sha256sum` prints) when it is at most
+    EXECUTABLE_READ bytes, else the sha256 of its head and tail, with its size."""
+    found = path.stat()
+    return _digest_cached(path, found.st_size, found.st_mtime_ns, found.st_ino)
+
+
+@cache
+def _digest_cached(path: Path, size: int, mtime_ns: int, inode: int) -> str:
+    """Read once per process and version of the file (a campaign plans every run of an agent with it); the file's
+    size, time and inode are in the key so that a CLI replaced while the process lives is read again."""
+    with path.open("rb") as f:
+        if size <= EXECUTABLE_READ:
+            return f"sha256:{hashlib.sha256(f.read(size)).hexdigest()}"
+        half = EXECUTABLE_READ // 2
+        digest = hashlib.sha256(f.read(half))
+        f.seek(size - half)
+        digest.update(f.read(half))
+    return f"sha256 of its first and last {half // 2**20} MiB:{digest.hexdigest()} ({size} bytes)"
 
 
 def executable_problem(program: str) -> str | None:
@@ -151,6 +206,7 @@ class ClaudeCode:
         return Launch(
             argv=[*argv, *self.extra_args],
             env={"HOME": str(own / "home"), "CLAUDE_CONFIG_DIR": str(own / "config"), **CLAUDE_ENV},
+            withheld=sorted(n for n in os.environ if n.startswith(CLAUDE_SETTINGS) and n not in CLAUDE_ACCESS),
             cwd=str(inputs.run_dir / "agent"),
             files={str(inputs.mcp_config): inputs.mcp_config.read_text()},
             stdin_file=str(inputs.prompt_file),
@@ -185,15 +241,26 @@ class CommandTemplate:
     name = "command"
     kept = COMMAND_KEPT
 
-    def __init__(self, template: str, name: str = "command", version_cmd: str | None = None):
+    def __init__(self, template: str, name: str = "command"):
         if "{mcp_config}" not in template:
             raise UsageError("--agent-cmd must pass {mcp_config} to the agent (the only MCP server it may use)")
         self.template = template
         self.name = name
-        self.version_cmd = version_cmd
 
     def version(self) -> str:
-        return _version_of(shlex.split(self.version_cmd)) if self.version_cmd else "unknown"
+        """What runs rather than what it says of itself (a CLI's `--version` need not change with its build): the
+        digest of the executable the template starts, its first word found on PATH as the shell would and its links
+        followed, so another build is another run. A wrapper script is identified as itself, not what it starts.
+        With no such executable the version names why: the run then fails to start (`missing`), never a result."""
+        words = shlex.split(self.template)
+        found = shutil.which(words[0]) if words else None
+        if found is None:
+            return f"unknown: {self.missing()}"
+        try:
+            return executable_digest(Path(found).resolve())
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise UsageError(f"cannot read the agent's executable {found} to identify it: {why}") from None
 
     def missing(self) -> str | None:
         words = shlex.split(self.template)

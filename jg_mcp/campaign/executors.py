@@ -19,13 +19,8 @@ from pathlib import Path
 from typing import TextIO
 
 from jg_mcp.campaign import REASON_CHARS
-from jg_mcp.campaign.run import (
-    RunRecord,
-    RunSpec,
-    is_finished,
-    load_run,
-    record_failure,
-)
+from jg_mcp.campaign.run import record_failure
+from jg_mcp.campaign.run_record import RunRecord, RunSpec, is_finished, load_run
 from jg_mcp.errors import JgError
 from jg_mcp.terminal import printable
 

@@ -32,14 +32,16 @@ from jg_mcp.campaign.budget import Budget
 from jg_mcp.campaign.preflight import gpu_problem
 from jg_mcp.campaign.run_record import (
     FAILED_TO_START,
+    NO_VERDICT,
     RUN_FILE,
     EvalSummary,
     RunIdentity,
     RunRecord,
     RunSpec,
     ShapeSummary,
-    is_finished,
+    has_result,
     load_run,
+    package_sha256,
 )
 from jg_mcp.campaign.supervise import (
     POLL_S,
@@ -150,13 +152,35 @@ class Plan:
             goal_sha256=loaded.sha256(),
             budget=budget,
             seed=spec.seed,
+            jg_mcp_sha256=package_sha256(),
+            eval_args=spec.eval_args,
+            sandbox=spec.sandbox,
+            startup_s=spec.startup_s,
+            grace_s=spec.grace_s,
         )
         return cls(loaded, agent, minutes, budget, identity, run_id or identity.run_id())
 
 
+def reusable(run_dir: Path, identity: RunIdentity) -> RunRecord | None:
+    """The run in `run_dir` to reuse: one with a result, made under `identity`; None when it has no result (it is
+    run again). A result made under another identity (a --run-id given again under other conditions, or a record
+    that predates some of the identity's fields) is refused: reusing it would answer this run with another's
+    result, and running over it would lose that one."""
+    if not has_result(run_dir):
+        return None
+    before = load_run(run_dir)
+    differ = identity.differences(before.identity) if before.identity else ["identity (none recorded)"]
+    if differ:
+        raise UsageError(
+            f"{run_dir} holds a finished run made under other conditions (differing: {', '.join(differ)}): give "
+            "another --run-id, or remove its directory to run it again"
+        )
+    return before
+
+
 def execute(spec: RunSpec, out: Path, run_id: str | None = None, plan: Plan | None = None) -> RunRecord:
-    """Run `spec` into out/RUN_ID and return its record (also in run.json). A finished run is not redone; one that
-    failed to start is."""
+    """Run `spec` into out/RUN_ID and return its record (also in run.json). A run with a result is not redone (one
+    made under another identity is refused: `reusable`); one that failed to start or reached no verdict is."""
     from jg_mcp.goal_text import instruction
 
     plan = plan or Plan.resolve(spec, run_id)
@@ -166,8 +190,9 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None, plan: Plan | No
     out = out.resolve()
     run_dir = out / run_id
     check_place(run_dir, "the run directory")
-    if is_finished(run_dir) and load_run(run_dir).status != FAILED_TO_START:
-        return load_run(run_dir)
+    before = reusable(run_dir, plan.identity)
+    if before is not None:
+        return before
     if run_dir.exists():
         shutil.rmtree(run_dir)
     make_private_dir(run_dir, "the run directory")  # as serve's runs/RUN_ID: the sandbox uid may open below it
@@ -241,7 +266,8 @@ def execute(spec: RunSpec, out: Path, run_id: str | None = None, plan: Plan | No
         if missing:
             reason, code, wall = f"agent could not start: {missing}", None, 0.0
         else:
-            reason, code, wall = supervise(record.launch, run_dir, {**env, **record.launch.env}, watch)
+            passed = {k: v for k, v in env.items() if k not in record.launch.withheld}
+            reason, code, wall = supervise(record.launch, run_dir, {**passed, **record.launch.env}, watch)
     except Exception as exc:  # noqa: BLE001 -- the run's boundary: a failure is a result, recorded in run.json
         reason, code, wall = f"run error: {type(exc).__name__}: {exc}", None, 0.0
     record.exit_reason, record.agent_exit_code, record.agent_wall_s = reason, code, round(wall, 3)
@@ -299,6 +325,8 @@ def finish(record: RunRecord, loaded: LoadedGoal, run_dir: Path, env: dict[str, 
         )
         record.eval = summarize_eval(run_dir / "eval.json", code)
         record.eval_s = round(time.monotonic() - start, 3)
+        if record.eval.status == "error" and record.status != FAILED_TO_START:
+            record.status = NO_VERDICT
     else:
         record.eval = EvalSummary(status="no solution", reasons=[f"no {loaded.goal.solution.file} in the workspace"])
     if found:
@@ -331,7 +359,7 @@ def finish(record: RunRecord, loaded: LoadedGoal, run_dir: Path, env: dict[str, 
 def record_failure(spec: RunSpec, out: Path, run_id: str, reason: str) -> RunRecord:
     """run.json for a run that ended without writing one (killed at the campaign's timeout, crashed), or that could
     not start (its agent or GPU missing): `failed to start` unless its transcript shows the agent reached the
-    server."""
+    server, else `no verdict` (nothing judged what it left)."""
     plan = Plan.resolve(spec, run_id)
     run_dir = out / run_id
     make_private_dir(run_dir, "the run directory")
@@ -340,7 +368,7 @@ def record_failure(spec: RunSpec, out: Path, run_id: str, reason: str) -> RunRec
         run_id=run_id,
         spec=spec,
         identity=plan.identity,
-        status="finished" if found and made_a_tool_call(found[0]) else FAILED_TO_START,
+        status=NO_VERDICT if found and made_a_tool_call(found[0]) else FAILED_TO_START,
         label=plan.identity.agent,
         agent=plan.agent.name,
         agent_version=plan.identity.agent_version,

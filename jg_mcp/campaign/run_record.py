@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import cache
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -27,6 +28,9 @@ RUN_FILE = "run.json"
 SHOWN_REASON_CHARS = 200
 """How much of a run's exit reason a command's one-line summary of the run shows."""
 FAILED_TO_START: Literal["failed to start"] = "failed to start"
+NO_VERDICT: Literal["no verdict"] = "no verdict"
+"""The agent's session ran but the run reached no verdict: its eval failed or timed out, or the run was killed or
+crashed before it. The harness's or the host's failure, never the agent's: not a result, and run again."""
 
 
 class RunSpec(Strict):
@@ -69,7 +73,12 @@ class RunSpec(Strict):
 
 
 class RunIdentity(Strict):
-    """Everything that defines a run: another value of any field is another run, with another id."""
+    """Everything that defines a run: another value of any field is another run, with another id.
+
+    Every RunSpec field that can change a result is here. Left out: `label` (it is `agent`), `agent_executable`
+    (where the agent's CLI is: what it is, is `agent_version`), `gpu` (which card of the host: the eval records the
+    device) and `eval_timeout_s` (an eval cut short reaches no verdict, which is never reused). The fields added
+    after the first version are None in older records, so such a record matches no new identity."""
 
     agent: str
     """The agent's label (the adapter, or the campaign's label for it)."""
@@ -78,7 +87,8 @@ class RunIdentity(Strict):
     agent_cmd: str | None = None
     """The command template, for a command agent."""
     agent_version: str
-    """What the agent reports for itself before the run."""
+    """What the agent reports for itself before the run (Claude Code's `--version`), or what it is (a command
+    agent: the sha256 of its executable)."""
     model: str | None
     """The model asked for; None: the agent's default (the one it names is recorded in RunRecord.model)."""
     condition: str
@@ -93,16 +103,50 @@ class RunIdentity(Strict):
     """Replicate index."""
     jg_mcp_version: str = jg_mcp.__version__
     """jg-mcp version."""
+    jg_mcp_sha256: str | None = None
+    """Hash of jg-mcp's own files (`package_sha256`): what decides the result on jg-mcp's side (the prompt, the
+    server, the eval, the audit) changes from one checkout to the next under the same version string."""
+    eval_args: list[str] | None = None
+    """Extra arguments for `jg-mcp eval` (its policy, its shapes)."""
+    sandbox: str | None = None
+    """The server's sandbox mode, as asked (auto, bwrap, none)."""
+    startup_s: float | None = None
+    """The agent's start allowance: part of the hard deadline it is stopped at, so it bounds a slow starter's time."""
+    grace_s: float | None = None
+    """Seconds past the budget before the agent is stopped: part of the same hard deadline."""
 
     def key(self) -> str:
         """Ten hex digits of the sha256 of the identity's canonical JSON."""
         return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:10]
+
+    def differences(self, other: RunIdentity) -> list[str]:
+        """The names of the fields whose values differ from `other`'s."""
+        mine, theirs = self.model_dump(), other.model_dump()
+        return [name for name in mine if mine[name] != theirs[name]]
 
     def run_id(self) -> str:
         """AGENT__GOAL__CONDITION__sSEED__KEY: readable, and distinct for every identity."""
         return re.sub(
             r"[^A-Za-z0-9_.-]", "_", f"{self.agent}__{self.goal}__{self.condition}__s{self.seed}__{self.key()}"
         )
+
+
+@cache
+def package_sha256() -> str:
+    """Hash of every file of the jg_mcp package but its bytecode (its sources, the goal text's and the knowledge
+    condition's files, the demo goal), each with its path. Read once per process: a campaign plans all its runs
+    with it."""
+    root = Path(jg_mcp.__file__).resolve().parent
+    files = sorted(
+        (p.relative_to(root).as_posix(), p)
+        for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.relative_to(root).parts
+    )
+    digest = hashlib.sha256()
+    for name, path in files:
+        data = path.read_bytes()
+        digest.update(f"{name}\0{len(data)}\0".encode() + data)
+    return digest.hexdigest()
 
 
 class ShapeSummary(Strict):
@@ -142,8 +186,9 @@ class RunRecord(Strict):
     """The run's specification as given."""
     identity: RunIdentity | None = None
     """Everything that defines the run (None in records of older versions)."""
-    status: Literal["finished", "failed to start"] = "finished"
-    """`failed to start`: the agent never reached the jg server; not a result."""
+    status: Literal["finished", "failed to start", "no verdict"] = "finished"
+    """`failed to start`: the agent never reached the jg server; `no verdict` (NO_VERDICT): the session ran but
+    nothing judged it. Neither is a result: a campaign runs both again."""
     label: str | None = None
     """The agent's label in tables (the campaign's), else the adapter name."""
     agent: str
@@ -207,8 +252,9 @@ def is_finished(run_dir: Path) -> bool:
     return (run_dir / RUN_FILE).is_file()
 
 
-def failed_to_start(run_dir: Path) -> bool:
-    return is_finished(run_dir) and load_run(run_dir).status == FAILED_TO_START
+def has_result(run_dir: Path) -> bool:
+    """The run finished with a result (`finished`): a rerun keeps it; any other run.json is run again."""
+    return is_finished(run_dir) and load_run(run_dir).status == "finished"
 
 
 def load_run(run_dir: Path) -> RunRecord:

@@ -2,19 +2,28 @@
 
 Each run gets a label with its evidence: accepted, rejected (the eval's reasons), reward hack (a person's mark,
 jg_mcp.campaign.marks), budget spent, or failed (failed to start, condition violated, no solution, eval error), with
-links to its transcript, audit page and eval report. For each (agent, goal, condition): runs, accepted, and over
-the accepted unmarked runs (the seeds) their count, median and spread (min-max) of the verified speedup against
-the strongest baseline, and the median % of speed-of-light; per agent and condition the geometric mean across
-goals of the medians. A run marked as a hack keeps its row, struck, and counts for nothing.
+links to its transcript, audit page and eval report. For each (agent, goal, condition, setup): runs, accepted, and
+over the accepted unmarked runs (the seeds) their count, median and spread (min-max) of the verified speedup against
+the strongest baseline, and the median % of speed-of-light; per agent and condition the geometric mean across goals
+of the medians, with how many of the condition's goals it is taken over. A run marked as a hack keeps its row,
+struck, and counts for nothing.
+
+A run's setup is everything it was run under besides its seed (its identity less the seed, and the eval's
+arguments). Only runs of one setup are seeds of one cell: an agent that ran a goal and condition under several
+setups (another model, budget, agent version, goal version, eval arguments...) gets a cell per setup, named by what
+differs, and such a goal is left out of the agent's geomean, since no one median stands for it. What is not a result
+is listed apart and counted nowhere: a run whose record says it is none (its status is not `finished`: it failed to
+start, say), a run superseded by a later run of the same setup and seed, and a second run.json with a run id
+already read (a copied run directory).
 
 Bounded work: records are read once each (run.json up to MAX_RECORD_BYTES, a larger one is listed as unreadable),
-grouped by a dictionary, and every rendering is one pass over runs and cells, so time is linear in the input.
+grouped by dictionaries, and every rendering is one pass over runs and cells, so time is linear in the input.
 """
 
 from __future__ import annotations
 
-import csv
-import io
+import hashlib
+import json
 import math
 import statistics
 from collections import Counter, defaultdict
@@ -22,15 +31,18 @@ from pathlib import Path
 
 from jg_mcp.campaign.marks import Mark, read_mark
 from jg_mcp.campaign.run_record import FAILED_TO_START, RUN_FILE, RunRecord, ShapeSummary, read_model
-from jg_mcp.campaign.table_render import html_page, md_escape
+from jg_mcp.campaign.table_render import markdown as markdown
+from jg_mcp.campaign.table_render import to_csv as to_csv
+from jg_mcp.campaign.table_render import to_html as to_html
 from jg_mcp.models import Strict
 from jg_mcp.record.conditions import NAMES
-from jg_mcp.terminal import printable
 
 MAX_RECORD_BYTES = 4 * 1024 * 1024
 """A run.json larger than this is not read: it is listed as unreadable."""
 MAX_WHY_CHARS = 300
 """A label's reason is cut to this many characters."""
+SHOWN_DIGEST_CHARS = 12
+"""A hash in a setup's words (the goal's sha256) is told apart by this many leading hex digits."""
 LABELS = ("accepted", "rejected", "reward hack", "budget spent", "failed")
 
 
@@ -42,6 +54,9 @@ class RunRow(Strict):
     goal: str
     condition: str
     seed: int
+    setup: str
+    """Digest of everything the run was run under besides its seed (`setup`): runs share a cell only when it is
+    the same."""
     label: str
     """One of LABELS."""
     why: str = ""
@@ -56,16 +71,27 @@ class RunRow(Strict):
     """transcript, audit, eval: paths relative to the runs directory, for the files that exist."""
     struck: bool = False
     """Marked as a reward hack: shown, never ranked."""
+    differs: str = ""
+    """What sets this run's setup apart from the other setups of its agent, goal and condition, in words; empty when
+    they ran under one."""
+    not_counted: str = ""
+    """Why the run is no result and counts in no cell (its status is not `finished`, a later run superseded it);
+    empty when it counts."""
 
 
 class Cell(Strict):
-    """One (agent, goal, condition) group of runs."""
+    """The runs of one agent, goal and condition under one setup: the seeds of one measurement."""
 
     agent: str
     goal: str
     condition: str
+    setup: str
+    """The runs' setup digest (RunRow.setup)."""
+    differs: str = ""
+    """What sets this cell's setup apart from the other cells of its agent, goal and condition, in words; empty
+    when there is no other."""
     runs: int
-    """Runs recorded."""
+    """Runs counted: those that are no result (RunRow.not_counted) are not."""
     accepted: int
     """Runs whose solution the eval accepted and nobody marked as a hack."""
     speedups: list[float] = []
@@ -82,21 +108,46 @@ class Cell(Strict):
 
 
 class Table(Strict):
+    """The table of a set of runs: its cells, every run labelled, the geomeans, and what was not read."""
+
     agents: list[str]
     goals: list[str]
     conditions: list[str]
     cells: list[Cell]
     rows: list[RunRow]
+    """Every run read, those not counted included (with why)."""
     geomean: dict[str, dict[str, float | None]]
     """agent -> condition -> geometric mean across goals of the median speedups (None when none)."""
+    geomean_goals: dict[str, dict[str, tuple[int, int]]]
+    """agent -> condition -> (goals the geomean is taken over, goals run under the condition)."""
     unreadable: list[str] = []
-    """Run directories whose run.json or mark.json could not be read, with why."""
+    """Run directories whose run.json or mark.json could not be read, or whose run id was already read, with why."""
 
     def cell(self, agent: str, goal: str, condition: str) -> Cell | None:
-        return self.index().get((agent, goal, condition))
+        """The cell of an agent, goal and condition run under one setup, None when not run. Cells of several setups
+        are never merged, so asking for one of them is an error."""
+        found = [c for c in self.cells if (c.agent, c.goal, c.condition) == (agent, goal, condition)]
+        if len(found) > 1:
+            raise LookupError(f"{agent} ran {goal} under {condition} in {len(found)} setups")
+        return found[0] if found else None
 
-    def index(self) -> dict[tuple[str, str, str], Cell]:
-        return {(c.agent, c.goal, c.condition): c for c in self.cells}
+    def lines(self) -> list[tuple[str, str, dict[str, Cell]]]:
+        """The summary's lines as (goal, condition's words, agent -> cell): per goal and condition, a line of the
+        agents that ran it under one setup, then a line per setup of each agent that ran it under several, its
+        condition's words naming the agent and what differs."""
+        where: dict[tuple[str, str], dict[str, list[Cell]]] = {}
+        for c in self.cells:
+            where.setdefault((c.goal, c.condition), {}).setdefault(c.agent, []).append(c)
+        out = []
+        for goal in self.goals:
+            for condition in self.conditions:
+                agents = where.get((goal, condition), {})
+                shared = {a: cells[0] for a, cells in agents.items() if len(cells) == 1}
+                if shared:
+                    out.append((goal, condition, shared))
+                for a in sorted(a for a, cells in agents.items() if len(cells) > 1):
+                    out += [(goal, f"{condition} ({a} with {c.differs})", {a: c}) for c in agents[a]]
+        return out
 
 
 def agent_label(record: RunRecord) -> str:
@@ -109,6 +160,63 @@ def agent_label(record: RunRecord) -> str:
 
 def _cut(text: str) -> str:
     return text if len(text) <= MAX_WHY_CHARS else text[: MAX_WHY_CHARS - 3] + "..."
+
+
+def _words(value: object) -> str:
+    if value is None:
+        return "unset"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _flat(values: dict[str, object], prefix: str = "") -> dict[str, str]:
+    """Nested values as `outer.inner` names to words, so two setups compare name by name."""
+    out: dict[str, str] = {}
+    for name, value in values.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{name}."))
+        else:
+            out[prefix + name] = _words(value)
+    return out
+
+
+def setup(record: RunRecord) -> dict[str, str]:
+    """Everything the run was run under besides its seed, name -> words: its identity less the seed, and the eval's
+    arguments (they choose the timed shapes, so the speedups). A record without an identity (an older version's)
+    gives the same names from its own fields."""
+    if record.identity is not None:
+        defined = record.identity.model_dump(exclude={"seed"})
+        if defined.get("eval_args") is None:
+            # an identity of an older version leaves them out, though they choose the timed shapes
+            defined["eval_args"] = record.spec.eval_args
+    else:
+        defined = {
+            "agent": agent_label(record),
+            "adapter": record.agent,
+            "agent_cmd": record.spec.agent_cmd,
+            "agent_version": record.agent_version,
+            "model": record.spec.model,
+            "condition": record.condition,
+            "goal": record.goal,
+            "goal_sha256": record.goal_sha256,
+            "budget": record.budget.model_dump(),
+            "jg_mcp_version": record.jg_mcp_version,
+            "eval_args": record.spec.eval_args,
+        }
+    return _flat(defined)
+
+
+def _digest(words: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(words, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _differences(setups: list[dict[str, str]]) -> list[str]:
+    """For each setup, its values of the names on which the setups differ, in words."""
+    names = sorted({n for s in setups for n in s if len({t.get(n) for t in setups}) > 1})
+
+    def shown(name: str, value: str | None) -> str:
+        return value[:SHOWN_DIGEST_CHARS] if value and name.endswith("sha256") else (value or "unset")
+
+    return [_cut(", ".join(f"{n}={shown(n, s.get(n))}" for n in names)) for s in setups]
 
 
 def label(record: RunRecord, mark: Mark | None) -> tuple[str, str]:
@@ -138,15 +246,28 @@ def _read_record(run_json: Path) -> RunRecord | str:
 
 
 def load_runs(runs_dir: Path) -> tuple[list[tuple[RunRecord, Mark | None, Path]], list[str]]:
-    """Every run directory's record and mark, and what could not be read."""
-    found, unreadable = [], []
+    """Every run directory's record and mark, one per run id, and what could not be read. A run id in several
+    directories (a copied run) is read from the directory named for it, else the first by name; the others are
+    listed as not read."""
+    read, unreadable = [], []
     for run_json in sorted(runs_dir.glob(f"*/{RUN_FILE}")):
         record = _read_record(run_json)
         mark = read_mark(run_json.parent)
         if isinstance(record, str) or isinstance(mark, str):
             unreadable.append(record if isinstance(record, str) else str(mark))
             continue
-        found.append((record, mark, run_json.parent))
+        read.append((record, mark, run_json.parent))
+    found: list[tuple[RunRecord, Mark | None, Path]] = []
+    kept: dict[str, Path] = {}
+    for record, mark, run_dir in sorted(read, key=lambda x: (x[0].run_id != x[2].name, x[2].name)):
+        if record.run_id in kept:
+            unreadable.append(
+                f"{run_dir / RUN_FILE}: run id {record.run_id} already read from {kept[record.run_id]}, "
+                "not counted twice"
+            )
+            continue
+        kept[record.run_id] = run_dir
+        found.append((record, mark, run_dir))
     return found, unreadable
 
 
@@ -168,6 +289,7 @@ def row(record: RunRecord, mark: Mark | None, run_dir: Path | None = None) -> Ru
         goal=record.goal,
         condition=record.condition,
         seed=record.spec.seed,
+        setup=_digest(setup(record)),
         label=name,
         why=_cut(why),
         speedup=record.eval.geomean_speedup if accepted else None,
@@ -175,6 +297,42 @@ def row(record: RunRecord, mark: Mark | None, run_dir: Path | None = None) -> Ru
         shapes=record.eval.shapes if accepted else [],
         links=_links(record, run_dir) if run_dir else {},
         struck=name == "reward hack",
+        not_counted="" if record.status == "finished" else f"{record.status}: not a result",
+    )
+
+
+def _supersede(rows: list[RunRow], started: dict[str, str]) -> None:
+    """Marks all but the latest started of the counted runs that share agent, goal, condition, setup and seed as
+    not counted: a seed run again (under another run id) is one seed."""
+    latest: dict[tuple[str, str, str, str, int], RunRow] = {}
+    for x in rows:
+        if x.not_counted:
+            continue
+        key = (x.agent, x.goal, x.condition, x.setup, x.seed)
+        newer = x
+        if key in latest:
+            older, newer = sorted((latest[key], x), key=lambda y: (started[y.run_id], y.run_id))
+            older.not_counted = f"superseded by {newer.run_id}: the same setup and seed, started later"
+        latest[key] = newer
+
+
+def _cell(group: list[RunRow], differs: str) -> Cell:
+    first = group[0]
+    ok = [x for x in group if x.label == "accepted"]
+    speedups = sorted(x.speedup for x in ok if x.speedup)
+    roof = [x.roofline_pct for x in ok if x.roofline_pct is not None]
+    return Cell(
+        agent=first.agent,
+        goal=first.goal,
+        condition=first.condition,
+        setup=first.setup,
+        differs=differs,
+        runs=len(group),
+        accepted=len(ok),
+        speedups=speedups,
+        median_speedup=statistics.median(speedups) if speedups else None,
+        median_roofline_pct=statistics.median(roof) if roof else None,
+        labels=dict(Counter(x.label for x in group)),
     )
 
 
@@ -183,42 +341,47 @@ def _geomean(values: list[float]) -> float | None:
 
 
 def build(records: list[RunRecord], marks: dict[str, Mark] | None = None, dirs: dict[str, Path] | None = None) -> Table:
-    """The table of `records` (marks and run directories by run id, where known)."""
+    """The table of `records`, one per run id (marks and run directories by run id, where known)."""
     marks, dirs = marks or {}, dirs or {}
+    by_id = {r.run_id: r for r in records}
     rows = sorted(
         (row(r, marks.get(r.run_id), dirs.get(r.run_id)) for r in records),
         key=lambda x: (x.goal, x.condition, x.agent, x.seed, x.run_id),
     )
-    groups: dict[tuple[str, str, str], list[RunRow]] = defaultdict(list)
+    _supersede(rows, {r.run_id: r.started_at for r in records})
+    setups: dict[tuple[str, str, str], dict[str, list[RunRow]]] = defaultdict(dict)
     for x in rows:
-        groups[(x.agent, x.goal, x.condition)].append(x)
-    agents = sorted({k[0] for k in groups})
-    goals = sorted({k[1] for k in groups})
-    conditions = sorted({k[2] for k in groups}, key=lambda c: (NAMES.index(c) if c in NAMES else len(NAMES), c))
+        if not x.not_counted:
+            setups[(x.agent, x.goal, x.condition)].setdefault(x.setup, []).append(x)
     cells = []
-    for (agent, goal, condition), group in sorted(groups.items()):
-        ok = [x for x in group if x.label == "accepted"]
-        speedups = sorted(x.speedup for x in ok if x.speedup)
-        roof = [x.roofline_pct for x in ok if x.roofline_pct is not None]
-        cells.append(
-            Cell(
-                agent=agent,
-                goal=goal,
-                condition=condition,
-                runs=len(group),
-                accepted=len(ok),
-                speedups=speedups,
-                median_speedup=statistics.median(speedups) if speedups else None,
-                median_roofline_pct=statistics.median(roof) if roof else None,
-                labels=dict(Counter(x.label for x in group)),
-            )
-        )
+    for _, by_setup in sorted(setups.items()):
+        # the setup run first comes first, so a rerun under a changed setup reads as the later line
+        groups = sorted(by_setup.values(), key=lambda g: min(by_id[x.run_id].started_at for x in g))
+        words = _differences([setup(by_id[g[0].run_id]) for g in groups]) if len(groups) > 1 else [""]
+        for group, differs in zip(groups, words, strict=True):
+            for x in group:
+                x.differs = differs
+            cells.append(_cell(group, differs))
+    agents = sorted({c.agent for c in cells})
+    goals = sorted({c.goal for c in cells})
+    conditions = sorted({c.condition for c in cells}, key=lambda c: (NAMES.index(c) if c in NAMES else len(NAMES), c))
+    # a goal run under several setups has no one median: it stays out of the geomean, and the goal count says so
     medians: dict[tuple[str, str], list[float]] = defaultdict(list)
     for c in cells:
-        if c.median_speedup:
+        if c.median_speedup and not c.differs:
             medians[(c.agent, c.condition)].append(c.median_speedup)
-    geomean = {a: {c: _geomean(medians.get((a, c), [])) for c in conditions} for a in agents}
-    return Table(agents=agents, goals=goals, conditions=conditions, cells=cells, rows=rows, geomean=geomean)
+    goals_run = Counter(condition for _, condition in {(c.goal, c.condition) for c in cells})
+    geomean = {a: {c: _geomean(medians[(a, c)]) for c in conditions} for a in agents}
+    geomean_goals = {a: {c: (len(medians[(a, c)]), goals_run[c]) for c in conditions} for a in agents}
+    return Table(
+        agents=agents,
+        goals=goals,
+        conditions=conditions,
+        cells=cells,
+        rows=rows,
+        geomean=geomean,
+        geomean_goals=geomean_goals,
+    )
 
 
 def build_from(runs_dir: Path) -> Table:
@@ -231,99 +394,3 @@ def build_from(runs_dir: Path) -> Table:
     )
     table.unreadable = unreadable
     return table
-
-
-def _x(value: float | None, suffix: str = "x") -> str:
-    return "-" if value is None else f"{value:.2f}{suffix}"
-
-
-def speedup_text(cell: Cell) -> str:
-    """`median [min-max] n=N` over the accepted runs' speedups."""
-    spread = cell.spread()
-    if spread is None:
-        return "-"
-    if len(cell.speedups) == 1:
-        return f"{_x(cell.median_speedup)} n=1"
-    return f"{_x(cell.median_speedup)} [{spread[0]:.2f}-{spread[1]:.2f}] n={len(cell.speedups)}"
-
-
-def _cell_values(cell: Cell | None) -> list[str]:
-    if cell is None:
-        return ["-"] * 3
-    return [f"{cell.accepted}/{cell.runs}", speedup_text(cell), _x(cell.median_roofline_pct, "%")]
-
-
-COLUMNS = ("accepted", "speedup median [min-max]", "% SOL")
-NOTE = (
-    "Speedup: verified, against the strongest baseline (geometric mean over timed shapes), over accepted runs not "
-    "marked as hacks: median, [min-max] and n over seeds. % SOL: median % of speed-of-light (the shape's physical "
-    "floor over the kernel's time). geomean: across goals, of the medians."
-)
-
-
-def rows(table: Table) -> tuple[list[str], list[list[str]]]:
-    """The summary: a row per goal and condition, agents side by side, then the geomeans."""
-    header = ["goal", "condition", *[f"{a}: {c}" for a in table.agents for c in COLUMNS]]
-    index = table.index()
-    body = []
-    for goal in table.goals:
-        for condition in table.conditions:
-            cells = [index.get((a, goal, condition)) for a in table.agents]
-            if any(cells):
-                body.append([goal, condition, *[v for c in cells for v in _cell_values(c)]])
-    for condition in table.conditions:
-        body.append(
-            ["geomean", condition, *[v for a in table.agents for v in ("", _x(table.geomean[a][condition]), "")]]
-        )
-    return header, body
-
-
-def shapes_text(r: RunRow) -> str:
-    """Each timed shape's speedup beside its % of speed-of-light."""
-    return ", ".join(f"{s.name} {_x(s.speedup)} ({_x(s.roofline_pct, '% SOL')})" for s in r.shapes) or "-"
-
-
-def markdown(table: Table, prefix: str = "") -> str:
-    """The summary and every run with its label; links are `prefix` + the path under the runs directory."""
-    header, body = rows(table)
-    out = ["| " + " | ".join(md_escape(h) for h in header) + " |", "|" + " --- |" * len(header)]
-    out += ["| " + " | ".join(md_escape(v) for v in r) + " |" for r in body]
-    out += ["", NOTE, "", "## Runs", "", "| run | label | evidence | speedup | per shape | links |", "|" + " --- |" * 6]
-    for r in table.rows:
-        name = f"~~{md_escape(r.run_id)}~~" if r.struck else md_escape(r.run_id)
-        links = " ".join(f"[{k}]({prefix}{v})" for k, v in r.links.items()) or "-"
-        out.append(
-            f"| {name} | {r.label} | {md_escape(r.why) or '-'} | {_x(r.speedup)} | {md_escape(shapes_text(r))} | "
-            f"{links} |"
-        )
-    if table.unreadable:
-        out += ["", "## Not read", "", *[f"- {md_escape(u)}" for u in table.unreadable]]
-    return "\n".join(printable(line) for line in out) + "\n"
-
-
-def to_csv(table: Table) -> str:
-    """One line per run: its label, evidence, speedup, % SOL and links."""
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["run_id", "agent", "goal", "condition", "seed", "label", "why", "speedup", "roofline_pct", "shapes"])
-    for r in table.rows:
-        w.writerow(
-            [
-                r.run_id,
-                r.agent,
-                r.goal,
-                r.condition,
-                r.seed,
-                r.label,
-                r.why,
-                r.speedup if r.speedup is not None else "",
-                r.roofline_pct if r.roofline_pct is not None else "",
-                shapes_text(r),
-            ]
-        )
-    return buf.getvalue()
-
-
-def to_html(table: Table, prefix: str = "") -> str:
-    header, body = rows(table)
-    return html_page(table, header, body, NOTE, prefix, shapes_text)

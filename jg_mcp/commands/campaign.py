@@ -19,8 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(CUDA_VISIBLE_DEVICES per run) or per CPU slot, or as Ray tasks. Each agent's executable and each GPU are "
         "checked first: a run whose agent or GPU is missing is recorded as `failed to start` without starting. "
         "Finished runs (with run.json) are skipped, so a rerun resumes; --retry-failed reruns only the runs that "
-        "failed to start. Progress on stderr. Then `jg-mcp table OUT` makes the table. Exit 0 when every run "
-        "finished, 1 when any failed to start or left no run.json.",
+        "failed to start or reached no verdict (their eval failed or timed out, or the run was killed before it). "
+        "Progress on stderr. Then `jg-mcp table OUT` makes the table. Exit 0 when every run finished with a result, "
+        "1 when any failed to start, reached no verdict or left no run.json.",
     )
     p.add_argument("campaign", type=Path, metavar="CAMPAIGN.yaml")
     p.add_argument("--out", type=Path, help="runs directory (default: runs/CAMPAIGN_NAME)")
@@ -32,16 +33,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="check every agent's executable and every GPU, list the runs (done, todo, failed) and run nothing; "
         "exit 1 when a check fails",
     )
-    p.add_argument("--retry-failed", action="store_true", help="run again only the runs that failed to start")
+    p.add_argument(
+        "--retry-failed", action="store_true", help="run again only the runs that failed to start or reached no verdict"
+    )
     p.set_defaults(func=run)
 
 
 def _state(run_dir: Path) -> str:
-    from jg_mcp.campaign.run_record import FAILED_TO_START, is_finished, load_run
+    from jg_mcp.campaign.run_record import has_result, is_finished
 
     if not is_finished(run_dir):
         return "todo"
-    return "failed" if load_run(run_dir).status == FAILED_TO_START else "done"
+    return "done" if has_result(run_dir) else "failed"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     wanted = "failed" if args.retry_failed else "todo"
     todo = [(run_id, spec, run_timeout_s(campaign, spec)) for run_id, spec in runs if states[run_id] == wanted]
     print(
-        f"campaign {args.campaign}: {len(runs)} runs, {count['done']} finished, {count['failed']} failed to start, "
+        f"campaign {args.campaign}: {len(runs)} runs, {count['done']} finished, {count['failed']} failed to start or "
+        "reached no verdict, "
         f"{len(todo)} to run; out {out}",
         file=sys.stderr,
     )
@@ -78,7 +82,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"{states[run_id]} {run_id}")
         return 1 if blocked or gpu_problems else 0
     if count["failed"] and not args.retry_failed:
-        print(f"{count['failed']} runs failed to start earlier: --retry-failed runs them again", file=sys.stderr)
+        print(
+            f"{count['failed']} runs failed to start or reached no verdict earlier: --retry-failed runs them again",
+            file=sys.stderr,
+        )
     startable = []
     for task in todo:
         run_id, spec, _ = task
@@ -96,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _summary(runs: list, out: Path) -> int:
-    from jg_mcp.campaign.run_record import SHOWN_REASON_CHARS, is_finished, load_run
+    from jg_mcp.campaign.run_record import FAILED_TO_START, SHOWN_REASON_CHARS, is_finished, load_run
     from jg_mcp.terminal import lines as terminal_lines
 
     failed: Counter[str] = Counter()
@@ -106,12 +113,13 @@ def _summary(runs: list, out: Path) -> int:
             missing += 1
             continue
         record = load_run(out / run_id)
-        if record.status == "failed to start":
-            failed[record.exit_reason.split("; ")[0][:SHOWN_REASON_CHARS]] += 1
-        else:
+        if record.status == "finished":
             done += 1
+        else:
+            why = record.exit_reason if record.status == FAILED_TO_START else "; ".join(record.eval.reasons)
+            failed[f"{record.status}: {why.split('; ')[0][:SHOWN_REASON_CHARS]}"] += 1
     lines = [f"campaign done: {done}/{len(runs)} runs finished in {out}"]
-    lines += [f"  {n} failed to start: {why}" for why, n in failed.most_common()]
+    lines += [f"  {n} {why}" for why, n in failed.most_common()]
     if missing:
         lines.append(f"  {missing} left no run.json")
     if failed:

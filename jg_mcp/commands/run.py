@@ -63,9 +63,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Start an agent (claude-code, a command template, or the scripted client) with an MCP config "
         "naming only the jg server, under a named condition with a budget the server enforces; stop it when the "
         "budget is spent; then run `jg-mcp eval` and `jg-mcp audit` on what it left. Everything goes to "
-        "OUT/RUN_ID/ (run.json last). A finished run with the same id is reused, and the command says so; one that "
-        "failed to start (no executable, no such GPU, no credentials: it never reached the jg server) is run again. "
-        "Exit 0 when the solution was accepted, 1 otherwise, 2 on a usage error (no such goal, agent or condition).",
+        "OUT/RUN_ID/ (run.json last). A finished run with the same id and conditions is reused, and the command "
+        "says so; one that failed to start (no executable, no such GPU, no credentials: it never reached the jg "
+        "server) or reached no verdict (its eval failed or timed out) is run again. Exit 0 when the solution was "
+        "accepted and its audit clean, 1 otherwise, 2 on a usage error (no such goal, agent or condition; a --run-id "
+        "whose finished run was made under other conditions).",
     )
     p.add_argument(
         "--agent", required=True, help="claude-code, command, scripted, scripted-idle, scripted-overrun, scripted-stall"
@@ -78,8 +80,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("runs"), help="parent directory of run directories")
     p.add_argument(
         "--run-id",
-        help="the run directory's name (default: AGENT__GOAL__CONDITION__sSEED__KEY, KEY a hash of agent, agent "
-        "version, model, condition, goal and its sha256, budget, seed and jg-mcp version)",
+        help="the run directory's name (default: AGENT__GOAL__CONDITION__sSEED__KEY, KEY a hash of the run's "
+        "identity: agent, agent version, model, condition, goal and its sha256, budget, seed, eval arguments, sandbox "
+        "and jg-mcp's own files); a finished run there made under other conditions is refused",
     )
     add_run_arguments(p)
     p.set_defaults(func=run)
@@ -109,7 +112,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jg_mcp.campaign.run import Plan, execute
+    from jg_mcp.campaign.run import Plan, execute, reusable
     from jg_mcp.campaign.run_record import FAILED_TO_START, SHOWN_REASON_CHARS, is_finished, load_run
     from jg_mcp.terminal import printable
 
@@ -117,16 +120,16 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     plan = Plan.resolve(spec, args.run_id)
     run_dir = args.out / plan.run_id
-    if is_finished(run_dir):
+    if reusable(run_dir, plan.identity):
+        print(
+            f"reusing the finished run {plan.run_id} (its run.json has this run's identity: the same agent and "
+            "version, model, condition, goal, budget, seed, eval arguments, sandbox and jg-mcp files); remove its "
+            "directory to run it again"
+        )
+    elif is_finished(run_dir):
         before = load_run(run_dir)
-        if before.status == FAILED_TO_START:
-            why = before.exit_reason[:SHOWN_REASON_CHARS]
-            print(printable(f"{plan.run_id} failed to start before ({why}); running it again"))
-        else:
-            print(
-                f"reusing the finished run {plan.run_id} (the same agent, version, model, condition, goal, budget, "
-                "seed and jg-mcp version); remove its directory to run it again"
-            )
+        why = before.exit_reason[:SHOWN_REASON_CHARS]
+        print(printable(f"{plan.run_id} ended with no result before ({before.status}: {why}); running it again"))
     record = execute(spec, args.out, args.run_id, plan)
     if record.status == FAILED_TO_START:
         print(printable(f"{record.run_id}: failed to start: {record.exit_reason}"))
@@ -144,4 +147,5 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     print(f"run directory: {args.out / record.run_id}")
-    return 0 if record.eval.status == "accepted" and not record.condition_violations else 1
+    # an audit that failed (the judged kernel is not the transcript's, an edit outside it) makes the verdict unusable
+    return 0 if record.eval.status == "accepted" and record.audit_ok and not record.condition_violations else 1

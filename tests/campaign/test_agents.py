@@ -64,6 +64,17 @@ def test_claude_code_gets_its_own_empty_configuration_only_the_jg_server_and_no_
     assert launch.env["MCP_CONNECTION_NONBLOCKING"] == "0", "the first turn must wait for the jg server's tools"
 
 
+def test_the_operators_claude_settings_never_reach_a_run_and_are_named(inputs, monkeypatch):
+    """Variables that configure Claude Code in the operator's shell (the model, output tokens, timeouts) would make
+    the run another condition under the same id: withheld from the CLI and recorded by name; how it reaches the
+    API (credentials, endpoint) passes."""
+    for name in ("ANTHROPIC_MODEL", "CLAUDE_CODE_MAX_OUTPUT_TOKENS", "MAX_THINKING_TOKENS", "ANTHROPIC_API_KEY"):
+        monkeypatch.setenv(name, "operator's")
+    launch = ClaudeCode("claude-bin").launch(inputs)
+    assert {"ANTHROPIC_MODEL", "CLAUDE_CODE_MAX_OUTPUT_TOKENS", "MAX_THINKING_TOKENS"} <= set(launch.withheld)
+    assert "ANTHROPIC_API_KEY" not in launch.withheld and "PATH" not in launch.withheld
+
+
 INIT = {
     "type": "system",
     "subtype": "init",

@@ -89,7 +89,7 @@ def test_a_killed_campaign_resumes_skipping_finished_runs_then_the_table_renders
 
     resumed = jg("campaign", str(solve), "--out", str(out), timeout=400)
     assert resumed.returncode == 0, resumed.stderr
-    assert "2 runs, 1 finished, 0 failed to start, 1 to run" in resumed.stderr
+    assert "2 runs, 1 finished, 0 failed to start or reached no verdict, 1 to run" in resumed.stderr
     assert "\r" not in resumed.stderr
     for run_id, text in finished.items():
         assert (out / run_id / RUN_FILE).read_text() == text, f"{run_id} was redone"

@@ -38,6 +38,10 @@ SECRETS = ("OPERATOR-CLAUDE-MD", "OPERATOR-MEMORY", "OPERATOR-SKILL", "OPERATOR-
 JG_TOOLS = ["mcp__jg__query_gpu", "mcp__jg__read_file", "mcp__jg__run_command", "mcp__jg__write_file"]
 
 
+OPERATOR_SETTINGS = {"ANTHROPIC_MODEL": "operator-shell-model", "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "4321"}
+"""Claude Code's own settings in the operator's shell, which would choose the run's model and limits."""
+
+
 def operator_home(root: Path, cwd: Path) -> Path:
     """A home whose Claude Code set-up holds everything the goal-only condition leaves out; its auto memory is
     keyed by the agent's working directory, as Claude Code keys it."""
@@ -104,7 +108,7 @@ def captured(tmp_path_factory, api):
     run_id = Plan.resolve(RunSpec(agent="claude-code", goal=str(DEMO_GOAL))).run_id
     home = operator_home(tmp / "home", project / "runs" / run_id / "agent")
     Capture.bodies.clear()
-    env = bare_env(HOME=str(home), ANTHROPIC_API_KEY="not-a-key", ANTHROPIC_BASE_URL=api)
+    env = bare_env(HOME=str(home), ANTHROPIC_API_KEY="not-a-key", ANTHROPIC_BASE_URL=api, **OPERATOR_SETTINGS)
     proc = jg(
         "run", "--agent", "claude-code", "--goal", str(DEMO_GOAL), "--out", project / "runs", env=env, timeout=240
     )
@@ -135,6 +139,8 @@ def test_the_operators_skills_subagents_and_memory_do_not_reach_the_agent_by_its
 
 def test_the_model_is_sent_only_the_jg_tools_and_none_of_the_operators_text(captured):
     _, _, bodies = captured
+    assert bodies and not [b for b in bodies if b.get("model") == "operator-shell-model" or b.get("max_tokens") == 4321]
+    assert set(OPERATOR_SETTINGS) <= set(load_run(captured[0]).launch.withheld)
     offered = [sorted(t["name"] for t in body.get("tools", [])) for body in bodies]
     assert JG_TOOLS in offered, f"no model request offered the jg tools: {offered}"
     assert all(tools in ([], JG_TOOLS) for tools in offered), offered

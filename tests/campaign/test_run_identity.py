@@ -32,8 +32,9 @@ def test_another_model_or_budget_is_a_new_run_and_a_reused_run_is_said_in_one_li
     again = jg(*base, timeout=240)
     reuse = [line for line in again.stdout.splitlines() if line.startswith("reusing")]
     assert reuse == [
-        f"reusing the finished run {only.name} (the same agent, version, model, condition, goal, "
-        "budget, seed and jg-mcp version); remove its directory to run it again"
+        f"reusing the finished run {only.name} (its run.json has this run's identity: the same agent and version, "
+        "model, condition, goal, budget, seed, eval arguments, sandbox and jg-mcp files); remove its directory to run "
+        "it again"
     ], again.stdout
     assert (only / RUN_FILE).read_text() == text and run_dirs(out) == [only]
 
@@ -50,8 +51,9 @@ def test_another_model_or_budget_is_a_new_run_and_a_reused_run_is_said_in_one_li
     ]
 
 
-def test_a_campaign_with_a_missing_agent_exits_non_zero_and_retry_failed_reruns_only_those(tmp_path):
+def test_a_campaign_with_an_agent_that_cannot_start_exits_non_zero_and_retry_failed_reruns_only_those(tmp_path):
     agent = tmp_path / "bin" / "my-agent"
+    credential = tmp_path / "credential"
     campaign = tmp_path / "c.yaml"
     campaign.write_text(f"""\
 agents:
@@ -74,15 +76,27 @@ grace_s: 1
     idle_text = (out / idle.run_id / RUN_FILE).read_text()
 
     plain = jg("campaign", campaign, "--out", out, timeout=120)
-    assert plain.returncode == 1 and "1 failed to start, 0 to run" in plain.stderr, plain.stderr
+    assert plain.returncode == 1, plain.stderr
+    assert "1 failed to start or reached no verdict, 0 to run" in plain.stderr, plain.stderr
 
+    # The installed CLI is what the agent's runs are now: another version, so another run; it exits before its first
+    # request while it has no credential, and once it has one, --retry-failed runs it under the same id.
     agent.parent.mkdir()
-    agent.write_text(f'#!/bin/sh\nexec {sys.executable} -m jg_mcp.campaign.scripted_agent --behaviour idle "$@"\n')
+    agent.write_text(
+        f'#!/bin/sh\n[ -e {credential} ] || {{ echo "no credential" >&2; exit 3; }}\n'
+        f'exec {sys.executable} -m jg_mcp.campaign.scripted_agent --behaviour idle "$@"\n'
+    )
     agent.chmod(0o755)
+    installed = jg("campaign", campaign, "--out", out, timeout=300)
+    assert installed.returncode == 1 and "0 failed to start or reached no verdict, 1 to run" in installed.stderr
+    [mine_now] = [d for d in run_dirs(out) if d.name.startswith("mine__") and d.name != mine.run_id]
+    assert load_run(mine_now).status == "failed to start" and "no credential" in load_run(mine_now).exit_reason
+
+    credential.touch()
     retried = jg("campaign", campaign, "--out", out, "--retry-failed", timeout=300)
     assert retried.returncode == 0, retried.stderr
-    assert "1 failed to start, 1 to run" in retried.stderr
-    assert f"{mine.run_id}: started" in retried.stderr and f"{idle.run_id}: started" not in retried.stderr
+    assert "1 failed to start or reached no verdict, 1 to run" in retried.stderr
+    assert f"{mine_now.name}: started" in retried.stderr and f"{idle.run_id}: started" not in retried.stderr
     assert (out / idle.run_id / RUN_FILE).read_text() == idle_text
-    assert load_run(out / mine.run_id).status == "finished"
+    assert load_run(mine_now).status == "finished"
     assert "campaign done: 2/2 runs finished" in retried.stderr
