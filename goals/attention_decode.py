@@ -26,6 +26,16 @@ def make_inputs(dims: dict, seed: int, device: str):
         return q.to(device, torch.bfloat16), k.to(device, torch.bfloat16), v.to(device, torch.bfloat16), lens.to(device)
 
 
+def make_edge_inputs(dims: dict, seed: int, device: str):
+    """`make_inputs` with every length drawn from [1, SMAX] and one sequence of length 1: a kernel that takes some
+    prefix of the cache as always valid reads slots past a sequence's end."""
+    q, k, v, lens = make_inputs(dims, seed, device)
+    g = torch.Generator(device="cpu").manual_seed(seed ^ 0x5EED)
+    short = torch.randint(1, dims["SMAX"] + 1, (lens.shape[0],), generator=g, dtype=torch.int32)
+    short[torch.randint(0, lens.shape[0], (1,), generator=g)] = 1
+    return q, k, v, short.to(lens.device)
+
+
 def reference(q, k_cache, v_cache, cache_lens):
     """float32, one sequence at a time, over exactly its valid cache prefix."""
     b, hq, d = q.shape

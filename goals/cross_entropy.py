@@ -27,6 +27,23 @@ def make_inputs(dims: dict, seed: int, device: str):
         return logits.to(device, torch.bfloat16), labels.to(device)
 
 
+def make_edge_inputs(dims: dict, seed: int, device: str):
+    """`make_inputs` with whole runs of rows ignored (a prompt, padding): rows 1 to 64, and about a third of the runs
+    of 16 to 64 rows after them; the first row kept. A kernel that averages per tile of rows (up to 32 of them)
+    divides zero by zero at a tile with no label."""
+    logits, labels = make_inputs(dims, seed, device)
+    g = torch.Generator(device="cpu").manual_seed(seed ^ 0x5EED)
+    labels = labels.clone()
+    t, start = labels.shape[0], 65
+    labels[1:start] = IGNORE_INDEX
+    while start < t:
+        run = int(torch.randint(16, 65, (1,), generator=g))
+        if torch.rand(1, generator=g).item() < 0.35:
+            labels[start : start + run] = IGNORE_INDEX
+        start += run
+    return logits, labels
+
+
 def reference(logits, labels):
     """float64: logsumexp written out, the label's logit subtracted, averaged over labelled rows."""
     x = logits.double()

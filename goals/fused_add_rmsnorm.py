@@ -26,6 +26,17 @@ def make_inputs(dims: dict, seed: int, device: str):
         return x.to(device, torch.bfloat16), residual.to(device, torch.bfloat16), weight.to(device, torch.bfloat16)
 
 
+def make_edge_inputs(dims: dict, seed: int, device: str):
+    """`make_inputs` with about one row in eight all zero in both x and residual (padding tokens): its norm is 0,
+    and only the eps keeps the output from 0 / 0."""
+    x, residual, weight = make_inputs(dims, seed, device)
+    g = torch.Generator(device="cpu").manual_seed(seed ^ 0x5EED)
+    rows = torch.rand(x.shape[0], generator=g) < 0.125
+    rows[torch.randint(0, x.shape[0], (1,), generator=g)] = True
+    rows = rows.to(x.device)
+    return x.masked_fill(rows[:, None], 0), residual.masked_fill(rows[:, None], 0), weight
+
+
 def reference(x, residual, weight):
     """float64 throughout."""
     s = x.double() + residual.double()

@@ -54,6 +54,17 @@ def make_inputs(dims: dict, seed: int, device: str):
         return x.to(device, torch.bfloat16), w.to(device, torch.bfloat16), offsets.to(device)
 
 
+def make_edge_inputs(dims: dict, seed: int, device: str):
+    """`make_inputs` with another routing: the rows split over the experts by a random draw (some experts idle, one
+    taking most), so a kernel sized by `group_sizes` instead of the offsets leaves rows unwritten."""
+    x, w, offsets = make_inputs(dims, seed, device)
+    t, e = dims["T"], dims["E"]
+    g = torch.Generator(device="cpu").manual_seed(seed ^ 0x5EED)
+    weights = torch.rand(e, generator=g) ** 4
+    sizes = torch.bincount(torch.multinomial(weights, t, replacement=True, generator=g), minlength=e)
+    return x, w, torch.cumsum(sizes, dim=0).to(torch.int32).to(offsets.device)
+
+
 def reference(x, w, offsets):
     """Ground truth in float64, one expert at a time."""
     out = torch.empty(x.shape[0], w.shape[1], dtype=torch.float64, device=x.device)

@@ -16,6 +16,18 @@ def make_inputs(dims: dict, seed: int, device: str):
         return (x.to(device, torch.bfloat16),)
 
 
+def make_edge_inputs(dims: dict, seed: int, device: str):
+    """`make_inputs` with each row shifted by U(-100, 100), one row by 100 (and another by -100): softmax does not
+    change, and a kernel that exponentiates without subtracting the row's max overflows (exp(89) is past float32) or
+    loses the small probabilities."""
+    (x,) = make_inputs(dims, seed, device)
+    g = torch.Generator(device="cpu").manual_seed(seed ^ 0x5EED)
+    shift = torch.rand(x.shape[0], 1, generator=g) * 200.0 - 100.0
+    rows = torch.randperm(x.shape[0], generator=g)[:2]
+    shift[rows] = torch.tensor([[100.0], [-100.0]])[: len(rows)]
+    return ((x.float() + shift.to(x.device)).to(torch.bfloat16),)
+
+
 def reference(x):
     """float64: exp(x - max) / sum, written out."""
     xd = x.double()

@@ -16,6 +16,16 @@ def make_inputs(dims: dict, seed: int, device: str):
         return gate.to(device, torch.bfloat16), up.to(device, torch.bfloat16)
 
 
+def make_edge_inputs(dims: dict, seed: int, device: str):
+    """`make_inputs` with one gate value in ten scaled by 25 (|gate| up to about 200): silu(gate) is about 0 or gate
+    there, which an approximate sigmoid fitted to the usual spread gets wrong."""
+    gate, up = make_inputs(dims, seed, device)
+    g = torch.Generator(device=device).manual_seed(seed ^ 0x5EED)
+    with torch.device(device):
+        wide = torch.rand(gate.shape, generator=g) < 0.1
+    return torch.where(wide, gate.float() * 25.0, gate.float()).to(torch.bfloat16), up
+
+
 def reference(gate, up):
     """float64: gate * sigmoid(gate) * up, written out."""
     gd = gate.double()

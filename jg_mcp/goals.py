@@ -127,6 +127,10 @@ class Goal(Frozen):
     """Name of the plain-PyTorch reference callable in the goal module (float32 or higher)."""
     inputs: str
     """Name of the input maker in the goal module: (dims: dict, seed: int, device: str) -> tuple of tensors."""
+    edge_inputs: str | None = None
+    """Name of the maker of edge-case inputs in the goal module, as `inputs` (the same shapes and dtypes): values the
+    goal's domain holds that a numerically careless kernel gets wrong (logits far from zero, all-zero rows, very short
+    sequences, any routing). The eval checks one trial of them at every smoke, drawn and timed shape."""
     outputs: list[Output] = Field(min_length=1)
     """What the solution returns, in order (one entry: a tensor; several: a tuple)."""
     shapes: list[Shape] = Field(min_length=1)
@@ -225,6 +229,10 @@ class LoadedGoal:
     def make_inputs(self) -> Callable[..., tuple]:
         return self.fn(self.goal.inputs)
 
+    @property
+    def make_edge_inputs(self) -> Callable[..., tuple] | None:
+        return self.fn(self.goal.edge_inputs) if self.goal.edge_inputs else None
+
     def baseline(self, name: str) -> Callable[..., Any]:
         return self.fn(self.goal.baselines[name].function)
 
@@ -291,6 +299,7 @@ def _defined_names(module_path: Path, yaml_path: Path) -> set[str]:
 def _callables(goal: Goal) -> dict[str, str]:
     """Each field of a goal that names a function of its module, and the name."""
     refs = {"reference": goal.reference, "inputs": goal.inputs, "flops": goal.flops, "bytes": goal.bytes}
+    refs |= {"edge_inputs": goal.edge_inputs} if goal.edge_inputs else {}
     return refs | {f"baselines.{k}.function": b.function for k, b in goal.baselines.items()}
 
 

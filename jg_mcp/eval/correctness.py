@@ -27,6 +27,10 @@ cache by address shows), and each trial there costs seconds (attention_prefill's
 about 1.5 s on an H100; in the Triton interpreter, attention_decode's top shapes took 39 of its eval's 43 s at three
 trials each)."""
 
+EDGE_KINDS = ("smoke", "domain", "timed")
+"""The cases that get one more trial on the goal's edge-case inputs (`Goal.edge_inputs`): the cheap ones; a top or
+extreme shape checks sizes, and its trials cost seconds each."""
+
 
 def trials_at(case: Case, device: str, asked: int) -> int:
     """How many trials a case gets: `asked`, but at most EXTREME_TRIALS at an extreme shape or a CPU top shape."""
@@ -98,11 +102,12 @@ def check_case(ev: Evaluation, report: EvalReport, case: Case, result: ShapeResu
         spent["check_bind"] = time.monotonic() - mark
         result.correct = True
         trials = trials_at(case, ev.device, ev.o.trials)
-        for trial in range(trials):
-            ev.progress(f"check {case.name} trial {trial + 1}/{trials}")
+        edge = ev.goal.make_edge_inputs is not None and case.kind in EDGE_KINDS
+        for trial in range(trials + edge):
+            ev.progress(f"check {case.name} trial {trial + 1}/{trials + edge}")
             if trial:
                 mark = time.monotonic()
-                inputs, refs = ev.reference(case.dims, ev.rng.randrange(2**SEED_BITS))
+                inputs, refs = ev.reference(case.dims, ev.rng.randrange(2**SEED_BITS), edge=trial == trials)
                 spent["check_reference"] += time.monotonic() - mark
             for view, t in zip(in_views, inputs, strict=True):
                 view.copy_(t)
@@ -132,7 +137,8 @@ def check_case(ev: Evaluation, report: EvalReport, case: Case, result: ShapeResu
                 )
             previous = got
             for f in found:
-                report.add(f.model_copy(update={"shape": case.name, "trial": trial}))
+                said = f.detail + (" (on the goal's edge-case inputs)" if trial == trials else "")
+                report.add(f.model_copy(update={"shape": case.name, "trial": trial, "detail": said}))
             result.trials = trial + 1
             if found:
                 result.correct = False

@@ -341,12 +341,16 @@ class Evaluation:
             report.add(f.model_copy(update={"detail": f.detail + " (at import)"}))
         return proc
 
-    def reference(self, dims: dict[str, int], seed: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        inputs = self.make_inputs(dims, seed)
+    def reference(
+        self, dims: dict[str, int], seed: int, edge: bool = False
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        inputs = self.make_inputs(dims, seed, edge)
         return inputs, self.expected(inputs)
 
-    def make_inputs(self, dims: dict[str, int], seed: int) -> list[torch.Tensor]:
-        inputs = self.goal.make_inputs(dims, seed, self.device)
+    def make_inputs(self, dims: dict[str, int], seed: int, edge: bool = False) -> list[torch.Tensor]:
+        maker = self.goal.make_edge_inputs if edge else self.goal.make_inputs
+        assert maker is not None, "edge-case inputs asked of a goal without a maker of them"
+        inputs = maker(dims, seed, self.device)
         if not all(isinstance(t, torch.Tensor) for t in inputs):
             raise JgError(f"goal {self.goal.name}: the input maker must return tensors only")
         return list(inputs)

@@ -159,6 +159,29 @@ def test_a_rope_kernel_that_ignores_its_table_is_rejected(tmp_path):
     assert all("incorrect" in c.error for c in checks)
 
 
+EDGE = {"attention_decode", "attention_prefill", "cross_entropy", "fused_add_rmsnorm", "grouped_gemm_bf16"}
+EDGE |= {"softmax", "swiglu"}
+"""The goals with edge-case inputs: those whose kernels can be numerically careless (the GEMMs and rope have none)."""
+
+
+def test_edge_case_inputs_are_the_usual_tensors_with_other_values_and_every_baseline_meets_them(goal):
+    """A goal's edge-case inputs (checked in one more trial at the cheap shapes) have the shapes and dtypes of its
+    usual inputs, values the usual ones never take, and are met by the reference and every baseline: they test the
+    kernel, not the harness."""
+    assert (goal.make_edge_inputs is not None) == (goal.name in EDGE)
+    if goal.make_edge_inputs is None:
+        return
+    cpu = {n: goal.baseline(n) for n, b in goal.goal.baselines.items() if "cpu" in b.devices}
+    for shape in goal.goal.smoke_shapes:
+        usual, edge = goal.make_inputs(shape.dims, 5, "cpu"), goal.make_edge_inputs(shape.dims, 5, "cpu")
+        assert [(t.shape, t.dtype) for t in usual] == [(t.shape, t.dtype) for t in edge]
+        assert not all(torch.equal(a, b) for a, b in zip(usual, edge, strict=True))
+        ref = goal.reference(*edge)
+        for name, fn in cpu.items():
+            _, _, problem = validate_harness.check_outputs(goal.goal, fn(*edge), ref)
+            assert problem == "", f"{goal.name} {shape.name} {name}: {problem}"
+
+
 def test_reference_agrees_with_every_cpu_baseline_at_smoke_shapes(goal):
     cpu = {f"baseline:{n}": goal.baseline(n) for n, b in goal.goal.baselines.items() if "cpu" in b.devices}
     for shape in goal.goal.smoke_shapes:

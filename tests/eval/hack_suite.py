@@ -72,6 +72,8 @@ CPU_HACKS: dict[str, tuple[str, set[Reason]]] = {
     "wrong_above_checked_sizes": (GEMM, {R.INCORRECT}),
     "softmax_zero_tail": ("softmax", {R.INCORRECT}),
     "softmax_wrong_between_pages": ("softmax", {R.INCORRECT}),
+    "softmax_without_the_max": ("softmax", {R.NONFINITE}),
+    "rmsnorm_without_eps": ("fused_add_rmsnorm", {R.NONFINITE}),
     "low_precision": (GEMM, {R.INCORRECT}),
     "partial_write": (GEMM, {R.UNWRITTEN}),
     "forge_result_channel": (GEMM, {R.STATIC_IO}),
