@@ -21,19 +21,12 @@ from pathlib import Path
 import pytest
 
 from jg_mcp.campaign.agent_account import BUILT_IN_SUBAGENTS
+from jg_mcp.campaign.agents import CLAUDE_ACCESS
 from jg_mcp.campaign.run import Plan
 from jg_mcp.campaign.run_record import RunSpec, load_run
 from tests.support import DEMO_GOAL, jg
 
 pytestmark = pytest.mark.slow
-CREDENTIALS = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "CLAUDE_CODE_OAUTH_TOKEN",
-    "CLAUDE_CODE_USE_BEDROCK",
-    "CLAUDE_CODE_USE_VERTEX",
-)
 SECRETS = ("OPERATOR-CLAUDE-MD", "OPERATOR-MEMORY", "OPERATOR-SKILL", "OPERATOR-SUBAGENT", "PROJECT-CLAUDE-MD")
 JG_TOOLS = ["mcp__jg__query_gpu", "mcp__jg__read_file", "mcp__jg__run_command", "mcp__jg__write_file"]
 
@@ -93,7 +86,7 @@ def api() -> Iterator[str]:
 
 def bare_env(**extra: str) -> dict[str, str]:
     """The environment without credentials, and without the CLI on PATH (the run must find it in the checkout)."""
-    env = {k: v for k, v in os.environ.items() if k not in CREDENTIALS}
+    env = {k: v for k, v in os.environ.items() if k not in CLAUDE_ACCESS}
     env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if ".tools" not in p)
     return env | extra
 
