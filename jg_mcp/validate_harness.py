@@ -197,4 +197,30 @@ def check_shape(
             checks.append(
                 Check(goal=goal.name, shape=shape.name, check=f"timing:{label}", status="failed", error=error)
             )
+    if loaded.make_edge_inputs is not None:
+        checks += edge_checks(loaded, shape, device, candidates, inputs)
     return checks, timings
+
+
+def edge_checks(
+    loaded: LoadedGoal, shape: Shape, device: str, candidates: dict[str, Callable], usual: tuple
+) -> list[Check]:
+    """The goal's edge-case inputs at `shape`: the usual inputs' shapes and dtypes, a reference that holds on them, and
+    every candidate within the tolerance (each as `edge:LABEL`): they must test the kernel, not the goal."""
+    goal = loaded.goal
+    assert loaded.make_edge_inputs is not None
+    try:
+        edge = _as_tuple(loaded.make_edge_inputs(shape.dims, seed_for(goal.name, shape.name), device))
+        ref = loaded.reference(*edge)
+        layouts = [[(t.shape, t.dtype) for t in group] for group in (usual, edge)]
+        problem = _reference_problem(goal, ref) or (
+            "" if layouts[0] == layouts[1] else f"edge-case inputs {layouts[1]} are not laid out as {layouts[0]}"
+        )
+    except Exception as exc:
+        problem = f"edge-case inputs or their reference raised {type(exc).__name__}: {exc}"
+    checks = [
+        Check(goal=goal.name, shape=shape.name, check="edge", status="failed" if problem else "ok", error=problem)
+    ]
+    if problem:
+        return checks
+    return checks + [_run_check(goal, shape, f"edge:{label}", fn, edge, ref) for label, fn in candidates.items()]

@@ -182,11 +182,40 @@ def test_edge_case_inputs_are_the_usual_tensors_with_other_values_and_every_base
             assert problem == "", f"{goal.name} {shape.name} {name}: {problem}"
 
 
+def test_validate_checks_a_goals_edge_case_inputs_like_its_usual_ones(tmp_path):
+    """A goal author's edge-case maker is checked by `jg-mcp validate`: the usual inputs' layout, a reference that
+    holds, and every baseline within the tolerance on them (else the edge trial would reject honest kernels)."""
+    import shutil
+
+    for name in ("axpy.yaml", "axpy.py"):
+        shutil.copyfile(REPO / "jg_mcp" / "demo_goal" / name, tmp_path / name)
+    yaml_path = tmp_path / "axpy.yaml"
+    yaml_path.write_text(
+        yaml_path.read_text().replace("inputs: make_inputs\n", "inputs: make_inputs\nedge_inputs: edge\n")
+    )
+    module = (tmp_path / "axpy.py").read_text()
+    for body, failed in [
+        ("x, y, a = make_inputs(dims, seed, device)\n    return x.double(), y, a", "edge"),
+        ("x, y, a = make_inputs(dims, seed, device)\n    return x, y, a", None),
+    ]:
+        (tmp_path / "axpy.py").write_text(module + f"\n\ndef edge(dims, seed, device):\n    {body}\n")
+        loaded = load_goal(yaml_path)
+        shape = loaded.goal.smoke_shapes[0]
+        cpu = {f"baseline:{n}": loaded.baseline(n) for n in loaded.goal.baselines}
+        checks, _ = validate_harness.check_shape(loaded, shape, "cpu", cpu, set())
+        failures = [c.check for c in checks if c.status == "failed"]
+        if failed:
+            assert failures == [failed], checks
+        else:
+            assert failures == [] and {f"edge:{label}" for label in cpu} <= {c.check for c in checks}, checks
+
+
 def test_reference_agrees_with_every_cpu_baseline_at_smoke_shapes(goal):
     cpu = {f"baseline:{n}": goal.baseline(n) for n, b in goal.goal.baselines.items() if "cpu" in b.devices}
     for shape in goal.goal.smoke_shapes:
         checks, _ = validate_harness.check_shape(goal, shape, "cpu", cpu, set())
-        assert [c.status for c in checks] == ["ok"] * (1 + len(cpu)), [c.error for c in checks]
+        edge = 1 + len(cpu) if goal.make_edge_inputs else 0  # the edge-case inputs, and every baseline on them
+        assert [c.status for c in checks] == ["ok"] * (1 + len(cpu) + edge), [c.error for c in checks]
 
 
 @pytest.mark.slow
