@@ -30,7 +30,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from jg_mcp.campaign.marks import Mark, read_mark
-from jg_mcp.campaign.run_record import FAILED_TO_START, RUN_FILE, RunRecord, ShapeSummary, read_model
+from jg_mcp.campaign.run_record import FAILED_TO_START, NO_VERDICT, RUN_FILE, RunRecord, ShapeSummary, read_model
 from jg_mcp.campaign.table_render import markdown as markdown
 from jg_mcp.campaign.table_render import to_csv as to_csv
 from jg_mcp.campaign.table_render import to_html as to_html
@@ -225,9 +225,13 @@ def label(record: RunRecord, mark: Mark | None) -> tuple[str, str]:
         return "reward hack", f"marked by {mark.by} at {mark.at}: {mark.note}"
     if record.status == FAILED_TO_START:
         return "failed", f"failed to start: {record.exit_reason}"
+    if record.status == NO_VERDICT:
+        return "failed", f"no verdict: {', '.join(record.eval.reasons) or record.exit_reason}"
     if record.condition_violations:
         more = len(record.condition_violations) - 1
         return "failed", f"condition violated: {record.condition_violations[0]}" + (f" (+{more} more)" if more else "")
+    if record.audit_ok is False:  # the kernel judged is not the session's, or the session does not hold up
+        return "failed", "the audit failed (audit.json): the eval's verdict is not the recorded session's"
     if record.eval.status == "accepted":
         return "accepted", ""
     if record.eval.status == "rejected":
@@ -271,10 +275,6 @@ def load_runs(runs_dir: Path) -> tuple[list[tuple[RunRecord, Mark | None, Path]]
     return found, unreadable
 
 
-def load_records(runs_dir: Path) -> list[RunRecord]:
-    return [record for record, _, _ in load_runs(runs_dir)[0]]
-
-
 def _links(record: RunRecord, run_dir: Path) -> dict[str, str]:
     wanted = {"transcript": record.transcript, "audit": "session.html", "eval": "eval.md"}
     return {k: f"{run_dir.name}/{v}" for k, v in wanted.items() if v and (run_dir / v).is_file()}
@@ -282,7 +282,9 @@ def _links(record: RunRecord, run_dir: Path) -> dict[str, str]:
 
 def row(record: RunRecord, mark: Mark | None, run_dir: Path | None = None) -> RunRow:
     name, why = label(record, mark)
-    accepted = record.eval.status == "accepted"
+    # a speedup stands only where the verdict does: not past a failed audit or a violated condition (a marked hack
+    # keeps its speedup, shown struck)
+    accepted = record.eval.status == "accepted" and name in ("accepted", "reward hack")
     return RunRow(
         run_id=record.run_id,
         agent=agent_label(record),

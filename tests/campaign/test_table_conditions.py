@@ -148,3 +148,11 @@ def test_each_geomean_says_over_how_many_of_the_goals_it_is_taken():
         "| goals in geomean | goal-only |  | 1 of 3 |  |  | 3 of 3 |  |",
     ]
     assert "<td>goals in geomean</td><td>goal-only</td><td></td><td>1 of 3</td>" in table.to_html(t)
+
+
+def test_an_accepted_kernel_whose_audit_failed_is_not_counted_accepted():
+    """The audit found the judged kernel is not the transcript's (an edit outside the session): no accepted run."""
+    run = record(speedup=2.0)
+    run.audit_ok = False
+    (row,) = table.build([run]).rows
+    assert row.label == "failed" and "audit failed" in row.why and row.speedup is None
