@@ -47,6 +47,30 @@ def _state(run_dir: Path) -> str:
     return "done" if has_result(run_dir) else "failed"
 
 
+LOCK_FILE = ".campaign.lock"
+"""Held (flock) by the campaign executing into a runs directory: a second one there would run the same runs at once,
+each removing the other's run directories."""
+
+
+def hold(out: Path) -> int:
+    """Make `out` and take its campaign lock for as long as this process lives (the descriptor is kept open); a
+    UsageError when another campaign holds it."""
+    import fcntl
+    import os
+
+    from jg_mcp.errors import UsageError
+    from jg_mcp.live.places import make_private_dir
+
+    make_private_dir(out, "the campaign's runs directory")
+    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise UsageError(f"another campaign is running into {out}: wait for it to end, or give another --out") from None
+    return fd
+
+
 def run(args: argparse.Namespace) -> int:
     from jg_mcp.campaign.agents import make_agent
     from jg_mcp.campaign.campaign import expand, load_campaign, run_timeout_s
@@ -59,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / args.campaign.stem
     dir_to_fill(out, "the campaign's runs directory")  # as given, before `resolve` follows any link on the way
     out = out.resolve()
+    if not args.dry_run:
+        hold(out)  # before reading any run's state: another campaign there could be changing it
     runs = expand(campaign)
     agents = {a.name(): make_agent(a.adapter, a.model, a.agent_cmd, a.executable) for a in campaign.agents}
     blocked = {label: why for label, agent in agents.items() if (why := agent.missing())}

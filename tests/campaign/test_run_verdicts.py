@@ -3,6 +3,7 @@ run again on request, and a kernel accepted by an eval whose audit failed is not
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -59,3 +60,19 @@ def test_an_accepted_kernel_whose_audit_failed_is_no_accepted_run(tmp_path):
     record = load_run(run_dir)
     assert record.eval.status == "accepted" and record.audit_ok is False, done.stdout
     assert done.returncode == 1 and "audit FAILED" in done.stdout
+
+
+def test_a_second_campaign_into_a_runs_directory_in_use_is_refused_in_one_line(tmp_path):
+    """Two campaigns into one directory would run the same runs at once, each removing the other's run directories."""
+    from jg_mcp.commands.campaign import hold
+
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text("agents: [{adapter: scripted}]\ngoals: [axpy]\nsandbox: none\n")
+    out = tmp_path / "runs"
+    held = hold(out)
+    try:
+        done = jg("campaign", campaign, "--out", out, timeout=120)
+    finally:
+        os.close(held)
+    assert done.returncode == 2 and f"another campaign is running into {out}" in done.stderr, done.stderr
+    assert not list(out.glob(f"*/{RUN_FILE}"))
