@@ -20,7 +20,8 @@ from pathlib import Path
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from jg_mcp.campaign.run import Plan, RunSpec
+from jg_mcp.campaign.plan import Plan
+from jg_mcp.campaign.run_record import RunSpec
 from jg_mcp.errors import JgError, UsageError
 from jg_mcp.models import Strict
 from jg_mcp.record.conditions import NAMES

@@ -4,8 +4,8 @@ runs/RUN_ID/ holds: workspace/, transcripts/ (the server's RUN.jsonl and blobs),
 working directory), mcp.json (the only MCP server the agent gets), prompt.md, agent.log (its stdout: its
 own log, stream-json for Claude Code), agent.stderr.log, eval.json/eval.md, audit.json/session.html and,
 written last, run.json (its model, RunRecord, and the RunIdentity that defines a run are in
-jg_mcp.campaign.run_record). A run directory with run.json is finished (a failed start included: `redo_failed`
-runs it again); anything else is redone.
+jg_mcp.campaign.run_record; what a run is before it runs, in jg_mcp.campaign.plan). A run directory whose run.json
+says `finished` is kept; one that failed to start or reached no verdict is run again, and so is anything else.
 
 Every wait is bounded: jg_mcp.campaign.supervise stops the agent (its process group: SIGTERM, then SIGKILL
 after a grace) when its budget is spent; the eval and the audit run with timeouts.
@@ -20,28 +20,23 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jg_mcp import log
-from jg_mcp.campaign import Agent, RunInputs
+from jg_mcp.campaign import RunInputs
 from jg_mcp.campaign.agent_account import violations
-from jg_mcp.campaign.agents import make_agent, mcp_config
-from jg_mcp.campaign.budget import Budget
+from jg_mcp.campaign.agents import mcp_config
+from jg_mcp.campaign.plan import Plan, reusable
 from jg_mcp.campaign.preflight import gpu_problem
 from jg_mcp.campaign.run_record import (
     FAILED_TO_START,
     NO_VERDICT,
     RUN_FILE,
     EvalSummary,
-    RunIdentity,
     RunRecord,
     RunSpec,
     ShapeSummary,
-    has_result,
-    load_run,
-    package_sha256,
 )
 from jg_mcp.campaign.supervise import (
     POLL_S,
@@ -53,11 +48,11 @@ from jg_mcp.campaign.supervise import (
     transcripts,
     watch_parent,
 )
-from jg_mcp.errors import EvalReportError, UsageError
+from jg_mcp.errors import EvalReportError
 from jg_mcp.live.places import check_place, make_private_dir
 from jg_mcp.live.session import host_info, now_iso
 from jg_mcp.record.audit import read_eval_report
-from jg_mcp.record.conditions import NAMES, agent_instruction, check_transcript
+from jg_mcp.record.conditions import agent_instruction, check_transcript
 
 if TYPE_CHECKING:
     from jg_mcp.goals import LoadedGoal
@@ -107,75 +102,6 @@ def summarize_eval(path: Path, code: int | None) -> EvalSummary:
             for s in timed
         ],
     )
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a spec resolves to before anything runs: the goal, the agent, the budget, the identity and the id.
-    `resolve` loads the goal and asks the agent its version; the constructor only holds them."""
-
-    loaded: LoadedGoal
-    agent: Agent
-    minutes: float
-    """The wall-clock budget: the spec's, else the goal's."""
-    budget: Budget
-    identity: RunIdentity
-    run_id: str
-
-    @classmethod
-    def resolve(
-        cls, spec: RunSpec, run_id: str | None = None, loaded: LoadedGoal | None = None, import_module: bool = True
-    ) -> Plan:
-        """The plan of `spec` (its goal `loaded` already, when given); `run_id` overrides the identity's. Without
-        `import_module` the goal's module is checked without running it (the run itself never calls it: its eval
-        is a process of its own), for a caller that imported it already."""
-        from jg_mcp.goals import find_goal, load_goal
-
-        if spec.condition not in NAMES:
-            raise UsageError(f"unknown condition '{spec.condition}' (one of {', '.join(NAMES)})")
-        loaded = loaded or load_goal(find_goal(spec.goal), import_module=import_module)
-        agent = make_agent(spec.agent, spec.model, spec.agent_cmd, spec.agent_executable)
-        minutes = spec.budget_minutes or loaded.goal.budget.wall_clock_minutes
-        budget = Budget(
-            wall_clock_minutes=minutes,
-            max_tool_calls=spec.max_tool_calls,
-            max_command_seconds=spec.max_command_seconds,
-        )
-        identity = RunIdentity(
-            agent=spec.label or agent.name,
-            adapter=spec.agent,
-            agent_cmd=spec.agent_cmd,
-            agent_version=agent.version(),
-            model=spec.model,
-            condition=spec.condition,
-            goal=loaded.name,
-            goal_sha256=loaded.sha256(),
-            budget=budget,
-            seed=spec.seed,
-            jg_mcp_sha256=package_sha256(),
-            eval_args=spec.eval_args,
-            sandbox=spec.sandbox,
-            startup_s=spec.startup_s,
-            grace_s=spec.grace_s,
-        )
-        return cls(loaded, agent, minutes, budget, identity, run_id or identity.run_id())
-
-
-def reusable(run_dir: Path, identity: RunIdentity) -> RunRecord | None:
-    """The run in `run_dir` to reuse: one with a result, made under `identity`; None when it has no result (it is
-    run again). A result made under another identity (a --run-id given again under other conditions, or a record
-    that predates some of the identity's fields) is refused: reusing it would answer this run with another's
-    result, and running over it would lose that one."""
-    if not has_result(run_dir):
-        return None
-    before = load_run(run_dir)
-    differ = identity.differences(before.identity) if before.identity else ["identity (none recorded)"]
-    if differ:
-        raise UsageError(
-            f"{run_dir} holds a finished run made under other conditions (differing: {', '.join(differ)}): give "
-            "another --run-id, or remove its directory to run it again"
-        )
-    return before
 
 
 def execute(spec: RunSpec, out: Path, run_id: str | None = None, plan: Plan | None = None) -> RunRecord:

@@ -252,11 +252,6 @@ def is_finished(run_dir: Path) -> bool:
     return (run_dir / RUN_FILE).is_file()
 
 
-def has_result(run_dir: Path) -> bool:
-    """The run finished with a result (`finished`): a rerun keeps it; any other run.json is run again."""
-    return is_finished(run_dir) and load_run(run_dir).status == "finished"
-
-
 def load_run(run_dir: Path) -> RunRecord:
     return RunRecord.model_validate_json((run_dir / RUN_FILE).read_text())
 

@@ -40,11 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _state(run_dir: Path) -> str:
-    from jg_mcp.campaign.run_record import has_result, is_finished
+    from jg_mcp.campaign.run_record import is_finished, load_run
 
     if not is_finished(run_dir):
         return "todo"
-    return "done" if has_result(run_dir) else "failed"
+    return "done" if load_run(run_dir).status == "finished" else "failed"
 
 
 LOCK_FILE = ".campaign.lock"
@@ -58,11 +58,14 @@ def hold(out: Path) -> int:
     import fcntl
     import os
 
-    from jg_mcp.errors import UsageError
+    from jg_mcp.errors import JgError, UsageError
     from jg_mcp.live.places import make_private_dir
 
     make_private_dir(out, "the campaign's runs directory")
-    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:  # a full disk, a link planted there: no campaign runs without its lock
+        raise JgError(f"cannot take the campaign lock {out / LOCK_FILE}: {exc.strerror or exc}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

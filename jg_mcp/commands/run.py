@@ -112,7 +112,8 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jg_mcp.campaign.run import Plan, execute, reusable
+    from jg_mcp.campaign.plan import Plan, reusable
+    from jg_mcp.campaign.run import execute
     from jg_mcp.campaign.run_record import FAILED_TO_START, SHOWN_REASON_CHARS, is_finished, load_run
     from jg_mcp.terminal import printable
 

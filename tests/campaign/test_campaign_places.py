@@ -34,7 +34,7 @@ def test_a_campaigns_default_runs_directory_through_another_users_link_is_refuse
 
 
 def test_a_run_directory_planted_as_a_link_is_refused_not_followed(tmp_path):
-    from jg_mcp.campaign.run import Plan
+    from jg_mcp.campaign.plan import Plan
     from jg_mcp.campaign.run_record import RunSpec
 
     out = tmp_path / "runs"

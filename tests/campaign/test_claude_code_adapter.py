@@ -22,7 +22,7 @@ import pytest
 
 from jg_mcp.campaign.agent_account import BUILT_IN_SUBAGENTS
 from jg_mcp.campaign.agents import CLAUDE_ACCESS
-from jg_mcp.campaign.run import Plan
+from jg_mcp.campaign.plan import Plan
 from jg_mcp.campaign.run_record import RunSpec, load_run
 from tests.support import DEMO_GOAL, jg
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jg_mcp.campaign.agents import EXECUTABLE_READ, CommandTemplate
-from jg_mcp.campaign.run import Plan
+from jg_mcp.campaign.plan import Plan
 from jg_mcp.campaign.run_record import RUN_FILE, RunSpec, load_run
 from tests.support import DEMO_GOAL, REPO, jg
 
@@ -105,7 +105,7 @@ def test_a_checkout_with_other_package_files_gives_another_run_id(tmp_path):
     goal_text = tmp_path / "c" / "jg_mcp" / "goal_text.py"
     goal_text.write_text(goal_text.read_text() + '\nEXTRA = "one more sentence"\n')
     code = (
-        "from jg_mcp.campaign.run import Plan; from jg_mcp.campaign.run_record import RunSpec; "
+        "from jg_mcp.campaign.plan import Plan; from jg_mcp.campaign.run_record import RunSpec; "
         f"print(Plan.resolve(RunSpec(agent='scripted-idle', goal={str(DEMO_GOAL)!r}), import_module=False).run_id)"
     )
     ids = [

@@ -76,3 +76,16 @@ def test_a_second_campaign_into_a_runs_directory_in_use_is_refused_in_one_line(t
         os.close(held)
     assert done.returncode == 2 and f"another campaign is running into {out}" in done.stderr, done.stderr
     assert not list(out.glob(f"*/{RUN_FILE}"))
+
+
+def test_a_campaign_lock_planted_as_a_link_refuses_the_campaign(tmp_path):
+    """A link at the lock's place (planted by whoever can write the runs directory) is never followed: no campaign
+    runs without holding its own lock."""
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text("agents: [{adapter: scripted}]\ngoals: [axpy]\nsandbox: none\n")
+    out = tmp_path / "runs"
+    out.mkdir(mode=0o700)
+    (out / ".campaign.lock").symlink_to(tmp_path / "elsewhere")
+    done = jg("campaign", campaign, "--out", out, timeout=120)
+    assert done.returncode != 0 and "cannot take the campaign lock" in done.stderr, done.stderr
+    assert not (tmp_path / "elsewhere").exists() and not list(out.glob(f"*/{RUN_FILE}"))
